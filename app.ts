@@ -1,0 +1,37 @@
+/**
+ * The composition root: the platform (server/) with every namespace's handlers (handlers/).
+ * Entry points in scripts/ and the tests build the service through this file.
+ */
+import type { Logger } from 'pino';
+import type { Database } from './db/database.ts';
+import { deleteReceiptsBefore } from './db/queries/idempotency.ts';
+import { customersHandlers } from './handlers/customers.ts';
+import { workspaceHandlers } from './handlers/workspace.ts';
+import type { Clock } from './server/clock.ts';
+import type { ServiceConfig } from './server/config.ts';
+import { JobRunner } from './server/jobs.ts';
+import type { HandlerMap } from './server/operation.ts';
+import { createPlatform } from './server/platform.ts';
+
+export const handlers = { ...workspaceHandlers, ...customersHandlers } satisfies HandlerMap;
+
+export interface ServiceDeps {
+  db: Database;
+  clock: Clock;
+  config: ServiceConfig;
+  logger: Logger;
+}
+
+/** Builds the HTTP app and the background jobs of one service process. */
+export function createService(deps: ServiceDeps) {
+  const { app, credentials } = createPlatform({ ...deps, handlers });
+  const jobs = new JobRunner(deps.db, deps.clock, deps.logger);
+  jobs.define('idempotency.prune', {
+    everyMs: 10 * 60_000,
+    run: async () => {
+      const removed = await deleteReceiptsBefore(deps.db.sql, deps.clock.now() - deps.config.idempotencyRetentionHours * 3_600_000);
+      if (removed) deps.logger.info({ removed }, 'pruned idempotency receipts');
+    },
+  });
+  return { app, jobs, credentials };
+}

@@ -1,0 +1,20 @@
+import type { Sql } from '../database.ts';
+import type { DbRecordEventRow } from '../rows.ts';
+
+export type NewRecordEvent = Omit<DbRecordEventRow, 'seq'>;
+
+export async function insertRecordEvent(sql: Sql, e: NewRecordEvent): Promise<void> {
+  await sql.run(
+    `INSERT INTO record_events (id, workspace_id, type, resource_type, record_id, private, changed_fields, actor_key_id, actor_member_id, occurred_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [e.id, e.workspace_id, e.type, e.resource_type, e.record_id, e.private, e.changed_fields, e.actor_key_id, e.actor_member_id, e.occurred_at],
+  );
+}
+
+/** Events of a workspace after a sequence number, oldest first. */
+export function listRecordEvents(sql: Sql, workspaceId: string, afterSeq = 0, limit = 100): Promise<DbRecordEventRow[]> {
+  return sql.all<DbRecordEventRow>(
+    `SELECT * FROM record_events WHERE workspace_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+    [workspaceId, afterSeq, limit],
+  );
+}

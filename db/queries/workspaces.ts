@@ -1,0 +1,15 @@
+import type { Sql } from '../database.ts';
+import type { DbAppRow, DbBundleRow } from '../rows.ts';
+
+export function listBundles(sql: Sql, workspaceId: string): Promise<DbBundleRow[]> {
+  return sql.all<DbBundleRow>(`SELECT * FROM bundles WHERE workspace_id = ? ORDER BY name, id`, [workspaceId]);
+}
+
+export function listApps(sql: Sql, workspaceId: string): Promise<DbAppRow[]> {
+  return sql.all<DbAppRow>(`SELECT * FROM apps WHERE workspace_id = ? ORDER BY name, id`, [workspaceId]);
+}
+
+/** Marks every cached credential of the workspace stale (grants, keys or members changed). */
+export async function bumpAuthVersion(sql: Sql, workspaceId: string): Promise<void> {
+  await sql.run(`UPDATE workspaces SET auth_version = auth_version + 1 WHERE id = ?`, [workspaceId]);
+}

@@ -1,0 +1,122 @@
+/** Row types: one per table, as the database returns them (SQLite booleans arrive as 0/1). */
+
+export type DbBoolean = boolean | 0 | 1;
+
+export interface DbWorkspaceRow {
+  id: string;
+  name: string;
+  auth_version: number;
+  created_at: number;
+}
+
+export type MemberRole = 'owner' | 'admin' | 'member';
+
+export interface DbMemberRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  email: string;
+  role: MemberRole;
+  disabled_at: number | null;
+  created_at: number;
+}
+
+export interface DbBundleRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  domain: string;
+  created_at: number;
+}
+
+export interface DbAppRow {
+  id: string;
+  workspace_id: string;
+  app_key: string;
+  name: string;
+  /** JSON array of qualified resource types. */
+  resource_types: string;
+  created_at: number;
+}
+
+export type Delegation = 'none' | 'selected' | 'all';
+
+export interface DbApiKeyRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  secret_hash: string;
+  created_by: string | null;
+  replaces_key_id: string | null;
+  /** JSON array of operation ids (namespace grants expanded when the key was made). */
+  operations: string;
+  /** JSON object: resource type -> ["read", "write"]. */
+  resources: string;
+  delegation: Delegation;
+  created_at: number;
+  revoked_at: number | null;
+}
+
+export interface DbApiKeyDelegateRow {
+  key_id: string;
+  member_id: string;
+}
+
+export interface DbSalesPipelineRow {
+  id: string;
+  workspace_id: string;
+  owner_member_id: string | null;
+  name: string;
+  is_default: DbBoolean;
+  /** JSON object: the record's `data`. */
+  data: string;
+  created_by: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface DbRecordEventRow {
+  seq: number;
+  id: string;
+  workspace_id: string;
+  type: 'resource.created' | 'resource.updated' | 'resource.deleted';
+  resource_type: string;
+  record_id: string;
+  private: DbBoolean;
+  /** JSON array of changed `data` keys (updates only). */
+  changed_fields: string | null;
+  actor_key_id: string | null;
+  actor_member_id: string | null;
+  occurred_at: number;
+}
+
+export interface DbIdempotencyReceiptRow {
+  scope: string;
+  idem_key: string;
+  operation_id: string;
+  fingerprint: string;
+  locked_at: number | null;
+  completed_at: number | null;
+  status_code: number | null;
+  response_body: string | null;
+  created_at: number;
+}
+
+export interface DbRateLimitRow {
+  bucket: string;
+  tat: number;
+  allowed: DbBoolean;
+  auth_version: number;
+}
+
+export interface DbJobRow {
+  id: number;
+  kind: string;
+  dedupe_key: string | null;
+  payload: string;
+  run_at: number;
+  attempts: number;
+  locked_by: string | null;
+  locked_until: number | null;
+  last_error: string | null;
+}

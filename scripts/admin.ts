@@ -1,0 +1,57 @@
+/**
+ * Operator CLI: `npm run admin -- <command>`. Prints JSON on stdout; on bad input prints one line to
+ * stderr and exits with status 1.
+ */
+import fs from 'node:fs';
+import { Command } from 'commander';
+import YAML from 'yaml';
+import { openDatabase } from '../db/database.ts';
+import { AdminError, applyWorkspace, disableMember, replaceKey, revokeKey } from '../server/admin.ts';
+import { systemClock } from '../server/clock.ts';
+
+async function withDb<T>(fn: (db: ReturnType<typeof openDatabase>) => Promise<T>): Promise<void> {
+  const db = openDatabase();
+  try {
+    await db.migrate();
+    const result = await fn(db);
+    process.stdout.write(JSON.stringify(result, null, 2) + '\n');
+  } finally {
+    await db.close();
+  }
+}
+
+function readSpec(file: string): unknown {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch {
+    throw new AdminError(`cannot read ${file}`);
+  }
+  try {
+    return file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
+  } catch (err) {
+    throw new AdminError(`${file} is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`);
+  }
+}
+
+const program = new Command('admin').description('Workspace Operations operator tools (DATABASE_URL selects the database)').exitOverride();
+program
+  .command('apply')
+  .argument('<file>', 'workspace file (YAML or JSON)')
+  .description('create a workspace with members, sites, apps and API keys; prints the ids and the key secrets (shown once)')
+  .action((file: string) => withDb((db) => applyWorkspace(db, systemClock, readSpec(file))));
+const key = program.command('key').description('API keys');
+key.command('revoke').requiredOption('--id <id>', 'key id (ak_...)').description('revoke a key; its next request is refused').action((o: { id: string }) => withDb((db) => revokeKey(db, systemClock, o.id)));
+key.command('replace').requiredOption('--id <id>', 'key id (ak_...)').description('make a new key with the same grants; revoke the old one once deployed').action((o: { id: string }) => withDb((db) => replaceKey(db, systemClock, o.id)));
+const member = program.command('member').description('workspace members');
+member.command('disable').requiredOption('--id <id>', 'member id (mb_...)').description('disable a member; keys can no longer act for them').action((o: { id: string }) => withDb((db) => disableMember(db, systemClock, o.id)));
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  const code = (err as { code?: string }).code;
+  if (code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help') process.exit(0);
+  const message = err instanceof AdminError ? err.message : code?.startsWith('commander.') ? '' : `failed: ${(err as Error).message}`;
+  if (message) process.stderr.write(`admin: ${message.replace(/\s+/g, ' ')}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,45 @@
+/** `npm start`: migrate, serve on PORT, run background jobs, shut down gracefully on SIGTERM / SIGINT. */
+import type { AddressInfo } from 'node:net';
+import { createService } from '../app.ts';
+import { openDatabase } from '../db/database.ts';
+import { systemClock } from '../server/clock.ts';
+import { loadConfig } from '../server/config.ts';
+import { createLogger } from '../server/logger.ts';
+
+const config = loadConfig();
+const logger = createLogger(config.logLevel);
+const db = openDatabase(config.databaseUrl);
+await db.migrate();
+const { app, jobs } = createService({ db, clock: systemClock, config, logger });
+await jobs.scheduleRecurring();
+if (process.env.JOBS !== 'off') jobs.start();
+
+const server = app.listen(config.port, () => {
+  const { port } = server.address() as AddressInfo;
+  logger.info({ port, database: db.description }, `listening on http://localhost:${port}/v1`);
+});
+server.keepAliveTimeout = 65_000;
+
+const workspaces = await db.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM workspaces');
+if (Number(workspaces?.n ?? 0) === 0) {
+  logger.info('no workspace yet: run `npm run demo` for a demo workspace and a ready-to-paste curl call');
+}
+
+let stopping = false;
+async function shutdown(signal: string) {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, 'shutting down: finishing requests in flight');
+  const force = setTimeout(() => {
+    logger.error('requests still running after 10 s; exiting');
+    process.exit(1);
+  }, 10_000);
+  force.unref();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await jobs.stop();
+  await db.close();
+  logger.info('stopped');
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));

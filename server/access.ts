@@ -1,0 +1,53 @@
+import type { MemberRole } from '../db/rows.ts';
+import { type Access, type CatalogueEntry, memberRoles } from '../generated/catalogue.ts';
+import type { Credential, MemberInfo } from './credentials.ts';
+import { forbidden, invalidInput } from './errors.ts';
+
+/** Whether the key's grants cover the operation (and, for record operations, the access it declares). */
+export function keyMayCall(credential: Credential, entry: CatalogueEntry): boolean {
+  if (!entry.listed) return true;
+  if (!credential.operations.has(entry.id)) return false;
+  return entry.resource === null || entry.access.every((a) => credential.resources.get(entry.resource!)?.has(a) ?? false);
+}
+
+/** The members the key may act for: active members inside its delegation grant. */
+export function delegableMembers(credential: Credential): MemberInfo[] {
+  const out: MemberInfo[] = [];
+  for (const member of credential.members.values()) {
+    if (member.disabled) continue;
+    if (credential.delegation === 'all' || (credential.delegation === 'selected' && credential.delegates.has(member.id))) out.push(member);
+  }
+  return out.sort((a, b) => (a.name === b.name ? (a.id < b.id ? -1 : 1) : a.name < b.name ? -1 : 1));
+}
+
+/** Whether a member role grants access to a resource type (x-service-member-roles). */
+export function roleAllows(role: MemberRole, resourceType: string, access: Access): boolean {
+  const grants = memberRoles[role];
+  if (!grants) return false;
+  return (grants[resourceType] ?? grants['*'] ?? []).includes(access);
+}
+
+/**
+ * Checks the key's operation and resource grants and resolves `Service-Act-As`. Returns the member
+ * acted for, or null for workspace access. Throws 400 / 403 with the reason.
+ */
+export function authorize(credential: Credential, entry: CatalogueEntry, actAsHeader: string | undefined): MemberInfo | null {
+  if (entry.listed && !credential.operations.has(entry.id)) throw forbidden(`This key is not granted ${entry.id}.`);
+  if (entry.resource !== null) {
+    const held = credential.resources.get(entry.resource);
+    const missing = entry.access.filter((a) => !held?.has(a));
+    if (missing.length) throw forbidden(`This key lacks ${missing.join(' and ')} access on ${entry.resource}.`);
+  }
+  if (actAsHeader === undefined) {
+    if (entry.actAs === 'required') throw invalidInput(`${entry.id} runs as a member: send Service-Act-As.`);
+    return null;
+  }
+  if (entry.actAs === 'none') throw invalidInput('Service-Act-As is not accepted here.');
+  const member = credential.members.get(actAsHeader);
+  const delegated = credential.delegation === 'all' || (credential.delegation === 'selected' && credential.delegates.has(actAsHeader));
+  if (!member || member.disabled || !delegated) {
+    // One message for all three causes, so the header cannot probe other workspaces' member ids.
+    throw forbidden('Service-Act-As names a member this key may not act for (see GET /v1/delegation/members).');
+  }
+  return member;
+}

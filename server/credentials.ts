@@ -1,0 +1,127 @@
+import crypto from 'node:crypto';
+import type { Database } from '../db/database.ts';
+import { findKeyForAuth, listKeyDelegateIds, listWorkspaceMembers, takeRateLimitToken } from '../db/queries/credentials.ts';
+import type { Delegation, MemberRole } from '../db/rows.ts';
+import type { Access } from '../generated/catalogue.ts';
+import type { Clock } from './clock.ts';
+import { invalidKey, rateLimited } from './errors.ts';
+import { randomIdPart, sha256Hex } from './ids.ts';
+
+const TOKEN = /^wso_([0-9a-z]{24})_([A-Za-z0-9_-]{43})$/;
+
+export interface MemberInfo {
+  readonly id: string;
+  readonly name: string;
+  readonly role: MemberRole;
+  readonly disabled: boolean;
+}
+
+/** An authenticated API key with everything authorization needs, cached per process. */
+export interface Credential {
+  readonly keyId: string;
+  readonly workspaceId: string;
+  readonly name: string;
+  readonly operations: ReadonlySet<string>;
+  readonly resources: ReadonlyMap<string, ReadonlySet<Access>>;
+  readonly delegation: Delegation;
+  readonly delegates: ReadonlySet<string>;
+  /** Every member of the key's workspace, by id. */
+  readonly members: ReadonlyMap<string, MemberInfo>;
+  readonly authVersion: number;
+  readonly secretHash: Buffer;
+}
+
+/** A new key secret: `wso_<key id part>_<256-bit random>`; only its SHA-256 is stored. */
+export function newKeySecret(): { keyId: string; secret: string; secretHash: string } {
+  const idPart = randomIdPart();
+  const secret = `wso_${idPart}_${crypto.randomBytes(32).toString('base64url')}`;
+  return { keyId: `ak_${idPart}`, secret, secretHash: sha256Hex(secret) };
+}
+
+export interface RateLimitSettings {
+  perSecond: number;
+  burst: number;
+}
+
+/**
+ * Authenticates bearer keys. Key material, grants and members are cached in memory; every request
+ * still makes one database round trip that both takes a rate-limit token and proves the key is not
+ * revoked, returning the workspace's auth version so a stale cache entry is reloaded at once.
+ */
+export class CredentialStore {
+  private readonly cache = new Map<string, Credential>();
+  private readonly intervalUs: number;
+  private readonly toleranceUs: number;
+
+  constructor(
+    private readonly db: Database,
+    private readonly clock: Clock,
+    limits: RateLimitSettings,
+  ) {
+    this.intervalUs = Math.max(1, Math.round(1_000_000 / limits.perSecond));
+    this.toleranceUs = this.intervalUs * Math.max(0, limits.burst - 1);
+  }
+
+  /** Resolves `Authorization: Bearer <key>` to a credential, or throws 401 / 429. */
+  async authenticate(authorization: string | undefined): Promise<Credential> {
+    const match = /^Bearer (\S+)$/i.exec(authorization ?? '');
+    const token = match?.[1];
+    const parts = token ? TOKEN.exec(token) : null;
+    if (!token || !parts) throw invalidKey();
+    const keyId = `ak_${parts[1]}`;
+    const presented = crypto.createHash('sha256').update(token).digest();
+
+    let credential: Credential | undefined = this.cache.get(keyId) ?? (await this.load(keyId));
+    if (!credential || !crypto.timingSafeEqual(credential.secretHash, presented)) throw invalidKey();
+
+    const nowUs = this.clock.now() * 1000;
+    const bucket = await takeRateLimitToken(this.db.sql, { keyId, nowUs, intervalUs: this.intervalUs, toleranceUs: this.toleranceUs });
+    if (!bucket) {
+      this.cache.delete(keyId);
+      throw invalidKey();
+    }
+    if (Number(bucket.auth_version) !== credential.authVersion) {
+      credential = await this.load(keyId);
+      if (!credential) throw invalidKey();
+    }
+    if (!bucket.allowed) {
+      const waitUs = Number(bucket.tat) - this.toleranceUs - nowUs;
+      throw rateLimited(Math.max(1, Math.ceil(waitUs / 1_000_000)));
+    }
+    return credential;
+  }
+
+  /** Drops every cached credential (tests and admin changes made in this process). */
+  invalidate(): void {
+    this.cache.clear();
+  }
+
+  private async load(keyId: string): Promise<Credential | undefined> {
+    const row = await findKeyForAuth(this.db.sql, keyId);
+    if (!row || row.revoked_at !== null) {
+      this.cache.delete(keyId);
+      return undefined;
+    }
+    const [delegates, members] = await Promise.all([
+      row.delegation === 'selected' ? listKeyDelegateIds(this.db.sql, keyId) : Promise.resolve([]),
+      listWorkspaceMembers(this.db.sql, row.workspace_id),
+    ]);
+    const resources = new Map<string, ReadonlySet<Access>>();
+    for (const [type, access] of Object.entries(JSON.parse(row.resources) as Record<string, Access[]>)) resources.set(type, new Set(access));
+    const credential: Credential = {
+      keyId,
+      workspaceId: row.workspace_id,
+      name: row.name,
+      operations: new Set(JSON.parse(row.operations) as string[]),
+      resources,
+      delegation: row.delegation,
+      delegates: new Set(delegates),
+      members: new Map(members.map((m) => [m.id, { id: m.id, name: m.name, role: m.role, disabled: m.disabled_at !== null }])),
+      authVersion: Number(row.auth_version),
+      secretHash: Buffer.from(row.secret_hash, 'hex'),
+    };
+    if (this.cache.size >= 10_000) this.cache.clear();
+    this.cache.set(keyId, credential);
+    return credential;
+  }
+}

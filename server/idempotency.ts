@@ -1,0 +1,79 @@
+import type { Database, Sql } from '../db/database.ts';
+import { completeReceipt, findReceipt, lockReceipt, type ReceiptKey, releaseReceipt, stealStaleLock } from '../db/queries/idempotency.ts';
+import type { Clock } from './clock.ts';
+import { conflict, invalidInput, ServiceError } from './errors.ts';
+import { canonicalJson, sha256Hex } from './ids.ts';
+
+/** Statuses decided by the operation itself; they are stored and replayed. Anything else is not. */
+const STORED_ERROR_STATUSES = new Set([404, 409]);
+
+export interface IdempotentRequest {
+  keyId: string;
+  memberId: string | null;
+  operationId: string;
+  idempotencyKey: string;
+  body: unknown;
+}
+
+export interface IdempotentResult {
+  status: number;
+  body: unknown;
+  replayed: boolean;
+}
+
+/**
+ * Stripe-style idempotent commands: a committed lock row per (credential, member, key), the change and
+ * the stored response in one transaction, replay of completed responses, 409 while in flight.
+ */
+export class Idempotency {
+  constructor(
+    private readonly db: Database,
+    private readonly clock: Clock,
+    private readonly lockTimeoutMs: number,
+  ) {}
+
+  async run(req: IdempotentRequest, execute: (sql: Sql) => Promise<unknown>): Promise<IdempotentResult> {
+    const k: ReceiptKey = { scope: `${req.keyId}:${req.memberId ?? '-'}`, key: req.idempotencyKey };
+    const fingerprint = sha256Hex(`${req.operationId}\n${canonicalJson(req.body)}`);
+    const stored = await this.acquire(k, req.operationId, fingerprint);
+    if (stored) return stored;
+    try {
+      return await this.db.tx(async (sql) => {
+        const body = await execute(sql);
+        await completeReceipt(sql, k, 200, JSON.stringify(body), this.clock.now());
+        return { status: 200, body, replayed: false };
+      });
+    } catch (err) {
+      if (err instanceof ServiceError && STORED_ERROR_STATUSES.has(err.status)) {
+        await completeReceipt(this.db.sql, k, err.status, JSON.stringify(err.body()), this.clock.now());
+      } else {
+        await releaseReceipt(this.db.sql, k).catch(() => undefined);
+      }
+      throw err;
+    }
+  }
+
+  /** Takes the key for this request, or returns the stored response to replay; throws 400 / 409. */
+  private async acquire(k: ReceiptKey, operationId: string, fingerprint: string): Promise<IdempotentResult | null> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const now = this.clock.now();
+      if (await lockReceipt(this.db.sql, k, operationId, fingerprint, now)) return null;
+      const receipt = await findReceipt(this.db.sql, k);
+      if (!receipt) continue; // released between our insert and read; try again
+      if (receipt.operation_id !== operationId || receipt.fingerprint !== fingerprint) {
+        throw invalidInput(
+          `This Idempotency-Key was already used for a different request (${receipt.operation_id === operationId ? 'another body' : receipt.operation_id}). Use a new key for a new action.`,
+        );
+      }
+      if (receipt.completed_at !== null) {
+        return { status: Number(receipt.status_code), body: JSON.parse(receipt.response_body ?? 'null'), replayed: true };
+      }
+      const lockedAt = Number(receipt.locked_at);
+      if (now - lockedAt < this.lockTimeoutMs || !(await stealStaleLock(this.db.sql, k, lockedAt, now))) {
+        throw conflict('A request with this Idempotency-Key is still in progress; retry it in a moment.');
+      }
+      return null;
+    }
+    throw conflict('A request with this Idempotency-Key is still in progress; retry it in a moment.');
+  }
+}

@@ -1,0 +1,17 @@
+import pino, { type Logger } from 'pino';
+
+/** Paths that may hold secrets; pino replaces them before anything is written. */
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'headers.authorization',
+  'authorization',
+  'secret',
+  '*.secret',
+  'apiKey',
+  '*.apiKey',
+];
+
+export function createLogger(level = process.env.LOG_LEVEL || 'info'): Logger {
+  return pino({ level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { service: 'workspace-operations' } });
+}

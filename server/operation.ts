@@ -1,0 +1,30 @@
+import type { Database, Sql } from '../db/database.ts';
+import type { CatalogueEntry, OperationId } from '../generated/catalogue.ts';
+import type { operations } from '../generated/openapi.ts';
+import type { Clock } from './clock.ts';
+import type { Credential, MemberInfo } from './credentials.ts';
+
+/** Request body of an operation, from the generated types. */
+export type Input<Op extends OperationId> = operations[Op] extends { requestBody: { content: { 'application/json': infer B } } } ? B : never;
+/** 200 response body of an operation, from the generated types. */
+export type Output<Op extends OperationId> = operations[Op] extends { responses: { 200: { content: { 'application/json': infer R } } } } ? R : never;
+
+/** What a handler knows about the call it serves. */
+export interface OperationContext {
+  readonly operation: CatalogueEntry;
+  readonly credential: Credential;
+  readonly workspaceId: string;
+  /** The member acted for (`Service-Act-As`), or null for workspace access. */
+  readonly member: MemberInfo | null;
+  /** Request time (Unix ms) from the service clock. */
+  readonly now: number;
+  /** Queries: autocommit. Commands: the command's transaction, which also stores the idempotency receipt. */
+  readonly sql: Sql;
+  readonly db: Database;
+  readonly clock: Clock;
+}
+
+export type Handler<Op extends OperationId> = (input: Input<Op>, ctx: OperationContext) => Promise<Output<Op>>;
+
+/** One handler per catalogued operation; the compiler checks that none is missing. */
+export type HandlerMap = { [Op in OperationId]: Handler<Op> };
