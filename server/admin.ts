@@ -108,7 +108,7 @@ const specSchema: JSONSchemaType<WorkspaceSpec> = {
   },
 };
 
-const validateSpec = new Ajv({ allErrors: true }).compile(specSchema);
+const validateSpec = new Ajv({ allErrors: true, allowUnionTypes: true }).compile(specSchema);
 
 /** Expands operation grants: exact ids, or `namespace.*` as that namespace's operations today (interface rule 9.4). */
 export function expandOperationGrants(grants: readonly string[]): string[] {

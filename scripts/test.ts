@@ -1,0 +1,64 @@
+/**
+ * `npm test`: the whole mocha suite on SQLite and, when PostgreSQL is reachable or can be started
+ * here, on PostgreSQL too. Says plainly when the PostgreSQL pass did not run. Ends with the line
+ * `N passed, N failed, N skipped`.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Mocha from 'mocha';
+import pg from 'pg';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const DEFAULT_PG = 'postgres://wsops:wsops@127.0.0.1:5432/wsops_test';
+
+async function reachable(url: string): Promise<string | null> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function postgresUrl(): Promise<{ url: string | null; why: string }> {
+  if (process.env.TEST_DATABASES && !process.env.TEST_DATABASES.split(',').includes('postgres')) return { url: null, why: 'TEST_DATABASES excludes postgres' };
+  const url = process.env.TEST_POSTGRES_URL || DEFAULT_PG;
+  let problem = await reachable(url);
+  if (problem && !process.env.TEST_POSTGRES_URL) {
+    try {
+      execFileSync('bash', [path.join(root, 'scripts/postgres-local.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
+      problem = await reachable(url);
+    } catch (err) {
+      problem = `${problem}; starting a local cluster failed: ${(err as Error).message.split('\n')[0]}`;
+    }
+  }
+  return problem ? { url: null, why: `${url.replace(/\/\/[^@]*@/, '//***@')} is not reachable (${problem})` } : { url, why: '' };
+}
+
+const pgTarget = await postgresUrl();
+if (pgTarget.url) process.env.TEST_POSTGRES_URL = pgTarget.url;
+else delete process.env.TEST_POSTGRES_URL;
+
+const mocha = new Mocha({ timeout: 20_000, reporter: 'spec', ...(process.env.TEST_GREP ? { grep: process.env.TEST_GREP } : {}) });
+const files = process.argv.slice(2).length
+  ? process.argv.slice(2)
+  : fs.readdirSync(path.join(root, 'test')).filter((f) => f.endsWith('.test.ts')).sort().map((f) => path.join(root, 'test', f));
+for (const f of files) mocha.addFile(path.resolve(f));
+await mocha.loadFilesAsync();
+
+const runner = mocha.run();
+runner.on('end', () => {
+  const s = runner.stats!;
+  console.log('');
+  console.log(`Databases: SQLite${pgTarget.url ? ' and PostgreSQL' : ''}.`);
+  if (!pgTarget.url) console.log(`PostgreSQL pass DID NOT RUN: ${pgTarget.why}. Set TEST_POSTGRES_URL to a reachable database.`);
+  console.log(`${s.passes} passed, ${s.failures} failed, ${s.pending} skipped`);
+  process.exitCode = s.failures > 0 || s.passes === 0 ? 1 : 0;
+  setTimeout(() => process.exit(process.exitCode), 200).unref();
+});

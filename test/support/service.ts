@@ -1,0 +1,111 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { createService } from '../../app.ts';
+import { type Database, openDatabase } from '../../db/database.ts';
+import { createClient, type ServiceClient } from '../../generated/client.ts';
+import { type ApplyResult, applyWorkspace, type WorkspaceSpec } from '../../server/admin.ts';
+import { FakeClock } from '../../server/clock.ts';
+import { loadConfig, type ServiceConfig } from '../../server/config.ts';
+import { REDACT_PATHS } from '../../server/logger.ts';
+
+export interface TestDatabase {
+  name: 'sqlite' | 'postgres';
+  url: () => string;
+}
+
+/** The databases this run covers: SQLite always; PostgreSQL when TEST_POSTGRES_URL is set (npm test sets it). */
+export const databases: TestDatabase[] = [
+  { name: 'sqlite' as const, url: () => `sqlite:${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wsops-test-')), 'service.sqlite')}` },
+  ...(process.env.TEST_POSTGRES_URL ? [{ name: 'postgres' as const, url: () => process.env.TEST_POSTGRES_URL! }] : []),
+].filter((d) => !process.env.TEST_DATABASES || process.env.TEST_DATABASES.split(',').includes(d.name));
+
+/** Runs a suite once per database (Backstage's describe.each(databases)). */
+export function forEachDatabase(title: string, suite: (ctx: () => TestService) => void): void {
+  for (const database of databases) {
+    describe(`${title} [${database.name}]`, function () {
+      this.timeout(20_000);
+      let service: TestService | undefined;
+      before(async () => {
+        service = await startTestService(database.url());
+      });
+      after(async () => {
+        await service?.close();
+      });
+      suite(() => {
+        if (!service) throw new Error('service not started');
+        return service;
+      });
+    });
+  }
+}
+
+export interface TestService {
+  baseUrl: string;
+  db: Database;
+  clock: FakeClock;
+  config: ServiceConfig;
+  /** Everything the service logged, as text. */
+  logs(): string;
+  jobs: ReturnType<typeof createService>['jobs'];
+  /** Creates a workspace (fresh ids each call) and returns its ids and key secrets. */
+  apply(spec: WorkspaceSpec): Promise<ApplyResult>;
+  client(apiKey: string, actAs?: string): ServiceClient;
+  /** A plain HTTP call, for requests the typed client will not make (malformed bodies, headers). */
+  post(operation: string, body: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Headers }>;
+  close(): Promise<void>;
+}
+
+export async function startTestService(databaseUrl: string, overrides: Partial<ServiceConfig> = {}): Promise<TestService> {
+  const config: ServiceConfig = { ...loadConfig({}), databaseUrl, validateResponses: true, rateLimitPerSecond: 1000, rateLimitBurst: 1000, ...overrides };
+  const clock = new FakeClock();
+  let logText = '';
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      logText += chunk.toString();
+      done();
+    },
+  });
+  const logger = pino({ level: 'info', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
+  const db = openDatabase(databaseUrl);
+  await db.migrate();
+  const { app, jobs } = createService({ db, clock, config, logger });
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  return {
+    baseUrl,
+    db,
+    clock,
+    config,
+    jobs,
+    logs: () => logText,
+    apply: (spec) => applyWorkspace(db, clock, spec),
+    client: (apiKey, actAs) => createClient({ baseUrl, apiKey, ...(actAs ? { actAs } : {}) }),
+    async post(operation, body, headers = {}) {
+      const res = await fetch(`${baseUrl}/operations/${operation}`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', ...headers },
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+      });
+      const text = await res.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        /* keep text */
+      }
+      return { status: res.status, body: parsed, headers: res.headers };
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await db.close();
+    },
+  };
+}
