@@ -67,6 +67,9 @@ function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
   const resourceTypes = new Set<string>();
   for (const [route, item] of Object.entries(paths)) {
     if (!isObject(item)) continue;
+    for (const other of ['put', 'patch', 'delete', 'head', 'options']) {
+      if (item[other] !== undefined) fail(`${other.toUpperCase()} ${route}`, 'operations use GET (platform endpoints) or POST only');
+    }
     for (const method of ['get', 'post'] as const) {
       const op = item[method];
       if (!isObject(op)) continue;

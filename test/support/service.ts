@@ -25,13 +25,13 @@ export const databases: TestDatabase[] = [
 ].filter((d) => !process.env.TEST_DATABASES || process.env.TEST_DATABASES.split(',').includes(d.name));
 
 /** Runs a suite once per database (Backstage's describe.each(databases)). */
-export function forEachDatabase(title: string, suite: (ctx: () => TestService) => void): void {
+export function forEachDatabase(title: string, suite: (ctx: () => TestService) => void, overrides: Partial<ServiceConfig> = {}): void {
   for (const database of databases) {
     describe(`${title} [${database.name}]`, function () {
       this.timeout(20_000);
       let service: TestService | undefined;
       before(async () => {
-        service = await startTestService(database.url());
+        service = await startTestService(database.url(), overrides);
       });
       after(async () => {
         await service?.close();
@@ -46,6 +46,7 @@ export function forEachDatabase(title: string, suite: (ctx: () => TestService) =
 
 export interface TestService {
   baseUrl: string;
+  databaseUrl: string;
   db: Database;
   clock: FakeClock;
   config: ServiceConfig;
@@ -80,6 +81,7 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
   return {
     baseUrl,
+    databaseUrl,
     db,
     clock,
     config,

@@ -1,0 +1,141 @@
+import assert from 'node:assert/strict';
+import { disableMember, replaceKey, revokeKey } from '../server/admin.ts';
+import { acme, createPipeline } from './support/fixtures.ts';
+import { forEachDatabase } from './support/service.ts';
+
+forEachDatabase('API keys, grants and discovery', (svc) => {
+  it('lists exactly the operations a key may call, with their catalogue fields', async () => {
+    const ws = await svc().apply(acme());
+    const ci = (await svc().client(ws.keys.ci!.secret).listOperations()).data!;
+    assert.deepEqual(ci.items.map((o) => o.id), [
+      'customers.CreateSalesPipeline',
+      'customers.DeleteSalesPipeline',
+      'customers.GetSalesPipeline',
+      'customers.ListSalesPipelines',
+      'customers.UpdateSalesPipeline',
+      'customers.UpsertSalesPipeline',
+      'workspace.ListApps',
+      'workspace.ListBundles',
+    ]);
+    assert.deepEqual(ci.items.find((o) => o.id === 'customers.UpdateSalesPipeline'), {
+      id: 'customers.UpdateSalesPipeline',
+      kind: 'command',
+      contract_version: 1,
+      workspace_supported: true,
+      deprecated: false,
+      act_as: 'optional',
+      resource: 'core:SalesPipeline',
+      access: ['read', 'write'],
+    });
+    assert.equal(ci.items.find((o) => o.id === 'workspace.ListBundles')!.resource, undefined);
+    // The reader key holds the UpdateSalesPipeline grant but only read access: it may not call it, so it is not listed.
+    const reader = (await svc().client(ws.keys.reader!.secret).listOperations()).data!;
+    assert.deepEqual(reader.items.map((o) => o.id), ['customers.GetSalesPipeline', 'customers.ListSalesPipelines']);
+    const bare = (await svc().client(ws.keys.bare!.secret).listOperations()).data!;
+    assert.deepEqual(bare.items, []);
+  });
+
+  it('refuses calls outside the operation or resource grants with 403', async () => {
+    const ws = await svc().apply(acme());
+    const reader = svc().client(ws.keys.reader!.secret);
+    const create = await reader.customers.CreateSalesPipeline(createPipeline());
+    assert.equal(create.response.status, 403);
+    assert.equal(create.error!.error, 'forbidden');
+    assert.match(create.error!.message, /not granted customers\.CreateSalesPipeline/);
+    const update = await reader.customers.UpdateSalesPipeline({ id: 'pl_x', data: { name: 'x' } });
+    assert.equal(update.response.status, 403);
+    assert.match(update.error!.message, /lacks write access on core:SalesPipeline/);
+    assert.equal((await reader.customers.ListSalesPipelines({})).response.status, 200);
+    const bare = svc().client(ws.keys.bare!.secret);
+    assert.equal((await bare.workspace.ListBundles({})).response.status, 403);
+    assert.equal((await bare.listDelegationMembers()).response.status, 200, 'discovery needs no grant');
+  });
+
+  it('rejects missing, malformed, unknown and wrong-secret keys with 401', async () => {
+    const ws = await svc().apply(acme());
+    const secret = ws.keys.ci!.secret;
+    const tampered = secret.slice(0, -4) + (secret.endsWith('AAAA') ? 'BBBB' : 'AAAA');
+    for (const auth of [undefined, '', 'Bearer', `Basic ${secret}`, `Bearer ${tampered}`, 'Bearer wso_aaaaaaaaaaaaaaaaaaaaaaaa_' + 'x'.repeat(43), `Bearer ${secret} extra`]) {
+      const res = await svc().post('workspace.ListBundles', {}, auth === undefined ? {} : { Authorization: auth });
+      assert.equal(res.status, 401, String(auth));
+      assert.deepEqual(res.body, { error: 'invalid_key', message: 'The API key is missing, invalid or revoked.' });
+    }
+  });
+
+  it('stops a revoked key on its next request; a replacement works alongside until then', async () => {
+    const ws = await svc().apply(acme());
+    const old = svc().client(ws.keys.ci!.secret);
+    assert.equal((await old.workspace.ListBundles({})).response.status, 200);
+    const replacement = await replaceKey(svc().db, svc().clock, ws.keys.ci!.id);
+    const fresh = svc().client(replacement.secret);
+    assert.equal((await fresh.workspace.ListBundles({})).response.status, 200);
+    assert.equal((await old.workspace.ListBundles({})).response.status, 200);
+    assert.deepEqual(
+      (await fresh.listOperations()).data!.items.map((o) => o.id),
+      (await old.listOperations()).data!.items.map((o) => o.id),
+      'same grants',
+    );
+    assert.deepEqual((await fresh.listDelegationMembers()).data, (await old.listDelegationMembers()).data, 'same delegation');
+    await revokeKey(svc().db, svc().clock, ws.keys.ci!.id);
+    const refused = await old.workspace.ListBundles({});
+    assert.equal(refused.response.status, 401);
+    assert.equal(refused.error!.error, 'invalid_key');
+    assert.equal((await fresh.workspace.ListBundles({})).response.status, 200);
+  });
+});
+
+forEachDatabase('member delegation', (svc) => {
+  it('lists the active members inside the delegation grant (none, selected, all)', async () => {
+    const ws = await svc().apply(acme());
+    const selected = (await svc().client(ws.keys.ci!.secret).listDelegationMembers()).data!;
+    assert.deepEqual(selected.items, [
+      { id: ws.members.ada!, name: 'Ada Member' },
+      { id: ws.members.olga!, name: 'Olga Owner' },
+    ]);
+    const all = (await svc().client(ws.keys.all!.secret).listDelegationMembers()).data!;
+    assert.deepEqual(all.items.map((m) => m.name), ['Ada Member', 'Bob Admin', 'Olga Owner']);
+    const none = (await svc().client(ws.keys.reader!.secret).listDelegationMembers()).data!;
+    assert.deepEqual(none.items, []);
+  });
+
+  it('refuses Service-Act-As for members outside the grant, disabled, unknown or of another workspace', async () => {
+    const ws = await svc().apply(acme());
+    const other = await svc().apply(acme());
+    const cases: Array<[string, string, string]> = [
+      ['not delegated', ws.keys.ci!.secret, ws.members.bob!],
+      ['disabled', ws.keys.ci!.secret, ws.members.max!],
+      ['unknown', ws.keys.ci!.secret, 'mb_doesnotexist'],
+      ['other workspace', ws.keys.all!.secret, other.members.olga!],
+      ['key without delegation', ws.keys.reader!.secret, ws.members.olga!],
+    ];
+    for (const [why, secret, member] of cases) {
+      const res = await svc().client(secret, member).customers.ListSalesPipelines({});
+      assert.equal(res.response.status, 403, why);
+      assert.equal(res.error!.error, 'forbidden', why);
+    }
+    assert.equal((await svc().client(ws.keys.ci!.secret, ws.members.ada).customers.ListSalesPipelines({})).response.status, 200);
+  });
+
+  it('"all" covers members added later; disabling a member takes effect on the next request', async () => {
+    const ws = await svc().apply(acme());
+    await svc().db.sql.run(`INSERT INTO members (id, workspace_id, name, email, role, created_at) VALUES (?, ?, ?, ?, ?, ?)`, ['mb_newcomer0000000000000000', ws.workspace_id, 'Nina New', 'nina@acme.test', 'member', 1]);
+    await svc().db.sql.run(`UPDATE workspaces SET auth_version = auth_version + 1 WHERE id = ?`, [ws.workspace_id]);
+    const nina = svc().client(ws.keys.all!.secret, 'mb_newcomer0000000000000000');
+    assert.equal((await nina.customers.ListSalesPipelines({})).response.status, 200);
+    const ada = svc().client(ws.keys.all!.secret, ws.members.ada);
+    assert.equal((await ada.customers.ListSalesPipelines({})).response.status, 200);
+    await disableMember(svc().db, svc().clock, ws.members.ada!);
+    assert.equal((await ada.customers.ListSalesPipelines({})).response.status, 403);
+    assert.ok(!(await svc().client(ws.keys.all!.secret).listDelegationMembers()).data!.items.some((m) => m.id === ws.members.ada));
+  });
+
+  it('uses workspace access without the header, even on a delegating key', async () => {
+    const ws = await svc().apply(acme());
+    const ada = svc().client(ws.keys.ci!.secret, ws.members.ada);
+    await ada.customers.CreateSalesPipeline({ data: { name: 'Ada private' }, private: true });
+    const workspace = svc().client(ws.keys.ci!.secret);
+    const created = (await workspace.customers.CreateSalesPipeline(createPipeline('Shared'))).data!.item;
+    assert.equal(created.created_by, null);
+    assert.deepEqual((await workspace.customers.ListSalesPipelines({})).data!.items.map((p) => p.data.name), ['Shared']);
+  });
+});
