@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { forEachDatabase } from './support/service.ts';
+
+const run = promisify(execFile);
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const tsx = path.join(root, 'node_modules/.bin/tsx');
+
+async function admin(databaseUrl: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(tsx, [path.join(root, 'scripts/admin.ts'), ...args], { env: { ...process.env, DATABASE_URL: databaseUrl }, cwd: root });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+function tempFile(name: string, text: string): string {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wsops-admin-')), name);
+  fs.writeFileSync(file, text);
+  return file;
+}
+
+const SPEC = `workspace: { name: Acme }
+members:
+  olga: { name: Olga Owner, email: olga@acme.test, role: owner }
+  ada:  { name: Ada Member, email: ada@acme.test, role: member }
+  max:  { name: Max Gone, email: max@acme.test, role: member, disabled: true }
+bundles:
+  docs: { name: Docs site, domain: docs.acme.test }
+keys:
+  ci:
+    name: CI integration
+    operations: ["customers.*", "workspace.*"]
+    resources: { "core:SalesPipeline": [read, write] }
+    delegation: [ada]
+`;
+
+forEachDatabase('admin CLI', (svc) => {
+  it('applies a workspace file and prints ids and key secrets as JSON; the running service sees it', async function () {
+    this.timeout(60_000);
+    const out = await admin(svc().databaseUrl, 'apply', tempFile('acme.yaml', SPEC));
+    assert.equal(out.code, 0, out.stderr);
+    const result = JSON.parse(out.stdout);
+    assert.match(result.workspace_id, /^ws_/);
+    assert.deepEqual(Object.keys(result.members), ['olga', 'ada', 'max']);
+    assert.match(result.bundles.docs, /^bn_/);
+    assert.match(result.keys.ci.id, /^ak_/);
+    assert.match(result.keys.ci.secret, /^wso_[0-9a-z]{24}_[A-Za-z0-9_-]{43}$/);
+    const api = svc().client(result.keys.ci.secret);
+    assert.deepEqual((await api.listDelegationMembers()).data!.items, [{ id: result.members.ada, name: 'Ada Member' }]);
+    assert.equal((await api.workspace.ListBundles({})).data!.items[0]!.content_id, result.bundles.docs);
+    const json = await admin(svc().databaseUrl, 'apply', tempFile('acme.json', JSON.stringify({ workspace: { name: 'From JSON' } })));
+    assert.equal(json.code, 0, json.stderr);
+  });
+
+  it('revokes, replaces and disables from another process, effective on the next request', async function () {
+    this.timeout(60_000);
+    const result = JSON.parse((await admin(svc().databaseUrl, 'apply', tempFile('acme.yaml', SPEC))).stdout);
+    const old = svc().client(result.keys.ci.secret);
+    const ada = svc().client(result.keys.ci.secret, result.members.ada);
+    assert.equal((await ada.customers.ListSalesPipelines({})).response.status, 200);
+
+    const disabled = await admin(svc().databaseUrl, 'member', 'disable', '--id', result.members.ada);
+    assert.equal(disabled.code, 0, disabled.stderr);
+    assert.equal(JSON.parse(disabled.stdout).id, result.members.ada);
+    assert.equal((await ada.customers.ListSalesPipelines({})).response.status, 403);
+
+    const replaced = JSON.parse((await admin(svc().databaseUrl, 'key', 'replace', '--id', result.keys.ci.id)).stdout);
+    assert.equal(replaced.replaces, result.keys.ci.id);
+    const fresh = svc().client(replaced.secret);
+    assert.equal((await fresh.workspace.ListBundles({})).response.status, 200);
+    assert.equal((await old.workspace.ListBundles({})).response.status, 200);
+
+    const revoked = await admin(svc().databaseUrl, 'key', 'revoke', '--id', result.keys.ci.id);
+    assert.equal(revoked.code, 0, revoked.stderr);
+    assert.equal((await old.workspace.ListBundles({})).response.status, 401);
+    assert.equal((await fresh.workspace.ListBundles({})).response.status, 200);
+  });
+
+  it('answers bad input with one line on stderr and a non-zero exit', async function () {
+    this.timeout(60_000);
+    const cases: Array<[string[], RegExp]> = [
+      [['apply', '/nonexistent/file.yaml'], /cannot read/],
+      [['apply', tempFile('bad.yaml', 'workspace: [unclosed')], /not valid YAML/],
+      [['apply', tempFile('bad.yaml', 'members: {}')], /invalid workspace file/],
+      [['apply', tempFile('bad.yaml', 'workspace: { name: X }\nkeys: { k: { name: K, operations: ["nope.*"] } }')], /unknown operation namespace/],
+      [['apply', tempFile('bad.yaml', 'workspace: { name: X }\nkeys: { k: { name: K, operations: [], resources: { "core:Nope": [read] } } }')], /unknown resource type/],
+      [['apply', tempFile('bad.yaml', 'workspace: { name: X }\nkeys: { k: { name: K, operations: [], delegation: [ghost] } }')], /no member "ghost"/],
+      [['key', 'revoke', '--id', 'ak_missing'], /no API key ak_missing/],
+      [['member', 'disable', '--id', 'mb_missing'], /no member mb_missing/],
+      [['key', 'revoke'], /required option/],
+      [['frobnicate'], /unknown command/],
+    ];
+    const before = await svc().db.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM workspaces');
+    const outs = await Promise.all(cases.map(([args]) => admin(svc().databaseUrl, ...args)));
+    for (const [i, [args, message]] of cases.entries()) {
+      const out = outs[i]!;
+      assert.notEqual(out.code, 0, args.join(' '));
+      assert.equal(out.stdout, '', args.join(' '));
+      const lines = out.stderr.split('\n').filter((l) => l.trim() && !/npm warn/.test(l));
+      assert.equal(lines.length, 1, `${args.join(' ')}: ${out.stderr}`);
+      assert.match(lines[0]!, message, args.join(' '));
+    }
+    const after = await svc().db.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM workspaces');
+    assert.equal(Number(after!.n), Number(before!.n), 'a refused file creates nothing');
+  });
+});
