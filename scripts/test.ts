@@ -42,6 +42,10 @@ async function postgresUrl(): Promise<{ url: string | null; why: string }> {
 }
 
 const pgTarget = await postgresUrl();
+if (!pgTarget.url && process.env.REQUIRE_POSTGRES) {
+  console.error(`PostgreSQL is required (REQUIRE_POSTGRES) but ${pgTarget.why}.`);
+  process.exit(1);
+}
 if (pgTarget.url) process.env.TEST_POSTGRES_URL = pgTarget.url;
 else delete process.env.TEST_POSTGRES_URL;
 
