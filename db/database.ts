@@ -103,14 +103,20 @@ function pgExecutor(client: pg.PoolClient | pg.Client): Sql {
   };
 }
 
-/** Parses DATABASE_URL: `sqlite:PATH` (or `sqlite::memory:`) or `postgres://...`. */
-export function parseDatabaseUrl(url: string): { dialect: Dialect; filename?: string; connectionString?: string } {
+/** Parses DATABASE_URL: `sqlite:PATH` (or `sqlite::memory:`) or `postgres://...` (optionally `?schema=NAME`). */
+export function parseDatabaseUrl(url: string): { dialect: Dialect; filename?: string; connectionString?: string; schema?: string } {
   if (url.startsWith('sqlite:')) {
     const filename = url.slice('sqlite:'.length).replace(/^\/\//, '');
     if (!filename) throw new Error('DATABASE_URL sqlite: needs a file path, e.g. sqlite:data/service.sqlite');
     return { dialect: 'sqlite', filename };
   }
-  if (/^postgres(ql)?:\/\//.test(url)) return { dialect: 'pg', connectionString: url };
+  if (/^postgres(ql)?:\/\//.test(url)) {
+    const parsed = new URL(url);
+    const schema = parsed.searchParams.get('schema') ?? undefined;
+    if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error('DATABASE_URL ?schema= must be a lower-case SQL identifier');
+    parsed.searchParams.delete('schema');
+    return { dialect: 'pg', connectionString: parsed.toString(), ...(schema ? { schema } : {}) };
+  }
   throw new Error(`DATABASE_URL must start with sqlite: or postgres:// (got "${url.replace(/\/\/[^@]*@/, '//***@')}")`);
 }
 
@@ -146,8 +152,10 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
     knex = knexFactory({
       client: 'pg',
       connection: parsed.connectionString,
+      ...(parsed.schema ? { searchPath: [parsed.schema] } : {}),
       pool: { min: 0, max: options.poolMax ?? Number(process.env.DATABASE_POOL_MAX ?? 10) },
     });
+    if (parsed.schema) description += ` (schema ${parsed.schema})`;
   }
   const dialect = parsed.dialect;
   const client = knex.client as { acquireConnection(): Promise<unknown>; releaseConnection(c: unknown): unknown };
@@ -193,7 +201,8 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
       await s.run('SELECT pg_advisory_xact_lock(?)', [digest.readBigInt64BE(0).toString()]);
     },
     migrate: async () => {
-      await knex.migrate.latest({ migrationSource });
+      if (parsed.schema) await knex.raw(`CREATE SCHEMA IF NOT EXISTS ${parsed.schema}`);
+      await knex.migrate.latest({ migrationSource, ...(parsed.schema ? { schemaName: parsed.schema } : {}) });
     },
     close: () => knex.destroy(),
   };

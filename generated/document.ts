@@ -1151,7 +1151,8 @@ export const document = {
       "UnixMillis": {
         "type": "integer",
         "minimum": 0,
-        "description": "Unix time in milliseconds.",
+        "maximum": 8640000000000000,
+        "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold).",
         "example": 1795312800000
       },
       "Bundle": {

@@ -317,7 +317,7 @@ export interface components {
             name: string;
         };
         /**
-         * @description Unix time in milliseconds.
+         * @description Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold).
          * @example 1795312800000
          */
         UnixMillis: number;

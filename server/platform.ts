@@ -21,6 +21,7 @@ type MembersList = paths['/delegation/members']['get']['responses'][200]['conten
 interface Locals {
   credential: Credential;
   entry: CatalogueEntry;
+  bodyBytes?: number;
 }
 
 export interface PlatformOptions {
@@ -76,9 +77,20 @@ export function createPlatform(options: PlatformOptions) {
     if (entry.method === 'post' && !req.is('application/json')) throw invalidJson('Content-Type must be application/json.');
     next();
   });
-  v1.use(express.json({ limit: '1mb', strict: true, type: 'application/json' }));
+  v1.use(
+    express.json({
+      limit: '1mb',
+      strict: true,
+      type: 'application/json',
+      verify: (_req, res, buf) => {
+        (res as Response<unknown, Locals>).locals.bodyBytes = buf.length;
+      },
+    }),
+  );
   v1.use((req: Request, res: Response<unknown, Locals>, next: NextFunction) => {
-    if (res.locals.entry.method === 'post' && (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body))) {
+    if (res.locals.entry.method !== 'post') return next();
+    // body-parser turns an empty body into {}; an empty body is not a JSON object.
+    if (!res.locals.bodyBytes || typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
       throw invalidJson('The body must be a JSON object.');
     }
     next();

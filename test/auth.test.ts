@@ -118,9 +118,10 @@ forEachDatabase('member delegation', (svc) => {
 
   it('"all" covers members added later; disabling a member takes effect on the next request', async () => {
     const ws = await svc().apply(acme());
-    await svc().db.sql.run(`INSERT INTO members (id, workspace_id, name, email, role, created_at) VALUES (?, ?, ?, ?, ?, ?)`, ['mb_newcomer0000000000000000', ws.workspace_id, 'Nina New', 'nina@acme.test', 'member', 1]);
+    const newcomer = `mb_new${ws.workspace_id.slice(3)}`;
+    await svc().db.sql.run(`INSERT INTO members (id, workspace_id, name, email, role, created_at) VALUES (?, ?, ?, ?, ?, ?)`, [newcomer, ws.workspace_id, 'Nina New', 'nina@acme.test', 'member', 1]);
     await svc().db.sql.run(`UPDATE workspaces SET auth_version = auth_version + 1 WHERE id = ?`, [ws.workspace_id]);
-    const nina = svc().client(ws.keys.all!.secret, 'mb_newcomer0000000000000000');
+    const nina = svc().client(ws.keys.all!.secret, newcomer);
     assert.equal((await nina.customers.ListSalesPipelines({})).response.status, 200);
     const ada = svc().client(ws.keys.all!.secret, ws.members.ada);
     assert.equal((await ada.customers.ListSalesPipelines({})).response.status, 200);

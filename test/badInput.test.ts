@@ -141,8 +141,8 @@ const rules: Record<Op, FieldRule[]> = {
     top,
     { path: ['limit'], accepts: ['integer'], bad: [['0 (minimum 1)', 0], ['101 (maximum 100)', 101], ['negative', -1]] },
     { path: ['cursor'], accepts: ['string'], bad: [['empty (minLength 1)', ''], ['of 501 characters (maxLength 500)', long(501)]] },
-    { path: ['updated_since'], accepts: ['integer'], bad: [['negative (minimum 0)', -1]] },
-    { path: ['updated_before'], accepts: ['integer'], bad: [['negative (minimum 0)', -1]] },
+    { path: ['updated_since'], accepts: ['integer'], bad: [['negative (minimum 0)', -1], ['above the maximum 8.64e15', 8_640_000_000_000_001], ['1e20', 1e20], ['the largest bigint', 9223372036854775807]] },
+    { path: ['updated_before'], accepts: ['integer'], bad: [['negative (minimum 0)', -1], ['above the maximum 8.64e15', 8_640_000_000_000_001], ['1e20', 1e20]] },
   ],
   'customers.GetSalesPipeline': [top, { path: ['id'], accepts: ['string'], required: true, bad: idBad }],
   'customers.CreateSalesPipeline': [top, ...dataRules(true, true), privateRule],
@@ -197,6 +197,11 @@ interface Case {
 }
 
 const secretOf = (fx: Fx) => fx.ws.keys.ci!.secret;
+/** The same `wso_<key id>_` prefix with one character of the 43-character secret changed. */
+const wrongSecret = (key: string): string => {
+  const i = key.length - 43;
+  return `${key.slice(0, i)}${key[i] === 'A' ? 'B' : 'A'}${key.slice(i + 1)}`;
+};
 const unknownMember = (n = 27) => `mb_${crypto.randomBytes(32).toString('hex')}`.slice(0, n);
 const authCases: Array<[string, (fx: Fx) => string | null]> = [
   ['Authorization missing', () => null],
@@ -206,7 +211,7 @@ const authCases: Array<[string, (fx: Fx) => string | null]> = [
   ['a malformed token', () => 'Bearer not-an-api-key'],
   ['a truncated key', (fx) => `Bearer ${secretOf(fx).slice(0, -1)}`],
   ['the key followed by junk', (fx) => `Bearer ${secretOf(fx)} junk`],
-  ['the right key id with a wrong secret', (fx) => `Bearer ${secretOf(fx).slice(0, -43)}${secretOf(fx).endsWith('A') ? 'B' : 'A'}${secretOf(fx).slice(-42)}`],
+  ['the right key id with a wrong secret', (fx) => `Bearer ${wrongSecret(secretOf(fx))}`],
   ['a key id that does not exist', () => `Bearer wso_${'0'.repeat(24)}_${'A'.repeat(43)}`],
   ['a revoked key', (fx) => `Bearer ${fx.ws.keys.doomed!.secret}`],
 ];
@@ -243,7 +248,7 @@ function buildCases(): Case[] {
     at('an unknown "constructor" field', { raw: (fx) => withRawKey(bases(fx)[op], 'constructor', '{}'), status: 400, error: 'invalid_input' });
     // The body itself.
     for (const [what, raw] of badBodies) at(what, { raw: () => raw, status: 400, error: 'invalid_json' });
-    at('no body at all', { raw: undefined, body: () => undefined, status: 400, error: 'invalid_json' });
+    at('no body at all', { body: () => undefined, status: 400, error: 'invalid_json' });
     for (const [what, type] of [['Content-Type missing', null], ['Content-Type text/plain', 'text/plain'], ['Content-Type application/x-www-form-urlencoded', 'application/x-www-form-urlencoded']] as const) {
       at(what, { headers: () => ({ 'Content-Type': type }), status: 400, error: 'invalid_json' });
     }
@@ -310,7 +315,27 @@ const probeFx: Fx = {
 
 // ---- Running a case --------------------------------------------------------------------------------
 
-async function call(svc: TestService, fx: Fx, c: Case): Promise<{ res: RawResponse; idempotencyKey: string | null }> {
+/** A workspace with two shared pipelines (P the default), a second workspace, and a revoked key. */
+async function makeFixture(svc: TestService): Promise<Fx> {
+  const spec = acme();
+  spec.keys = {
+    ...spec.keys,
+    doomed: { name: 'Revoked below', operations: ['customers.*', 'workspace.*'], resources: { 'core:SalesPipeline': ['read', 'write'] }, delegation: 'all' },
+  };
+  const ws = await svc.apply(spec);
+  const other = await svc.apply(acme());
+  const api = svc.client(ws.keys.ci!.secret);
+  const p = (await api.customers.CreateSalesPipeline({ data: { name: 'Target P', stages: stages.basic, is_default: true } })).data!.item;
+  const q = (await api.customers.CreateSalesPipeline({ data: { name: 'Target Q', stages: stages.basic, is_default: false } })).data!.item;
+  // Use the doomed key once (so the service has it cached), then revoke it.
+  assert.equal((await svc.client(ws.keys.doomed!.secret).customers.ListSalesPipelines({})).response.status, 200);
+  await revokeKey(svc.db, svc.clock, ws.keys.doomed!.id);
+  const fx = { ws, other, p, q };
+  assert.deepEqual((await pipelines(svc, fx)).map((x) => x.id).sort(), [p.id, q.id].sort());
+  return fx;
+}
+
+async function call(svc: TestService, fx: Fx, c: Omit<Case, 'status' | 'error'>): Promise<{ res: RawResponse; idempotencyKey: string | null }> {
   const method = c.method ?? 'POST';
   const headers: HeaderPatch = { Authorization: `Bearer ${secretOf(fx)}` };
   if (method !== 'GET') headers['Content-Type'] = 'application/json';
@@ -346,26 +371,12 @@ forEachDatabase('bad input', (svc) => {
     let baseline: { pipelines: SalesPipeline[]; events: number; receipts: number };
 
     before(async () => {
-      const spec = acme();
-      spec.keys = {
-        ...spec.keys,
-        doomed: { name: 'Revoked below', operations: ['customers.*', 'workspace.*'], resources: { 'core:SalesPipeline': ['read', 'write'] }, delegation: 'all' },
-      };
-      const ws = await svc().apply(spec);
-      const other = await svc().apply(acme());
-      const api = svc().client(ws.keys.ci!.secret);
-      const p = (await api.customers.CreateSalesPipeline({ data: { name: 'Target P', stages: stages.basic, is_default: true } })).data!.item;
-      const q = (await api.customers.CreateSalesPipeline({ data: { name: 'Target Q', stages: stages.basic, is_default: false } })).data!.item;
-      fx = { ws, other, p, q };
-      // Use the doomed key once (so it is cached), then revoke it.
-      assert.equal((await svc().client(ws.keys.doomed!.secret).customers.ListSalesPipelines({})).response.status, 200);
-      await revokeKey(svc().db, svc().clock, ws.keys.doomed!.id);
+      fx = await makeFixture(svc());
       baseline = {
         pipelines: await pipelines(svc(), fx),
-        events: (await listRecordEvents(svc().db.sql, ws.workspace_id)).length,
-        receipts: await receiptCount(svc(), 'scope LIKE ?', `${ws.keys.ci!.id}:%`),
+        events: (await listRecordEvents(svc().db.sql, fx.ws.workspace_id)).length,
+        receipts: await receiptCount(svc(), 'scope LIKE ?', `${fx.ws.keys.ci!.id}:%`),
       };
-      assert.deepEqual(baseline.pipelines.map((x) => x.id).sort(), [p.id, q.id].sort());
     });
 
     // Keep the frozen test clock moving so ~1000 requests per key stay inside the rate limit.
@@ -393,6 +404,19 @@ forEachDatabase('bad input', (svc) => {
     });
   });
 
+  describe('control: the valid bodies and headers every bad case starts from are accepted', () => {
+    beforeEach(() => svc().clock.advance(10));
+    for (const op of operations) {
+      it(`${op}: the base request answers 200${isCommand(op) ? ' and changes the pipelines' : ''}`, async () => {
+        const fx = await makeFixture(svc());
+        const prior = await pipelines(svc(), fx);
+        const { res } = await call(svc(), fx, { what: 'control', op });
+        assert.equal(res.status, 200, `${op}: ${res.text.slice(0, 300)}`);
+        if (isCommand(op)) assert.notDeepEqual(await pipelines(svc(), fx), prior);
+      });
+    }
+  });
+
   describe('leaves the Idempotency-Key of a refused command usable', () => {
     let fx: Fx;
     before(async () => {
@@ -410,25 +434,24 @@ forEachDatabase('bad input', (svc) => {
       'customers.UpdateSalesPipeline': (fx, n) => ({ id: fx.p.id, data: { name: `Updated after a refusal ${n}` } }),
       'customers.DeleteSalesPipeline': (fx) => ({ id: fx.q.id }),
     };
-    const refusals: Array<[string, number, ErrorCode, (op: Op, fx: Fx, body: any) => { raw?: string; body?: unknown; headers?: HeaderPatch }]> = [
+    /** A schema-valid body that breaks a rule only the operation checks (Delete has none). */
+    const semanticRefusal = (op: Op, body: any): unknown =>
+      op === 'customers.CreateSalesPipeline' ? { data: { ...body.data, stages: [lead, { ...proposal, id: 'lead' }, won, lost] } } : { ...body, unset: ['name'] };
+    type Refusal = [string, number, ErrorCode, (op: Op, fx: Fx, body: any) => { raw?: string; body?: unknown; headers?: HeaderPatch }, Op[]?];
+    const refusals: Refusal[] = [
       ['a body that is not JSON', 400, 'invalid_json', () => ({ raw: '{' })],
       ['Content-Type text/plain', 400, 'invalid_json', (_op, _fx, body) => ({ body, headers: { 'Content-Type': 'text/plain' } })],
       ['an unknown field', 400, 'invalid_input', (_op, _fx, body) => ({ body: { ...body, colour: 'red' } })],
-      ['a field of the wrong type', 400, 'invalid_input', (op, fx, body) => ({ body: op === 'customers.DeleteSalesPipeline' ? { id: 42 } : { ...body, data: { ...body.data, name: 42 } } })],
-      ['a rule only the operation checks', 400, 'invalid_input', (op, _fx, body) => ({ body: semanticRefusal(op, body) })],
+      ['a field of the wrong type', 400, 'invalid_input', (op, _fx, body) => ({ body: op === 'customers.DeleteSalesPipeline' ? { id: 42 } : { ...body, data: { ...body.data, name: 42 } } })],
+      ['unset with a duplicate', 400, 'invalid_input', (_op, _fx, body) => ({ body: { ...body, unset: ['stages', 'stages'] } }), ['customers.UpsertSalesPipeline', 'customers.UpdateSalesPipeline']],
+      ['a rule only the operation checks', 400, 'invalid_input', (op, _fx, body) => ({ body: semanticRefusal(op, body) }), ['customers.CreateSalesPipeline', 'customers.UpsertSalesPipeline', 'customers.UpdateSalesPipeline']],
       ['Service-Act-As naming a disabled member', 403, 'forbidden', (_op, fx, body) => ({ body, headers: { 'Service-Act-As': fx.ws.members.max! } })],
-      ['a wrong secret', 401, 'invalid_key', (_op, fx, body) => ({ body, headers: { Authorization: `Bearer ${secretOf(fx).slice(0, -2)}zz` } })],
+      ['a wrong secret', 401, 'invalid_key', (_op, fx, body) => ({ body, headers: { Authorization: `Bearer ${wrongSecret(secretOf(fx))}` } })],
     ];
-    /** A body only the operation itself can refuse (a schema-valid body breaking a documented rule). */
-    const semanticRefusal = (op: Op, body: any): unknown =>
-      op === 'customers.CreateSalesPipeline'
-        ? { data: { ...body.data, stages: [lead, { ...proposal, id: 'lead' }, won, lost] } }
-        : op === 'customers.DeleteSalesPipeline'
-          ? { id: '' }
-          : { ...body, unset: ['name'] };
     let n = 0;
     for (const op of commands) {
-      for (const [what, status, error, make] of refusals) {
+      for (const [what, status, error, make, only] of refusals) {
+        if (only && !only.includes(op)) continue;
         it(`${op}: after ${what}, the same key runs the valid request once`, async () => {
           n += 1;
           const key = `retry-${crypto.randomUUID()}`;
@@ -461,34 +484,47 @@ forEachDatabase('bad input', (svc) => {
     });
     beforeEach(() => svc().clock.advance(10));
 
-    const edges: Array<{ what: string; op: Op; body: (fx: Fx) => unknown; headers?: HeaderPatch }> = [
-      { what: 'Content-Type application/json; charset=utf-8 (query)', op: 'customers.GetSalesPipeline', body: (fx) => ({ id: fx.p.id }), headers: { 'Content-Type': 'application/json; charset=utf-8' } },
-      { what: 'Content-Type application/json; charset=utf-8 (command)', op: 'customers.CreateSalesPipeline', body: () => ({ data: { name: 'charset' } }), headers: { 'Content-Type': 'application/json; charset=utf-8' } },
-      { what: 'Content-Type application/json;charset=UTF-8', op: 'workspace.ListBundles', body: () => ({}), headers: { 'Content-Type': 'application/json;charset=UTF-8' } },
-      { what: 'an Idempotency-Key of 200 characters', op: 'customers.CreateSalesPipeline', body: () => ({ data: { name: 'key 200' } }), headers: { 'Idempotency-Key': long(200, 'k') } },
-      { what: 'an Idempotency-Key of 1 character', op: 'customers.DeleteSalesPipeline', body: () => ({ id: 'pl_absent' }), headers: { 'Idempotency-Key': 'k' } },
-      { what: 'the Bearer scheme in lower case', op: 'workspace.ListApps', body: () => ({}), headers: { Authorization: 'lower' } },
-      { what: 'limit 1', op: 'customers.ListSalesPipelines', body: () => ({ limit: 1 }) },
-      { what: 'limit 100', op: 'customers.ListSalesPipelines', body: () => ({ limit: 100 }) },
-      { what: 'updated_since 0 and updated_before the largest safe integer', op: 'customers.ListSalesPipelines', body: () => ({ updated_since: 0, updated_before: Number.MAX_SAFE_INTEGER }) },
-      { what: 'updated_since 1e20 (an integer with no documented maximum)', op: 'customers.ListSalesPipelines', body: () => ({ updated_since: 1e20 }) },
-      { what: 'an id of 64 characters (absent: 404, not 400)', op: 'customers.GetSalesPipeline', body: () => ({ id: long(64, 'p') }) },
-      {
-        what: 'a name and labels of 200 characters, a stage id of 64 characters and 100 stages',
-        op: 'customers.CreateSalesPipeline',
-        body: () => ({ data: { name: long(200, 'n'), stages: manyStages(100).map((s, i) => (i === 0 ? { ...s, id: long(64, 'a'), label: long(200, 'l') } : s)) } }),
-      },
-      { what: 'unset with all three keys but name, and every absence marker', op: 'customers.UpsertSalesPipeline', body: () => ({ data: { name: 'Fresh edge' }, unset: ['stages', 'is_default'], expected: { stages: { $absent: true }, is_default: { $absent: true } } }) },
-      { what: 'an empty unset and an empty expected', op: 'customers.UpdateSalesPipeline', body: (fx) => ({ id: fx.p.id, unset: [], expected: {} }) },
+    /** Accepted requests (200), or for an absent record of valid id length, 404 not_found; bodies typed by the generated client. */
+    interface Edge {
+      what: string;
+      op: Op;
+      body: (fx: Fx) => unknown;
+      headers?: (fx: Fx) => HeaderPatch;
+      absent?: true;
+    }
+    const edge =
+      <K extends Op>(op: K) =>
+      (what: string, body: (fx: Fx) => RequestBody<K>, more: Pick<Edge, 'headers' | 'absent'> = {}): Edge => ({ op, what, body, ...more });
+    const contentType = (type: string) => ({ headers: () => ({ 'Content-Type': type }) });
+    const edges: Edge[] = [
+      edge('customers.GetSalesPipeline')('Content-Type application/json; charset=utf-8 (query)', (fx) => ({ id: fx.p.id }), contentType('application/json; charset=utf-8')),
+      edge('customers.CreateSalesPipeline')('Content-Type application/json; charset=utf-8 (command)', () => ({ data: { name: 'charset' } }), contentType('application/json; charset=utf-8')),
+      edge('workspace.ListBundles')('Content-Type application/json;charset=UTF-8', () => ({}), contentType('application/json;charset=UTF-8')),
+      edge('customers.CreateSalesPipeline')('an Idempotency-Key of 200 characters', () => ({ data: { name: 'key 200' } }), { headers: () => ({ 'Idempotency-Key': long(200, 'k') }) }),
+      edge('customers.DeleteSalesPipeline')('an Idempotency-Key of 1 character', () => ({ id: 'pl_absent' }), { headers: () => ({ 'Idempotency-Key': 'k' }) }),
+      edge('workspace.ListApps')('the Bearer scheme in lower case', () => ({}), { headers: (fx) => ({ Authorization: `bearer ${secretOf(fx)}` }) }),
+      edge('customers.ListSalesPipelines')('limit 1', () => ({ limit: 1 })),
+      edge('customers.ListSalesPipelines')('limit 100', () => ({ limit: 100 })),
+      edge('customers.ListSalesPipelines')('updated_since 0 and updated_before the documented maximum 8.64e15', () => ({ updated_since: 0, updated_before: 8_640_000_000_000_000 })),
+      edge('customers.ListSalesPipelines')('updated_since at the documented maximum', () => ({ updated_since: 8_640_000_000_000_000 })),
+      edge('customers.GetSalesPipeline')('an id of 64 characters (absent: 404, not 400)', () => ({ id: long(64, 'p') }), { absent: true }),
+      edge('customers.CreateSalesPipeline')('a name and a label of 200 characters, a stage id of 64 characters and 100 stages', () => ({
+        data: { name: long(200, 'n'), stages: manyStages(100).map((s, i) => (i === 0 ? { ...s, id: long(64, 'a'), label: long(200, 'l') } : s)) },
+      })),
+      edge('customers.UpsertSalesPipeline')('unset of every optional key and only absence markers in expected', () => ({
+        data: { name: 'Fresh edge' },
+        unset: ['stages', 'is_default'],
+        expected: { stages: { $absent: true }, is_default: { $absent: true } },
+      })),
+      edge('customers.UpdateSalesPipeline')('an empty unset and an empty expected', (fx) => ({ id: fx.p.id, unset: [], expected: {} })),
     ];
     for (const e of edges) {
       it(`${e.op}: ${e.what}`, async () => {
         const headers: HeaderPatch = { Authorization: `Bearer ${secretOf(fx)}`, 'Content-Type': 'application/json' };
         if (isCommand(e.op)) headers['Idempotency-Key'] = crypto.randomUUID();
-        Object.assign(headers, e.headers);
-        if (headers.Authorization === 'lower') headers.Authorization = `bearer ${secretOf(fx)}`;
+        Object.assign(headers, e.headers?.(fx));
         const res = await send(svc().baseUrl, 'POST', `/operations/${e.op}`, headers, JSON.stringify(e.body(fx)));
-        if (e.what.startsWith('an id of 64')) assertErrorBody(res, 404, 'not_found', e.what);
+        if (e.absent) assertErrorBody(res, 404, 'not_found', e.what);
         else assert.equal(res.status, 200, `${e.what}: got ${res.status} ${res.text.slice(0, 300)}`);
       });
     }

@@ -100,7 +100,7 @@ forEachDatabase('idempotency', (svc) => {
     assert.equal((await api.customers.CreateSalesPipeline(createPipeline('Kept'), { idempotencyKey: 'kept' })).response.headers.get('Idempotency-Replayed'), 'true');
     svc().clock.advance(2 * 3_600_000);
     await svc().jobs.runDue();
-    const count = await svc().db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM idempotency_receipts WHERE idem_key = ?`, ['kept']);
+    const count = await svc().db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM idempotency_receipts WHERE scope = ?`, [`${ws.keys.ci!.id}:-`]);
     assert.equal(Number(count!.n), 0);
   });
 });

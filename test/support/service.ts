@@ -13,6 +13,13 @@ import { FakeClock } from '../../server/clock.ts';
 import { loadConfig, type ServiceConfig } from '../../server/config.ts';
 import { REDACT_PATHS } from '../../server/logger.ts';
 
+/** A fresh schema per test service, so runs never see each other's rows; dropped when the service closes. */
+function withSchema(url: string): string {
+  const u = new URL(url);
+  u.searchParams.set('schema', `wsops_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`);
+  return u.toString();
+}
+
 export interface TestDatabase {
   name: 'sqlite' | 'postgres';
   url: () => string;
@@ -21,7 +28,7 @@ export interface TestDatabase {
 /** The databases this run covers: SQLite always; PostgreSQL when TEST_POSTGRES_URL is set (npm test sets it). */
 export const databases: TestDatabase[] = [
   { name: 'sqlite' as const, url: () => `sqlite:${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wsops-test-')), 'service.sqlite')}` },
-  ...(process.env.TEST_POSTGRES_URL ? [{ name: 'postgres' as const, url: () => process.env.TEST_POSTGRES_URL! }] : []),
+  ...(process.env.TEST_POSTGRES_URL ? [{ name: 'postgres' as const, url: () => withSchema(process.env.TEST_POSTGRES_URL!) }] : []),
 ].filter((d) => !process.env.TEST_DATABASES || process.env.TEST_DATABASES.split(',').includes(d.name));
 
 /** Runs a suite once per database (Backstage's describe.each(databases)). */
@@ -107,6 +114,8 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
     async close() {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
+      const schema = db.dialect === 'pg' ? new URL(databaseUrl).searchParams.get('schema') : null;
+      if (schema) await db.knex.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await db.close();
     },
   };
