@@ -1,0 +1,362 @@
+/**
+ * `npm run contract`: Dredd checks a running service against the bundled document
+ * (generated/openapi.yaml), every operation and every documented status except 500.
+ *
+ * Local mode (default): a fresh SQLite database in a temp dir, or `--database-url postgres://...`;
+ * migrates it, applies a fixture workspace with the keys the hooks need, starts the server
+ * (scripts/start.ts) on a free port with NODE_ENV=development (responses are validated server-side
+ * too), waits for /healthz, runs Dredd, stops the server and exits with Dredd's exit code.
+ *
+ * Deployment mode: `npm run contract -- --base-url https://host/v1 --key KEY [--restricted-key KEY2]
+ * [--throttle-key KEY3]` checks any deployment; nothing is started, the hooks create (and afterwards
+ * delete) the records they need with KEY, and cases that need a credential that was not given are
+ * skipped with a printed reason. Prefer passing the keys as CONTRACT_KEY, CONTRACT_RESTRICTED_KEY and
+ * CONTRACT_THROTTLE_KEY: npm echoes the command line (`> tsx contract-tests/run.ts --key ...`) and
+ * the process list shows it. The throttle key should hold no grants (its budget is used up on purpose).
+ *
+ * The hooks (contract-tests/hooks.cjs) run inside Dredd's process and read the context this script
+ * writes (base URL, key secrets, member ids) from the file named by CONTRACT_CONTEXT. Key secrets are
+ * never printed.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command, InvalidArgumentError } from 'commander';
+import YAML from 'yaml';
+import { openDatabase } from '../db/database.ts';
+import { catalogue } from '../generated/catalogue.ts';
+import { lockReceipt, releaseReceipt } from '../db/queries/idempotency.ts';
+import { applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
+import { systemClock } from '../server/clock.ts';
+import { canonicalJson, sha256Hex } from '../server/ids.ts';
+import { acme, createPipeline, stages } from '../test/support/fixtures.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const DOCUMENT = path.join(root, 'generated', 'openapi.yaml');
+const DREDD_CONFIG = path.join(root, 'contract-tests', 'dredd.yml');
+const HOOKS = path.join(root, 'contract-tests', 'hooks.cjs');
+const DREDD = path.join(root, 'node_modules', '.bin', 'dredd');
+
+/** What the hooks read from CONTRACT_CONTEXT. Mirrored (untyped) in hooks.cjs. */
+export interface ContractContext {
+  mode: 'local' | 'deployment';
+  /** Base URL of the API including /v1, without a trailing slash. */
+  baseUrl: string;
+  /** Short random tag that names every record this run creates. */
+  runId: string;
+  keys: {
+    /** Operation grants customers.* and workspace.*, read and write on core:SalesPipeline. */
+    main: string;
+    /** A valid key without grants (403). */
+    restricted?: string;
+    /** A key used only for 429; the hooks burn its rate budget. */
+    throttle?: string;
+  };
+  /** Member ids of the fixture workspace by handle (local mode only). */
+  members: Record<string, string>;
+  /** Request fixtures shared with the mocha suites (test/support/fixtures.ts). */
+  fixtures: { stages: typeof stages.basic };
+  /**
+   * Local mode: an Idempotency-Key of the main key whose CreateSalesPipeline request is recorded as
+   * still in progress (the same receipt row the server takes when a request starts), with the body
+   * to send, so `409 conflict` for CreateSalesPipeline happens deterministically.
+   */
+  createInProgress?: { idempotencyKey: string; body: unknown; scope: string };
+}
+
+interface Options {
+  databaseUrl?: string;
+  baseUrl?: string;
+  key?: string;
+  restrictedKey?: string;
+  throttleKey?: string;
+  keepTemp?: boolean;
+}
+
+const httpUrl = (name: string) => (value: string) => {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidArgumentError(`${name} must be an http(s) URL.`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidArgumentError(`${name} must be an http(s) URL.`);
+  return value.replace(/\/+$/, '');
+};
+
+const program = new Command()
+  .name('npm run contract --')
+  .description('Checks a running Workspace Operations service against generated/openapi.yaml with Dredd.')
+  .option('--database-url <url>', 'local mode: database to use (postgres://...); default: a fresh SQLite file in a temp dir')
+  .option('--base-url <url>', 'deployment mode: API base URL including /v1, e.g. https://host/v1', httpUrl('--base-url'))
+  .option('--key <key>', 'deployment mode: API key with customers.* and workspace.* and read/write on core:SalesPipeline (or CONTRACT_KEY)')
+  .option('--restricted-key <key>', 'deployment mode: a valid key without grants, for 403 (or CONTRACT_RESTRICTED_KEY)')
+  .option('--throttle-key <key>', 'deployment mode: a key whose rate budget may be used up, for 429 (or CONTRACT_THROTTLE_KEY)')
+  .option('--keep-temp', 'keep the temp dir (database, server log) after the run')
+  .showHelpAfterError();
+program.parse();
+const opts = program.opts<Options>();
+
+const deployment = opts.baseUrl !== undefined;
+const keyOption = (value: string | undefined, env: string) => value ?? (process.env[env] || undefined);
+const keys = {
+  main: keyOption(opts.key, 'CONTRACT_KEY'),
+  restricted: keyOption(opts.restrictedKey, 'CONTRACT_RESTRICTED_KEY'),
+  throttle: keyOption(opts.throttleKey, 'CONTRACT_THROTTLE_KEY'),
+};
+if (deployment && opts.databaseUrl) program.error('--database-url is for local mode; it cannot be combined with --base-url.');
+if (deployment && !keys.main) program.error('--base-url needs --key (or CONTRACT_KEY): the hooks create the records they need with it.');
+if (!deployment && (opts.key || opts.restrictedKey || opts.throttleKey)) program.error('--key, --restricted-key and --throttle-key need --base-url (local mode makes its own keys).');
+if (opts.databaseUrl && !/^(postgres(ql)?:\/\/|sqlite:)/.test(opts.databaseUrl)) program.error('--database-url must start with postgres:// or sqlite:');
+
+const started = Date.now();
+const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
+const log = (message: string) => console.log(`[contract] ${message}`);
+const redactUrl = (url: string) => url.replace(/\/\/[^@/]*@/, '//***@');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wsops-contract-'));
+const contextFile = path.join(tmp, 'context.json');
+const serverLog = path.join(tmp, 'server.log');
+let server: ChildProcess | undefined;
+let dredd: ChildProcess | undefined;
+
+/** The fixture workspace: acme() from the mocha fixtures plus a dedicated key for the 429 cases. */
+function contractWorkspace(): WorkspaceSpec {
+  const spec = acme();
+  spec.workspace.name = 'Acme (contract tests)';
+  // ci (customers.*, workspace.*, read/write on core:SalesPipeline) is the main key, bare has no grants.
+  spec.keys = { ...spec.keys, throttle: { name: 'Contract tests: rate limit', operations: [] } };
+  return spec;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.unref();
+    probe.on('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Migrates the database, creates the fixture workspace and the in-progress idempotency receipt. */
+async function prepareDatabase(databaseUrl: string): Promise<Omit<ContractContext, 'mode' | 'baseUrl' | 'runId' | 'fixtures'>> {
+  const db = openDatabase(databaseUrl);
+  try {
+    await db.migrate();
+    const ws = await applyWorkspace(db, systemClock, contractWorkspace());
+    const main = ws.keys.ci!;
+    // Exactly what the platform stores when a CreateSalesPipeline request with this key starts
+    // (server/idempotency.ts): the receipt lock, not yet completed. `private: false` is spelled out
+    // because the request validator fills in that default before the fingerprint is taken.
+    const body = { ...createPipeline('Contract in-progress create'), private: false };
+    const idempotencyKey = `contract-in-progress-${crypto.randomUUID()}`;
+    const fingerprint = sha256Hex(`customers.CreateSalesPipeline\n${canonicalJson(body)}`);
+    const scope = `${main.id}:-`; // receipts are scoped to the key and the member acted for (none)
+    const locked = await lockReceipt(db.sql, { scope, key: idempotencyKey }, 'customers.CreateSalesPipeline', fingerprint, systemClock.now());
+    if (!locked) throw new Error('could not record the in-progress idempotency receipt');
+    return {
+      keys: { main: main.secret, restricted: ws.keys.bare!.secret, throttle: ws.keys.throttle!.secret },
+      members: ws.members,
+      createInProgress: { idempotencyKey, body, scope },
+    };
+  } finally {
+    await db.close();
+  }
+}
+
+function tail(file: string, lines: number): string {
+  try {
+    return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+async function startServer(databaseUrl: string, port: number): Promise<ChildProcess> {
+  const out = fs.openSync(serverLog, 'a');
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: String(port),
+    DATABASE_URL: databaseUrl,
+    NODE_ENV: 'development',
+    VALIDATE_RESPONSES: 'true',
+    JOBS: 'off',
+    LOG_LEVEL: 'warn',
+    // The default burst (200), but 2 tokens a second instead of 100: once the hooks have used up the
+    // throttle key's budget, the next token is 500 ms away, so Dredd's request meets the 429 however
+    // loaded the machine is (at 100/s a token frees every 10 ms and a busy CI box loses that race).
+    // Every other key stays far below 200 requests in a run.
+    RATE_LIMIT_PER_SECOND: '2',
+    RATE_LIMIT_BURST: '200',
+    // The in-progress receipt for the CreateSalesPipeline 409 must not be taken over as abandoned
+    // (default 60 s) however slowly the run reaches that transaction.
+    IDEMPOTENCY_LOCK_TIMEOUT_MS: '600000',
+  };
+  // detached: the server gets its own process group, so stopping it also stops the tsx child.
+  const child = spawn('npx', ['tsx', 'scripts/start.ts'], { cwd: root, env, stdio: ['ignore', out, out], detached: true });
+  fs.closeSync(out);
+  let exited: string | undefined;
+  child.on('exit', (code, signal) => {
+    exited = signal ?? String(code);
+  });
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (exited !== undefined) throw new Error(`the server exited (${exited}) before it was ready:\n${tail(serverLog, 20)}`);
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) });
+      if (res.ok) return child;
+    } catch {
+      /* not listening yet */
+    }
+    if (Date.now() > deadline) {
+      stopProcessGroup(child, 'SIGKILL');
+      throw new Error(`the server did not answer /healthz within 30 s:\n${tail(serverLog, 20)}`);
+    }
+    await sleep(100);
+  }
+}
+
+const running = (child: ChildProcess | undefined): boolean => child !== undefined && child.exitCode === null && child.signalCode === null;
+
+function stopProcessGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined || !running(child)) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    /* already gone */
+  }
+}
+
+async function stopServer(): Promise<void> {
+  const child = server;
+  if (!child || !running(child)) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  stopProcessGroup(child, 'SIGTERM');
+  const timer = setTimeout(() => stopProcessGroup(child, 'SIGKILL'), 12_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Deployment mode: fail early and clearly when the base URL or the main key does not work. */
+async function checkDeployment(baseUrl: string, key: string): Promise<void> {
+  let res: Response;
+  try {
+    res = await fetch(`${baseUrl}/operations`, { headers: { Authorization: `Bearer ${key}`, Accept: 'application/json' }, signal: AbortSignal.timeout(15_000) });
+  } catch (err) {
+    throw new Error(`GET ${baseUrl}/operations failed: ${(err as Error).message}`);
+  }
+  if (res.status !== 200) throw new Error(`GET ${baseUrl}/operations with --key answered ${res.status}, not 200; check --base-url (it includes /v1) and --key.`);
+  const body = (await res.json()) as { items?: Array<{ id: string }> };
+  const granted = new Set((body.items ?? []).map((i) => i.id));
+  const missing = catalogue.filter((e) => e.listed && !granted.has(e.id)).map((e) => e.id);
+  if (missing.length) throw new Error(`--key may not call ${missing.join(', ')}; it needs every catalogued operation (customers.*, workspace.*) with read and write on their resources.`);
+}
+
+function runDredd(context: ContractContext): Promise<number> {
+  // Dredd ignores positional arguments when given a config file, so the run gets its own copy.
+  const config = YAML.parse(fs.readFileSync(DREDD_CONFIG, 'utf8')) as Record<string, unknown>;
+  config.blueprint = DOCUMENT;
+  config.endpoint = context.baseUrl;
+  config.hookfiles = [HOOKS];
+  const runConfig = path.join(tmp, 'dredd.yml');
+  fs.writeFileSync(runConfig, YAML.stringify(config));
+  fs.writeFileSync(contextFile, JSON.stringify(context, null, 2), { mode: 0o600 });
+  return new Promise((resolve, reject) => {
+    dredd = spawn(DREDD, ['--config', runConfig], {
+      cwd: root,
+      stdio: 'inherit',
+      // NODE_NO_WARNINGS: Dredd 14 on Node 20 prints a harmless circular-dependency warning (winston).
+      env: { ...process.env, CONTRACT_CONTEXT: contextFile, CONTRACT_DOCUMENT: DOCUMENT, NODE_NO_WARNINGS: '1' },
+    });
+    dredd.on('error', reject);
+    dredd.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+}
+
+let cleanedUp = false;
+async function cleanup(failed: boolean): Promise<void> {
+  if (cleanedUp) return;
+  cleanedUp = true;
+  await stopServer();
+  fs.rmSync(contextFile, { force: true }); // holds key secrets
+  if (failed && fs.existsSync(serverLog) && fs.statSync(serverLog).size > 0) {
+    log(`server warnings and errors (${serverLog}):\n${tail(serverLog, 40)}`);
+  }
+  if (opts.keepTemp || (failed && fs.existsSync(serverLog))) log(`temp dir kept: ${tmp}`);
+  else fs.rmSync(tmp, { recursive: true, force: true });
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    log(`${signal}: stopping`);
+    if (dredd && running(dredd)) dredd.kill('SIGTERM');
+    void cleanup(true).then(() => process.exit(130));
+  });
+}
+
+/** Removes the never-finished receipt again, so a reused database (PostgreSQL) does not collect them. */
+async function releaseInProgress(databaseUrl: string, receipt: NonNullable<ContractContext['createInProgress']>): Promise<void> {
+  const db = openDatabase(databaseUrl);
+  try {
+    await releaseReceipt(db.sql, { scope: receipt.scope, key: receipt.idempotencyKey });
+  } finally {
+    await db.close();
+  }
+}
+
+let exitCode = 1;
+let databaseUrl: string | undefined;
+try {
+  let context: ContractContext;
+  const runId = crypto.randomBytes(4).toString('hex');
+  if (deployment) {
+    const baseUrl = opts.baseUrl!;
+    log(`deployment mode: ${redactUrl(baseUrl)} (no server or database is started)`);
+    await checkDeployment(baseUrl, keys.main!);
+    if (!keys.restricted) log('no --restricted-key: the 403 cases will be skipped');
+    if (!keys.throttle) log('no --throttle-key: the 429 cases will be skipped');
+    context = {
+      mode: 'deployment',
+      baseUrl,
+      runId,
+      keys: { main: keys.main!, ...(keys.restricted ? { restricted: keys.restricted } : {}), ...(keys.throttle ? { throttle: keys.throttle } : {}) },
+      members: {},
+      fixtures: { stages: stages.basic },
+    };
+  } else {
+    databaseUrl = opts.databaseUrl ?? `sqlite:${path.join(tmp, 'contract.sqlite')}`;
+    log(`local mode: database ${redactUrl(databaseUrl)}`);
+    const prepared = await prepareDatabase(databaseUrl);
+    log(`database ready after ${elapsed()}`);
+    const port = await freePort();
+    server = await startServer(databaseUrl, port);
+    log(`server ready on http://127.0.0.1:${port}/v1 after ${elapsed()} (NODE_ENV=development, response validation on; log: ${serverLog})`);
+    context = { mode: 'local', baseUrl: `http://127.0.0.1:${port}/v1`, runId, ...prepared, fixtures: { stages: stages.basic } };
+  }
+  exitCode = await runDredd(context);
+  if (exitCode === 0 && !fs.existsSync(`${contextFile}.done`)) {
+    // Dredd 14 exits 0 when a hook never calls back; the hooks' afterAll leaves this marker.
+    log('Dredd ended before its afterAll hooks ran; failing the run');
+    exitCode = 1;
+  }
+  if (context.createInProgress && databaseUrl) await releaseInProgress(databaseUrl, context.createInProgress);
+  if (server && !running(server)) {
+    log(`the server exited during the run (${server.exitCode ?? server.signalCode}); failing the run`);
+    exitCode ||= 1;
+  }
+} catch (err) {
+  console.error(`[contract] ${(err as Error).message}`);
+  exitCode ||= 1;
+} finally {
+  await cleanup(exitCode !== 0);
+}
+log(`${exitCode === 0 ? 'passed' : `FAILED (exit ${exitCode})`} in ${elapsed()}`);
+process.exit(exitCode);
