@@ -7,10 +7,13 @@
  *
  * Layout: server processes (echo, then the service) pinned to one core, this process (the load
  * generator, autocannon in-process) pinned to another. Order: echo, SQLite, echo, PostgreSQL, echo;
- * each service run is compared with the mean of the echo runs just before and after it.
+ * each service run is compared with the mean of the echo runs just before and after it. Also reported:
+ * CPU time of the server process per request (from /proc), a cross-check that moves less with other load.
+ * The PostgreSQL server is not pinned (it shares both CPUs with the service and the load generator).
  *
- * Environment: BENCH_POSTGRES_URL (default postgres://wsops:wsops@127.0.0.1:5432/wsops_bench, reset
- * before the run), BENCH_CONNECTIONS (50), BENCH_WARMUP_S (3), BENCH_DURATION_S (12),
+ * Environment: BENCH_POSTGRES_URL (default postgres://wsops:wsops@127.0.0.1:5432/wsops_bench, started with
+ * scripts/postgres-local.sh when unreachable; its public schema, or its ?schema=NAME, is reset
+ * before the run), BENCH_CONNECTIONS (50), BENCH_WARMUP_S (3), BENCH_DURATION_S (15),
  * BENCH_NODE_ARGS (extra node flags for the service processes, e.g. "--cpu-prof --cpu-prof-dir=.bench/prof"),
  * LOG_LEVEL (passed to the service; default info).
  * Exit code 1 when any request failed (non-2xx, socket error, timeout) or a run did not happen as planned;
@@ -37,7 +40,7 @@ const OP_PATH = `/v1/operations/${OPERATION}`;
 const PIPELINES = 50;
 const CONNECTIONS = positive('BENCH_CONNECTIONS', 50);
 const WARMUP_S = positive('BENCH_WARMUP_S', 3);
-const MEASURE_S = positive('BENCH_DURATION_S', 12);
+const MEASURE_S = positive('BENCH_DURATION_S', 15);
 const PG_DEFAULT = 'postgres://wsops:wsops@127.0.0.1:5432/wsops_bench';
 const PG_URL = process.env.BENCH_POSTGRES_URL || PG_DEFAULT;
 const LOG_LEVEL = process.env.LOG_LEVEL || 'info';
@@ -199,7 +202,7 @@ async function pgProblem(url: string): Promise<string | null> {
 /** A reachable PostgreSQL URL (starting the local cluster when needed), or why there is none. */
 async function postgresTarget(): Promise<{ url: string } | { why: string }> {
   let problem = await pgProblem(PG_URL);
-  if (problem) {
+  if (problem && !process.env.BENCH_POSTGRES_URL) {
     log(`PostgreSQL at ${redactUrl(PG_URL)} is not reachable (${problem}); trying scripts/postgres-local.sh`);
     try {
       execFileSync('bash', [path.join(root, 'scripts/postgres-local.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
@@ -211,12 +214,20 @@ async function postgresTarget(): Promise<{ url: string } | { why: string }> {
   return problem ? { why: `${redactUrl(PG_URL)} is not reachable (${problem})` } : { url: PG_URL };
 }
 
+/** Empties the bench database: the public schema, or the `?schema=NAME` of the URL when it names one. */
 async function resetPostgres(url: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
+  const parsed = new URL(url);
+  const schema = parsed.searchParams.get('schema');
+  parsed.searchParams.delete('schema');
+  const client = new pg.Client({ connectionString: parsed.toString() });
   await client.connect();
   try {
-    await client.query('DROP SCHEMA public CASCADE');
-    await client.query('CREATE SCHEMA public');
+    if (schema) {
+      await client.query(`DROP SCHEMA IF EXISTS ${client.escapeIdentifier(schema)} CASCADE`);
+    } else {
+      await client.query('DROP SCHEMA public CASCADE');
+      await client.query('CREATE SCHEMA public');
+    }
   } finally {
     await client.end();
   }
@@ -267,6 +278,8 @@ interface Phase {
   reqPerS: number;
   /** Percentiles of the 2xx latencies, measured here in fractional ms. */
   latencyMs: { p50: number; p90: number; p99: number; max: number; mean: number };
+  /** CPU time (user + system, all threads) the server process spent per answered request; less noisy than req/s. */
+  serverCpuMsPerReq: number | null;
   /** autocannon's own result (its latency histogram has 1 ms resolution). */
   autocannon: Omit<autocannon.Result, 'latency' | 'requests' | 'throughput'> & Partial<Pick<autocannon.Result, 'latency' | 'requests' | 'throughput'>>;
 }
@@ -310,7 +323,28 @@ function updateRequest(ids: readonly string[], secret: string): { setup: autocan
   };
 }
 
-async function runPhase(port: number, request: autocannon.Request, seconds: number, samples: TargetResult['failureSamples']): Promise<Phase> {
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time (ms) used so far by a process, from /proc (Linux); null elsewhere. */
+function processCpuMs(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+  } catch {
+    return null;
+  }
+}
+
+async function runPhase(server: Server, request: autocannon.Request, seconds: number, samples: TargetResult['failureSamples']): Promise<Phase> {
+  const port = server.port;
   const latencies: number[] = [];
   const statusCodes: Record<string, number> = {};
   const withSamples: autocannon.Request = {
@@ -319,6 +353,7 @@ async function runPhase(port: number, request: autocannon.Request, seconds: numb
       if ((status < 200 || status > 299) && samples.length < 5) samples.push({ status, body: body.slice(0, 500) });
     },
   };
+  const cpuBefore = processCpuMs(server.child.pid);
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(
       { url: `http://127.0.0.1:${port}`, connections: CONNECTIONS, pipelining: 1, duration: seconds, timeout: 10, requests: [withSamples] },
@@ -329,6 +364,7 @@ async function runPhase(port: number, request: autocannon.Request, seconds: numb
       if (statusCode >= 200 && statusCode <= 299) latencies.push(responseTime);
     });
   });
+  const cpuAfter = processCpuMs(server.child.pid);
   const sorted = Float64Array.from(latencies).sort();
   const total = Object.values(statusCodes).reduce((a, b) => a + b, 0);
   const ok2xx = sorted.length;
@@ -349,16 +385,17 @@ async function runPhase(port: number, request: autocannon.Request, seconds: numb
       max: sorted.length ? sorted[sorted.length - 1]! : Number.NaN,
       mean: sorted.length ? latencies.reduce((a, b) => a + b, 0) / sorted.length : Number.NaN,
     },
+    serverCpuMsPerReq: cpuBefore !== null && cpuAfter !== null && total > 0 ? (cpuAfter - cpuBefore) / total : null,
     autocannon: { ...rest, latency, requests, throughput },
   };
 }
 
-async function measure(name: string, kind: TargetResult['kind'], port: number, request: autocannon.Request): Promise<TargetResult> {
+async function measure(name: string, kind: TargetResult['kind'], server: Server, request: autocannon.Request): Promise<TargetResult> {
   const failureSamples: TargetResult['failureSamples'] = [];
   log(`${name}: warm-up ${WARMUP_S} s`);
-  const warmup = await runPhase(port, request, WARMUP_S, failureSamples);
+  const warmup = await runPhase(server, request, WARMUP_S, failureSamples);
   log(`${name}: measuring ${MEASURE_S} s at ${CONNECTIONS} connections`);
-  const measured = await runPhase(port, request, MEASURE_S, failureSamples);
+  const measured = await runPhase(server, request, MEASURE_S, failureSamples);
   const bad = warmup.non2xx + warmup.errors + measured.non2xx + measured.errors;
   log(
     `${name}: ${measured.reqPerS.toFixed(0)} req/s, p50 ${measured.latencyMs.p50.toFixed(2)} ms, p99 ${measured.latencyMs.p99.toFixed(2)} ms` +
@@ -395,7 +432,7 @@ async function benchService(kind: 'sqlite' | 'postgres', databaseUrl: string, pi
     }
     log(`${name}: ${PIPELINES} pipelines created`);
     const { setup } = updateRequest(ids, secret);
-    const result = await measure(name, kind, server.port, setup);
+    const result = await measure(name, kind, server, setup);
     await stopServer(server);
     const writes = await countWrites(databaseUrl);
     result.writes = { ...writes, responses2xx: result.warmup.ok2xx + result.measured.ok2xx };
@@ -405,8 +442,8 @@ async function benchService(kind: 'sqlite' | 'postgres', databaseUrl: string, pi
   }
 }
 
-async function benchEcho(label: string, port: number, request: autocannon.Request): Promise<TargetResult> {
-  return measure(`echo ${label}`, 'echo', port, request);
+async function benchEcho(label: string, server: Server, request: autocannon.Request): Promise<TargetResult> {
+  return measure(`echo ${label}`, 'echo', server, request);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -416,6 +453,7 @@ interface Check {
   target: string;
   value: string;
   ok: boolean;
+  measured?: false;
   detail: string;
 }
 
@@ -434,7 +472,7 @@ async function main(): Promise<number> {
   console.log(`Benchmark: POST ${OP_PATH} vs a bare express 5 JSON echo server`);
   console.log(`  ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, node ${process.version}`);
   console.log(`  pinning: ${pinning.note}`);
-  console.log(`  load: autocannon, ${CONNECTIONS} connections, ${WARMUP_S} s warm-up + ${MEASURE_S} s measured per target (about ${Math.round(planned / 10) * 10 + 30} s in all)`);
+  console.log(`  load: autocannon, ${CONNECTIONS} connections, ${WARMUP_S} s warm-up + ${MEASURE_S} s measured per target (about ${Math.round((planned + 10) / 10) * 10} s in all)`);
   console.log(`  each update: fresh Idempotency-Key, new pipeline name, round robin over ${PIPELINES} pipelines; the echo server gets the same requests`);
   console.log(
     `  service: NODE_ENV=production (no response validation), RATE_LIMIT_PER_SECOND=1000000 RATE_LIMIT_BURST=1000000, JOBS=off, ` +
@@ -457,14 +495,14 @@ async function main(): Promise<number> {
     await waitReady(echo, (base) => fetch(`${base}/ready`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }));
     const echoRequest = updateRequest(echoIds, echoSecret).setup;
 
-    results.push(await benchEcho('#1', echo.port, echoRequest));
+    results.push(await benchEcho('#1', echo, echoRequest));
     try {
       results.push(await benchService('sqlite', sqliteUrl, pinning));
     } catch (err) {
       problems.push(`SQLite run failed: ${(err as Error).message}`);
       log(problems.at(-1)!);
     }
-    results.push(await benchEcho('#2', echo.port, echoRequest));
+    results.push(await benchEcho('#2', echo, echoRequest));
 
     const target = await postgresTarget();
     if ('why' in target) {
@@ -478,7 +516,7 @@ async function main(): Promise<number> {
         problems.push(`PostgreSQL run failed: ${(err as Error).message}`);
         log(problems.at(-1)!);
       }
-      results.push(await benchEcho('#3', echo.port, echoRequest));
+      results.push(await benchEcho('#3', echo, echoRequest));
     }
   } finally {
     await stopServer(echo);
@@ -487,46 +525,52 @@ async function main(): Promise<number> {
 
   // Each service run against the mean of the echo runs just before and after it.
   const echoes = results.filter((r) => r.kind === 'echo');
-  const baselineFor = (r: TargetResult) => {
+  const around = (r: TargetResult) => {
     const i = results.indexOf(r);
-    const around = [results[i - 1], results[i + 1]].filter((x): x is TargetResult => x?.kind === 'echo');
-    return around.reduce((a, e) => a + e.measured.reqPerS, 0) / around.length;
+    return [results[i - 1], results[i + 1]].filter((x): x is TargetResult => x?.kind === 'echo');
   };
-  const echoMean = echoes.reduce((a, e) => a + e.measured.reqPerS, 0) / echoes.length;
-  const rows: string[][] = [['target', 'requests/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'ratio to echo']];
-  const ratios: Record<string, { ratio: number; baselineReqPerS: number }> = {};
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const echoMean = mean(echoes.map((e) => e.measured.reqPerS));
+  const rows: string[][] = [['target', 'requests/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'ratio to echo', 'CPU ms/req', 'CPU ratio']];
+  const ratios: Record<string, { ratio: number; baselineReqPerS: number; cpuRatio: number | null }> = {};
   for (const r of results) {
     const m = r.measured;
     const nonOk = r.warmup.non2xx + m.non2xx;
     const errors = r.warmup.errors + m.errors;
-    let ratioCell = r.kind === 'echo' ? fmt(m.reqPerS / echoMean) + ' (of echo mean)' : '';
+    let ratioCell = r.kind === 'echo' ? `${fmt(m.reqPerS / echoMean)} of mean` : '';
+    let cpuRatioCell = '';
     if (r.kind !== 'echo') {
-      const base = baselineFor(r);
-      ratios[r.kind] = { ratio: m.reqPerS / base, baselineReqPerS: base };
-      ratioCell = fmt(m.reqPerS / base);
+      const echoRuns = around(r);
+      const base = mean(echoRuns.map((e) => e.measured.reqPerS));
+      const echoCpu = echoRuns.map((e) => e.measured.serverCpuMsPerReq).filter((x): x is number => x !== null);
+      const cpuRatio = m.serverCpuMsPerReq && echoCpu.length ? mean(echoCpu) / m.serverCpuMsPerReq : null;
+      ratios[r.kind] = { ratio: m.reqPerS / base, baselineReqPerS: base, cpuRatio };
+      ratioCell = fmt(m.reqPerS / base, 3);
+      cpuRatioCell = cpuRatio === null ? 'n/a' : fmt(cpuRatio, 3);
     }
-    rows.push([r.name, fmt(m.reqPerS, 0), fmt(m.latencyMs.p50), fmt(m.latencyMs.p99), String(nonOk), String(errors), ratioCell]);
+    const cpuCell = m.serverCpuMsPerReq === null ? 'n/a' : fmt(m.serverCpuMsPerReq, 3);
+    rows.push([r.name, fmt(m.reqPerS, 0), fmt(m.latencyMs.p50), fmt(m.latencyMs.p99), String(nonOk), String(errors), ratioCell, cpuCell, cpuRatioCell]);
   }
 
   const checks: Check[] = [];
   const ratioCheck = (kind: 'sqlite' | 'postgres', label: string, min: number) => {
     const r = ratios[kind];
     if (!r) {
-      checks.push({ target: `${label}: ratio >= ${fmt(min)}`, value: 'not measured', ok: false, detail: kind === 'postgres' && pgSkipped ? 'PostgreSQL part did not run' : 'run failed' });
+      checks.push({ target: `${label}: ratio >= ${fmt(min)}`, value: 'not measured', ok: false, measured: false, detail: kind === 'postgres' && pgSkipped ? 'PostgreSQL part did not run' : 'run failed' });
       return;
     }
     const ok = r.ratio >= min;
     checks.push({
       target: `${label}: ratio >= ${fmt(min)}`,
-      value: fmt(r.ratio),
+      value: fmt(r.ratio, 3),
       ok,
-      detail: ok ? `${fmt(r.ratio / min)}x the target` : `short by ${fmt(min - r.ratio)} (needs ${fmt((min / r.ratio - 1) * 100, 0)}% more req/s)`,
+      detail: ok ? `${fmt(r.ratio / min)}x the target` : `short by ${fmt(min - r.ratio, 3)} (needs ${fmt((min / r.ratio - 1) * 100, 0)}% more req/s)`,
     });
   };
   const p99Check = (kind: 'sqlite' | 'postgres', label: string) => {
     const r = results.find((x) => x.kind === kind);
     if (!r) {
-      checks.push({ target: `${label}: p99 < ${TARGETS.p99Ms} ms`, value: 'not measured', ok: false, detail: kind === 'postgres' && pgSkipped ? 'PostgreSQL part did not run' : 'run failed' });
+      checks.push({ target: `${label}: p99 < ${TARGETS.p99Ms} ms`, value: 'not measured', ok: false, measured: false, detail: kind === 'postgres' && pgSkipped ? 'PostgreSQL part did not run' : 'run failed' });
       return;
     }
     const p99 = r.measured.latencyMs.p99;
@@ -562,18 +606,24 @@ async function main(): Promise<number> {
   console.log(`Results (${CONNECTIONS} connections, ${MEASURE_S} s measured after ${WARMUP_S} s warm-up; latency of 2xx responses; non-2xx and errors include the warm-up):`);
   console.log(table(rows));
   console.log('');
-  console.log('Service ratios are against the mean of the echo runs just before and after each service run.');
+  console.log('ratio to echo: requests/s of the service / mean requests/s of the echo runs just before and after it (the targets use this).');
+  console.log('CPU ms/req: CPU time (user+system) of the server process per answered request; CPU ratio = echo CPU ms/req / service CPU ms/req.');
+  console.log('  It excludes the PostgreSQL server processes (not pinned; they share both CPUs) and is less sensitive to other load than req/s.');
   if (echoes.length > 1) {
     const rps = echoes.map((e) => e.measured.reqPerS);
-    console.log(`Echo drift within this run: ${rps.map((x) => x.toFixed(0)).join(' / ')} req/s (max/min ${fmt(Math.max(...rps) / Math.min(...rps))}).`);
+    const drift = Math.max(...rps) / Math.min(...rps);
+    console.log(`Echo drift within this run: ${rps.map((x) => x.toFixed(0)).join(' / ')} req/s (max/min ${fmt(drift)}).`);
+    if (drift > 1.3) console.log(`NOISE WARNING: the echo baseline moved ${fmt(drift)}x during this run (other load on the machine); the req/s ratios of this run are unreliable, run again.`);
   }
+  const echoP99 = echoes.map((e) => e.measured.latencyMs.p99);
+  console.log(`Reference: the bare echo server itself has p99 ${echoP99.map((x) => fmt(x)).join(' / ')} ms at ${CONNECTIONS} connections in this run.`);
   for (const r of results) {
     if (r.writes) console.log(`${r.name}: ${r.writes.responses2xx} updates answered 200, ${r.writes.updateReceipts} idempotency receipts and ${r.writes.updateEvents} resource.updated events written.`);
   }
   if (pgSkipped) console.log(`PostgreSQL part DID NOT RUN: ${pgSkipped}. Set BENCH_POSTGRES_URL to a reachable database.`);
   console.log('');
   console.log('Targets:');
-  console.log(table([['target', 'measured', 'result', ''], ...checks.map((c) => [c.target, c.value, c.ok ? 'PASS' : 'MISS', c.detail])]));
+  console.log(table([['target', 'measured', 'result', ''], ...checks.map((c) => [c.target, c.value, c.measured === false ? 'NOT RUN' : c.ok ? 'PASS' : 'MISS', c.detail])]));
 
   const outDir = path.join(root, '.bench');
   fs.mkdirSync(outDir, { recursive: true });
