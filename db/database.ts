@@ -20,6 +20,13 @@ export interface Sql {
   one<T extends object = Row>(text: string, params?: readonly SqlValue[]): Promise<T | undefined>;
   /** Runs a statement and returns the number of rows it changed. */
   run(text: string, params?: readonly SqlValue[]): Promise<number>;
+  /**
+   * A write whose result nobody reads. Inside a PostgreSQL transaction it is queued and sent, together
+   * with the other queued writes, as one statement (a writable CTE) before the next read or the commit,
+   * saving round trips; its errors surface there. Queued writes see the same snapshot, so queue only
+   * writes that do not depend on each other. Elsewhere it runs at once.
+   */
+  write(text: string, params?: readonly SqlValue[]): Promise<void>;
 }
 
 export interface Database {
@@ -27,6 +34,12 @@ export interface Database {
   readonly knex: Knex;
   /** Autocommit statements. */
   readonly sql: Sql;
+  /**
+   * Autocommit statements whose commit need not wait for the disk (PostgreSQL synchronous_commit=off):
+   * rate-limit buckets and idempotency locks, which a crash may lose without harm. A later durable
+   * commit flushes them too, since the log is written in order. On SQLite the same as `sql`.
+   */
+  readonly relaxed: Sql;
   /** Runs fn in one transaction (BEGIN IMMEDIATE on SQLite); commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
   /** Serializes transactions that take the same key until commit (advisory lock; SQLite writers are already serial). */
@@ -39,7 +52,6 @@ export interface Database {
 
 interface SqliteConnection { kind: 'sqlite'; db: BetterSqlite3.Database }
 
-const statementCache = new WeakMap<object, Map<string, BetterSqlite3.Statement>>();
 const pgText = new Map<string, { text: string; name: string }>();
 
 function sqliteParams(params: readonly SqlValue[]): unknown[] {
@@ -47,8 +59,7 @@ function sqliteParams(params: readonly SqlValue[]): unknown[] {
 }
 
 function sqliteExecutor(conn: BetterSqlite3.Database): Sql {
-  let cache = statementCache.get(conn);
-  if (!cache) statementCache.set(conn, (cache = new Map()));
+  const cache = new Map<string, BetterSqlite3.Statement>();
   const prepare = (text: string) => {
     let stmt = cache.get(text);
     if (!stmt) cache.set(text, (stmt = conn.prepare(text.replace(/\bFOR UPDATE( SKIP LOCKED)?/g, ''))));
@@ -70,6 +81,9 @@ function sqliteExecutor(conn: BetterSqlite3.Database): Sql {
       if (stmt.reader) return stmt.all(...sqliteParams(params)).length;
       return stmt.run(...sqliteParams(params)).changes;
     },
+    async write(text: string, params: readonly SqlValue[] = []) {
+      prepare(text).run(...sqliteParams(params));
+    },
   };
 }
 
@@ -84,10 +98,53 @@ function toPg(text: string): { text: string; name: string } {
   return cached;
 }
 
+const pgExecutors = new WeakMap<object, Sql>();
+
 function pgExecutor(client: pg.PoolClient | pg.Client): Sql {
-  const query = (text: string, params: readonly SqlValue[]) => {
+  const cached = pgExecutors.get(client);
+  if (cached) return cached;
+  const executor = pgExecutorFor(client);
+  pgExecutors.set(client, executor);
+  return executor;
+}
+
+const TX_CONTROL = new Set(['BEGIN', 'COMMIT', 'ROLLBACK']);
+
+function targetTable(text: string): string {
+  return /^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)/i.exec(text)?.[1]?.toLowerCase() ?? text;
+}
+
+function pgExecutorFor(client: pg.PoolClient | pg.Client): Sql {
+  let inTx = false;
+  let queued: Array<{ text: string; params: readonly SqlValue[] }> = [];
+  const send = (text: string, params: readonly SqlValue[]) => {
     const { text: q, name } = toPg(text);
     return client.query({ name, text: q, values: params.map((v) => (v === undefined ? null : v)) });
+  };
+  const flush = async () => {
+    const pending = queued;
+    queued = [];
+    // One statement per batch of writes to distinct tables: writes to one table keep their order.
+    while (pending.length) {
+      const tables = new Set<string>();
+      const batch: typeof pending = [];
+      while (pending.length && !tables.has(targetTable(pending[0]!.text))) {
+        tables.add(targetTable(pending[0]!.text));
+        batch.push(pending.shift()!);
+      }
+      if (batch.length === 1) await send(batch[0]!.text, batch[0]!.params);
+      else await send(`WITH ${batch.map((b, i) => `w${i} AS (${b.text})`).join(', ')} SELECT 1`, batch.flatMap((b) => b.params));
+    }
+  };
+  const query = async (text: string, params: readonly SqlValue[]) => {
+    if (TX_CONTROL.has(text)) {
+      if (text === 'COMMIT') await flush();
+      queued = [];
+      inTx = text === 'BEGIN';
+      return client.query(text);
+    }
+    await flush();
+    return send(text, params);
   };
   return {
     dialect: 'pg',
@@ -99,6 +156,10 @@ function pgExecutor(client: pg.PoolClient | pg.Client): Sql {
     },
     async run(text: string, params: readonly SqlValue[] = []) {
       return (await query(text, params)).rowCount ?? 0;
+    },
+    async write(text: string, params: readonly SqlValue[] = []) {
+      if (inTx) queued.push({ text, params });
+      else await query(text, params);
     },
   };
 }
@@ -159,51 +220,160 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
   }
   const dialect = parsed.dialect;
   const client = knex.client as { acquireConnection(): Promise<unknown>; releaseConnection(c: unknown): unknown };
-  const executorFor = (conn: unknown): Sql =>
-    dialect === 'sqlite' ? sqliteExecutor(conn as BetterSqlite3.Database) : pgExecutor(conn as pg.PoolClient);
+  const access = dialect === 'sqlite' ? new SqliteConnection(client) : new PgConnections(client, parsed, options.poolMax);
 
-  async function withConnection<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
-    const conn = await client.acquireConnection();
-    try {
-      return await fn(executorFor(conn));
-    } finally {
-      client.releaseConnection(conn);
-    }
-  }
-
-  const sql: Sql = {
+  const autocommit = (through: <T>(fn: (s: Sql) => Promise<T>) => Promise<T>): Sql => ({
     dialect,
-    all: (text, params) => withConnection((s) => s.all(text, params)),
-    one: (text, params) => withConnection((s) => s.one(text, params)),
-    run: (text, params) => withConnection((s) => s.run(text, params)),
-  };
+    all: (text, params) => through((s) => s.all(text, params)),
+    one: (text, params) => through((s) => s.one(text, params)),
+    run: (text, params) => through((s) => s.run(text, params)),
+    write: (text, params) => through((s) => s.write(text, params)),
+  });
+  const sql = autocommit((fn) => access.withConnection(fn));
+  const relaxed = access instanceof PgConnections ? autocommit((fn) => access.relaxed(fn)) : sql;
 
   return {
     dialect,
     knex,
     sql,
+    relaxed,
     description,
-    tx: <T>(fn: (sql: Sql) => Promise<T>) =>
-      withConnection(async (s) => {
-        await s.run(dialect === 'sqlite' ? 'BEGIN IMMEDIATE' : 'BEGIN');
-        try {
-          const result = await fn(s);
-          await s.run('COMMIT');
-          return result;
-        } catch (err) {
-          await s.run('ROLLBACK').catch(() => undefined);
-          throw err;
-        }
-      }),
+    tx: <T>(fn: (sql: Sql) => Promise<T>) => access.transaction(fn),
     async lock(s: Sql, key: string) {
       if (dialect !== 'pg') return;
       const digest = crypto.createHash('sha256').update(key).digest();
       await s.run('SELECT pg_advisory_xact_lock(?)', [digest.readBigInt64BE(0).toString()]);
     },
     migrate: async () => {
+      await access.release();
       if (parsed.schema) await knex.raw(`CREATE SCHEMA IF NOT EXISTS ${parsed.schema}`);
       await knex.migrate.latest({ migrationSource, ...(parsed.schema ? { schemaName: parsed.schema } : {}) });
     },
-    close: () => knex.destroy(),
+    close: async () => {
+      await access.release();
+      await knex.destroy();
+    },
   };
+}
+
+interface PoolClientSource {
+  acquireConnection(): Promise<unknown>;
+  releaseConnection(c: unknown): unknown;
+}
+
+async function inTransaction<T>(s: Sql, begin: string, fn: (sql: Sql) => Promise<T>): Promise<T> {
+  await s.run(begin);
+  try {
+    const result = await fn(s);
+    await s.run('COMMIT');
+    return result;
+  } catch (err) {
+    await s.run('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * SQLite: the process keeps knex's single connection and runs statements on it synchronously. A
+ * transaction spans awaits, so it holds a gate; statements from other requests wait at the gate
+ * until it commits (they would otherwise land inside it). Other processes are kept out by SQLite's
+ * own file lock (BEGIN IMMEDIATE, busy_timeout).
+ */
+class SqliteConnection {
+  private conn: BetterSqlite3.Database | null = null;
+  private executor: Sql | null = null;
+  private acquiring: Promise<void> | null = null;
+  private gate: Promise<void> | null = null;
+
+  constructor(private readonly pool: PoolClientSource) {}
+
+  private async acquire(): Promise<void> {
+    this.conn = (await this.pool.acquireConnection()) as BetterSqlite3.Database;
+    this.executor = sqliteExecutor(this.conn);
+    this.acquiring = null;
+  }
+
+  /** Resolves when the connection is held and no transaction is open; the caller must then run synchronously. */
+  private async idle(): Promise<Sql> {
+    for (;;) {
+      if (!this.executor) await (this.acquiring ??= this.acquire());
+      else if (this.gate) await this.gate;
+      else return this.executor;
+    }
+  }
+
+  async withConnection<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+    // Fast path without an await, so the statement cannot slip into a transaction opened meanwhile.
+    if (this.executor && !this.gate) return fn(this.executor);
+    await this.idle();
+    return this.withConnection(fn);
+  }
+
+  async transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+    if (!this.executor || this.gate) {
+      await this.idle();
+      return this.transaction(fn);
+    }
+    let open!: () => void;
+    this.gate = new Promise((resolve) => (open = resolve));
+    try {
+      return await inTransaction(this.executor, 'BEGIN IMMEDIATE', fn);
+    } finally {
+      this.gate = null;
+      open();
+    }
+  }
+
+  /** Hands the connection back to knex (for migrations and shutdown). */
+  async release(): Promise<void> {
+    while (this.gate) await this.gate;
+    if (this.acquiring) await this.acquiring;
+    if (this.conn) this.pool.releaseConnection(this.conn);
+    this.conn = null;
+    this.executor = null;
+  }
+}
+
+/** PostgreSQL: knex's pool for ordinary work, and a small pool with synchronous_commit=off for `relaxed`. */
+class PgConnections {
+  private relaxedPool: pg.Pool | null = null;
+
+  constructor(
+    private readonly pool: PoolClientSource,
+    private readonly target: { connectionString?: string; schema?: string },
+    private readonly poolMax?: number,
+  ) {}
+
+  async withConnection<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+    const conn = await this.pool.acquireConnection();
+    try {
+      return await fn(pgExecutor(conn as pg.PoolClient));
+    } finally {
+      this.pool.releaseConnection(conn);
+    }
+  }
+
+  transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+    return this.withConnection((s) => inTransaction(s, 'BEGIN', fn));
+  }
+
+  async relaxed<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+    this.relaxedPool ??= new pg.Pool({
+      connectionString: this.target.connectionString,
+      max: Math.max(2, Math.ceil((this.poolMax ?? Number(process.env.DATABASE_POOL_MAX ?? 10)) / 2)),
+      options: `-c synchronous_commit=off${this.target.schema ? ` -c search_path=${this.target.schema}` : ''}`,
+    });
+    const conn = await this.relaxedPool.connect();
+    try {
+      return await fn(pgExecutor(conn));
+    } finally {
+      conn.release();
+    }
+  }
+
+  async release(): Promise<void> {
+    const pool = this.relaxedPool;
+    this.relaxedPool = null;
+    await pool?.end();
+  }
 }

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import {
+  clearDefaultSalesPipeline,
   deleteSalesPipeline,
   findDefaultSalesPipeline,
   findSalesPipeline,
@@ -63,7 +64,7 @@ async function demotePreviousDefault(ctx: OperationContext, keepId: string): Pro
   const previous = await findDefaultSalesPipeline(ctx.sql, ctx.workspaceId, keepId);
   if (!previous) return;
   const data: PipelineData = { ...JSON.parse(previous.data), is_default: false };
-  await updateSalesPipelineData(ctx.sql, previous.id, data.name, false, JSON.stringify(data), Math.max(ctx.now, previous.updated_at));
+  await clearDefaultSalesPipeline(ctx.sql, previous.id, JSON.stringify(data), Math.max(ctx.now, previous.updated_at));
   await recordChanged(ctx, { type: 'resource.updated', resourceType: RESOURCE, recordId: previous.id, private: false, changedFields: ['is_default'] });
 }
 

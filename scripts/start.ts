@@ -39,6 +39,7 @@ async function shutdown(signal: string) {
   await jobs.stop();
   await db.close();
   logger.info('stopped');
+  logger.flush();
   process.exit(0);
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));

@@ -75,7 +75,7 @@ export class CredentialStore {
     if (!credential || !crypto.timingSafeEqual(credential.secretHash, presented)) throw invalidKey();
 
     const nowUs = this.clock.now() * 1000;
-    const bucket = await takeRateLimitToken(this.db.sql, { keyId, nowUs, intervalUs: this.intervalUs, toleranceUs: this.toleranceUs });
+    const bucket = await takeRateLimitToken(this.db.relaxed, { keyId, nowUs, intervalUs: this.intervalUs, toleranceUs: this.toleranceUs });
     if (!bucket) {
       this.cache.delete(keyId);
       throw invalidKey();

@@ -29,28 +29,13 @@ export const rateLimited = (retryAfterSeconds: number) =>
     'Retry-After': String(retryAfterSeconds),
   });
 
-interface ValidatorError {
-  status?: number;
-  errors?: Array<{ path?: string; message?: string }>;
-  message?: string;
-  type?: string;
-}
-
-/** Turns express-openapi-validator and body-parser errors into our documented errors. */
+/** Turns body-parser errors (which carry a `type`) into our documented errors; null for anything else. */
 export function toServiceError(err: unknown): ServiceError | null {
   if (err instanceof ServiceError) return err;
-  const e = err as ValidatorError;
-  if (e && typeof e === 'object') {
-    if (e.type === 'entity.parse.failed') return invalidJson('The body is not valid JSON.');
-    if (e.type === 'entity.too.large') return invalidInput('The body is larger than 1 MB.');
-    if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') return invalidJson('The body must be UTF-8 JSON.');
-    if (e.status === 415) return invalidJson('Content-Type must be application/json.');
-    if (e.status === 404 || e.status === 405) return notFound('No such operation.');
-    if (e.status === 400 && Array.isArray(e.errors)) {
-      const details = e.errors.map((x) => `${(x.path ?? '').replace(/^\//, '').replace(/\//g, '.')} ${x.message ?? ''}`.trim());
-      return invalidInput(details.join('; ') || 'Invalid request.');
-    }
-  }
+  const type = (err as { type?: unknown } | null)?.type;
+  if (type === 'entity.parse.failed') return invalidJson('The body is not valid JSON.');
+  if (type === 'entity.too.large') return invalidInput('The body is larger than 1 MB.');
+  if (type === 'encoding.unsupported' || type === 'charset.unsupported') return invalidJson('The body must be UTF-8 JSON.');
   return null;
 }
 

@@ -47,7 +47,7 @@ export class Idempotency {
       if (err instanceof ServiceError && STORED_ERROR_STATUSES.has(err.status)) {
         await completeReceipt(this.db.sql, k, err.status, JSON.stringify(err.body()), this.clock.now());
       } else {
-        await releaseReceipt(this.db.sql, k).catch(() => undefined);
+        await releaseReceipt(this.db.relaxed, k).catch(() => undefined);
       }
       throw err;
     }
@@ -57,7 +57,7 @@ export class Idempotency {
   private async acquire(k: ReceiptKey, operationId: string, fingerprint: string): Promise<IdempotentResult | null> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const now = this.clock.now();
-      if (await lockReceipt(this.db.sql, k, operationId, fingerprint, now)) return null;
+      if (await lockReceipt(this.db.relaxed, k, operationId, fingerprint, now)) return null;
       const receipt = await findReceipt(this.db.sql, k);
       if (!receipt) continue; // released between our insert and read; try again
       if (receipt.operation_id !== operationId || receipt.fingerprint !== fingerprint) {
@@ -69,7 +69,7 @@ export class Idempotency {
         return { status: Number(receipt.status_code), body: JSON.parse(receipt.response_body ?? 'null'), replayed: true };
       }
       const lockedAt = Number(receipt.locked_at);
-      if (now - lockedAt < this.lockTimeoutMs || !(await stealStaleLock(this.db.sql, k, lockedAt, now))) {
+      if (now - lockedAt < this.lockTimeoutMs || !(await stealStaleLock(this.db.relaxed, k, lockedAt, now))) {
         throw conflict('A request with this Idempotency-Key is still in progress; retry it in a moment.');
       }
       return null;

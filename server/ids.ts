@@ -2,11 +2,18 @@ import crypto from 'node:crypto';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 
-/** Random lowercase id part (Crockford base32), 24 characters = 120 bits. */
+let pool = Buffer.alloc(0);
+let offset = 0;
+
+/** Random lowercase id part (Crockford base32), 24 characters = 120 bits, from a pooled CSPRNG buffer. */
 export function randomIdPart(length = 24): string {
-  const bytes = crypto.randomBytes(length);
+  if (offset + length > pool.length) {
+    pool = crypto.randomBytes(4096);
+    offset = 0;
+  }
   let out = '';
-  for (let i = 0; i < length; i++) out += ALPHABET[bytes[i]! & 31];
+  for (let i = 0; i < length; i++) out += ALPHABET[pool[offset + i]! & 31];
+  offset += length;
   return out;
 }
 

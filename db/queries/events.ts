@@ -4,7 +4,7 @@ import type { DbRecordEventRow } from '../rows.ts';
 export type NewRecordEvent = Omit<DbRecordEventRow, 'seq'>;
 
 export async function insertRecordEvent(sql: Sql, e: NewRecordEvent): Promise<void> {
-  await sql.run(
+  await sql.write(
     `INSERT INTO record_events (id, workspace_id, type, resource_type, record_id, private, changed_fields, actor_key_id, actor_member_id, occurred_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [e.id, e.workspace_id, e.type, e.resource_type, e.record_id, e.private, e.changed_fields, e.actor_key_id, e.actor_member_id, e.occurred_at],

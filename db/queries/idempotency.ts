@@ -31,7 +31,7 @@ export async function stealStaleLock(sql: Sql, k: ReceiptKey, staleLockedAt: num
 
 /** Stores the response; called inside the transaction of the change it records. */
 export async function completeReceipt(sql: Sql, k: ReceiptKey, status: number, body: string, now: number): Promise<void> {
-  await sql.run(
+  await sql.write(
     `UPDATE idempotency_receipts SET completed_at = ?, status_code = ?, response_body = ?, locked_at = NULL WHERE scope = ? AND idem_key = ?`,
     [now, status, body, k.scope, k.key],
   );

@@ -57,7 +57,7 @@ export function listSalesPipelinePage(sql: Sql, p: SalesPipelinePage): Promise<D
 }
 
 export async function insertSalesPipeline(sql: Sql, row: DbSalesPipelineRow): Promise<void> {
-  await sql.run(
+  await sql.write(
     `INSERT INTO sales_pipelines (id, workspace_id, owner_member_id, name, is_default, data, created_by, created_at, updated_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [row.id, row.workspace_id, row.owner_member_id, row.name, row.is_default === true || row.is_default === 1, row.data, row.created_by, row.created_at, row.updated_at],
@@ -65,11 +65,16 @@ export async function insertSalesPipeline(sql: Sql, row: DbSalesPipelineRow): Pr
 }
 
 export async function updateSalesPipelineData(sql: Sql, id: string, name: string, isDefault: boolean, data: string, updatedAt: number): Promise<void> {
-  await sql.run(`UPDATE sales_pipelines SET name = ?, is_default = ?, data = ?, updated_at = ? WHERE id = ?`, [name, isDefault, data, updatedAt, id]);
+  await sql.write(`UPDATE sales_pipelines SET name = ?, is_default = ?, data = ?, updated_at = ? WHERE id = ?`, [name, isDefault, data, updatedAt, id]);
+}
+
+/** Clears is_default at once (not queued), so that the unique default index never sees two defaults. */
+export async function clearDefaultSalesPipeline(sql: Sql, id: string, data: string, updatedAt: number): Promise<void> {
+  await sql.run(`UPDATE sales_pipelines SET is_default = ?, data = ?, updated_at = ? WHERE id = ?`, [false, data, updatedAt, id]);
 }
 
 export async function deleteSalesPipeline(sql: Sql, id: string): Promise<void> {
-  await sql.run(`DELETE FROM sales_pipelines WHERE id = ?`, [id]);
+  await sql.write(`DELETE FROM sales_pipelines WHERE id = ?`, [id]);
 }
 
 /** The workspace's current default pipeline other than `exceptId`, locked for update. */

@@ -41,7 +41,10 @@ export function forEachDatabase(title: string, suite: (ctx: () => TestService) =
         service = await startTestService(database.url(), overrides);
       });
       after(async () => {
+        const logs = service?.logs() ?? '';
         await service?.close();
+        const broken = logs.split('\n').filter((l) => l.includes('breaks the document'));
+        if (broken.length) throw new Error(`responses broke the document:\n${broken.slice(0, 5).join('\n')}`);
       });
       suite(() => {
         if (!service) throw new Error('service not started');
