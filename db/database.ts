@@ -334,22 +334,36 @@ class SqliteConnection {
   }
 }
 
-/** PostgreSQL: knex's pool for ordinary work, and a small pool with synchronous_commit=off for `relaxed`. */
+/**
+ * PostgreSQL: at run time statements go through node-postgres pools directly (lighter per statement
+ * than knex's pool, which serves migrations): one for ordinary work and a small one with
+ * synchronous_commit=off for `relaxed`.
+ */
 class PgConnections {
+  private mainPool: pg.Pool | null = null;
   private relaxedPool: pg.Pool | null = null;
 
   constructor(
-    private readonly pool: PoolClientSource,
+    _knexPool: PoolClientSource,
     private readonly target: { connectionString?: string; schema?: string },
     private readonly poolMax?: number,
   ) {}
 
+  private size(): number {
+    return this.poolMax ?? Number(process.env.DATABASE_POOL_MAX ?? 10);
+  }
+
+  private searchPath(): string {
+    return this.target.schema ? ` -c search_path=${this.target.schema}` : '';
+  }
+
   async withConnection<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
-    const conn = await this.pool.acquireConnection();
+    this.mainPool ??= new pg.Pool({ connectionString: this.target.connectionString, max: this.size(), ...(this.target.schema ? { options: this.searchPath().trim() } : {}) });
+    const conn = await this.mainPool.connect();
     try {
-      return await fn(pgExecutor(conn as pg.PoolClient));
+      return await fn(pgExecutor(conn));
     } finally {
-      this.pool.releaseConnection(conn);
+      conn.release();
     }
   }
 
@@ -360,8 +374,8 @@ class PgConnections {
   async relaxed<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
     this.relaxedPool ??= new pg.Pool({
       connectionString: this.target.connectionString,
-      max: Math.max(2, Math.ceil((this.poolMax ?? Number(process.env.DATABASE_POOL_MAX ?? 10)) / 2)),
-      options: `-c synchronous_commit=off${this.target.schema ? ` -c search_path=${this.target.schema}` : ''}`,
+      max: Math.max(2, Math.ceil(this.size() / 2)),
+      options: `-c synchronous_commit=off${this.searchPath()}`,
     });
     const conn = await this.relaxedPool.connect();
     try {
@@ -372,8 +386,9 @@ class PgConnections {
   }
 
   async release(): Promise<void> {
-    const pool = this.relaxedPool;
+    const pools = [this.mainPool, this.relaxedPool];
+    this.mainPool = null;
     this.relaxedPool = null;
-    await pool?.end();
+    await Promise.all(pools.map((p) => p?.end()));
   }
 }
