@@ -358,7 +358,8 @@ class PgConnections {
   }
 
   async withConnection<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
-    this.mainPool ??= new pg.Pool({ connectionString: this.target.connectionString, max: this.size(), ...(this.target.schema ? { options: this.searchPath().trim() } : {}) });
+    // idleTimeoutMillis 0: no idle timer armed and cleared around every statement.
+    this.mainPool ??= new pg.Pool({ connectionString: this.target.connectionString, max: this.size(), idleTimeoutMillis: 0, ...(this.target.schema ? { options: this.searchPath().trim() } : {}) });
     const conn = await this.mainPool.connect();
     try {
       return await fn(pgExecutor(conn));
@@ -375,6 +376,7 @@ class PgConnections {
     this.relaxedPool ??= new pg.Pool({
       connectionString: this.target.connectionString,
       max: Math.max(2, Math.ceil(this.size() / 2)),
+      idleTimeoutMillis: 0,
       options: `-c synchronous_commit=off${this.searchPath()}`,
     });
     const conn = await this.relaxedPool.connect();
