@@ -33,6 +33,7 @@ import { createClient } from '../generated/client.ts';
 import { applyWorkspace } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { acme, createPipeline } from '../test/support/fixtures.ts';
+import { reachablePostgres, redactUrl } from './postgres.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const OPERATION = 'customers.UpdateSalesPipeline';
@@ -56,7 +57,6 @@ function positive(name: string, fallback: number): number {
 }
 
 const log = (msg: string) => console.log(`[bench] ${msg}`);
-const redactUrl = (url: string) => url.replace(/\/\/[^@]*@/, '//***@');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------
@@ -186,32 +186,9 @@ process.on('SIGINT', () => {
 // ---------------------------------------------------------------------------------------------
 // Databases
 
-async function pgProblem(url: string): Promise<string | null> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return null;
-  } catch (err) {
-    return (err as Error).message;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
 /** A reachable PostgreSQL URL (starting the local cluster when needed), or why there is none. */
-async function postgresTarget(): Promise<{ url: string } | { why: string }> {
-  let problem = await pgProblem(PG_URL);
-  if (problem && !process.env.BENCH_POSTGRES_URL) {
-    log(`PostgreSQL at ${redactUrl(PG_URL)} is not reachable (${problem}); trying scripts/postgres-local.sh`);
-    try {
-      execFileSync('bash', [path.join(root, 'scripts/postgres-local.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
-      problem = await pgProblem(PG_URL);
-    } catch (err) {
-      problem = `${problem}; scripts/postgres-local.sh failed: ${(err as Error).message.split('\n')[0]}`;
-    }
-  }
-  return problem ? { why: `${redactUrl(PG_URL)} is not reachable (${problem})` } : { url: PG_URL };
+function postgresTarget(): Promise<{ url: string } | { why: string }> {
+  return reachablePostgres(PG_URL, !process.env.BENCH_POSTGRES_URL, log);
 }
 
 /** Empties the bench database: the public schema, or the `?schema=NAME` of the URL when it names one. */

@@ -3,42 +3,19 @@
  * here, on PostgreSQL too. Says plainly when the PostgreSQL pass did not run. Ends with the line
  * `N passed, N failed, N skipped`.
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Mocha from 'mocha';
-import pg from 'pg';
+import { reachablePostgres } from './postgres.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DEFAULT_PG = 'postgres://wsops:wsops@127.0.0.1:5432/wsops_test';
 
-async function reachable(url: string): Promise<string | null> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return null;
-  } catch (err) {
-    return (err as Error).message;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
 async function postgresUrl(): Promise<{ url: string | null; why: string }> {
   if (process.env.TEST_DATABASES && !process.env.TEST_DATABASES.split(',').includes('postgres')) return { url: null, why: 'TEST_DATABASES excludes postgres' };
-  const url = process.env.TEST_POSTGRES_URL || DEFAULT_PG;
-  let problem = await reachable(url);
-  if (problem && !process.env.TEST_POSTGRES_URL) {
-    try {
-      execFileSync('bash', [path.join(root, 'scripts/postgres-local.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
-      problem = await reachable(url);
-    } catch (err) {
-      problem = `${problem}; starting a local cluster failed: ${(err as Error).message.split('\n')[0]}`;
-    }
-  }
-  return problem ? { url: null, why: `${url.replace(/\/\/[^@]*@/, '//***@')} is not reachable (${problem})` } : { url, why: '' };
+  const target = await reachablePostgres(process.env.TEST_POSTGRES_URL || DEFAULT_PG, !process.env.TEST_POSTGRES_URL);
+  return 'url' in target ? { url: target.url, why: '' } : { url: null, why: target.why };
 }
 
 const pgTarget = await postgresUrl();
