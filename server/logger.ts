@@ -12,10 +12,10 @@ export const REDACT_PATHS = [
   '*.apiKey',
 ];
 
-/** JSON logs on stdout, written asynchronously in 4 KB chunks; call `logger.flush()` before exiting. */
+/** JSON logs on stdout, written asynchronously (lines queue while a write is in flight); call `logger.flush()` before exiting. */
 export function createLogger(level = process.env.LOG_LEVEL || 'info'): Logger {
   return pino(
     { level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { service: 'workspace-operations' } },
-    pino.destination({ sync: false, minLength: 4096 }),
+    pino.destination({ sync: false }),
   );
 }

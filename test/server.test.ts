@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { openDatabase } from '../db/database.ts';
+import { applyWorkspace } from '../server/admin.ts';
+import { systemClock } from '../server/clock.ts';
+import { acme } from './support/fixtures.ts';
+import { databases } from './support/service.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function startServer(databaseUrl: string, port: number): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  let output = '';
+  const child = spawn(path.join(root, 'node_modules/.bin/tsx'), ['scripts/start.ts'], {
+    cwd: root,
+    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), JOBS: 'off', LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => output, exited };
+}
+
+async function waitForHealth(port: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/healthz`);
+      if (res.ok) return;
+    } catch {
+      /* not listening yet */
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('the server did not become healthy');
+}
+
+for (const database of databases) {
+  describe(`the server process [${database.name}]`, function () {
+    this.timeout(60_000);
+
+    it('migrates on start, says how to begin, answers /healthz, and finishes a request in flight on SIGTERM', async () => {
+      const url = database.url();
+      const port = await freePort();
+      const server = startServer(url, port);
+      try {
+        await waitForHealth(port);
+        assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/healthz`)).json(), { status: 'ok' });
+        assert.match(server.output(), /no workspace yet: run `npm run demo`/);
+
+        const db = openDatabase(url);
+        const ws = await applyWorkspace(db, systemClock, acme());
+        await db.close();
+
+        // Send the headers and half of the body, stop the server, then send the rest.
+        const body = '{"data":{"name":"In flight"}}';
+        const socket = net.connect(port, '127.0.0.1');
+        await new Promise((r) => socket.once('connect', r));
+        let response = '';
+        socket.on('data', (d) => (response += d));
+        const closed = new Promise((r) => socket.once('close', r));
+        socket.write(
+          `POST /v1/operations/customers.CreateSalesPipeline HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${ws.keys.ci!.secret}\r\n` +
+            `Content-Type: application/json\r\nIdempotency-Key: in-flight-1\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body.slice(0, 10)}`,
+        );
+        await new Promise((r) => setTimeout(r, 300));
+        server.child.kill('SIGTERM');
+        for (let i = 0; i < 50 && !server.output().includes('shutting down'); i++) await new Promise((r) => setTimeout(r, 100));
+        assert.match(server.output(), /shutting down: finishing requests in flight/);
+        socket.write(body.slice(10));
+        await closed;
+        assert.match(response, /^HTTP\/1\.1 200 OK/);
+        assert.match(response, /"name":"In flight"/);
+        assert.equal(await server.exited, 0);
+        assert.ok(!server.output().includes(ws.keys.ci!.secret.split('_')[2]!), 'a key secret reached the logs');
+      } finally {
+        if (server.child.exitCode === null) server.child.kill('SIGKILL');
+        if (database.name === 'postgres') {
+          const schema = new URL(url).searchParams.get('schema');
+          const db = openDatabase(url);
+          if (schema) await db.knex.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+          await db.close();
+        }
+      }
+    });
+  });
+}
