@@ -83,7 +83,8 @@ for (const database of databases) {
         assert.match(response, /^HTTP\/1\.1 200 OK/);
         assert.match(response, /"name":"In flight"/);
         assert.equal(await server.exited, 0);
-        assert.ok(!server.output().includes(ws.keys.ci!.secret.split('_')[2]!), 'a key secret reached the logs');
+        const secret = ws.keys.ci!.secret;
+        assert.ok(!server.output().includes(secret.slice(secret.indexOf('_', 4) + 1)), 'a key secret reached the logs');
       } finally {
         if (server.child.exitCode === null) server.child.kill('SIGKILL');
         if (database.name === 'postgres') {
