@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { Database } from './db/database.ts';
 import { deleteReceiptsBefore } from './db/queries/idempotency.ts';
+import { analyticsHandlers } from './handlers/analytics.ts';
 import { customersHandlers } from './handlers/customers.ts';
 import { workspaceHandlers } from './handlers/workspace.ts';
 import type { Clock } from './server/clock.ts';
@@ -13,7 +14,7 @@ import { JobRunner } from './server/jobs.ts';
 import type { HandlerMap } from './server/operation.ts';
 import { createPlatform } from './server/platform.ts';
 
-export const handlers = { ...workspaceHandlers, ...customersHandlers } satisfies HandlerMap;
+export const handlers = { ...workspaceHandlers, ...customersHandlers, ...analyticsHandlers } satisfies HandlerMap;
 
 export interface ServiceDeps {
   db: Database;

@@ -4,8 +4,9 @@
  * process, as CommonJS (the package is "type": "module", hence .cjs).
  *
  * For every transaction (one per operation and documented status) the hooks:
- *  - make that status actually happen: real records and ids for 200, an unknown field for 400, an
- *    unknown key for 401, a key without grants for 403, an unknown id for 404, a mismatching
+ *  - make that status actually happen: real records and ids for 200 (the workspace's first site for
+ *    analytics), an unknown field for 400, an unknown key for 401, a key without grants for 403, an
+ *    unknown id (or site id) for 404, a mismatching
  *    `expected` for 409, a key whose rate budget was just used up for 429; 500 is skipped;
  *  - give every command a fresh Idempotency-Key;
  *  - set `expected.bodySchema` to the real response schema from the bundled document, dereferenced
@@ -294,14 +295,30 @@ const ok = {
   'customers.UpdateSalesPipeline': (t) =>
     setBody(t, { id: seed.update.id, data: { name: name('updated') }, unset: ['is_default'], expected: { name: seed.update.data.name, is_default: { $absent: true } } }),
   'customers.DeleteSalesPipeline': (t) => setBody(t, { id: seed.remove.id, expected: { name: seed.remove.data.name } }),
+  // Analytics: the workspace's first site (the example's bundle id belongs to no workspace), default interval.
+  'analytics.GetSiteAnalyticsSummary': (t) => setBody(t, { bundle_id: siteId() }),
+  'analytics.GetWorkspaceAnalyticsSummary': (t) => setBody(t, {}),
+  // One row a page, so has_more and a non-null next_cursor are checked when the site has traffic.
+  'analytics.GetSiteAnalyticsBreakdown': (t) => setBody(t, { bundle_id: siteId(), dimension: 'page', limit: 1 }),
+  'analytics.GetSiteAnalyticsRealtime': (t) => setBody(t, { bundle_id: siteId() }),
 };
+
+function siteId() {
+  if (!seed.bundleId) throw new Error('the main key\'s workspace has no site (workspace.ListBundles is empty); the analytics transactions need one');
+  return seed.bundleId;
+}
 
 /** 404: an id no record has. */
 const missingId = () => `pl_contract_missing_${crypto.randomBytes(8).toString('hex')}`;
 const notFound = {
   'customers.GetSalesPipeline': (t) => setBody(t, { id: missingId() }),
   'customers.UpdateSalesPipeline': (t) => setBody(t, { id: missingId(), data: { name: name('never') } }),
+  'analytics.GetSiteAnalyticsSummary': (t) => setBody(t, { bundle_id: missingBundle() }),
+  'analytics.GetSiteAnalyticsBreakdown': (t) => setBody(t, { bundle_id: missingBundle(), dimension: 'page' }),
+  'analytics.GetSiteAnalyticsRealtime': (t) => setBody(t, { bundle_id: missingBundle() }),
 };
+/** A site id no workspace has (another workspace's site answers the same 404). */
+const missingBundle = () => `bn_contract_missing_${crypto.randomBytes(8).toString('hex')}`;
 
 /** 409: an `expected` value that does not hold (Create: a request with the same key in progress). */
 const mismatch = { name: 'Not the current name' };
@@ -455,6 +472,8 @@ const guarded = (fn) => (data, done) => {
 hooks.beforeAll(
   guarded(async () => {
     say(`${ctx.mode} run ${ctx.runId} against ${ctx.baseUrl}: creating the records the transactions need`);
+    const bundles = await call('workspace.ListBundles', {});
+    seed.bundleId = bundles.items[0] && bundles.items[0].content_id;
     seed.read = await createSeed('read');
     seed.update = await createSeed('update');
     seed.conflict = await createSeed('conflict');

@@ -31,6 +31,7 @@ import { openDatabase } from '../db/database.ts';
 import { catalogue } from '../generated/catalogue.ts';
 import { lockReceipt, releaseReceipt } from '../db/queries/idempotency.ts';
 import { applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
+import { ingestEvents, normalizeEvent } from '../server/analytics.ts';
 import { systemClock } from '../server/clock.ts';
 import { canonicalJson, sha256Hex } from '../server/ids.ts';
 import { acme, createPipeline, stages } from '../test/support/fixtures.ts';
@@ -49,7 +50,7 @@ export interface ContractContext {
   /** Short random tag that names every record this run creates. */
   runId: string;
   keys: {
-    /** Operation grants customers.* and workspace.*, read and write on core:SalesPipeline. */
+    /** Operation grants customers.*, workspace.* and analytics.*, read and write on core:SalesPipeline. */
     main: string;
     /** A valid key without grants (403). */
     restricted?: string;
@@ -93,7 +94,7 @@ const program = new Command()
   .description('Checks a running Workspace Operations service against generated/openapi.yaml with Dredd.')
   .option('--database-url <url>', 'local mode: database to use (postgres://...); default: a fresh SQLite file in a temp dir')
   .option('--base-url <url>', 'deployment mode: API base URL including /v1, e.g. https://host/v1', httpUrl('--base-url'))
-  .option('--key <key>', 'deployment mode: API key with customers.* and workspace.* and read/write on core:SalesPipeline (or CONTRACT_KEY)')
+  .option('--key <key>', 'deployment mode: API key with customers.*, workspace.* and analytics.* and read/write on core:SalesPipeline (or CONTRACT_KEY)')
   .option('--restricted-key <key>', 'deployment mode: a valid key without grants, for 403 (or CONTRACT_RESTRICTED_KEY)')
   .option('--throttle-key <key>', 'deployment mode: a key whose rate budget may be used up, for 429 (or CONTRACT_THROTTLE_KEY)')
   .option('--keep-temp', 'keep the temp dir (database, server log) after the run')
@@ -127,8 +128,9 @@ let dredd: ChildProcess | undefined;
 function contractWorkspace(): WorkspaceSpec {
   const spec = acme();
   spec.workspace.name = 'Acme (contract tests)';
-  // ci (customers.*, workspace.*, read/write on core:SalesPipeline) is the main key, bare has no grants.
-  spec.keys = { ...spec.keys, throttle: { name: 'Contract tests: rate limit', operations: [] } };
+  // ci (customers.*, workspace.*, analytics.*, read/write on core:SalesPipeline) is the main key, bare has no grants.
+  const ci = spec.keys!.ci!;
+  spec.keys = { ...spec.keys, ci: { ...ci, operations: [...ci.operations, 'analytics.*'] }, throttle: { name: 'Contract tests: rate limit', operations: [] } };
   return spec;
 }
 
@@ -153,6 +155,16 @@ async function prepareDatabase(databaseUrl: string): Promise<Omit<ContractContex
     await db.migrate();
     const ws = await applyWorkspace(db, systemClock, contractWorkspace());
     const main = ws.keys.ci!;
+    // A little traffic on the fixture site, so the analytics transactions return real rows (and a second breakdown page).
+    const now = systemClock.now();
+    await ingestEvents(
+      db,
+      [
+        { type: 'pageview' as const, ts: now - 120_000, visitor: 'contract-a', path: '/', referrer: 'https://search.example/' },
+        { type: 'engagement' as const, ts: now - 60_000, visitor: 'contract-a', path: '/', engaged_ms: 15_000 },
+        { type: 'pageview' as const, ts: now - 30_000, visitor: 'contract-b', path: '/pricing' },
+      ].map((e) => normalizeEvent(ws.bundles.docs!, e)),
+    );
     // Exactly what the platform stores when a CreateSalesPipeline request with this key starts
     // (server/idempotency.ts): the receipt lock, not yet completed. `private: false` is spelled out
     // because the request validator fills in that default before the fingerprint is taken.

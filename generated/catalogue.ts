@@ -29,6 +29,70 @@ export type Access = 'read' | 'write';
 /** Every operation of the document, sorted by id. */
 export const catalogue = [
   {
+    "id": "analytics.GetSiteAnalyticsBreakdown",
+    "namespace": "analytics",
+    "name": "GetSiteAnalyticsBreakdown",
+    "method": "post",
+    "path": "/operations/analytics.GetSiteAnalyticsBreakdown",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "resource": null,
+    "access": [],
+    "summary": "Top pages, entry pages, sources, referrers, campaigns, countries, devices, browsers or systems of one site"
+  },
+  {
+    "id": "analytics.GetSiteAnalyticsRealtime",
+    "namespace": "analytics",
+    "name": "GetSiteAnalyticsRealtime",
+    "method": "post",
+    "path": "/operations/analytics.GetSiteAnalyticsRealtime",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "resource": null,
+    "access": [],
+    "summary": "Distinct visitors of one site in the last 5 minutes"
+  },
+  {
+    "id": "analytics.GetSiteAnalyticsSummary",
+    "namespace": "analytics",
+    "name": "GetSiteAnalyticsSummary",
+    "method": "post",
+    "path": "/operations/analytics.GetSiteAnalyticsSummary",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "resource": null,
+    "access": [],
+    "summary": "Daily pageviews, visitors and sessions of one site, with totals"
+  },
+  {
+    "id": "analytics.GetWorkspaceAnalyticsSummary",
+    "namespace": "analytics",
+    "name": "GetWorkspaceAnalyticsSummary",
+    "method": "post",
+    "path": "/operations/analytics.GetWorkspaceAnalyticsSummary",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "resource": null,
+    "access": [],
+    "summary": "Daily pageviews, visitors and sessions of all the workspace's sites, with per-site totals"
+  },
+  {
     "id": "customers.CreateSalesPipeline",
     "namespace": "customers",
     "name": "CreateSalesPipeline",
@@ -234,4 +298,4 @@ export const memberRoles: Readonly<Record<string, Readonly<Record<string, Readon
 export const resourceTypes = ["core:SalesPipeline"] as const;
 
 /** Operation namespaces (grantable as `namespace.*`). */
-export const namespaces = ["customers","workspace"] as const;
+export const namespaces = ["analytics","customers","workspace"] as const;

@@ -46,6 +46,20 @@ export function createClient(options: ServiceClientOptions) {
     listOperations: () => raw.GET('/operations'),
     /** `GET /delegation/members`: the members this key may act for. */
     listDelegationMembers: () => raw.GET('/delegation/members'),
+    analytics: {
+      /** Top pages, entry pages, sources, referrers, campaigns, countries, devices, browsers or systems of one site (query). */
+      GetSiteAnalyticsBreakdown: (body: RequestBody<'analytics.GetSiteAnalyticsBreakdown'>, call: CallOptions = {}) =>
+        raw.POST('/operations/analytics.GetSiteAnalyticsBreakdown', { body, params: { header: actAsHeader(options, call) } }),
+      /** Distinct visitors of one site in the last 5 minutes (query). */
+      GetSiteAnalyticsRealtime: (body: RequestBody<'analytics.GetSiteAnalyticsRealtime'>, call: CallOptions = {}) =>
+        raw.POST('/operations/analytics.GetSiteAnalyticsRealtime', { body, params: { header: actAsHeader(options, call) } }),
+      /** Daily pageviews, visitors and sessions of one site, with totals (query). */
+      GetSiteAnalyticsSummary: (body: RequestBody<'analytics.GetSiteAnalyticsSummary'>, call: CallOptions = {}) =>
+        raw.POST('/operations/analytics.GetSiteAnalyticsSummary', { body, params: { header: actAsHeader(options, call) } }),
+      /** Daily pageviews, visitors and sessions of all the workspace's sites, with per-site totals (query). */
+      GetWorkspaceAnalyticsSummary: (body: RequestBody<'analytics.GetWorkspaceAnalyticsSummary'>, call: CallOptions = {}) =>
+        raw.POST('/operations/analytics.GetWorkspaceAnalyticsSummary', { body, params: { header: actAsHeader(options, call) } }),
+    },
     customers: {
       /** Create a sales pipeline (command). */
       CreateSalesPipeline: (body: RequestBody<'customers.CreateSalesPipeline'>, call: CommandOptions = {}) =>

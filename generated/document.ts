@@ -38,6 +38,10 @@ export const document = {
     {
       "name": "customers",
       "description": "Shared customer records (sales pipelines)."
+    },
+    {
+      "name": "analytics",
+      "description": "Website analytics (pageviews, visitors, sessions) of the workspace's sites."
     }
   ],
   "x-service-member-roles": {
@@ -1024,6 +1028,657 @@ export const document = {
           }
         }
       }
+    },
+    "/operations/analytics.GetSiteAnalyticsSummary": {
+      "post": {
+        "operationId": "analytics.GetSiteAnalyticsSummary",
+        "summary": "Daily pageviews, visitors and sessions of one site, with totals",
+        "description": "Daily series and totals of one website (bundle) over an interval of UTC days.\n\n**Interval.** `from` and `to` are inclusive UTC day indexes (floor(Unix ms / 86400000)). Omitted\n`to` = today (UTC, service clock). Omitted `from` = 29 days before `to` (30 days in all). If `from`\nis after `to`, it becomes `to`. A span longer than 366 days is reduced to 366 by moving `from`\nforward (`from` = `to` − 365). The response's `from` and `to` report the interval actually used. No\nactivity in the interval is an empty result with zero totals, never an error.\n\n**Sessions.** Per site and visitor, events (pageviews and engagement pings) are ordered by time\n(ties: pageviews before engagement pings, then by path). A pageview starts a new session when the\nvisitor's previous event on that site is 30 minutes (1,800,000 ms) or more earlier, when there is\nnone, or when the previous event belongs to no session; otherwise it continues the current\nsession (a gap of exactly 30 minutes therefore starts a new session). An engagement ping continues\nthe current session when it comes less than 30 minutes after the previous event; otherwise it\nbelongs to no session (its engaged time still counts, see below). Session duration = last event\n− first event of the session (engagement pings count as events). A bounce is a session with\nexactly one pageview. A session belongs to the UTC day of its first pageview, also when it crosses\nmidnight; sessions are counted for an interval when they start inside it (all of a session's\npageviews still count for `pageviews` on their own days).\n\n**Figures.** `pageviews` counts pageview events by their own UTC day. `visitors` = distinct\nvisitors with at least one pageview per UTC day and site, summed over the days (and over the sites\nfor the workspace): one person on three days is 3. `sessions` counts sessions starting in the\ninterval; `bounces` those with exactly one pageview; `bounce_rate` = bounces / sessions (0 to 1, 0\nwhen there are no sessions). Active (engagement) time is the sum of the `engaged_ms` the events\ncarry, attributed to the UTC day of the event that carries it. `avg_engagement_ms` = active time /\npageviews; `avg_visit_ms` = total session duration / sessions; both rounded to whole ms, 0 when\nthe divisor is 0. `series` has one item per UTC day with activity (pageviews, visitors or\nsessions), ascending; days without activity are omitted.\n\nAn unknown `bundle_id`, or a site of another workspace, is `404 not_found` (the two are not told\napart). Figures come from sessions and daily rollups maintained as events are stored (out-of-order\nhistory is repaired when imported), so reading them never re-reads raw events.\n\n`Service-Act-As` is optional and checked as everywhere (a member the key may not act for is `403`),\nbut it does not change the figures: analytics are workspace data. Events are loaded by operators\nwith `npm run admin -- analytics import --bundle ID FILE` (NDJSON, any order).\n",
+        "tags": [
+          "analytics"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                  "bundle_id": {
+                    "$ref": "#/components/schemas/BundleId"
+                  },
+                  "from": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/UtcDay"
+                      }
+                    ],
+                    "description": "First UTC day (inclusive); default 29 days before `to`."
+                  },
+                  "to": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/UtcDay"
+                      }
+                    ],
+                    "description": "Last UTC day (inclusive); default today."
+                  }
+                },
+                "required": [
+                  "bundle_id"
+                ]
+              },
+              "example": {
+                "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                "from": 20750,
+                "to": 20779
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The site summary.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "bundle_id",
+                    "from",
+                    "to",
+                    "series",
+                    "pageviews",
+                    "visitors",
+                    "sessions",
+                    "bounces",
+                    "bounce_rate",
+                    "avg_visit_ms",
+                    "avg_engagement_ms"
+                  ],
+                  "properties": {
+                    "bundle_id": {
+                      "$ref": "#/components/schemas/BundleId"
+                    },
+                    "from": {
+                      "$ref": "#/components/schemas/UtcDay"
+                    },
+                    "to": {
+                      "$ref": "#/components/schemas/UtcDay"
+                    },
+                    "series": {
+                      "type": "array",
+                      "description": "Days with activity, ascending by day.",
+                      "items": {
+                        "$ref": "#/components/schemas/AnalyticsSeriesDay"
+                      }
+                    },
+                    "pageviews": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Pageview events in the interval."
+                    },
+                    "visitors": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Sum of daily distinct visitors; not deduplicated across days or sites."
+                    },
+                    "sessions": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Sessions starting in the interval."
+                    },
+                    "bounces": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Sessions with exactly one pageview."
+                    },
+                    "bounce_rate": {
+                      "type": "number",
+                      "minimum": 0,
+                      "maximum": 1,
+                      "description": "bounces / sessions; 0 when there are no sessions."
+                    },
+                    "avg_visit_ms": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Total session duration / sessions, rounded; 0 when there are no sessions."
+                    },
+                    "avg_engagement_ms": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Active time / pageviews, rounded; 0 when there are no pageviews."
+                    }
+                  }
+                },
+                "example": {
+                  "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                  "from": 20750,
+                  "to": 20779,
+                  "series": [
+                    {
+                      "day": 20778,
+                      "pageviews": 12,
+                      "visitors": 4,
+                      "sessions": 5
+                    },
+                    {
+                      "day": 20779,
+                      "pageviews": 3,
+                      "visitors": 2,
+                      "sessions": 2
+                    }
+                  ],
+                  "pageviews": 15,
+                  "visitors": 6,
+                  "sessions": 7,
+                  "bounces": 3,
+                  "bounce_rate": 0.42857142857142855,
+                  "avg_visit_ms": 95000,
+                  "avg_engagement_ms": 21000
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/analytics.GetWorkspaceAnalyticsSummary": {
+      "post": {
+        "operationId": "analytics.GetWorkspaceAnalyticsSummary",
+        "summary": "Daily pageviews, visitors and sessions of all the workspace's sites, with per-site totals",
+        "description": "Daily series and totals over every website (bundle) of the workspace, with one totals object per\nsite that had activity in the interval (`bundles`, ascending by `bundle_id`). The workspace\nseries sums the sites' daily figures; `visitors` is summed across days and sites (a person seen on\ntwo sites on one day is 2). A workspace without sites or without activity gets an empty\n`series`, empty `bundles` and zero totals.\n\n**Interval.** `from` and `to` are inclusive UTC day indexes (floor(Unix ms / 86400000)). Omitted\n`to` = today (UTC, service clock). Omitted `from` = 29 days before `to` (30 days in all). If `from`\nis after `to`, it becomes `to`. A span longer than 366 days is reduced to 366 by moving `from`\nforward (`from` = `to` − 365). The response's `from` and `to` report the interval actually used. No\nactivity in the interval is an empty result with zero totals, never an error.\n\n**Sessions.** Per site and visitor, events (pageviews and engagement pings) are ordered by time\n(ties: pageviews before engagement pings, then by path). A pageview starts a new session when the\nvisitor's previous event on that site is 30 minutes (1,800,000 ms) or more earlier, when there is\nnone, or when the previous event belongs to no session; otherwise it continues the current\nsession (a gap of exactly 30 minutes therefore starts a new session). An engagement ping continues\nthe current session when it comes less than 30 minutes after the previous event; otherwise it\nbelongs to no session (its engaged time still counts, see below). Session duration = last event\n− first event of the session (engagement pings count as events). A bounce is a session with\nexactly one pageview. A session belongs to the UTC day of its first pageview, also when it crosses\nmidnight; sessions are counted for an interval when they start inside it (all of a session's\npageviews still count for `pageviews` on their own days).\n\n**Figures.** `pageviews` counts pageview events by their own UTC day. `visitors` = distinct\nvisitors with at least one pageview per UTC day and site, summed over the days (and over the sites\nfor the workspace): one person on three days is 3. `sessions` counts sessions starting in the\ninterval; `bounces` those with exactly one pageview; `bounce_rate` = bounces / sessions (0 to 1, 0\nwhen there are no sessions). Active (engagement) time is the sum of the `engaged_ms` the events\ncarry, attributed to the UTC day of the event that carries it. `avg_engagement_ms` = active time /\npageviews; `avg_visit_ms` = total session duration / sessions; both rounded to whole ms, 0 when\nthe divisor is 0. `series` has one item per UTC day with activity (pageviews, visitors or\nsessions), ascending; days without activity are omitted.\n\n`Service-Act-As` is optional and checked as everywhere (a member the key may not act for is `403`),\nbut it does not change the figures: analytics are workspace data. Events are loaded by operators\nwith `npm run admin -- analytics import --bundle ID FILE` (NDJSON, any order).\n",
+        "tags": [
+          "analytics"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                  "from": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/UtcDay"
+                      }
+                    ],
+                    "description": "First UTC day (inclusive); default 29 days before `to`."
+                  },
+                  "to": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/UtcDay"
+                      }
+                    ],
+                    "description": "Last UTC day (inclusive); default today."
+                  }
+                }
+              },
+              "example": {
+                "from": 20750,
+                "to": 20779
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The workspace summary.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "from",
+                    "to",
+                    "series",
+                    "pageviews",
+                    "visitors",
+                    "sessions",
+                    "bounces",
+                    "bounce_rate",
+                    "avg_visit_ms",
+                    "avg_engagement_ms",
+                    "bundles"
+                  ],
+                  "properties": {
+                    "from": {
+                      "$ref": "#/components/schemas/UtcDay"
+                    },
+                    "to": {
+                      "$ref": "#/components/schemas/UtcDay"
+                    },
+                    "series": {
+                      "type": "array",
+                      "description": "Days with activity, ascending by day.",
+                      "items": {
+                        "$ref": "#/components/schemas/AnalyticsSeriesDay"
+                      }
+                    },
+                    "pageviews": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Pageview events in the interval."
+                    },
+                    "visitors": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Sum of daily distinct visitors; not deduplicated across days or sites."
+                    },
+                    "sessions": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Sessions starting in the interval."
+                    },
+                    "bounces": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Sessions with exactly one pageview."
+                    },
+                    "bounce_rate": {
+                      "type": "number",
+                      "minimum": 0,
+                      "maximum": 1,
+                      "description": "bounces / sessions; 0 when there are no sessions."
+                    },
+                    "avg_visit_ms": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Total session duration / sessions, rounded; 0 when there are no sessions."
+                    },
+                    "avg_engagement_ms": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Active time / pageviews, rounded; 0 when there are no pageviews."
+                    },
+                    "bundles": {
+                      "type": "array",
+                      "description": "One item per site with activity in the interval, ascending by `bundle_id`.",
+                      "items": {
+                        "$ref": "#/components/schemas/AnalyticsBundleSummary"
+                      }
+                    }
+                  }
+                },
+                "example": {
+                  "from": 20750,
+                  "to": 20779,
+                  "series": [
+                    {
+                      "day": 20779,
+                      "pageviews": 3,
+                      "visitors": 2,
+                      "sessions": 2
+                    }
+                  ],
+                  "pageviews": 3,
+                  "visitors": 2,
+                  "sessions": 2,
+                  "bounces": 1,
+                  "bounce_rate": 0.5,
+                  "avg_visit_ms": 60000,
+                  "avg_engagement_ms": 15000,
+                  "bundles": [
+                    {
+                      "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                      "pageviews": 3,
+                      "visitors": 2,
+                      "sessions": 2,
+                      "bounces": 1,
+                      "bounce_rate": 0.5,
+                      "avg_visit_ms": 60000,
+                      "avg_engagement_ms": 15000
+                    }
+                  ]
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/analytics.GetSiteAnalyticsBreakdown": {
+      "post": {
+        "operationId": "analytics.GetSiteAnalyticsBreakdown",
+        "summary": "Top pages, entry pages, sources, referrers, campaigns, countries, devices, browsers or systems of one site",
+        "description": "Top values of one dimension of a website (bundle) over an interval of UTC days, paged.\n\n**Dimensions.** `page`: the path of each pageview. `entry_page`: the path of the first pageview of\neach session; rows count session landings (sessions starting in the interval), not pageviews.\n`source`: `utm_source` when the event has one, else the referrer's host, else `Direct / None`.\n`referrer`: the host of the referrer URL (lower-case; the URL as sent, without a scheme read as\n`http://`), else `Direct / None`. `campaign`: `utm_campaign`, else `(none)`. `country`, `device`,\n`browser`, `os`: the event's value as sent, else `(unknown)`. Every dimension other than\n`entry_page` groups pageviews by that attribute of the pageview itself.\n\n**Row figures.** `pageviews`: pageviews with that value (for `entry_page`: sessions landing\nthere). `visitors`: distinct visitors per UTC day with a pageview with that value (for\n`entry_page`: with a session landing there that day), summed over the days. `avg_engagement_ms`:\nactive time of the events with that value / the row's pageviews (for `entry_page`: active time of\nthe sessions landing there / the pageviews of those sessions), rounded to whole ms, 0 when the\ndivisor is 0. Values without pageviews (engagement only) are not listed.\n\n**Order and paging.** Rows are ordered by `pageviews` descending, then `value` ascending\n(code-point order). `limit` (1 to 100, default 50) is the page size. When `has_more` is true, send\n`next_cursor` as `cursor` with the same `bundle_id`, `dimension`, `from` and `to` to get the next\npage; the cursor keeps the interval of the first page (even across midnight). A cursor sent with\nother filters, or a malformed one, is `400 invalid_input`.\n\n**Interval.** `from` and `to` are inclusive UTC day indexes (floor(Unix ms / 86400000)). Omitted\n`to` = today (UTC, service clock). Omitted `from` = 29 days before `to` (30 days in all). If `from`\nis after `to`, it becomes `to`. A span longer than 366 days is reduced to 366 by moving `from`\nforward (`from` = `to` − 365). The response's `from` and `to` report the interval actually used. No\nactivity in the interval is an empty result with zero totals, never an error.\n\n**Sessions.** Per site and visitor, events (pageviews and engagement pings) are ordered by time\n(ties: pageviews before engagement pings, then by path). A pageview starts a new session when the\nvisitor's previous event on that site is 30 minutes (1,800,000 ms) or more earlier, when there is\nnone, or when the previous event belongs to no session; otherwise it continues the current\nsession (a gap of exactly 30 minutes therefore starts a new session). An engagement ping continues\nthe current session when it comes less than 30 minutes after the previous event; otherwise it\nbelongs to no session (its engaged time still counts, see below). Session duration = last event\n− first event of the session (engagement pings count as events). A bounce is a session with\nexactly one pageview. A session belongs to the UTC day of its first pageview, also when it crosses\nmidnight; sessions are counted for an interval when they start inside it (all of a session's\npageviews still count for `pageviews` on their own days).\n\nAn unknown `bundle_id`, or a site of another workspace, is `404 not_found` (the two are not told\napart). Figures come from sessions and daily rollups maintained as events are stored (out-of-order\nhistory is repaired when imported), so reading them never re-reads raw events.\n\n`Service-Act-As` is optional and checked as everywhere (a member the key may not act for is `403`),\nbut it does not change the figures: analytics are workspace data. Events are loaded by operators\nwith `npm run admin -- analytics import --bundle ID FILE` (NDJSON, any order).\n",
+        "tags": [
+          "analytics"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                  "bundle_id": {
+                    "$ref": "#/components/schemas/BundleId"
+                  },
+                  "dimension": {
+                    "type": "string",
+                    "enum": [
+                      "page",
+                      "entry_page",
+                      "source",
+                      "referrer",
+                      "campaign",
+                      "country",
+                      "device",
+                      "browser",
+                      "os"
+                    ],
+                    "description": "What to group by (see the description)."
+                  },
+                  "from": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/UtcDay"
+                      }
+                    ],
+                    "description": "First UTC day (inclusive); default 29 days before `to`."
+                  },
+                  "to": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/UtcDay"
+                      }
+                    ],
+                    "description": "Last UTC day (inclusive); default today."
+                  },
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  }
+                },
+                "required": [
+                  "bundle_id",
+                  "dimension"
+                ]
+              },
+              "example": {
+                "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                "dimension": "page",
+                "limit": 10
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of breakdown rows.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "bundle_id",
+                    "dimension",
+                    "from",
+                    "to",
+                    "rows",
+                    "has_more",
+                    "next_cursor"
+                  ],
+                  "properties": {
+                    "bundle_id": {
+                      "$ref": "#/components/schemas/BundleId"
+                    },
+                    "dimension": {
+                      "type": "string",
+                      "enum": [
+                        "page",
+                        "entry_page",
+                        "source",
+                        "referrer",
+                        "campaign",
+                        "country",
+                        "device",
+                        "browser",
+                        "os"
+                      ]
+                    },
+                    "from": {
+                      "$ref": "#/components/schemas/UtcDay"
+                    },
+                    "to": {
+                      "$ref": "#/components/schemas/UtcDay"
+                    },
+                    "rows": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/AnalyticsBreakdownRow"
+                      }
+                    },
+                    "has_more": {
+                      "type": "boolean",
+                      "description": "Whether another page follows."
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true,
+                      "description": "Cursor of the next page; null when `has_more` is false."
+                    }
+                  }
+                },
+                "example": {
+                  "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                  "dimension": "page",
+                  "from": 20750,
+                  "to": 20779,
+                  "rows": [
+                    {
+                      "value": "/pricing",
+                      "pageviews": 120,
+                      "visitors": 80,
+                      "avg_engagement_ms": 32000
+                    },
+                    {
+                      "value": "/",
+                      "pageviews": 95,
+                      "visitors": 70,
+                      "avg_engagement_ms": 12000
+                    }
+                  ],
+                  "has_more": true,
+                  "next_cursor": "eyJwIjo5NSwidiI6Ii8ifQ"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/analytics.GetSiteAnalyticsRealtime": {
+      "post": {
+        "operationId": "analytics.GetSiteAnalyticsRealtime",
+        "summary": "Distinct visitors of one site in the last 5 minutes",
+        "description": "Visitors on one website (bundle) right now: the number of distinct visitors with any event\n(pageview or engagement ping) in the last 5 minutes, i.e. with a timestamp `t` where\nnow − 300000 < `t` ≤ now (service clock), each visitor counted once however many events they\nsent. `window_ms` is always 300000. Read from the raw events of the window (indexed by site and\ntime).\n\nAn unknown `bundle_id`, or a site of another workspace, is `404 not_found` (the two are not told\napart). Figures come from sessions and daily rollups maintained as events are stored (out-of-order\nhistory is repaired when imported), so reading them never re-reads raw events.\n\n`Service-Act-As` is optional and checked as everywhere (a member the key may not act for is `403`),\nbut it does not change the figures: analytics are workspace data. Events are loaded by operators\nwith `npm run admin -- analytics import --bundle ID FILE` (NDJSON, any order).\n",
+        "tags": [
+          "analytics"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                  "bundle_id": {
+                    "$ref": "#/components/schemas/BundleId"
+                  }
+                },
+                "required": [
+                  "bundle_id"
+                ]
+              },
+              "example": {
+                "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "Visitors in the window.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "bundle_id",
+                    "visitors",
+                    "window_ms"
+                  ],
+                  "properties": {
+                    "bundle_id": {
+                      "$ref": "#/components/schemas/BundleId"
+                    },
+                    "visitors": {
+                      "type": "integer",
+                      "minimum": 0,
+                      "description": "Distinct visitors with an event in the window."
+                    },
+                    "window_ms": {
+                      "type": "integer",
+                      "enum": [
+                        300000
+                      ],
+                      "description": "Length of the window in ms."
+                    }
+                  }
+                },
+                "example": {
+                  "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                  "visitors": 7,
+                  "window_ms": 300000
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
     }
   },
   "components": {
@@ -1543,6 +2198,139 @@ export const document = {
           },
           "is_default": {
             "type": "boolean"
+          }
+        }
+      },
+      "BundleId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 100,
+        "description": "The website's `content_id` from `workspace.ListBundles` (not a host name or a workspace id).",
+        "example": "bn_4f9q2w8e6r1t3y5u7i0o2p4a"
+      },
+      "UtcDay": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 2932896,
+        "description": "UTC day index, whole days since 1970-01-01 (floor(Unix milliseconds / 86400000)).",
+        "example": 20779
+      },
+      "AnalyticsSeriesDay": {
+        "type": "object",
+        "description": "One UTC day of a summary's series.",
+        "additionalProperties": false,
+        "required": [
+          "day",
+          "pageviews",
+          "visitors",
+          "sessions"
+        ],
+        "properties": {
+          "day": {
+            "$ref": "#/components/schemas/UtcDay"
+          },
+          "pageviews": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Pageview events of this UTC day."
+          },
+          "visitors": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Distinct visitors with at least one pageview this UTC day, per site (the workspace series sums the sites)."
+          },
+          "sessions": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Sessions whose first pageview is on this UTC day."
+          }
+        }
+      },
+      "AnalyticsBundleSummary": {
+        "type": "object",
+        "description": "One site's totals over the interval (workspace summary).",
+        "additionalProperties": false,
+        "required": [
+          "bundle_id",
+          "pageviews",
+          "visitors",
+          "sessions",
+          "bounces",
+          "bounce_rate",
+          "avg_visit_ms",
+          "avg_engagement_ms"
+        ],
+        "properties": {
+          "bundle_id": {
+            "$ref": "#/components/schemas/BundleId"
+          },
+          "pageviews": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Pageview events in the interval, each counted on its own UTC day."
+          },
+          "visitors": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Daily distinct visitors per site, summed over the days (and sites); not deduplicated across days or sites."
+          },
+          "sessions": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Sessions that start inside the interval."
+          },
+          "bounces": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Of those sessions, the ones with exactly one pageview."
+          },
+          "bounce_rate": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "bounces / sessions; 0 when there are no sessions."
+          },
+          "avg_visit_ms": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Total session duration / sessions, rounded to whole ms; 0 when there are no sessions."
+          },
+          "avg_engagement_ms": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Active time / pageviews, rounded to whole ms; 0 when there are no pageviews."
+          }
+        }
+      },
+      "AnalyticsBreakdownRow": {
+        "type": "object",
+        "description": "One value of a breakdown dimension.",
+        "additionalProperties": false,
+        "required": [
+          "value",
+          "pageviews",
+          "visitors",
+          "avg_engagement_ms"
+        ],
+        "properties": {
+          "value": {
+            "type": "string",
+            "description": "Value of the dimension (a path, a host, `Direct / None`, `(none)`, a country code, ...)."
+          },
+          "pageviews": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Pageviews with this value; for `entry_page`, sessions that landed on this page."
+          },
+          "visitors": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Distinct visitors per UTC day with this value, summed over the days."
+          },
+          "avg_engagement_ms": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Active time / pageviews of this row (for `entry_page`, of the sessions landing there), rounded; 0 when none."
           }
         }
       }

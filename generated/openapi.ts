@@ -265,6 +265,217 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/operations/analytics.GetSiteAnalyticsSummary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Daily pageviews, visitors and sessions of one site, with totals
+         * @description Daily series and totals of one website (bundle) over an interval of UTC days.
+         *
+         *     **Interval.** `from` and `to` are inclusive UTC day indexes (floor(Unix ms / 86400000)). Omitted
+         *     `to` = today (UTC, service clock). Omitted `from` = 29 days before `to` (30 days in all). If `from`
+         *     is after `to`, it becomes `to`. A span longer than 366 days is reduced to 366 by moving `from`
+         *     forward (`from` = `to` − 365). The response's `from` and `to` report the interval actually used. No
+         *     activity in the interval is an empty result with zero totals, never an error.
+         *
+         *     **Sessions.** Per site and visitor, events (pageviews and engagement pings) are ordered by time
+         *     (ties: pageviews before engagement pings, then by path). A pageview starts a new session when the
+         *     visitor's previous event on that site is 30 minutes (1,800,000 ms) or more earlier, when there is
+         *     none, or when the previous event belongs to no session; otherwise it continues the current
+         *     session (a gap of exactly 30 minutes therefore starts a new session). An engagement ping continues
+         *     the current session when it comes less than 30 minutes after the previous event; otherwise it
+         *     belongs to no session (its engaged time still counts, see below). Session duration = last event
+         *     − first event of the session (engagement pings count as events). A bounce is a session with
+         *     exactly one pageview. A session belongs to the UTC day of its first pageview, also when it crosses
+         *     midnight; sessions are counted for an interval when they start inside it (all of a session's
+         *     pageviews still count for `pageviews` on their own days).
+         *
+         *     **Figures.** `pageviews` counts pageview events by their own UTC day. `visitors` = distinct
+         *     visitors with at least one pageview per UTC day and site, summed over the days (and over the sites
+         *     for the workspace): one person on three days is 3. `sessions` counts sessions starting in the
+         *     interval; `bounces` those with exactly one pageview; `bounce_rate` = bounces / sessions (0 to 1, 0
+         *     when there are no sessions). Active (engagement) time is the sum of the `engaged_ms` the events
+         *     carry, attributed to the UTC day of the event that carries it. `avg_engagement_ms` = active time /
+         *     pageviews; `avg_visit_ms` = total session duration / sessions; both rounded to whole ms, 0 when
+         *     the divisor is 0. `series` has one item per UTC day with activity (pageviews, visitors or
+         *     sessions), ascending; days without activity are omitted.
+         *
+         *     An unknown `bundle_id`, or a site of another workspace, is `404 not_found` (the two are not told
+         *     apart). Figures come from sessions and daily rollups maintained as events are stored (out-of-order
+         *     history is repaired when imported), so reading them never re-reads raw events.
+         *
+         *     `Service-Act-As` is optional and checked as everywhere (a member the key may not act for is `403`),
+         *     but it does not change the figures: analytics are workspace data. Events are loaded by operators
+         *     with `npm run admin -- analytics import --bundle ID FILE` (NDJSON, any order).
+         */
+        post: operations["analytics.GetSiteAnalyticsSummary"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/analytics.GetWorkspaceAnalyticsSummary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Daily pageviews, visitors and sessions of all the workspace's sites, with per-site totals
+         * @description Daily series and totals over every website (bundle) of the workspace, with one totals object per
+         *     site that had activity in the interval (`bundles`, ascending by `bundle_id`). The workspace
+         *     series sums the sites' daily figures; `visitors` is summed across days and sites (a person seen on
+         *     two sites on one day is 2). A workspace without sites or without activity gets an empty
+         *     `series`, empty `bundles` and zero totals.
+         *
+         *     **Interval.** `from` and `to` are inclusive UTC day indexes (floor(Unix ms / 86400000)). Omitted
+         *     `to` = today (UTC, service clock). Omitted `from` = 29 days before `to` (30 days in all). If `from`
+         *     is after `to`, it becomes `to`. A span longer than 366 days is reduced to 366 by moving `from`
+         *     forward (`from` = `to` − 365). The response's `from` and `to` report the interval actually used. No
+         *     activity in the interval is an empty result with zero totals, never an error.
+         *
+         *     **Sessions.** Per site and visitor, events (pageviews and engagement pings) are ordered by time
+         *     (ties: pageviews before engagement pings, then by path). A pageview starts a new session when the
+         *     visitor's previous event on that site is 30 minutes (1,800,000 ms) or more earlier, when there is
+         *     none, or when the previous event belongs to no session; otherwise it continues the current
+         *     session (a gap of exactly 30 minutes therefore starts a new session). An engagement ping continues
+         *     the current session when it comes less than 30 minutes after the previous event; otherwise it
+         *     belongs to no session (its engaged time still counts, see below). Session duration = last event
+         *     − first event of the session (engagement pings count as events). A bounce is a session with
+         *     exactly one pageview. A session belongs to the UTC day of its first pageview, also when it crosses
+         *     midnight; sessions are counted for an interval when they start inside it (all of a session's
+         *     pageviews still count for `pageviews` on their own days).
+         *
+         *     **Figures.** `pageviews` counts pageview events by their own UTC day. `visitors` = distinct
+         *     visitors with at least one pageview per UTC day and site, summed over the days (and over the sites
+         *     for the workspace): one person on three days is 3. `sessions` counts sessions starting in the
+         *     interval; `bounces` those with exactly one pageview; `bounce_rate` = bounces / sessions (0 to 1, 0
+         *     when there are no sessions). Active (engagement) time is the sum of the `engaged_ms` the events
+         *     carry, attributed to the UTC day of the event that carries it. `avg_engagement_ms` = active time /
+         *     pageviews; `avg_visit_ms` = total session duration / sessions; both rounded to whole ms, 0 when
+         *     the divisor is 0. `series` has one item per UTC day with activity (pageviews, visitors or
+         *     sessions), ascending; days without activity are omitted.
+         *
+         *     `Service-Act-As` is optional and checked as everywhere (a member the key may not act for is `403`),
+         *     but it does not change the figures: analytics are workspace data. Events are loaded by operators
+         *     with `npm run admin -- analytics import --bundle ID FILE` (NDJSON, any order).
+         */
+        post: operations["analytics.GetWorkspaceAnalyticsSummary"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/analytics.GetSiteAnalyticsBreakdown": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Top pages, entry pages, sources, referrers, campaigns, countries, devices, browsers or systems of one site
+         * @description Top values of one dimension of a website (bundle) over an interval of UTC days, paged.
+         *
+         *     **Dimensions.** `page`: the path of each pageview. `entry_page`: the path of the first pageview of
+         *     each session; rows count session landings (sessions starting in the interval), not pageviews.
+         *     `source`: `utm_source` when the event has one, else the referrer's host, else `Direct / None`.
+         *     `referrer`: the host of the referrer URL (lower-case; the URL as sent, without a scheme read as
+         *     `http://`), else `Direct / None`. `campaign`: `utm_campaign`, else `(none)`. `country`, `device`,
+         *     `browser`, `os`: the event's value as sent, else `(unknown)`. Every dimension other than
+         *     `entry_page` groups pageviews by that attribute of the pageview itself.
+         *
+         *     **Row figures.** `pageviews`: pageviews with that value (for `entry_page`: sessions landing
+         *     there). `visitors`: distinct visitors per UTC day with a pageview with that value (for
+         *     `entry_page`: with a session landing there that day), summed over the days. `avg_engagement_ms`:
+         *     active time of the events with that value / the row's pageviews (for `entry_page`: active time of
+         *     the sessions landing there / the pageviews of those sessions), rounded to whole ms, 0 when the
+         *     divisor is 0. Values without pageviews (engagement only) are not listed.
+         *
+         *     **Order and paging.** Rows are ordered by `pageviews` descending, then `value` ascending
+         *     (code-point order). `limit` (1 to 100, default 50) is the page size. When `has_more` is true, send
+         *     `next_cursor` as `cursor` with the same `bundle_id`, `dimension`, `from` and `to` to get the next
+         *     page; the cursor keeps the interval of the first page (even across midnight). A cursor sent with
+         *     other filters, or a malformed one, is `400 invalid_input`.
+         *
+         *     **Interval.** `from` and `to` are inclusive UTC day indexes (floor(Unix ms / 86400000)). Omitted
+         *     `to` = today (UTC, service clock). Omitted `from` = 29 days before `to` (30 days in all). If `from`
+         *     is after `to`, it becomes `to`. A span longer than 366 days is reduced to 366 by moving `from`
+         *     forward (`from` = `to` − 365). The response's `from` and `to` report the interval actually used. No
+         *     activity in the interval is an empty result with zero totals, never an error.
+         *
+         *     **Sessions.** Per site and visitor, events (pageviews and engagement pings) are ordered by time
+         *     (ties: pageviews before engagement pings, then by path). A pageview starts a new session when the
+         *     visitor's previous event on that site is 30 minutes (1,800,000 ms) or more earlier, when there is
+         *     none, or when the previous event belongs to no session; otherwise it continues the current
+         *     session (a gap of exactly 30 minutes therefore starts a new session). An engagement ping continues
+         *     the current session when it comes less than 30 minutes after the previous event; otherwise it
+         *     belongs to no session (its engaged time still counts, see below). Session duration = last event
+         *     − first event of the session (engagement pings count as events). A bounce is a session with
+         *     exactly one pageview. A session belongs to the UTC day of its first pageview, also when it crosses
+         *     midnight; sessions are counted for an interval when they start inside it (all of a session's
+         *     pageviews still count for `pageviews` on their own days).
+         *
+         *     An unknown `bundle_id`, or a site of another workspace, is `404 not_found` (the two are not told
+         *     apart). Figures come from sessions and daily rollups maintained as events are stored (out-of-order
+         *     history is repaired when imported), so reading them never re-reads raw events.
+         *
+         *     `Service-Act-As` is optional and checked as everywhere (a member the key may not act for is `403`),
+         *     but it does not change the figures: analytics are workspace data. Events are loaded by operators
+         *     with `npm run admin -- analytics import --bundle ID FILE` (NDJSON, any order).
+         */
+        post: operations["analytics.GetSiteAnalyticsBreakdown"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/analytics.GetSiteAnalyticsRealtime": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Distinct visitors of one site in the last 5 minutes
+         * @description Visitors on one website (bundle) right now: the number of distinct visitors with any event
+         *     (pageview or engagement ping) in the last 5 minutes, i.e. with a timestamp `t` where
+         *     now − 300000 < `t` ≤ now (service clock), each visitor counted once however many events they
+         *     sent. `window_ms` is always 300000. Read from the raw events of the window (indexed by site and
+         *     time).
+         *
+         *     An unknown `bundle_id`, or a site of another workspace, is `404 not_found` (the two are not told
+         *     apart). Figures come from sessions and daily rollups maintained as events are stored (out-of-order
+         *     history is repaired when imported), so reading them never re-reads raw events.
+         *
+         *     `Service-Act-As` is optional and checked as everywhere (a member the key may not act for is `403`),
+         *     but it does not change the figures: analytics are workspace data. Events are loaded by operators
+         *     with `npm run admin -- analytics import --bundle ID FILE` (NDJSON, any order).
+         */
+        post: operations["analytics.GetSiteAnalyticsRealtime"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -545,6 +756,55 @@ export interface components {
             name?: components["schemas"]["PipelineName"];
             stages?: components["schemas"]["StageList"];
             is_default?: boolean;
+        };
+        /**
+         * @description The website's `content_id` from `workspace.ListBundles` (not a host name or a workspace id).
+         * @example bn_4f9q2w8e6r1t3y5u7i0o2p4a
+         */
+        BundleId: string;
+        /**
+         * @description UTC day index, whole days since 1970-01-01 (floor(Unix milliseconds / 86400000)).
+         * @example 20779
+         */
+        UtcDay: number;
+        /** @description One UTC day of a summary's series. */
+        AnalyticsSeriesDay: {
+            day: components["schemas"]["UtcDay"];
+            /** @description Pageview events of this UTC day. */
+            pageviews: number;
+            /** @description Distinct visitors with at least one pageview this UTC day, per site (the workspace series sums the sites). */
+            visitors: number;
+            /** @description Sessions whose first pageview is on this UTC day. */
+            sessions: number;
+        };
+        /** @description One site's totals over the interval (workspace summary). */
+        AnalyticsBundleSummary: {
+            bundle_id: components["schemas"]["BundleId"];
+            /** @description Pageview events in the interval, each counted on its own UTC day. */
+            pageviews: number;
+            /** @description Daily distinct visitors per site, summed over the days (and sites); not deduplicated across days or sites. */
+            visitors: number;
+            /** @description Sessions that start inside the interval. */
+            sessions: number;
+            /** @description Of those sessions, the ones with exactly one pageview. */
+            bounces: number;
+            /** @description bounces / sessions; 0 when there are no sessions. */
+            bounce_rate: number;
+            /** @description Total session duration / sessions, rounded to whole ms; 0 when there are no sessions. */
+            avg_visit_ms: number;
+            /** @description Active time / pageviews, rounded to whole ms; 0 when there are no pageviews. */
+            avg_engagement_ms: number;
+        };
+        /** @description One value of a breakdown dimension. */
+        AnalyticsBreakdownRow: {
+            /** @description Value of the dimension (a path, a host, `Direct / None`, `(none)`, a country code, ...). */
+            value: string;
+            /** @description Pageviews with this value; for `entry_page`, sessions that landed on this page. */
+            pageviews: number;
+            /** @description Distinct visitors per UTC day with this value, summed over the days. */
+            visitors: number;
+            /** @description Active time / pageviews of this row (for `entry_page`, of the sessions landing there), rounded; 0 when none. */
+            avg_engagement_ms: number;
         };
     };
     responses: {
@@ -1272,6 +1532,353 @@ export interface operations {
             401: components["responses"]["InvalidKey"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "analytics.GetSiteAnalyticsSummary": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                 *       "from": 20750,
+                 *       "to": 20779
+                 *     }
+                 */
+                "application/json": {
+                    bundle_id: components["schemas"]["BundleId"];
+                    /** @description First UTC day (inclusive); default 29 days before `to`. */
+                    from?: components["schemas"]["UtcDay"];
+                    /** @description Last UTC day (inclusive); default today. */
+                    to?: components["schemas"]["UtcDay"];
+                };
+            };
+        };
+        responses: {
+            /** @description The site summary. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                     *       "from": 20750,
+                     *       "to": 20779,
+                     *       "series": [
+                     *         {
+                     *           "day": 20778,
+                     *           "pageviews": 12,
+                     *           "visitors": 4,
+                     *           "sessions": 5
+                     *         },
+                     *         {
+                     *           "day": 20779,
+                     *           "pageviews": 3,
+                     *           "visitors": 2,
+                     *           "sessions": 2
+                     *         }
+                     *       ],
+                     *       "pageviews": 15,
+                     *       "visitors": 6,
+                     *       "sessions": 7,
+                     *       "bounces": 3,
+                     *       "bounce_rate": 0.42857142857142855,
+                     *       "avg_visit_ms": 95000,
+                     *       "avg_engagement_ms": 21000
+                     *     }
+                     */
+                    "application/json": {
+                        bundle_id: components["schemas"]["BundleId"];
+                        from: components["schemas"]["UtcDay"];
+                        to: components["schemas"]["UtcDay"];
+                        /** @description Days with activity, ascending by day. */
+                        series: components["schemas"]["AnalyticsSeriesDay"][];
+                        /** @description Pageview events in the interval. */
+                        pageviews: number;
+                        /** @description Sum of daily distinct visitors; not deduplicated across days or sites. */
+                        visitors: number;
+                        /** @description Sessions starting in the interval. */
+                        sessions: number;
+                        /** @description Sessions with exactly one pageview. */
+                        bounces: number;
+                        /** @description bounces / sessions; 0 when there are no sessions. */
+                        bounce_rate: number;
+                        /** @description Total session duration / sessions, rounded; 0 when there are no sessions. */
+                        avg_visit_ms: number;
+                        /** @description Active time / pageviews, rounded; 0 when there are no pageviews. */
+                        avg_engagement_ms: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "analytics.GetWorkspaceAnalyticsSummary": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "from": 20750,
+                 *       "to": 20779
+                 *     }
+                 */
+                "application/json": {
+                    /** @description First UTC day (inclusive); default 29 days before `to`. */
+                    from?: components["schemas"]["UtcDay"];
+                    /** @description Last UTC day (inclusive); default today. */
+                    to?: components["schemas"]["UtcDay"];
+                };
+            };
+        };
+        responses: {
+            /** @description The workspace summary. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "from": 20750,
+                     *       "to": 20779,
+                     *       "series": [
+                     *         {
+                     *           "day": 20779,
+                     *           "pageviews": 3,
+                     *           "visitors": 2,
+                     *           "sessions": 2
+                     *         }
+                     *       ],
+                     *       "pageviews": 3,
+                     *       "visitors": 2,
+                     *       "sessions": 2,
+                     *       "bounces": 1,
+                     *       "bounce_rate": 0.5,
+                     *       "avg_visit_ms": 60000,
+                     *       "avg_engagement_ms": 15000,
+                     *       "bundles": [
+                     *         {
+                     *           "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                     *           "pageviews": 3,
+                     *           "visitors": 2,
+                     *           "sessions": 2,
+                     *           "bounces": 1,
+                     *           "bounce_rate": 0.5,
+                     *           "avg_visit_ms": 60000,
+                     *           "avg_engagement_ms": 15000
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        from: components["schemas"]["UtcDay"];
+                        to: components["schemas"]["UtcDay"];
+                        /** @description Days with activity, ascending by day. */
+                        series: components["schemas"]["AnalyticsSeriesDay"][];
+                        /** @description Pageview events in the interval. */
+                        pageviews: number;
+                        /** @description Sum of daily distinct visitors; not deduplicated across days or sites. */
+                        visitors: number;
+                        /** @description Sessions starting in the interval. */
+                        sessions: number;
+                        /** @description Sessions with exactly one pageview. */
+                        bounces: number;
+                        /** @description bounces / sessions; 0 when there are no sessions. */
+                        bounce_rate: number;
+                        /** @description Total session duration / sessions, rounded; 0 when there are no sessions. */
+                        avg_visit_ms: number;
+                        /** @description Active time / pageviews, rounded; 0 when there are no pageviews. */
+                        avg_engagement_ms: number;
+                        /** @description One item per site with activity in the interval, ascending by `bundle_id`. */
+                        bundles: components["schemas"]["AnalyticsBundleSummary"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "analytics.GetSiteAnalyticsBreakdown": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                 *       "dimension": "page",
+                 *       "limit": 10
+                 *     }
+                 */
+                "application/json": {
+                    bundle_id: components["schemas"]["BundleId"];
+                    /**
+                     * @description What to group by (see the description).
+                     * @enum {string}
+                     */
+                    dimension: "page" | "entry_page" | "source" | "referrer" | "campaign" | "country" | "device" | "browser" | "os";
+                    /** @description First UTC day (inclusive); default 29 days before `to`. */
+                    from?: components["schemas"]["UtcDay"];
+                    /** @description Last UTC day (inclusive); default today. */
+                    to?: components["schemas"]["UtcDay"];
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of breakdown rows. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                     *       "dimension": "page",
+                     *       "from": 20750,
+                     *       "to": 20779,
+                     *       "rows": [
+                     *         {
+                     *           "value": "/pricing",
+                     *           "pageviews": 120,
+                     *           "visitors": 80,
+                     *           "avg_engagement_ms": 32000
+                     *         },
+                     *         {
+                     *           "value": "/",
+                     *           "pageviews": 95,
+                     *           "visitors": 70,
+                     *           "avg_engagement_ms": 12000
+                     *         }
+                     *       ],
+                     *       "has_more": true,
+                     *       "next_cursor": "eyJwIjo5NSwidiI6Ii8ifQ"
+                     *     }
+                     */
+                    "application/json": {
+                        bundle_id: components["schemas"]["BundleId"];
+                        /** @enum {string} */
+                        dimension: "page" | "entry_page" | "source" | "referrer" | "campaign" | "country" | "device" | "browser" | "os";
+                        from: components["schemas"]["UtcDay"];
+                        to: components["schemas"]["UtcDay"];
+                        rows: components["schemas"]["AnalyticsBreakdownRow"][];
+                        /** @description Whether another page follows. */
+                        has_more: boolean;
+                        /** @description Cursor of the next page; null when `has_more` is false. */
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "analytics.GetSiteAnalyticsRealtime": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a"
+                 *     }
+                 */
+                "application/json": {
+                    bundle_id: components["schemas"]["BundleId"];
+                };
+            };
+        };
+        responses: {
+            /** @description Visitors in the window. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "bundle_id": "bn_4f9q2w8e6r1t3y5u7i0o2p4a",
+                     *       "visitors": 7,
+                     *       "window_ms": 300000
+                     *     }
+                     */
+                    "application/json": {
+                        bundle_id: components["schemas"]["BundleId"];
+                        /** @description Distinct visitors with an event in the window. */
+                        visitors: number;
+                        /**
+                         * @description Length of the window in ms.
+                         * @enum {integer}
+                         */
+                        window_ms: 300000;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };

@@ -3,10 +3,13 @@
  * stderr and exits with status 1.
  */
 import fs from 'node:fs';
+import cliProgress from 'cli-progress';
 import { Command } from 'commander';
 import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
+import { findBundle } from '../db/queries/analytics.ts';
 import { AdminError, applyWorkspace, disableMember, replaceKey, revokeKey } from '../server/admin.ts';
+import { ImportError, importEvents, parseEventLines } from '../server/analytics.ts';
 import { systemClock } from '../server/clock.ts';
 
 async function withDb<T>(fn: (db: ReturnType<typeof openDatabase>) => Promise<T>): Promise<void> {
@@ -45,6 +48,48 @@ key.command('revoke').requiredOption('--id <id>', 'key id (ak_...)').description
 key.command('replace').requiredOption('--id <id>', 'key id (ak_...)').description('make a new key with the same grants; revoke the old one once deployed').action((o: { id: string }) => withDb((db) => replaceKey(db, systemClock, o.id)));
 const member = program.command('member').description('workspace members');
 member.command('disable').requiredOption('--id <id>', 'member id (mb_...)').description('disable a member; keys can no longer act for them').action((o: { id: string }) => withDb((db) => disableMember(db, systemClock, o.id)));
+
+const analytics = program.command('analytics').description('website analytics');
+analytics
+  .command('import')
+  .requiredOption('--bundle <id>', 'site (bundle) id, the content_id of workspace.ListBundles')
+  .argument('<file>', 'NDJSON file: one event per line, {"type":"pageview"|"engagement","ts":<unix ms>,"visitor":"...","path":"/p",...}')
+  .description('load history: validates every line first (nothing is stored when one is bad), then stores the events in time order and repairs sessions and rollups; events are not deduplicated, so import a file once')
+  .action((file: string, o: { bundle: string }) =>
+    withDb(async (db) => {
+      let content: string;
+      try {
+        content = fs.readFileSync(file, 'utf8');
+      } catch {
+        throw new AdminError(`cannot read ${file}`);
+      }
+      if (!(await findBundle(db.sql, o.bundle))) throw new AdminError(`no site (bundle) ${o.bundle}`);
+      let events;
+      try {
+        events = parseEventLines(content, o.bundle);
+      } catch (err) {
+        if (err instanceof ImportError) throw new AdminError(`${file} ${err.message}; nothing was stored`);
+        throw err;
+      }
+      const bar = process.stderr.isTTY
+        ? new cliProgress.SingleBar({ format: 'import [{bar}] {percentage}% | {value}/{total} events | ETA {eta}s', stream: process.stderr }, cliProgress.Presets.shades_classic)
+        : null;
+      bar?.start(events.length, 0);
+      let stored = 0;
+      try {
+        return await importEvents(db, o.bundle, events, {
+          onProgress: (n) => {
+            stored = n;
+            bar?.update(n);
+          },
+        });
+      } catch (err) {
+        throw new AdminError(`import failed after ${stored} of ${events.length} events were stored (in time order, up to the last complete chunk): ${(err as Error).message}`);
+      } finally {
+        bar?.stop();
+      }
+    }),
+  );
 
 try {
   await program.parseAsync(process.argv);

@@ -1,0 +1,216 @@
+import type { Sql, SqlValue } from '../database.ts';
+import type { DbAnalyticsDailyRow, DbAnalyticsEventRow, DbAnalyticsSessionRow, DbBundleRow } from '../rows.ts';
+
+const CHUNK = 200;
+
+function chunks<T>(rows: readonly T[], size = CHUNK): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < rows.length; i += size) out.push(rows.slice(i, i + size));
+  return out;
+}
+
+const placeholders = (columns: number, rows: number) => Array.from({ length: rows }, () => `(${Array(columns).fill('?').join(', ')})`).join(', ');
+
+export function findWorkspaceBundle(sql: Sql, workspaceId: string, bundleId: string): Promise<DbBundleRow | undefined> {
+  return sql.one<DbBundleRow>(`SELECT * FROM bundles WHERE id = ? AND workspace_id = ?`, [bundleId, workspaceId]);
+}
+
+export function findBundle(sql: Sql, bundleId: string): Promise<DbBundleRow | undefined> {
+  return sql.one<DbBundleRow>(`SELECT * FROM bundles WHERE id = ?`, [bundleId]);
+}
+
+export type NewAnalyticsEvent = Omit<DbAnalyticsEventRow, 'id'>;
+
+const EVENT_COLUMNS = ['bundle_id', 'ts', 'visitor', 'type', 'path', 'referrer_host', 'source', 'campaign', 'country', 'device', 'browser', 'os', 'engaged_ms'] as const;
+
+export async function insertEvents(sql: Sql, events: readonly NewAnalyticsEvent[]): Promise<void> {
+  for (const part of chunks(events)) {
+    await sql.run(
+      `INSERT INTO analytics_events (${EVENT_COLUMNS.join(', ')}) VALUES ${placeholders(EVENT_COLUMNS.length, part.length)}`,
+      part.flatMap((e) => EVENT_COLUMNS.map((c) => e[c])),
+    );
+  }
+}
+
+/** A visitor's events with from <= ts < to, in time order. */
+export function visitorEvents(sql: Sql, bundleId: string, visitor: string, from: number, to: number): Promise<DbAnalyticsEventRow[]> {
+  return sql.all<DbAnalyticsEventRow>(
+    `SELECT * FROM analytics_events WHERE bundle_id = ? AND visitor = ? AND ts >= ? AND ts < ? ORDER BY ts, id`,
+    [bundleId, visitor, from, to],
+  );
+}
+
+const SESSION_COLUMNS = ['bundle_id', 'visitor', 'start_ts', 'end_ts', 'day', 'pageviews', 'entry_page', 'engaged_ms'] as const;
+
+export async function insertSessions(sql: Sql, sessions: readonly DbAnalyticsSessionRow[]): Promise<void> {
+  for (const part of chunks(sessions)) {
+    await sql.run(
+      `INSERT INTO analytics_sessions (${SESSION_COLUMNS.join(', ')}) VALUES ${placeholders(SESSION_COLUMNS.length, part.length)}`,
+      part.flatMap((s) => SESSION_COLUMNS.map((c) => s[c])),
+    );
+  }
+}
+
+/**
+ * Adds to counters: INSERT ... ON CONFLICT DO UPDATE SET c = c + excluded.c, for rows with distinct
+ * keys. Returns the rows' `returning` columns after the change when asked.
+ */
+export async function addTo<R extends object = Record<string, unknown>>(
+  sql: Sql,
+  table: string,
+  keys: readonly string[],
+  counters: readonly string[],
+  rows: readonly (readonly SqlValue[])[],
+  returning?: readonly string[],
+): Promise<R[]> {
+  const out: R[] = [];
+  const columns = [...keys, ...counters];
+  for (const part of chunks(rows)) {
+    const text =
+      `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${placeholders(columns.length, part.length)} ` +
+      `ON CONFLICT (${keys.join(', ')}) DO UPDATE SET ${counters.map((c) => `${c} = ${table}.${c} + excluded.${c}`).join(', ')}` +
+      (returning ? ` RETURNING ${returning.join(', ')}` : '');
+    if (returning) out.push(...(await sql.all<R>(text, part.flat())));
+    else await sql.run(text, part.flat());
+  }
+  return out;
+}
+
+export async function deleteEmptyDimVisitors(sql: Sql, bundleId: string, dimension: string, day: number, value: string, visitor: string): Promise<void> {
+  await sql.run(`DELETE FROM analytics_dim_visitors WHERE bundle_id = ? AND dimension = ? AND day = ? AND value = ? AND visitor = ? AND n = 0`, [bundleId, dimension, day, value, visitor]);
+}
+
+// ---- reads for the query operations ----
+
+export function siteDaily(sql: Sql, bundleId: string, from: number, to: number): Promise<DbAnalyticsDailyRow[]> {
+  return sql.all<DbAnalyticsDailyRow>(`SELECT * FROM analytics_daily WHERE bundle_id = ? AND day >= ? AND day <= ? ORDER BY day`, [bundleId, from, to]);
+}
+
+export function workspaceDaily(sql: Sql, workspaceId: string, from: number, to: number): Promise<DbAnalyticsDailyRow[]> {
+  return sql.all<DbAnalyticsDailyRow>(
+    `SELECT d.* FROM analytics_daily d JOIN bundles b ON b.id = d.bundle_id WHERE b.workspace_id = ? AND d.day >= ? AND d.day <= ? ORDER BY d.bundle_id, d.day`,
+    [workspaceId, from, to],
+  );
+}
+
+export interface BreakdownRow {
+  value: string;
+  pv: number;
+  visitors: number;
+  engaged_ms: number;
+  views: number;
+}
+
+/** Rows by pageviews descending, then value; `after` continues after that row. Returns up to limit rows. */
+export function breakdownPage(
+  sql: Sql,
+  q: { bundleId: string; dimension: string; from: number; to: number; after: { pageviews: number; value: string } | null; limit: number },
+): Promise<BreakdownRow[]> {
+  const params: SqlValue[] = [q.bundleId, q.dimension, q.from, q.to];
+  let having = 'HAVING SUM(pageviews) > 0';
+  if (q.after) {
+    having += ' AND (SUM(pageviews) < ? OR (SUM(pageviews) = ? AND value > ?))';
+    params.push(q.after.pageviews, q.after.pageviews, q.after.value);
+  }
+  params.push(q.limit);
+  return sql.all<BreakdownRow>(
+    `SELECT value, CAST(SUM(pageviews) AS BIGINT) AS pv, CAST(SUM(visitors) AS BIGINT) AS visitors, ` +
+      `CAST(SUM(engaged_ms) AS BIGINT) AS engaged_ms, CAST(SUM(views) AS BIGINT) AS views ` +
+      `FROM analytics_dim_daily WHERE bundle_id = ? AND dimension = ? AND day >= ? AND day <= ? ` +
+      `GROUP BY value ${having} ORDER BY pv DESC, value LIMIT ?`,
+    params,
+  );
+}
+
+export async function realtimeVisitors(sql: Sql, bundleId: string, after: number, until: number): Promise<number> {
+  const row = await sql.one<{ n: number }>(
+    `SELECT CAST(COUNT(DISTINCT visitor) AS BIGINT) AS n FROM analytics_events WHERE bundle_id = ? AND ts > ? AND ts <= ?`,
+    [bundleId, after, until],
+  );
+  return Number(row?.n ?? 0);
+}
+
+// ---- whole-table reads for the recomputation check ----
+
+export function allEvents(sql: Sql, bundleId: string): Promise<DbAnalyticsEventRow[]> {
+  return sql.all<DbAnalyticsEventRow>(`SELECT * FROM analytics_events WHERE bundle_id = ? ORDER BY visitor, ts, id`, [bundleId]);
+}
+
+export function allSessions(sql: Sql, bundleId: string): Promise<DbAnalyticsSessionRow[]> {
+  return sql.all<DbAnalyticsSessionRow>(`SELECT * FROM analytics_sessions WHERE bundle_id = ? ORDER BY visitor, start_ts`, [bundleId]);
+}
+
+export function allDaily(sql: Sql, bundleId: string): Promise<DbAnalyticsDailyRow[]> {
+  return sql.all<DbAnalyticsDailyRow>(`SELECT * FROM analytics_daily WHERE bundle_id = ? ORDER BY day`, [bundleId]);
+}
+
+export function allDimDaily(sql: Sql, bundleId: string): Promise<Array<BreakdownRow & { dimension: string; day: number; pageviews: number }>> {
+  return sql.all(`SELECT * FROM analytics_dim_daily WHERE bundle_id = ? ORDER BY dimension, day, value`, [bundleId]);
+}
+
+// ---- set-based reads for a batch of visitors of one bundle (one statement per up to CHUNK visitors) ----
+
+const VISITOR_CHUNK = 100;
+
+function withVisitors(rows: ReadonlyArray<readonly [string, number, number]>): { cte: string; params: SqlValue[] } {
+  return {
+    cte: `WITH v(visitor, lo, hi) AS (VALUES ${rows.map(() => '(?, CAST(? AS BIGINT), CAST(? AS BIGINT))').join(', ')})`,
+    params: rows.flat(),
+  };
+}
+
+// CROSS JOIN: SQLite then loops over the visitors outside and uses the (bundle_id, visitor, ...) indexes inside; PostgreSQL plans it as an inner join.
+
+/** For each visitor: the session with start_ts <= lo and end_ts > hi (the `hi` column carries the lower end bound). */
+export async function sessionsInProgress(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, startAtMost: number, endAfter: number]>): Promise<DbAnalyticsSessionRow[]> {
+  const out: DbAnalyticsSessionRow[] = [];
+  for (const part of chunks(rows, VISITOR_CHUNK)) {
+    const { cte, params } = withVisitors(part);
+    out.push(...(await sql.all<DbAnalyticsSessionRow>(
+      `${cte} SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = ? AND s.visitor = v.visitor AND s.start_ts <= v.lo AND s.end_ts > v.hi`,
+      [...params, bundleId],
+    )));
+  }
+  return out;
+}
+
+/** For each visitor: their events with lo <= ts < hi, ordered by visitor, ts, id. */
+export async function eventsOfVisitors(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, from: number, to: number]>): Promise<DbAnalyticsEventRow[]> {
+  const out: DbAnalyticsEventRow[] = [];
+  for (const part of chunks(rows, VISITOR_CHUNK)) {
+    const { cte, params } = withVisitors(part);
+    out.push(...(await sql.all<DbAnalyticsEventRow>(
+      `${cte} SELECT e.* FROM v CROSS JOIN analytics_events e${sql.dialect === 'sqlite' ? ' INDEXED BY analytics_events_visitor' : ''} WHERE e.bundle_id = ? AND e.visitor = v.visitor AND e.ts >= v.lo AND e.ts < v.hi ORDER BY e.visitor, e.ts, e.id`,
+      [...params, bundleId],
+    )));
+  }
+  return out;
+}
+
+/** For each visitor: sessions with lo <= start_ts <= hi. */
+export async function sessionsOfVisitors(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, from: number, to: number]>): Promise<DbAnalyticsSessionRow[]> {
+  const out: DbAnalyticsSessionRow[] = [];
+  for (const part of chunks(rows, VISITOR_CHUNK)) {
+    const { cte, params } = withVisitors(part);
+    out.push(...(await sql.all<DbAnalyticsSessionRow>(
+      `${cte} SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = ? AND s.visitor = v.visitor AND s.start_ts >= v.lo AND s.start_ts <= v.hi`,
+      [...params, bundleId],
+    )));
+  }
+  return out;
+}
+
+export async function deleteSessions(sql: Sql, bundleId: string, keys: ReadonlyArray<readonly [visitor: string, startTs: number]>): Promise<void> {
+  if (sql.dialect === 'sqlite') {
+    // Statements are cheap in process; a row-value IN list would not use the primary key here.
+    for (const [visitor, startTs] of keys) await sql.run(`DELETE FROM analytics_sessions WHERE bundle_id = ? AND visitor = ? AND start_ts = ?`, [bundleId, visitor, startTs]);
+    return;
+  }
+  for (const part of chunks(keys)) {
+    await sql.run(
+      `DELETE FROM analytics_sessions s USING (VALUES ${part.map(() => '(?, CAST(? AS BIGINT))').join(', ')}) AS k(visitor, start_ts) ` +
+        `WHERE s.bundle_id = ? AND s.visitor = k.visitor AND s.start_ts = k.start_ts`,
+      [...part.flat(), bundleId],
+    );
+  }
+}

@@ -1,0 +1,588 @@
+/**
+ * Analytics ingestion core (platform level, no HTTP): stores events and keeps sessions and daily
+ * rollups equal to a from-scratch recomputation over the raw events. The import CLI uses it now; the
+ * public collection endpoint will feed it batches later.
+ *
+ * Sessions (also written in the operation descriptions): per site and visitor, events are ordered by
+ * (ts, pageviews before engagement pings, path, ...). A pageview starts a new session when the
+ * previous event is 30 minutes or more earlier, when there is none, or when the previous event
+ * belongs to no session; otherwise it continues the current one. An engagement ping continues the
+ * current session when it is less than 30 minutes after the previous event, else it belongs to no
+ * session. Hence consecutive sessions are at least 30 minutes apart, and a gap of 30 minutes or more
+ * between two events resets the state: that is what makes a local repair exact.
+ */
+import { Ajv } from 'ajv';
+import type { Database, Sql, SqlValue } from '../db/database.ts';
+import {
+  addTo,
+  allDaily,
+  allDimDaily,
+  allEvents,
+  allSessions,
+  deleteEmptyDimVisitors,
+  deleteSessions,
+  eventsOfVisitors,
+  insertEvents,
+  insertSessions,
+  type NewAnalyticsEvent,
+  sessionsInProgress,
+  sessionsOfVisitors,
+  visitorEvents,
+} from '../db/queries/analytics.ts';
+import type { AnalyticsEventType, DbAnalyticsEventRow, DbAnalyticsSessionRow } from '../db/rows.ts';
+
+export const SESSION_GAP_MS = 30 * 60_000;
+export const DAY_MS = 86_400_000;
+export const REALTIME_WINDOW_MS = 300_000;
+export const DIRECT = 'Direct / None';
+export const NO_CAMPAIGN = '(none)';
+export const UNKNOWN = '(unknown)';
+
+/** Dimensions that group events by their own attribute (entry_page comes from sessions). */
+export const EVENT_DIMENSIONS = ['page', 'source', 'referrer', 'campaign', 'country', 'device', 'browser', 'os'] as const;
+export const DIMENSIONS = [...EVENT_DIMENSIONS, 'entry_page'] as const;
+export type Dimension = (typeof DIMENSIONS)[number];
+
+export const dayOf = (ts: number) => Math.floor(ts / DAY_MS);
+
+/** One event as collected (an import line, later a tracker batch item). */
+export interface AnalyticsEventInput {
+  type: AnalyticsEventType;
+  ts: number;
+  visitor: string;
+  path: string;
+  referrer?: string;
+  utm_source?: string;
+  utm_campaign?: string;
+  country?: string;
+  device?: string;
+  browser?: string;
+  os?: string;
+  engaged_ms?: number;
+}
+
+const text = (max: number) => ({ type: 'string', maxLength: max, nullable: true }) as const;
+const ajv = new Ajv({ allErrors: false, strict: true });
+const validateInput = ajv.compile<AnalyticsEventInput>({
+  type: 'object',
+  additionalProperties: false,
+  required: ['type', 'ts', 'visitor', 'path'],
+  properties: {
+    type: { type: 'string', enum: ['pageview', 'engagement'] },
+    ts: { type: 'integer', minimum: 0, maximum: 8_640_000_000_000_000 },
+    visitor: { type: 'string', minLength: 1, maxLength: 200 },
+    path: { type: 'string', minLength: 1, maxLength: 2000, pattern: '^/' },
+    referrer: text(2000),
+    utm_source: text(500),
+    utm_campaign: text(500),
+    country: text(100),
+    device: text(100),
+    browser: text(100),
+    os: text(100),
+    engaged_ms: { type: 'integer', minimum: 0, maximum: 86_400_000, nullable: true },
+  },
+});
+
+/** Checks one event; returns a readable problem or null. */
+export function eventProblem(value: unknown): string | null {
+  if (validateInput(value)) return null;
+  const err = validateInput.errors?.[0];
+  if (!err) return 'invalid event';
+  const where = err.instancePath ? err.instancePath.slice(1) : 'event';
+  if (err.keyword === 'additionalProperties') return `unknown field "${(err.params as { additionalProperty: string }).additionalProperty}"`;
+  if (err.keyword === 'required') return `missing field "${(err.params as { missingProperty: string }).missingProperty}"`;
+  if (err.keyword === 'pattern') return `${where} must start with "/"`;
+  return `${where} ${err.message}`;
+}
+
+/** Host of a referrer URL (lower-case, no port); a value without a scheme is read as http://. */
+export function referrerHost(referrer: string | undefined): string | null {
+  const raw = referrer?.trim();
+  if (!raw) return null;
+  try {
+    const url = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`);
+    return url.hostname.toLowerCase() || null;
+  } catch {
+    return null;
+  }
+}
+
+const orElse = (value: string | undefined, fallback: string) => {
+  const v = value?.trim();
+  return v ? v : fallback;
+};
+
+/** Resolves the derived fields (referrer host, source, campaign, unknowns) of a valid input. */
+export function normalizeEvent(bundleId: string, e: AnalyticsEventInput): NewAnalyticsEvent {
+  const host = referrerHost(e.referrer);
+  return {
+    bundle_id: bundleId,
+    ts: e.ts,
+    visitor: e.visitor,
+    type: e.type,
+    path: e.path,
+    referrer_host: host,
+    source: orElse(e.utm_source, host ?? DIRECT),
+    campaign: orElse(e.utm_campaign, NO_CAMPAIGN),
+    country: orElse(e.country, UNKNOWN),
+    device: orElse(e.device, UNKNOWN),
+    browser: orElse(e.browser, UNKNOWN),
+    os: orElse(e.os, UNKNOWN),
+    engaged_ms: e.engaged_ms ?? 0,
+  };
+}
+
+/** The value of an event-level dimension. */
+export function dimensionValue(e: NewAnalyticsEvent, dimension: (typeof EVENT_DIMENSIONS)[number]): string {
+  switch (dimension) {
+    case 'page':
+      return e.path;
+    case 'referrer':
+      return e.referrer_host ?? DIRECT;
+    default:
+      return e[dimension];
+  }
+}
+
+const cmpStr = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Total order of one visitor's events, independent of arrival order. */
+export function compareEvents(a: NewAnalyticsEvent, b: NewAnalyticsEvent): number {
+  return (
+    a.ts - b.ts ||
+    (a.type === b.type ? 0 : a.type === 'pageview' ? -1 : 1) ||
+    cmpStr(a.path, b.path) ||
+    cmpStr(a.source, b.source) ||
+    cmpStr(a.referrer_host ?? '', b.referrer_host ?? '') ||
+    cmpStr(a.campaign, b.campaign) ||
+    a.engaged_ms - b.engaged_ms
+  );
+}
+
+export type SessionShape = Omit<DbAnalyticsSessionRow, 'bundle_id' | 'visitor'>;
+
+/** Sessions of one visitor's events, which must be sorted with compareEvents. */
+export function sessionize(events: readonly NewAnalyticsEvent[]): SessionShape[] {
+  const sessions: SessionShape[] = [];
+  let current: SessionShape | null = null;
+  let prevTs: number | null = null;
+  for (const e of events) {
+    const gapOk = prevTs !== null && e.ts - prevTs < SESSION_GAP_MS;
+    prevTs = e.ts;
+    if (e.type === 'pageview') {
+      if (current && gapOk) {
+        current.end_ts = e.ts;
+        current.pageviews++;
+        current.engaged_ms += e.engaged_ms;
+      } else {
+        current = { start_ts: e.ts, end_ts: e.ts, day: dayOf(e.ts), pageviews: 1, entry_page: e.path, engaged_ms: e.engaged_ms };
+        sessions.push(current);
+      }
+    } else if (current && gapOk) {
+      current.end_ts = e.ts;
+      current.engaged_ms += e.engaged_ms;
+    } else {
+      current = null; // an engagement ping outside any session
+    }
+  }
+  return sessions;
+}
+
+const sessionKey = (s: SessionShape) => `${s.start_ts}|${s.end_ts}|${s.pageviews}|${s.entry_page}|${s.engaged_ms}`;
+
+/** Accumulated rollup changes of one batch. */
+class Deltas {
+  daily = new Map<string, { bundle: string; day: number; pageviews: number; sessions: number; bounces: number; duration_ms: number; engaged_ms: number; visitors: number }>();
+  dims = new Map<string, { bundle: string; dimension: string; day: number; value: string; pageviews: number; engaged_ms: number; views: number; visitors: number }>();
+  visitorDays = new Map<string, { bundle: string; day: number; visitor: string; n: number }>();
+  dimVisitors = new Map<string, { bundle: string; dimension: string; day: number; value: string; visitor: string; n: number }>();
+
+  day(bundle: string, day: number) {
+    const key = `${bundle}\u0000${day}`;
+    let d = this.daily.get(key);
+    if (!d) this.daily.set(key, (d = { bundle, day, pageviews: 0, sessions: 0, bounces: 0, duration_ms: 0, engaged_ms: 0, visitors: 0 }));
+    return d;
+  }
+
+  dim(bundle: string, dimension: string, day: number, value: string) {
+    const key = `${bundle}\u0000${dimension}\u0000${day}\u0000${value}`;
+    let d = this.dims.get(key);
+    if (!d) this.dims.set(key, (d = { bundle, dimension, day, value, pageviews: 0, engaged_ms: 0, views: 0, visitors: 0 }));
+    return d;
+  }
+
+  visitorDay(bundle: string, day: number, visitor: string, n: number) {
+    const key = `${bundle}\u0000${day}\u0000${visitor}`;
+    const d = this.visitorDays.get(key);
+    if (d) d.n += n;
+    else this.visitorDays.set(key, { bundle, day, visitor, n });
+  }
+
+  dimVisitor(bundle: string, dimension: string, day: number, value: string, visitor: string, n: number) {
+    const key = `${bundle}\u0000${dimension}\u0000${day}\u0000${value}\u0000${visitor}`;
+    const d = this.dimVisitors.get(key);
+    if (d) d.n += n;
+    else this.dimVisitors.set(key, { bundle, dimension, day, value, visitor, n });
+  }
+
+  event(e: NewAnalyticsEvent) {
+    const day = dayOf(e.ts);
+    const d = this.day(e.bundle_id, day);
+    d.engaged_ms += e.engaged_ms;
+    if (e.type === 'pageview') {
+      d.pageviews++;
+      this.visitorDay(e.bundle_id, day, e.visitor, 1);
+    }
+    for (const dimension of EVENT_DIMENSIONS) {
+      const value = dimensionValue(e, dimension);
+      const r = this.dim(e.bundle_id, dimension, day, value);
+      r.engaged_ms += e.engaged_ms;
+      if (e.type === 'pageview') {
+        r.pageviews++;
+        r.views++;
+        this.dimVisitor(e.bundle_id, dimension, day, value, e.visitor, 1);
+      }
+    }
+  }
+
+  session(bundle: string, visitor: string, s: SessionShape, sign: 1 | -1) {
+    const d = this.day(bundle, s.day);
+    d.sessions += sign;
+    if (s.pageviews === 1) d.bounces += sign;
+    d.duration_ms += sign * (s.end_ts - s.start_ts);
+    const r = this.dim(bundle, 'entry_page', s.day, s.entry_page);
+    r.pageviews += sign;
+    r.views += sign * s.pageviews;
+    r.engaged_ms += sign * s.engaged_ms;
+    this.dimVisitor(bundle, 'entry_page', s.day, s.entry_page, visitor, sign);
+  }
+
+  /** Writes everything: visitor sets first (they decide the visitors deltas), then the rollups. */
+  async apply(sql: Sql): Promise<void> {
+    const vd = [...this.visitorDays.values()].filter((v) => v.n !== 0);
+    const after = await addTo<{ bundle_id: string; day: number; visitor: string; n: number }>(
+      sql, 'analytics_visitor_days', ['bundle_id', 'day', 'visitor'], ['n'], vd.map((v) => [v.bundle, v.day, v.visitor, v.n]), ['bundle_id', 'day', 'visitor', 'n'],
+    );
+    for (const row of after) {
+      const delta = this.visitorDays.get(`${row.bundle_id}\u0000${row.day}\u0000${row.visitor}`)!.n;
+      const n = Number(row.n);
+      if (n === delta) this.day(row.bundle_id, row.day).visitors++;
+    }
+    const dv = [...this.dimVisitors.values()].filter((v) => v.n !== 0);
+    const dAfter = await addTo<{ bundle_id: string; dimension: string; day: number; value: string; visitor: string; n: number }>(
+      sql, 'analytics_dim_visitors', ['bundle_id', 'dimension', 'day', 'value', 'visitor'], ['n'],
+      dv.map((v) => [v.bundle, v.dimension, v.day, v.value, v.visitor, v.n]), ['bundle_id', 'dimension', 'day', 'value', 'visitor', 'n'],
+    );
+    for (const row of dAfter) {
+      const delta = this.dimVisitors.get(`${row.bundle_id}\u0000${row.dimension}\u0000${row.day}\u0000${row.value}\u0000${row.visitor}`)!.n;
+      const n = Number(row.n);
+      if (n === delta && delta > 0) this.dim(row.bundle_id, row.dimension, row.day, row.value).visitors++;
+      else if (n === 0) {
+        this.dim(row.bundle_id, row.dimension, row.day, row.value).visitors--;
+        await deleteEmptyDimVisitors(sql, row.bundle_id, row.dimension, row.day, row.value, row.visitor);
+      }
+    }
+    const daily = [...this.daily.values()].filter((d) => d.pageviews || d.sessions || d.bounces || d.duration_ms || d.engaged_ms || d.visitors);
+    await addTo(sql, 'analytics_daily', ['bundle_id', 'day'], ['pageviews', 'visitors', 'sessions', 'bounces', 'duration_ms', 'engaged_ms'],
+      daily.map((d): SqlValue[] => [d.bundle, d.day, d.pageviews, d.visitors, d.sessions, d.bounces, d.duration_ms, d.engaged_ms]));
+    const dims = [...this.dims.values()].filter((d) => d.pageviews || d.engaged_ms || d.views || d.visitors);
+    await addTo(sql, 'analytics_dim_daily', ['bundle_id', 'dimension', 'day', 'value'], ['pageviews', 'visitors', 'engaged_ms', 'views'],
+      dims.map((d): SqlValue[] => [d.bundle, d.dimension, d.day, d.value, d.pageviews, d.visitors, d.engaged_ms, d.views]));
+  }
+}
+
+const toEvent = (row: DbAnalyticsEventRow): NewAnalyticsEvent => ({ ...row, ts: Number(row.ts), engaged_ms: Number(row.engaged_ms) });
+
+type Span = { visitor: string; tmin: number; tmax: number };
+
+const toShape = (s: DbAnalyticsSessionRow): SessionShape => ({
+  start_ts: Number(s.start_ts), end_ts: Number(s.end_ts), day: Number(s.day), pageviews: Number(s.pageviews), entry_page: s.entry_page, engaged_ms: Number(s.engaged_ms),
+});
+
+function groupBy<T>(rows: readonly T[], key: (row: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const row of rows) {
+    const k = key(row);
+    const list = out.get(k);
+    if (list) list.push(row);
+    else out.set(k, [row]);
+  }
+  return out;
+}
+
+/**
+ * Re-sessionizes each visitor of one bundle around their new events [tmin, tmax]: from the session in
+ * progress at tmin (or tmin itself) to the first gap of 30 minutes or more after tmax, where old and
+ * new sessionization agree again. Old sessions of that window that differ are removed, new ones
+ * added, and both recorded in deltas. Reads are set-based (a few statements per 100 visitors), so
+ * in-order traffic costs a handful of statements per batch.
+ */
+async function repairVisitors(sql: Sql, deltas: Deltas, bundle: string, spans: readonly Span[]): Promise<{ added: number; removed: number }> {
+  const inProgress = await sessionsInProgress(sql, bundle, spans.map((s) => [s.visitor, s.tmin, s.tmin - SESSION_GAP_MS] as const));
+  const startOf = new Map(inProgress.map((s) => [s.visitor, Number(s.start_ts)]));
+  const windows = spans.map((s) => ({ ...s, from: startOf.get(s.visitor) ?? s.tmin, end: s.tmax + SESSION_GAP_MS, lastTs: s.tmax }));
+  const loaded = groupBy(
+    (await eventsOfVisitors(sql, bundle, windows.map((w) => [w.visitor, w.from, w.end] as const))).map(toEvent),
+    (e) => e.visitor,
+  );
+  const eventsOf = new Map<string, NewAnalyticsEvent[]>();
+  for (const w of windows) {
+    const events = loaded.get(w.visitor) ?? [];
+    // Extend while the visitor has events less than 30 minutes after the last one loaded.
+    for (;;) {
+      const last = events.length ? events[events.length - 1]!.ts : w.tmax;
+      if (last + SESSION_GAP_MS <= w.end) break;
+      const more = (await visitorEvents(sql, bundle, w.visitor, w.end, last + SESSION_GAP_MS)).map(toEvent);
+      w.end = last + SESSION_GAP_MS;
+      events.push(...more);
+    }
+    events.sort(compareEvents);
+    w.lastTs = events.length ? events[events.length - 1]!.ts : w.tmax;
+    eventsOf.set(w.visitor, events);
+  }
+  const oldOf = groupBy(await sessionsOfVisitors(sql, bundle, windows.map((w) => [w.visitor, w.from, w.lastTs] as const)), (s) => s.visitor);
+  const removedKeys: Array<readonly [string, number]> = [];
+  const addedRows: DbAnalyticsSessionRow[] = [];
+  for (const w of windows) {
+    const fresh = sessionize(eventsOf.get(w.visitor)!);
+    const old = (oldOf.get(w.visitor) ?? []).map(toShape);
+    const freshKeys = new Set(fresh.map(sessionKey));
+    const oldKeys = new Set(old.map(sessionKey));
+    for (const s of old) {
+      if (freshKeys.has(sessionKey(s))) continue;
+      removedKeys.push([w.visitor, s.start_ts]);
+      deltas.session(bundle, w.visitor, s, -1);
+    }
+    for (const s of fresh) {
+      if (oldKeys.has(sessionKey(s))) continue;
+      addedRows.push({ bundle_id: bundle, visitor: w.visitor, ...s });
+      deltas.session(bundle, w.visitor, s, 1);
+    }
+  }
+  await deleteSessions(sql, bundle, removedKeys);
+  await insertSessions(sql, addedRows);
+  return { added: addedRows.length, removed: removedKeys.length };
+}
+
+export interface IngestResult {
+  events: number;
+  sessions_added: number;
+  sessions_removed: number;
+}
+
+/**
+ * Stores a batch of events (any bundles, any order) in ONE transaction: raw events, then for each
+ * affected (bundle, visitor) a local re-sessionization and the rollup differences. On PostgreSQL a
+ * transaction-scoped advisory lock per bundle keeps concurrent batches from splitting a session.
+ */
+export async function ingestEvents(db: Database, events: readonly NewAnalyticsEvent[]): Promise<IngestResult> {
+  if (!events.length) return { events: 0, sessions_added: 0, sessions_removed: 0 };
+  return db.tx(async (sql) => {
+    const bundles = [...new Set(events.map((e) => e.bundle_id))].sort();
+    for (const bundle of bundles) await db.lock(sql, `analytics:${bundle}`);
+    await insertEvents(sql, events);
+    const deltas = new Deltas();
+    const spans = new Map<string, { bundle: string; visitor: string; tmin: number; tmax: number }>();
+    for (const e of events) {
+      deltas.event(e);
+      const key = `${e.bundle_id}\u0000${e.visitor}`;
+      const span = spans.get(key);
+      if (!span) spans.set(key, { bundle: e.bundle_id, visitor: e.visitor, tmin: e.ts, tmax: e.ts });
+      else {
+        span.tmin = Math.min(span.tmin, e.ts);
+        span.tmax = Math.max(span.tmax, e.ts);
+      }
+    }
+    let added = 0;
+    let removed = 0;
+    for (const bundle of bundles) {
+      const r = await repairVisitors(sql, deltas, bundle, [...spans.values()].filter((s) => s.bundle === bundle));
+      added += r.added;
+      removed += r.removed;
+    }
+    await deltas.apply(sql);
+    return { events: events.length, sessions_added: added, sessions_removed: removed };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// From-scratch recomputation (tests, benchmark) and the maintained figures in the same shape.
+// ---------------------------------------------------------------------------------------------
+
+export interface DayFigures {
+  pageviews: number;
+  visitors: number;
+  sessions: number;
+  bounces: number;
+  duration_ms: number;
+  engaged_ms: number;
+}
+
+export interface DimFigures {
+  pageviews: number;
+  visitors: number;
+  engaged_ms: number;
+  views: number;
+}
+
+export interface Figures {
+  /** day -> figures (days with any non-zero figure). */
+  daily: Record<string, DayFigures>;
+  /** `dimension|day|value` -> figures (rows with any non-zero figure). */
+  dims: Record<string, DimFigures>;
+  /** `visitor|start|end|pageviews|entry|engaged`, sorted. */
+  sessions: string[];
+}
+
+const nonZero = (o: object) => Object.values(o).some((v) => v !== 0);
+
+/** Straightforward recomputation over every raw event of a bundle. */
+export async function recomputeFigures(sql: Sql, bundleId: string): Promise<Figures> {
+  const rows = (await allEvents(sql, bundleId)).map(toEvent);
+  const byVisitor = new Map<string, NewAnalyticsEvent[]>();
+  for (const e of rows) {
+    const list = byVisitor.get(e.visitor) ?? [];
+    list.push(e);
+    byVisitor.set(e.visitor, list);
+  }
+  const daily: Record<string, DayFigures> = {};
+  const dims: Record<string, DimFigures> = {};
+  const dayVisitors = new Set<string>();
+  const dimVisitors = new Set<string>();
+  const sessions: string[] = [];
+  const day = (d: number) => (daily[d] ??= { pageviews: 0, visitors: 0, sessions: 0, bounces: 0, duration_ms: 0, engaged_ms: 0 });
+  const dim = (k: string) => (dims[k] ??= { pageviews: 0, visitors: 0, engaged_ms: 0, views: 0 });
+  for (const [visitor, list] of byVisitor) {
+    list.sort(compareEvents);
+    for (const e of list) {
+      const d = dayOf(e.ts);
+      day(d).engaged_ms += e.engaged_ms;
+      if (e.type === 'pageview') {
+        day(d).pageviews++;
+        if (!dayVisitors.has(`${d}|${visitor}`)) {
+          dayVisitors.add(`${d}|${visitor}`);
+          day(d).visitors++;
+        }
+      }
+      for (const dimension of EVENT_DIMENSIONS) {
+        const k = `${dimension}|${d}|${dimensionValue(e, dimension)}`;
+        dim(k).engaged_ms += e.engaged_ms;
+        if (e.type === 'pageview') {
+          dim(k).pageviews++;
+          dim(k).views++;
+          if (!dimVisitors.has(`${k}|${visitor}`)) {
+            dimVisitors.add(`${k}|${visitor}`);
+            dim(k).visitors++;
+          }
+        }
+      }
+    }
+    for (const s of sessionize(list)) {
+      sessions.push(`${visitor}|${sessionKey(s)}`);
+      const d = day(s.day);
+      d.sessions++;
+      if (s.pageviews === 1) d.bounces++;
+      d.duration_ms += s.end_ts - s.start_ts;
+      const k = `entry_page|${s.day}|${s.entry_page}`;
+      dim(k).pageviews++;
+      dim(k).views += s.pageviews;
+      dim(k).engaged_ms += s.engaged_ms;
+      if (!dimVisitors.has(`${k}|${visitor}`)) {
+        dimVisitors.add(`${k}|${visitor}`);
+        dim(k).visitors++;
+      }
+    }
+  }
+  for (const k of Object.keys(daily)) if (!nonZero(daily[k]!)) delete daily[k];
+  for (const k of Object.keys(dims)) if (!nonZero(dims[k]!)) delete dims[k];
+  return { daily, dims, sessions: sessions.sort() };
+}
+
+/** The maintained sessions and rollups of a bundle, in the shape of recomputeFigures. */
+export async function maintainedFigures(sql: Sql, bundleId: string): Promise<Figures> {
+  const daily: Record<string, DayFigures> = {};
+  for (const r of await allDaily(sql, bundleId)) {
+    const f = { pageviews: Number(r.pageviews), visitors: Number(r.visitors), sessions: Number(r.sessions), bounces: Number(r.bounces), duration_ms: Number(r.duration_ms), engaged_ms: Number(r.engaged_ms) };
+    if (nonZero(f)) daily[Number(r.day)] = f;
+  }
+  const dims: Record<string, DimFigures> = {};
+  for (const r of await allDimDaily(sql, bundleId)) {
+    const f = { pageviews: Number(r.pageviews), visitors: Number(r.visitors), engaged_ms: Number(r.engaged_ms), views: Number(r.views) };
+    if (nonZero(f)) dims[`${r.dimension}|${Number(r.day)}|${r.value}`] = f;
+  }
+  const sessions = (await allSessions(sql, bundleId))
+    .map((s) => `${s.visitor}|${Number(s.start_ts)}|${Number(s.end_ts)}|${Number(s.pageviews)}|${s.entry_page}|${Number(s.engaged_ms)}`)
+    .sort();
+  return { daily, dims, sessions };
+}
+
+// ---------------------------------------------------------------------------------------------
+// History import (NDJSON).
+// ---------------------------------------------------------------------------------------------
+
+export class ImportError extends Error {}
+
+/** Parses and validates every line first; throws ImportError naming the first bad line. */
+export function parseEventLines(content: string, bundleId: string): NewAnalyticsEvent[] {
+  const out: NewAnalyticsEvent[] = [];
+  const lines = content.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.trim();
+    if (!line) continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch (err) {
+      throw new ImportError(`line ${i + 1}: not valid JSON (${(err as Error).message})`);
+    }
+    const problem = eventProblem(value);
+    if (problem) throw new ImportError(`line ${i + 1}: ${problem}`);
+    out.push(normalizeEvent(bundleId, value as AnalyticsEventInput));
+  }
+  return out;
+}
+
+export interface ImportSummary {
+  bundle_id: string;
+  events: number;
+  pageviews: number;
+  engagements: number;
+  visitors: number;
+  sessions_added: number;
+  sessions_removed: number;
+  first_day: number | null;
+  last_day: number | null;
+}
+
+/**
+ * Applies validated events in time order, `chunkSize` events per transaction (each chunk is one
+ * ingestEvents batch). Calls onProgress after every chunk.
+ */
+export async function importEvents(
+  db: Database,
+  bundleId: string,
+  events: NewAnalyticsEvent[],
+  options: { chunkSize?: number; onProgress?: (stored: number, total: number) => void } = {},
+): Promise<ImportSummary> {
+  const chunkSize = options.chunkSize ?? 2000;
+  const sorted = [...events].sort((a, b) => a.ts - b.ts);
+  let added = 0;
+  let removed = 0;
+  for (let i = 0; i < sorted.length; i += chunkSize) {
+    const r = await ingestEvents(db, sorted.slice(i, i + chunkSize));
+    added += r.sessions_added;
+    removed += r.sessions_removed;
+    options.onProgress?.(Math.min(i + chunkSize, sorted.length), sorted.length);
+  }
+  return {
+    bundle_id: bundleId,
+    events: sorted.length,
+    pageviews: sorted.filter((e) => e.type === 'pageview').length,
+    engagements: sorted.filter((e) => e.type === 'engagement').length,
+    visitors: new Set(sorted.map((e) => e.visitor)).size,
+    sessions_added: added,
+    sessions_removed: removed,
+    first_day: sorted.length ? dayOf(sorted[0]!.ts) : null,
+    last_day: sorted.length ? dayOf(sorted[sorted.length - 1]!.ts) : null,
+  };
+}
