@@ -95,7 +95,7 @@ function decodeCursor(cursor: string, filter: string): BreakdownCursor {
     throw invalidInput('cursor is not a cursor this operation returned.');
   }
   if (state.f !== filter) throw invalidInput('cursor belongs to a breakdown with other filters; send the same bundle_id, dimension, from and to.');
-  return state as BreakdownCursor;
+  return { p: state.p, v: state.v, from: state.from, to: state.to, f: state.f };
 }
 
 export const analyticsHandlers = {
@@ -154,6 +154,6 @@ export const analyticsHandlers = {
   'analytics.GetSiteAnalyticsRealtime': async (input, ctx) => {
     await siteOf(ctx, input.bundle_id);
     const visitors = await realtimeVisitors(ctx.sql, input.bundle_id, ctx.now - REALTIME_WINDOW_MS, ctx.now);
-    return { bundle_id: input.bundle_id, visitors, window_ms: REALTIME_WINDOW_MS as 300000 };
+    return { bundle_id: input.bundle_id, visitors, window_ms: REALTIME_WINDOW_MS };
   },
 } satisfies Pick<HandlerMap, 'analytics.GetSiteAnalyticsSummary' | 'analytics.GetWorkspaceAnalyticsSummary' | 'analytics.GetSiteAnalyticsBreakdown' | 'analytics.GetSiteAnalyticsRealtime'>;
