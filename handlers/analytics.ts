@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { breakdownPage, findWorkspaceBundle, realtimeVisitors, siteDaily, workspaceDaily } from '../db/queries/analytics.ts';
 import type { DbAnalyticsDailyRow } from '../db/rows.ts';
-import { DAY_MS, REALTIME_WINDOW_MS } from '../server/analytics.ts';
+import { DAY_MS, type DayFigures, REALTIME_WINDOW_MS } from '../server/analytics.ts';
 import { invalidInput, notFound } from '../server/errors.ts';
 import type { HandlerMap, OperationContext } from '../server/operation.ts';
 
@@ -22,14 +22,7 @@ async function siteOf(ctx: OperationContext, bundleId: string): Promise<void> {
   if (!bundle) throw notFound(`No site (bundle) ${bundleId} in this workspace.`);
 }
 
-interface Totals {
-  pageviews: number;
-  visitors: number;
-  sessions: number;
-  bounces: number;
-  duration_ms: number;
-  engaged_ms: number;
-}
+type Totals = DayFigures;
 
 const zero = (): Totals => ({ pageviews: 0, visitors: 0, sessions: 0, bounces: 0, duration_ms: 0, engaged_ms: 0 });
 

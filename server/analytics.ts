@@ -29,7 +29,7 @@ import {
   sessionsOfVisitors,
   visitorEvents,
 } from '../db/queries/analytics.ts';
-import type { AnalyticsEventType, DbAnalyticsEventRow, DbAnalyticsSessionRow } from '../db/rows.ts';
+import type { AnalyticsEventType, DbAnalyticsDailyRow, DbAnalyticsEventRow, DbAnalyticsSessionRow } from '../db/rows.ts';
 
 export const SESSION_GAP_MS = 30 * 60_000;
 export const DAY_MS = 86_400_000;
@@ -409,14 +409,8 @@ export async function ingestEvents(db: Database, events: readonly NewAnalyticsEv
 // From-scratch recomputation (tests, benchmark) and the maintained figures in the same shape.
 // ---------------------------------------------------------------------------------------------
 
-export interface DayFigures {
-  pageviews: number;
-  visitors: number;
-  sessions: number;
-  bounces: number;
-  duration_ms: number;
-  engaged_ms: number;
-}
+/** A site's figures of one day (or summed over days): the daily rollup without its key. */
+export type DayFigures = Omit<DbAnalyticsDailyRow, 'bundle_id' | 'day'>;
 
 export interface DimFigures {
   pageviews: number;
