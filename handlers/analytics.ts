@@ -1,8 +1,8 @@
-import crypto from 'node:crypto';
 import { breakdownPage, findWorkspaceBundle, realtimeVisitors, siteDaily, workspaceDaily } from '../db/queries/analytics.ts';
 import type { DbAnalyticsDailyRow } from '../db/rows.ts';
+import { decodeCursor, encodeCursor } from '../server/cursor.ts';
 import { DAY_MS, type DayFigures, REALTIME_WINDOW_MS } from '../server/analytics.ts';
-import { invalidInput, notFound } from '../server/errors.ts';
+import { notFound } from '../server/errors.ts';
 import type { HandlerMap, OperationContext } from '../server/operation.ts';
 
 const MAX_SPAN_DAYS = 366;
@@ -65,31 +65,8 @@ function series(rows: DbAnalyticsDailyRow[]) {
 
 const active = (r: DbAnalyticsDailyRow) => Number(r.pageviews) > 0 || Number(r.visitors) > 0 || Number(r.sessions) > 0;
 
-interface BreakdownCursor {
-  p: number;
-  v: string;
-  from: number;
-  to: number;
-  f: string;
-}
-
-function filterHash(bundleId: string, dimension: string, from: number | undefined, to: number | undefined): string {
-  return crypto.createHash('sha256').update(JSON.stringify([bundleId, dimension, from ?? null, to ?? null])).digest('base64url').slice(0, 12);
-}
-
-function decodeCursor(cursor: string, filter: string): BreakdownCursor {
-  let state: Partial<BreakdownCursor> | null = null;
-  try {
-    state = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    state = null;
-  }
-  if (!state || typeof state.p !== 'number' || typeof state.v !== 'string' || typeof state.from !== 'number' || typeof state.to !== 'number' || typeof state.f !== 'string') {
-    throw invalidInput('cursor is not a cursor this operation returned.');
-  }
-  if (state.f !== filter) throw invalidInput('cursor belongs to a breakdown with other filters; send the same bundle_id, dimension, from and to.');
-  return { p: state.p, v: state.v, from: state.from, to: state.to, f: state.f };
-}
+/** A breakdown cursor: the last row's position, and the interval of the first page (kept while paging). */
+const CURSOR = { p: 'number', v: 'string', from: 'number', to: 'number' } as const;
 
 export const analyticsHandlers = {
   'analytics.GetSiteAnalyticsSummary': async (input, ctx) => {
@@ -121,8 +98,10 @@ export const analyticsHandlers = {
   'analytics.GetSiteAnalyticsBreakdown': async (input, ctx) => {
     await siteOf(ctx, input.bundle_id);
     const limit = input.limit ?? 50;
-    const filter = filterHash(input.bundle_id, input.dimension, input.from, input.to);
-    const after = input.cursor ? decodeCursor(input.cursor, filter) : null;
+    const filters = [input.bundle_id, input.dimension, input.from ?? null, input.to ?? null];
+    const after = input.cursor
+      ? decodeCursor(input.cursor, CURSOR, filters, 'cursor belongs to a breakdown with other filters; send the same bundle_id, dimension, from and to.')
+      : null;
     const { from, to } = after ?? effectiveInterval(ctx.now, input.from, input.to);
     const rows = await breakdownPage(ctx.sql, {
       bundleId: input.bundle_id,
@@ -140,7 +119,7 @@ export const analyticsHandlers = {
     }));
     const last = page[page.length - 1];
     const hasMore = rows.length > limit && last !== undefined;
-    const nextCursor = hasMore ? Buffer.from(JSON.stringify({ p: last.pageviews, v: last.value, from, to, f: filter } satisfies BreakdownCursor)).toString('base64url') : null;
+    const nextCursor = hasMore ? encodeCursor<typeof CURSOR>({ p: last.pageviews, v: last.value, from, to }, filters) : null;
     return { bundle_id: input.bundle_id, dimension: input.dimension, from, to, rows: page, has_more: hasMore, next_cursor: nextCursor };
   },
 

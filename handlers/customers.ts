@@ -1,4 +1,3 @@
-import crypto from 'node:crypto';
 import {
   clearDefaultSalesPipeline,
   deleteSalesPipeline,
@@ -11,6 +10,7 @@ import {
 } from '../db/queries/salesPipelines.ts';
 import type { DbSalesPipelineRow } from '../db/rows.ts';
 import type { components } from '../generated/openapi.ts';
+import { decodeCursor, encodeCursor } from '../server/cursor.ts';
 import { conflict, invalidInput, notFound } from '../server/errors.ts';
 import { recordChanged } from '../server/events.ts';
 import { newId } from '../server/ids.ts';
@@ -130,33 +130,18 @@ async function visiblePipeline(ctx: OperationContext, id: string, forUpdate: boo
 
 const notVisible = (id: string) => notFound(`No sales pipeline ${id} is visible to this credential.`);
 
-interface CursorState {
-  u: number;
-  i: string;
-  f: string;
-}
+const CURSOR = { u: 'number', i: 'string' } as const;
 
-function filterHash(ctx: OperationContext, since: number | undefined, before: number | undefined): string {
-  return crypto.createHash('sha256').update(JSON.stringify([ctx.member?.id ?? null, since ?? null, before ?? null])).digest('base64url').slice(0, 12);
-}
-
-function decodeCursor(cursor: string, expectedFilter: string): CursorState {
-  let state: Partial<CursorState> | null = null;
-  try {
-    state = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    state = null;
-  }
-  if (!state || typeof state.u !== 'number' || typeof state.i !== 'string' || typeof state.f !== 'string') throw invalidInput('cursor is not a cursor this operation returned.');
-  if (state.f !== expectedFilter) throw invalidInput('cursor belongs to a listing with other filters (or another member); send the same filters.');
-  return { u: state.u, i: state.i, f: state.f };
-}
+/** Filters a cursor is bound to: who lists (private records differ per member) and the updated_at window. */
+const listingFilters = (ctx: OperationContext, since: number | undefined, before: number | undefined) => [ctx.member?.id ?? null, since ?? null, before ?? null];
 
 export const customersHandlers = {
   'customers.ListSalesPipelines': async (input, ctx) => {
     const limit = input.limit ?? 50;
-    const filter = filterHash(ctx, input.updated_since, input.updated_before);
-    const after = input.cursor ? decodeCursor(input.cursor, filter) : null;
+    const filters = listingFilters(ctx, input.updated_since, input.updated_before);
+    const after = input.cursor
+      ? decodeCursor(input.cursor, CURSOR, filters, 'cursor belongs to a listing with other filters (or another member); send the same filters.')
+      : null;
     const rows = await listSalesPipelinePage(ctx.sql, {
       workspaceId: ctx.workspaceId,
       memberId: ctx.member?.id ?? null,
@@ -169,7 +154,7 @@ export const customersHandlers = {
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     const hasMore = rows.length > limit && last !== undefined;
-    const nextCursor = hasMore ? Buffer.from(JSON.stringify({ u: last.updated_at, i: last.id, f: filter } satisfies CursorState)).toString('base64url') : null;
+    const nextCursor = hasMore ? encodeCursor<typeof CURSOR>({ u: last.updated_at, i: last.id }, filters) : null;
     return { items: page.map(toRecord), has_more: hasMore, next_cursor: nextCursor };
   },
 
