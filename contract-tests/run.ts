@@ -21,7 +21,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,6 +34,7 @@ import { ingestEvents, normalizeEvent } from '../server/analytics.ts';
 import { systemClock } from '../server/clock.ts';
 import { canonicalJson, sha256Hex } from '../server/ids.ts';
 import { acme, createPipeline, stages } from '../test/support/fixtures.ts';
+import { freePort } from '../scripts/ports.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DOCUMENT = path.join(root, 'generated', 'openapi.yaml');
@@ -134,17 +134,6 @@ function contractWorkspace(): WorkspaceSpec {
   return spec;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.unref();
-    probe.on('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

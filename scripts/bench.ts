@@ -22,7 +22,6 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +33,7 @@ import { applyWorkspace } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { acme, createPipeline } from '../test/support/fixtures.ts';
 import { reachablePostgres, redactUrl } from './postgres.ts';
+import { freePort } from './ports.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const OPERATION = 'customers.UpdateSalesPipeline';
@@ -111,17 +111,6 @@ interface Server {
 
 const running = new Set<Server>();
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts `node --import tsx SCRIPT` on the server CPU with stdout going to /dev/null. */
 async function startServer(name: string, script: string, env: Record<string, string>, pinning: Pinning, nodeArgs: string[] = []): Promise<Server> {

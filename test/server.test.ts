@@ -8,17 +8,10 @@ import { applyWorkspace } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { acme } from './support/fixtures.ts';
 import { databases } from './support/service.ts';
+import { freePort } from '../scripts/ports.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 function startServer(databaseUrl: string, port: number): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
   let output = '';
