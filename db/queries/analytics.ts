@@ -152,52 +152,34 @@ export function allDimDaily(sql: Sql, bundleId: string): Promise<Array<Breakdown
 
 const VISITOR_CHUNK = 100;
 
-function withVisitors(rows: ReadonlyArray<readonly [string, number, number]>): { cte: string; params: SqlValue[] } {
-  return {
-    cte: `WITH v(visitor, lo, hi) AS (VALUES ${rows.map(() => '(?, CAST(? AS BIGINT), CAST(? AS BIGINT))').join(', ')})`,
-    params: rows.flat(),
-  };
+/**
+ * Runs `SELECT ... FROM v CROSS JOIN ...` once per chunk of visitors, where `v(visitor, lo, hi)` holds
+ * each visitor's bounds, and concatenates the rows. `tail` follows the CTE; its last parameter is the bundle.
+ */
+async function perVisitor<T extends object>(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [string, number, number]>, tail: string): Promise<T[]> {
+  const out: T[] = [];
+  for (const part of chunks(rows, VISITOR_CHUNK)) {
+    const cte = `WITH v(visitor, lo, hi) AS (VALUES ${part.map(() => '(?, CAST(? AS BIGINT), CAST(? AS BIGINT))').join(', ')})`;
+    out.push(...(await sql.all<T>(`${cte} ${tail}`, [...part.flat(), bundleId])));
+  }
+  return out;
 }
 
 // CROSS JOIN: SQLite then loops over the visitors outside and uses the (bundle_id, visitor, ...) indexes inside; PostgreSQL plans it as an inner join.
 
 /** For each visitor: the session with start_ts <= lo and end_ts > hi (the `hi` column carries the lower end bound). */
-export async function sessionsInProgress(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, startAtMost: number, endAfter: number]>): Promise<DbAnalyticsSessionRow[]> {
-  const out: DbAnalyticsSessionRow[] = [];
-  for (const part of chunks(rows, VISITOR_CHUNK)) {
-    const { cte, params } = withVisitors(part);
-    out.push(...(await sql.all<DbAnalyticsSessionRow>(
-      `${cte} SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = ? AND s.visitor = v.visitor AND s.start_ts <= v.lo AND s.end_ts > v.hi`,
-      [...params, bundleId],
-    )));
-  }
-  return out;
+export function sessionsInProgress(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, startAtMost: number, endAfter: number]>): Promise<DbAnalyticsSessionRow[]> {
+  return perVisitor<DbAnalyticsSessionRow>(sql, bundleId, rows, `SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = ? AND s.visitor = v.visitor AND s.start_ts <= v.lo AND s.end_ts > v.hi`);
 }
 
 /** For each visitor: their events with lo <= ts < hi, ordered by visitor, ts, id. */
-export async function eventsOfVisitors(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, from: number, to: number]>): Promise<DbAnalyticsEventRow[]> {
-  const out: DbAnalyticsEventRow[] = [];
-  for (const part of chunks(rows, VISITOR_CHUNK)) {
-    const { cte, params } = withVisitors(part);
-    out.push(...(await sql.all<DbAnalyticsEventRow>(
-      `${cte} SELECT e.* FROM v CROSS JOIN analytics_events e${sql.dialect === 'sqlite' ? ' INDEXED BY analytics_events_visitor' : ''} WHERE e.bundle_id = ? AND e.visitor = v.visitor AND e.ts >= v.lo AND e.ts < v.hi ORDER BY e.visitor, e.ts, e.id`,
-      [...params, bundleId],
-    )));
-  }
-  return out;
+export function eventsOfVisitors(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, from: number, to: number]>): Promise<DbAnalyticsEventRow[]> {
+  return perVisitor<DbAnalyticsEventRow>(sql, bundleId, rows, `SELECT e.* FROM v CROSS JOIN analytics_events e${sql.dialect === 'sqlite' ? ' INDEXED BY analytics_events_visitor' : ''} WHERE e.bundle_id = ? AND e.visitor = v.visitor AND e.ts >= v.lo AND e.ts < v.hi ORDER BY e.visitor, e.ts, e.id`);
 }
 
 /** For each visitor: sessions with lo <= start_ts <= hi. */
-export async function sessionsOfVisitors(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, from: number, to: number]>): Promise<DbAnalyticsSessionRow[]> {
-  const out: DbAnalyticsSessionRow[] = [];
-  for (const part of chunks(rows, VISITOR_CHUNK)) {
-    const { cte, params } = withVisitors(part);
-    out.push(...(await sql.all<DbAnalyticsSessionRow>(
-      `${cte} SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = ? AND s.visitor = v.visitor AND s.start_ts >= v.lo AND s.start_ts <= v.hi`,
-      [...params, bundleId],
-    )));
-  }
-  return out;
+export function sessionsOfVisitors(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, from: number, to: number]>): Promise<DbAnalyticsSessionRow[]> {
+  return perVisitor<DbAnalyticsSessionRow>(sql, bundleId, rows, `SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = ? AND s.visitor = v.visitor AND s.start_ts >= v.lo AND s.start_ts <= v.hi`);
 }
 
 export async function deleteSessions(sql: Sql, bundleId: string, keys: ReadonlyArray<readonly [visitor: string, startTs: number]>): Promise<void> {
