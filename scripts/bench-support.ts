@@ -1,0 +1,264 @@
+/**
+ * Pieces shared by the benchmarks (`npm run bench`, `npm run bench:analytics`): CPU pinning, server
+ * child processes, PostgreSQL reset, autocannon phases with exact latency percentiles and server CPU
+ * time, and the report table.
+ */
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { freePort } from './ports.ts';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+export function positive(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number (got "${raw}")`);
+  return n;
+}
+
+export const log = (msg: string) => console.log(`[bench] ${msg}`);
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------------------------
+// CPU pinning
+
+export interface Pinning {
+  pinned: boolean;
+  serverCpu?: number;
+  loadCpu?: number;
+  note: string;
+}
+
+/** Pins this process (the load generator) to one CPU and returns the CPU for the server processes. */
+export function pinCpus(): Pinning {
+  const probe = spawnSync('taskset', ['-c', '-p', String(process.pid)], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    return { pinned: false, note: 'WARNING: taskset is not available (util-linux); servers and load generator are NOT pinned and share all CPUs' };
+  }
+  const list = /list:\s*(\S+)/.exec(probe.stdout)?.[1] ?? '';
+  const cpus = list.split(',').flatMap((part) => {
+    const [a, b] = part.split('-').map(Number);
+    if (a === undefined || Number.isNaN(a)) return [];
+    return b === undefined ? [a] : Array.from({ length: b - a + 1 }, (_, i) => a + i);
+  });
+  if (cpus.length < 2) {
+    return { pinned: false, note: `WARNING: only CPU(s) ${list || '?'} available to this process; nothing is pinned` };
+  }
+  const [serverCpu, loadCpu] = cpus as [number, number];
+  const pin = spawnSync('taskset', ['-a', '-c', '-p', String(loadCpu), String(process.pid)], { encoding: 'utf8' });
+  if (pin.status !== 0) {
+    return { pinned: false, note: `WARNING: taskset could not pin this process (${(pin.stderr || '').trim()}); nothing is pinned` };
+  }
+  return {
+    pinned: true,
+    serverCpu,
+    loadCpu,
+    note: `server processes on CPU ${serverCpu} (taskset -c ${serverCpu}), load generator (this process, autocannon in-process) on CPU ${loadCpu}` +
+      (cpus.length > 2 ? ` (${cpus.length} CPUs available; the others are left to the OS)` : ''),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+
+export interface Server {
+  name: string;
+  child: ChildProcess;
+  port: number;
+  stderrTail: () => string;
+  exited: Promise<number | null>;
+}
+
+const running = new Set<Server>();
+
+
+/** Starts `node --import tsx SCRIPT` on the server CPU with stdout going to /dev/null. */
+export async function startServer(name: string, script: string, env: Record<string, string>, pinning: Pinning, nodeArgs: string[] = []): Promise<Server> {
+  const port = await freePort();
+  const nodeArgv = [...nodeArgs, '--import', 'tsx', script];
+  const [cmd, argv] = pinning.pinned
+    ? ['taskset', ['-c', String(pinning.serverCpu), process.execPath, ...nodeArgv]]
+    : [process.execPath, nodeArgv];
+  const devNull = fs.openSync('/dev/null', 'w');
+  const child = spawn(cmd, argv, { cwd: root, env: { ...process.env, ...env, PORT: String(port) }, stdio: ['ignore', devNull, 'pipe'] });
+  fs.closeSync(devNull);
+  let tail = '';
+  child.stderr!.setEncoding('utf8');
+  child.stderr!.on('data', (chunk: string) => {
+    tail = (tail + chunk).slice(-4000);
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const server: Server = { name, child, port, stderrTail: () => tail, exited };
+  running.add(server);
+  void exited.then(() => running.delete(server));
+  return server;
+}
+
+export async function waitReady(server: Server, probe: (base: string) => Promise<Response>): Promise<void> {
+  const base = `http://127.0.0.1:${server.port}`;
+  let exitCode: number | null | undefined;
+  void server.exited.then((code) => (exitCode = code));
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (exitCode !== undefined) throw new Error(`${server.name} exited with code ${exitCode} before it was ready:\n${server.stderrTail()}`);
+    try {
+      const res = await probe(base);
+      await res.arrayBuffer();
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await sleep(100);
+  }
+  throw new Error(`${server.name} was not ready after 60 s:\n${server.stderrTail()}`);
+}
+
+export async function stopServer(server: Server): Promise<void> {
+  if (server.child.exitCode !== null || server.child.signalCode !== null) return;
+  server.child.kill('SIGTERM');
+  const code = await Promise.race([server.exited, sleep(15_000).then(() => 'timeout' as const)]);
+  if (code === 'timeout') {
+    log(`${server.name} did not stop within 15 s; sending SIGKILL`);
+    server.child.kill('SIGKILL');
+    await server.exited;
+  }
+}
+
+export function killAll(): void {
+  for (const s of running) if (s.child.exitCode === null) s.child.kill('SIGKILL');
+}
+process.on('SIGINT', () => {
+  killAll();
+  process.exit(130);
+});
+
+
+export async function resetPostgres(url: string): Promise<void> {
+  const parsed = new URL(url);
+  const schema = parsed.searchParams.get('schema');
+  parsed.searchParams.delete('schema');
+  const client = new pg.Client({ connectionString: parsed.toString() });
+  await client.connect();
+  try {
+    if (schema) {
+      await client.query(`DROP SCHEMA IF EXISTS ${client.escapeIdentifier(schema)} CASCADE`);
+    } else {
+      await client.query('DROP SCHEMA public CASCADE');
+      await client.query('CREATE SCHEMA public');
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+
+export interface Phase {
+  durationS: number;
+  requests: number;
+  ok2xx: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  statusCodes: Record<string, number>;
+  reqPerS: number;
+  /** Percentiles of the 2xx latencies, measured here in fractional ms. */
+  latencyMs: { p50: number; p90: number; p99: number; max: number; mean: number };
+  /** CPU time (user + system, all threads) the server process spent per answered request; less noisy than req/s. */
+  serverCpuMsPerReq: number | null;
+  /** autocannon's own result (its latency histogram has 1 ms resolution). */
+  autocannon: Omit<autocannon.Result, 'latency' | 'requests' | 'throughput'> & Partial<Pick<autocannon.Result, 'latency' | 'requests' | 'throughput'>>;
+}
+
+
+export function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const idx = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[idx]!;
+}
+
+
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time (ms) used so far by a process, from /proc (Linux); null elsewhere. */
+export function processCpuMs(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+  } catch {
+    return null;
+  }
+}
+
+export async function runPhase(
+  server: Server,
+  request: autocannon.Request,
+  seconds: number,
+  samples: Array<{ status: number; body: string }>,
+  connections: number,
+): Promise<Phase> {
+  const port = server.port;
+  const latencies: number[] = [];
+  const statusCodes: Record<string, number> = {};
+  const withSamples: autocannon.Request = {
+    ...request,
+    onResponse: (status: number, body: string) => {
+      if ((status < 200 || status > 299) && samples.length < 5) samples.push({ status, body: body.slice(0, 500) });
+    },
+  };
+  const cpuBefore = processCpuMs(server.child.pid);
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
+      { url: `http://127.0.0.1:${port}`, connections, pipelining: 1, duration: seconds, timeout: 10, requests: [withSamples] },
+      (err: unknown, res: autocannon.Result) => (err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve(res)),
+    );
+    instance.on('response', (_client: unknown, statusCode: number, _bytes: number, responseTime: number) => {
+      statusCodes[statusCode] = (statusCodes[statusCode] ?? 0) + 1;
+      if (statusCode >= 200 && statusCode <= 299) latencies.push(responseTime);
+    });
+  });
+  const cpuAfter = processCpuMs(server.child.pid);
+  const sorted = Float64Array.from(latencies).sort();
+  const total = Object.values(statusCodes).reduce((a, b) => a + b, 0);
+  const ok2xx = sorted.length;
+  const { latency, requests, throughput, ...rest } = result;
+  return {
+    durationS: result.duration,
+    requests: total,
+    ok2xx,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    statusCodes,
+    reqPerS: ok2xx / result.duration,
+    latencyMs: {
+      p50: percentile(sorted, 50),
+      p90: percentile(sorted, 90),
+      p99: percentile(sorted, 99),
+      max: sorted.length ? sorted[sorted.length - 1]! : Number.NaN,
+      mean: sorted.length ? latencies.reduce((a, b) => a + b, 0) / sorted.length : Number.NaN,
+    },
+    serverCpuMsPerReq: cpuBefore !== null && cpuAfter !== null && total > 0 ? (cpuAfter - cpuBefore) / total : null,
+    autocannon: { ...rest, latency, requests, throughput },
+  };
+}
+
+export const fmt = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+
+export function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
+  const line = (r: string[]) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
+  return [line(rows[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)].join('\n');
+}
