@@ -11,8 +11,11 @@ export type RequestBody<Op extends keyof operations> = operations[Op] extends { 
 export type ResponseBody<Op extends keyof operations> = operations[Op] extends { responses: { 200: { content: { 'application/json': infer R } } } } ? R : never;
 
 export interface ServiceClientOptions extends Omit<ClientOptions, 'headers'> {
-  /** The API key (`wso_...`); sent as `Authorization: Bearer`. */
-  apiKey: string;
+  /**
+   * The API key (`wso_...`); sent as `Authorization: Bearer`. Omit it in a page of the service
+   * opened through a sign-in link: the browser then sends the member's session cookie.
+   */
+  apiKey?: string;
   /** Default member to act for (`Service-Act-As`); a call may override it. */
   actAs?: string;
   headers?: Record<string, string>;
@@ -39,7 +42,7 @@ function actAsHeader(client: ServiceClientOptions, options: CallOptions): { 'Ser
  */
 export function createClient(options: ServiceClientOptions) {
   const { apiKey, actAs: _actAs, headers, ...rest } = options;
-  const raw: Client<paths> = createFetchClient<paths>({ ...rest, headers: { ...headers, Authorization: `Bearer ${apiKey}` } });
+  const raw: Client<paths> = createFetchClient<paths>({ ...rest, headers: { ...headers, ...(apiKey === undefined ? {} : { Authorization: `Bearer ${apiKey}` }) } });
   return {
     raw,
     /** `GET /operations`: the operations this key may call. */

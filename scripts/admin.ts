@@ -11,6 +11,7 @@ import { findBundle } from '../db/queries/analytics.ts';
 import { AdminError, applyWorkspace, disableMember, replaceKey, revokeKey } from '../server/admin.ts';
 import { ImportError, importEvents, parseEventLines } from '../server/analytics.ts';
 import { systemClock } from '../server/clock.ts';
+import { createSigninLink, revokeSession, SigninError } from '../server/signin.ts';
 
 async function withDb<T>(fn: (db: ReturnType<typeof openDatabase>) => Promise<T>): Promise<void> {
   const db = openDatabase();
@@ -48,6 +49,32 @@ key.command('revoke').requiredOption('--id <id>', 'key id (ak_...)').description
 key.command('replace').requiredOption('--id <id>', 'key id (ak_...)').description('make a new key with the same grants; revoke the old one once deployed').action((o: { id: string }) => withDb((db) => replaceKey(db, systemClock, o.id)));
 const member = program.command('member').description('workspace members');
 member.command('disable').requiredOption('--id <id>', 'member id (mb_...)').description('disable a member; keys can no longer act for them').action((o: { id: string }) => withDb((db) => disableMember(db, systemClock, o.id)));
+
+const signinError = (err: unknown) => {
+  throw err instanceof SigninError ? new AdminError(err.message) : err;
+};
+program
+  .command('signin-link')
+  .requiredOption('--workspace <id>', 'workspace id (ws_...)')
+  .requiredOption('--member <id>', 'member id (mb_...)')
+  .option('--next <path>', 'page to open once signed in, a path on this service', '/dashboard')
+  .option('--base-url <url>', 'public origin of the service', `http://localhost:${process.env.PORT || 8080}`)
+  .description('print a one-time sign-in link for a member (valid 15 minutes, works once; opens a 12-hour session)')
+  .action((o: { workspace: string; member: string; next: string; baseUrl: string }) =>
+    withDb((db) => createSigninLink(db, systemClock, { workspaceId: o.workspace, memberId: o.member, next: o.next, baseUrl: o.baseUrl }).catch(signinError)),
+  );
+const session = program.command('session').description('sign-in sessions');
+session
+  .command('revoke')
+  .option('--id <id>', 'session id (ss_..., logged with each request)')
+  .option('--member <id>', "end all of this member's sessions")
+  .description('end sign-in sessions; refused from their next request on')
+  .action((o: { id?: string; member?: string }) =>
+    withDb(async (db) => {
+      if ((o.id === undefined) === (o.member === undefined)) throw new AdminError('give exactly one of --id or --member');
+      return revokeSession(db, systemClock, o.id !== undefined ? { id: o.id } : { memberId: o.member! });
+    }),
+  );
 
 const analytics = program.command('analytics').description('website analytics');
 analytics

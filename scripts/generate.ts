@@ -159,8 +159,11 @@ function clientSource(entries: CatalogueEntry[]): string {
   lines.push(`export type ResponseBody<Op extends keyof operations> = operations[Op] extends { responses: { 200: { content: { 'application/json': infer R } } } } ? R : never;`);
   lines.push(``);
   lines.push(`export interface ServiceClientOptions extends Omit<ClientOptions, 'headers'> {`);
-  lines.push(`  /** The API key (\`wso_...\`); sent as \`Authorization: Bearer\`. */`);
-  lines.push(`  apiKey: string;`);
+  lines.push(`  /**`);
+  lines.push(`   * The API key (\`wso_...\`); sent as \`Authorization: Bearer\`. Omit it in a page of the service`);
+  lines.push(`   * opened through a sign-in link: the browser then sends the member's session cookie.`);
+  lines.push(`   */`);
+  lines.push(`  apiKey?: string;`);
   lines.push(`  /** Default member to act for (\`Service-Act-As\`); a call may override it. */`);
   lines.push(`  actAs?: string;`);
   lines.push(`  headers?: Record<string, string>;`);
@@ -187,7 +190,7 @@ function clientSource(entries: CatalogueEntry[]): string {
   lines.push(` */`);
   lines.push(`export function createClient(options: ServiceClientOptions) {`);
   lines.push(`  const { apiKey, actAs: _actAs, headers, ...rest } = options;`);
-  lines.push(`  const raw: Client<paths> = createFetchClient<paths>({ ...rest, headers: { ...headers, Authorization: \`Bearer \${apiKey}\` } });`);
+  lines.push(`  const raw: Client<paths> = createFetchClient<paths>({ ...rest, headers: { ...headers, ...(apiKey === undefined ? {} : { Authorization: \`Bearer \${apiKey}\` }) } });`);
   lines.push(`  return {`);
   lines.push(`    raw,`);
   lines.push(`    /** \`GET /operations\`: the operations this key may call. */`);

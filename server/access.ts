@@ -32,11 +32,14 @@ export function roleAllows(role: MemberRole, resourceType: string, access: Acces
  * acted for, or null for workspace access. Throws 400 / 403 with the reason.
  */
 export function authorize(credential: Credential, entry: CatalogueEntry, actAsHeader: string | undefined): MemberInfo | null {
-  if (entry.listed && !credential.operations.has(entry.id)) throw forbidden(`This key is not granted ${entry.id}.`);
+  const session = credential.kind === 'session';
+  if (entry.listed && !credential.operations.has(entry.id)) {
+    throw forbidden(session ? `A sign-in session may call only the query operations of the analytics and workspace namespaces, not ${entry.id}.` : `This key is not granted ${entry.id}.`);
+  }
   if (entry.resource !== null) {
     const held = credential.resources.get(entry.resource);
     const missing = entry.access.filter((a) => !held?.has(a));
-    if (missing.length) throw forbidden(`This key lacks ${missing.join(' and ')} access on ${entry.resource}.`);
+    if (missing.length) throw forbidden(`${session ? "The member's role" : 'This key'} lacks ${missing.join(' and ')} access on ${entry.resource}.`);
   }
   if (actAsHeader === undefined) {
     if (entry.actAs === 'required') throw invalidInput(`${entry.id} runs as a member: send Service-Act-As.`);

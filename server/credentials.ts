@@ -1,13 +1,25 @@
 import crypto from 'node:crypto';
 import type { Database } from '../db/database.ts';
 import { findKeyForAuth, listKeyDelegateIds, listWorkspaceMembers, takeRateLimitToken } from '../db/queries/credentials.ts';
+import { findSessionForAuth, takeSessionRateLimitToken } from '../db/queries/sessions.ts';
 import type { Delegation, MemberRole } from '../db/rows.ts';
-import type { Access } from '../generated/catalogue.ts';
+import { type Access, type CatalogueEntry, catalogue, memberRoles, resourceTypes } from '../generated/catalogue.ts';
 import type { Clock } from './clock.ts';
 import { invalidKey, rateLimited } from './errors.ts';
 import { randomIdPart, sha256Hex } from './ids.ts';
 
 const TOKEN = /^wso_([0-9a-z]{24})_([A-Za-z0-9_-]{43})$/;
+const SESSION_TOKEN = /^wss_([0-9a-z]{24})_([A-Za-z0-9_-]{43})$/;
+
+/** Namespaces whose query operations a member session may call (see the document's root description). */
+export const SESSION_NAMESPACES: ReadonlySet<string> = new Set(['analytics', 'workspace']);
+
+/** What a sign-in session may call: the catalogued queries of SESSION_NAMESPACES that can run as a member. */
+export const sessionOperations: ReadonlySet<string> = new Set(
+  (catalogue as readonly CatalogueEntry[]).filter((e) => e.listed && e.kind === 'query' && e.actAs !== 'none' && SESSION_NAMESPACES.has(e.namespace)).map((e) => e.id),
+);
+
+const SESSION_ENDED = 'The sign-in session is missing, expired or ended; ask an operator for a new sign-in link.';
 
 export interface MemberInfo {
   readonly id: string;
@@ -16,8 +28,11 @@ export interface MemberInfo {
   readonly disabled: boolean;
 }
 
-/** An authenticated API key with everything authorization needs, cached per process. */
+/** An authenticated API key or member session with everything authorization needs, cached per process. */
 export interface Credential {
+  /** `key`: an API key. `session`: a member's sign-in session (cookie `wso_session`), acting as that member. */
+  readonly kind: 'key' | 'session';
+  /** The key id (`ak_...`), or the session id (`ss_...`) of a session: its rate-limit bucket. */
   readonly keyId: string;
   readonly workspaceId: string;
   readonly name: string;
@@ -29,6 +44,9 @@ export interface Credential {
   readonly members: ReadonlyMap<string, MemberInfo>;
   readonly authVersion: number;
   readonly secretHash: Buffer;
+  /** Sessions: the member the session acts for (always), and when it ends (Unix ms). */
+  readonly sessionMember?: MemberInfo;
+  readonly expiresAt?: number;
 }
 
 /** A new key secret: `wso_<key id part>_<256-bit random>`; only its SHA-256 is stored. */
@@ -36,6 +54,13 @@ export function newKeySecret(): { keyId: string; secret: string; secretHash: str
   const idPart = randomIdPart();
   const secret = `wso_${idPart}_${crypto.randomBytes(32).toString('base64url')}`;
   return { keyId: `ak_${idPart}`, secret, secretHash: sha256Hex(secret) };
+}
+
+/** A new session secret: `wss_<session id part>_<256-bit random>`; only its SHA-256 is stored. */
+export function newSessionSecret(): { sessionId: string; secret: string; secretHash: string } {
+  const idPart = randomIdPart();
+  const secret = `wss_${idPart}_${crypto.randomBytes(32).toString('base64url')}`;
+  return { sessionId: `ss_${idPart}`, secret, secretHash: sha256Hex(secret) };
 }
 
 export interface RateLimitSettings {
@@ -50,6 +75,7 @@ export interface RateLimitSettings {
  */
 export class CredentialStore {
   private readonly cache = new Map<string, Credential>();
+  private readonly sessions = new Map<string, Credential>();
   private readonly intervalUs: number;
   private readonly toleranceUs: number;
 
@@ -91,9 +117,64 @@ export class CredentialStore {
     return credential;
   }
 
+  /**
+   * Resolves a `wso_session` cookie value to a session credential, or throws 401 / 429. Like a key:
+   * one statement takes the rate-limit token and proves the session is live (not revoked or expired,
+   * member active, workspace auth version unchanged since sign-in).
+   */
+  async authenticateSession(token: string): Promise<Credential> {
+    const parts = SESSION_TOKEN.exec(token);
+    if (!parts) throw invalidKey(SESSION_ENDED);
+    const sessionId = `ss_${parts[1]}`;
+    const presented = crypto.createHash('sha256').update(token).digest();
+    const now = this.clock.now();
+    const credential = this.sessions.get(sessionId) ?? (await this.loadSession(sessionId, now));
+    if (!credential || !crypto.timingSafeEqual(credential.secretHash, presented) || credential.expiresAt! <= now) throw invalidKey(SESSION_ENDED);
+    const nowUs = now * 1000;
+    const bucket = await takeSessionRateLimitToken(this.db.relaxed, { sessionId, now, nowUs, intervalUs: this.intervalUs, toleranceUs: this.toleranceUs });
+    if (!bucket) {
+      this.sessions.delete(sessionId);
+      throw invalidKey(SESSION_ENDED);
+    }
+    if (!bucket.allowed) {
+      const waitUs = Number(bucket.tat) - this.toleranceUs - nowUs;
+      throw rateLimited(Math.max(1, Math.ceil(waitUs / 1_000_000)));
+    }
+    return credential;
+  }
+
   /** Drops every cached credential (tests and admin changes made in this process). */
   invalidate(): void {
     this.cache.clear();
+    this.sessions.clear();
+  }
+
+  private async loadSession(sessionId: string, now: number): Promise<Credential | undefined> {
+    const row = await findSessionForAuth(this.db.sql, sessionId);
+    if (!row || row.revoked_at !== null || Number(row.expires_at) <= now) return undefined;
+    const member: MemberInfo = { id: row.member_id, name: row.member_name, role: row.member_role, disabled: false };
+    // Record operations still need the member's role to allow the access they declare.
+    const resources = new Map<string, ReadonlySet<Access>>();
+    const grants = memberRoles[member.role] ?? {};
+    for (const type of resourceTypes) resources.set(type, new Set(grants[type] ?? grants['*'] ?? []));
+    const credential: Credential = {
+      kind: 'session',
+      keyId: sessionId,
+      workspaceId: row.workspace_id,
+      name: `session of ${member.name}`,
+      operations: sessionOperations,
+      resources,
+      delegation: 'selected',
+      delegates: new Set([member.id]),
+      members: new Map([[member.id, member]]),
+      authVersion: Number(row.auth_version),
+      secretHash: Buffer.from(row.secret_hash, 'hex'),
+      sessionMember: member,
+      expiresAt: Number(row.expires_at),
+    };
+    if (this.sessions.size >= 10_000) this.sessions.clear();
+    this.sessions.set(sessionId, credential);
+    return credential;
   }
 
   private async load(keyId: string): Promise<Credential | undefined> {
@@ -109,6 +190,7 @@ export class CredentialStore {
     const resources = new Map<string, ReadonlySet<Access>>();
     for (const [type, access] of Object.entries(JSON.parse(row.resources) as Record<string, Access[]>)) resources.set(type, new Set(access));
     const credential: Credential = {
+      kind: 'key',
       keyId,
       workspaceId: row.workspace_id,
       name: row.name,

@@ -19,3 +19,11 @@ export function createLogger(level = process.env.LOG_LEVEL || 'info'): Logger {
     pino.destination({ sync: false }),
   );
 }
+
+const SIGNIN_URL = /^(\/+signin)(?:\/|%2f)/i;
+
+/** The request URL as logged: the token of a one-time sign-in link (`/signin/<token>`, any case) is cut out. */
+export function redactUrl(url: string): string {
+  const match = SIGNIN_URL.exec(url);
+  return match ? `${match[1]}/[redacted]` : url;
+}

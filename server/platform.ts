@@ -9,9 +9,12 @@ import { authorize, delegableMembers, keyMayCall } from './access.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import { type Credential, CredentialStore } from './credentials.ts';
+import { dashboardRoutes } from './dashboard.ts';
 import { errorMiddleware, invalidJson, notFound, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
+import { redactUrl } from './logger.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
+import { checkOrigin, sessionCookie, signinRoutes } from './signin.ts';
 import { ContractValidator } from './validation.ts';
 
 type OperationsList = paths['/operations']['get']['responses'][200]['content']['application/json'];
@@ -48,7 +51,8 @@ export function createPlatform(options: PlatformOptions) {
   app.set('etag', false);
   app.set('query parser', 'simple');
 
-  // One line per request; secrets never reach it (the key id is logged, not the key).
+  // One line per request; secrets never reach it (the key or session id is logged, not the secret;
+  // sign-in link tokens are cut from the URL).
   app.use((req: Request, res: Response<unknown, Partial<Locals>>, next: NextFunction) => {
     const started = process.hrtime.bigint();
     const id = crypto.randomUUID();
@@ -56,9 +60,10 @@ export function createPlatform(options: PlatformOptions) {
     res.on('finish', () => {
       logger.info(
         {
-          req: { id, method: req.method, url: req.originalUrl },
+          req: { id, method: req.method, url: redactUrl(req.originalUrl) },
           res: { statusCode: res.statusCode },
-          key: res.locals.credential?.keyId,
+          key: res.locals.credential?.kind === 'key' ? res.locals.credential.keyId : undefined,
+          session: res.locals.credential?.kind === 'session' ? res.locals.credential.keyId : undefined,
           operation: res.locals.entry?.id,
           ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
         },
@@ -87,8 +92,11 @@ export function createPlatform(options: PlatformOptions) {
 
   const v1 = express.Router();
   v1.use((req: Request, res: Response<unknown, Locals>, next: NextFunction) => {
-    credentials
-      .authenticate(req.headers.authorization)
+    // The API key when there is one; otherwise a member's sign-in session cookie (pages of this service).
+    const authorization = req.headers.authorization;
+    const session = authorization === undefined ? sessionCookie(req.headers.cookie) : undefined;
+    if (session !== undefined) checkOrigin(req);
+    (session === undefined ? credentials.authenticate(authorization) : credentials.authenticateSession(session))
       .then((credential) => {
         res.locals.credential = credential;
         const entry = byRoute.get(`${req.method} ${req.path}`);
@@ -117,7 +125,9 @@ export function createPlatform(options: PlatformOptions) {
     }
     validator.validateRequest(entry, req.headers, req.query as Record<string, unknown>, req.body);
     const actAs = req.headers['service-act-as'];
-    const member = authorize(credential, entry, typeof actAs === 'string' ? actAs : undefined);
+    // A session acts as its member wherever an operation can run as one (it may call no other).
+    const implicit = entry.actAs === 'none' ? undefined : credential.sessionMember?.id;
+    const member = authorize(credential, entry, typeof actAs === 'string' ? actAs : implicit);
     if (entry.path === '/operations') {
       const items: OperationsList['items'] = catalogue
         .filter((e) => e.listed && keyMayCall(credential, e))
@@ -155,6 +165,8 @@ export function createPlatform(options: PlatformOptions) {
     next(err);
   });
   app.use('/v1', v1);
+  app.use(signinRoutes({ db, clock, logger, credentials }));
+  app.use(dashboardRoutes({ credentials, logger }));
   app.use((req, _res, next) => next(notFound(`No such endpoint ${req.method} ${req.path}.`)));
   app.use(errorMiddleware(logger));
   return { app, credentials };

@@ -1,0 +1,100 @@
+import type { Sql } from '../database.ts';
+import type { DbMemberRow, DbRateLimitRow } from '../rows.ts';
+
+/** A one-time sign-in link (table signin_links). */
+export interface DbSigninLinkRow {
+  token_hash: string;
+  workspace_id: string;
+  member_id: string;
+  next: string;
+  created_at: number;
+  expires_at: number;
+  used_at: number | null;
+}
+
+/** A member's sign-in session (table member_sessions). */
+export interface DbMemberSessionRow {
+  id: string;
+  secret_hash: string;
+  workspace_id: string;
+  member_id: string;
+  auth_version: number;
+  created_at: number;
+  expires_at: number;
+  revoked_at: number | null;
+}
+
+export async function insertSigninLink(sql: Sql, row: Omit<DbSigninLinkRow, 'used_at'>): Promise<void> {
+  await sql.run(`INSERT INTO signin_links (token_hash, workspace_id, member_id, next, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`, [
+    row.token_hash, row.workspace_id, row.member_id, row.next, row.created_at, row.expires_at,
+  ]);
+}
+
+/**
+ * Marks the link used if it is still unused and unexpired, in one statement, so that of two
+ * concurrent uses (any processes) exactly one gets the row back.
+ */
+export function consumeSigninLink(sql: Sql, tokenHash: string, now: number): Promise<DbSigninLinkRow | undefined> {
+  return sql.one<DbSigninLinkRow>(
+    `UPDATE signin_links SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?
+     RETURNING token_hash, workspace_id, member_id, next, created_at, expires_at, used_at`,
+    [now, tokenHash, now],
+  );
+}
+
+export function findSigninLink(sql: Sql, tokenHash: string): Promise<DbSigninLinkRow | undefined> {
+  return sql.one<DbSigninLinkRow>(`SELECT * FROM signin_links WHERE token_hash = ?`, [tokenHash]);
+}
+
+/** The member with the workspace's current auth version. */
+export function findMemberForSignin(sql: Sql, memberId: string): Promise<(DbMemberRow & { auth_version: number }) | undefined> {
+  return sql.one(`SELECT m.*, w.auth_version FROM members m JOIN workspaces w ON w.id = m.workspace_id WHERE m.id = ?`, [memberId]);
+}
+
+export async function insertSession(sql: Sql, row: Omit<DbMemberSessionRow, 'revoked_at'>): Promise<void> {
+  await sql.run(
+    `INSERT INTO member_sessions (id, secret_hash, workspace_id, member_id, auth_version, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    [row.id, row.secret_hash, row.workspace_id, row.member_id, row.auth_version, row.created_at, row.expires_at],
+  );
+}
+
+/** The session with its member, whatever its state (the caller decides). */
+export function findSessionForAuth(sql: Sql, id: string): Promise<(DbMemberSessionRow & { member_name: string; member_role: DbMemberRow['role'] }) | undefined> {
+  return sql.one(
+    `SELECT s.*, m.name AS member_name, m.role AS member_role FROM member_sessions s JOIN members m ON m.id = s.member_id WHERE s.id = ?`,
+    [id],
+  );
+}
+
+/** Ends one session, or every live session of a member; returns how many were ended. */
+export function revokeSessions(sql: Sql, by: { id: string } | { memberId: string }, now: number): Promise<number> {
+  return 'id' in by
+    ? sql.run(`UPDATE member_sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, [now, by.id])
+    : sql.run(`UPDATE member_sessions SET revoked_at = ? WHERE member_id = ? AND revoked_at IS NULL`, [now, by.memberId]);
+}
+
+/**
+ * One GCRA step for the session's bucket (the same buckets as API keys, keyed by session id), taken
+ * only while the session is live: not revoked, not expired, its member active and its workspace's
+ * auth version unchanged since sign-in. Nothing comes back for a dead session.
+ */
+export function takeSessionRateLimitToken(
+  sql: Sql,
+  step: { sessionId: string; now: number; nowUs: number; intervalUs: number; toleranceUs: number },
+): Promise<Pick<DbRateLimitRow, 'tat' | 'allowed'> | undefined> {
+  const max = sql.dialect === 'pg' ? 'GREATEST' : 'MAX';
+  const n = 'CAST(? AS BIGINT)';
+  const { sessionId, now, nowUs, intervalUs, toleranceUs } = step;
+  return sql.one(
+    `INSERT INTO rate_limits (bucket, tat, allowed, auth_version)
+     SELECT s.id, ${n}, TRUE, w.auth_version
+     FROM member_sessions s JOIN workspaces w ON w.id = s.workspace_id JOIN members m ON m.id = s.member_id
+     WHERE s.id = ? AND s.revoked_at IS NULL AND s.expires_at > ? AND m.disabled_at IS NULL AND w.auth_version = s.auth_version
+     ON CONFLICT (bucket) DO UPDATE SET
+       allowed = (${max}(rate_limits.tat, ${n}) - ${n} <= ${n}),
+       tat = CASE WHEN ${max}(rate_limits.tat, ${n}) - ${n} <= ${n} THEN ${max}(rate_limits.tat, ${n}) + ${n} ELSE rate_limits.tat END,
+       auth_version = excluded.auth_version
+     RETURNING tat, allowed`,
+    [nowUs + intervalUs, sessionId, now, nowUs, nowUs, toleranceUs, nowUs, nowUs, toleranceUs, nowUs, intervalUs],
+  );
+}

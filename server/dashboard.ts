@@ -1,0 +1,113 @@
+/**
+ * The analytics dashboard page (`GET /dashboard?site=<bundle id>`): a static HTML shell for a signed-in
+ * member and a script bundled by esbuild from dashboard/app.ts on first use (kept in memory), which
+ * reads the analytics operations through the generated client with the session cookie.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import esbuild from 'esbuild';
+import express, { type Request, type Response } from 'express';
+import type { Logger } from 'pino';
+import type { CredentialStore } from './credentials.ts';
+import { escapeHtml, pageHeaders, pageSession } from './signin.ts';
+
+const DASHBOARD_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'dashboard');
+
+interface Asset {
+  type: string;
+  body: Buffer;
+}
+
+let assets: Promise<Map<string, Asset>> | null = null;
+let pageCss: Promise<Asset> | null = null;
+
+/** The style of every page (plain notices too), served as written. */
+function readPageCss(): Promise<Asset> {
+  pageCss ??= fs.readFile(path.join(DASHBOARD_DIR, 'page.css')).then(
+    (body) => ({ type: 'text/css; charset=utf-8', body }),
+    (err: unknown) => {
+      pageCss = null;
+      throw err;
+    },
+  );
+  return pageCss;
+}
+
+/** Bundles dashboard/app.ts (with its CSS and uPlot's) once per process; a failed build is retried on the next request. */
+function buildAssets(): Promise<Map<string, Asset>> {
+  assets ??= (async () => {
+    const result = await esbuild.build({
+      entryPoints: [path.join(DASHBOARD_DIR, 'app.ts')],
+      bundle: true,
+      write: false,
+      format: 'esm',
+      platform: 'browser',
+      target: 'es2022',
+      minify: true,
+      legalComments: 'none',
+      outdir: path.join(DASHBOARD_DIR, 'out'),
+      logLevel: 'silent',
+    });
+    const out = new Map<string, Asset>();
+    for (const file of result.outputFiles) {
+      const name = path.basename(file.path);
+      out.set(name, { type: name.endsWith('.css') ? 'text/css; charset=utf-8' : 'text/javascript; charset=utf-8', body: Buffer.from(file.contents) });
+    }
+    return out;
+  })().catch((err: unknown) => {
+    assets = null;
+    throw err;
+  });
+  return assets;
+}
+
+function shell(memberName: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Analytics · Workspace Operations</title>
+<link rel="stylesheet" href="/dashboard/assets/page.css">
+<link rel="stylesheet" href="/dashboard/assets/app.css">
+<script type="module" src="/dashboard/assets/app.js"></script>
+</head>
+<body>
+<div id="app" data-member="${escapeHtml(memberName)}"><p class="loading">Loading…</p></div>
+<noscript><p class="notice">The dashboard needs JavaScript.</p></noscript>
+</body>
+</html>
+`;
+}
+
+export function dashboardRoutes(options: { credentials: CredentialStore; logger: Logger }): express.Router {
+  const { credentials, logger } = options;
+  const router = express.Router();
+  router.get('/dashboard', async (req: Request, res: Response) => {
+    const session = await pageSession(credentials, req, res);
+    if (!session) return;
+    await buildAssets().catch((err: unknown) => logger.error({ err }, 'dashboard bundle failed'));
+    pageHeaders(res);
+    res.status(200).send(shell(session.sessionMember?.name ?? ''));
+  });
+  router.get('/dashboard/assets/:name', async (req: Request<{ name: string }>, res: Response) => {
+    let asset: Asset | undefined;
+    try {
+      asset = req.params.name === 'page.css' ? await readPageCss() : (await buildAssets()).get(req.params.name);
+    } catch (err) {
+      logger.error({ err }, 'dashboard assets failed');
+      res.status(500).type('text/plain').send('The dashboard assets could not be built; see the service log.');
+      return;
+    }
+    if (!asset) {
+      res.status(404).type('text/plain').send('Not found.');
+      return;
+    }
+    res.setHeader('Content-Type', asset.type);
+    res.setHeader('Cache-Control', 'no-cache');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.status(200).send(asset.body);
+  });
+  return router;
+}

@@ -1,0 +1,254 @@
+/**
+ * One-time sign-in links and member sessions, for pages the service serves to people (the analytics
+ * dashboard now; webhook approval and the signer's page later). An operator mints a link for a
+ * member (`npm run admin -- signin-link`); opening it once starts a 12-hour session held in the
+ * `wso_session` cookie, which the /v1 platform accepts as a member credential (credentials.ts).
+ */
+import crypto from 'node:crypto';
+import express, { type Request, type Response } from 'express';
+import type { Logger } from 'pino';
+import type { Database } from '../db/database.ts';
+import { consumeSigninLink, findMemberForSignin, findSigninLink, insertSession, insertSigninLink, revokeSessions } from '../db/queries/sessions.ts';
+import type { Clock } from './clock.ts';
+import { type Credential, type CredentialStore, newSessionSecret } from './credentials.ts';
+import { ServiceError } from './errors.ts';
+import { sha256Hex } from './ids.ts';
+
+export const SESSION_COOKIE = 'wso_session';
+export const LINK_TTL_MS = 15 * 60_000;
+export const SESSION_TTL_MS = 12 * 3_600_000;
+const LINK_TOKEN = /^[A-Za-z0-9_-]{43}$/;
+
+/** A readable refusal of a sign-in request (unknown member, bad `next`); the CLI prints it on one line. */
+export class SigninError extends Error {}
+
+/**
+ * Whether `next` is a path on this service: it starts with exactly one "/", has no backslash, no
+ * whitespace or control characters, and stays on the origin it is resolved against.
+ */
+export function isLocalPath(next: string): boolean {
+  if (next.length > 2000 || !/^\/(?![/\\])/.test(next) || /[\\\s\u0000-\u001f\u007f]/.test(next)) return false;
+  try {
+    return new URL(next, 'http://service.invalid').origin === 'http://service.invalid';
+  } catch {
+    return false;
+  }
+}
+
+export interface SigninLinkRequest {
+  workspaceId: string;
+  memberId: string;
+  /** Where the browser goes once signed in (default `/dashboard`). */
+  next?: string;
+  /** The service's public origin, e.g. `https://ops.example.com` (the link is `BASE/signin/<token>`). */
+  baseUrl: string;
+}
+
+export interface SigninLink {
+  url: string;
+  workspace_id: string;
+  member_id: string;
+  next: string;
+  expires_at: number;
+}
+
+/** Mints a one-time link (256-bit random token, only its SHA-256 stored) valid for 15 minutes. */
+export async function createSigninLink(db: Database, clock: Clock, request: SigninLinkRequest): Promise<SigninLink> {
+  const next = request.next ?? '/dashboard';
+  if (!isLocalPath(next)) throw new SigninError(`--next must be a path on this service starting with a single "/" (got "${next}")`);
+  let base: URL;
+  try {
+    base = new URL(request.baseUrl);
+  } catch {
+    throw new SigninError(`--base-url must be an absolute http(s) URL (got "${request.baseUrl}")`);
+  }
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new SigninError(`--base-url must be http or https (got "${request.baseUrl}")`);
+  const member = await findMemberForSignin(db.sql, request.memberId);
+  if (!member || member.workspace_id !== request.workspaceId) throw new SigninError(`no member ${request.memberId} in workspace ${request.workspaceId}`);
+  if (member.disabled_at !== null) throw new SigninError(`member ${request.memberId} is disabled`);
+  const token = crypto.randomBytes(32).toString('base64url');
+  const now = clock.now();
+  const expiresAt = now + LINK_TTL_MS;
+  await insertSigninLink(db.sql, { token_hash: sha256Hex(token), workspace_id: member.workspace_id, member_id: member.id, next, created_at: now, expires_at: expiresAt });
+  const prefix = base.pathname.replace(/\/+$/, '');
+  return { url: `${base.origin}${prefix}/signin/${token}`, workspace_id: member.workspace_id, member_id: member.id, next, expires_at: expiresAt };
+}
+
+export type SigninOutcome =
+  | { ok: true; sessionToken: string; sessionId: string; next: string; expiresAt: number }
+  | { ok: false; status: 404 | 410 };
+
+/**
+ * Uses a link: marks it used (one statement, so only one of two concurrent uses wins) and starts a
+ * session for its member, in one transaction. Unknown token: 404; used, expired, or its member
+ * disabled since: 410.
+ */
+export async function useSigninLink(db: Database, clock: Clock, token: string): Promise<SigninOutcome> {
+  if (!LINK_TOKEN.test(token)) return { ok: false, status: 404 };
+  const hash = sha256Hex(token);
+  const now = clock.now();
+  return db.tx(async (sql): Promise<SigninOutcome> => {
+    const link = await consumeSigninLink(sql, hash, now);
+    if (!link) return { ok: false, status: (await findSigninLink(sql, hash)) ? 410 : 404 };
+    const member = await findMemberForSignin(sql, link.member_id);
+    if (!member || member.disabled_at !== null) return { ok: false, status: 410 };
+    const { sessionId, secret, secretHash } = newSessionSecret();
+    const expiresAt = now + SESSION_TTL_MS;
+    await insertSession(sql, {
+      id: sessionId,
+      secret_hash: secretHash,
+      workspace_id: member.workspace_id,
+      member_id: member.id,
+      auth_version: Number(member.auth_version),
+      created_at: now,
+      expires_at: expiresAt,
+    });
+    return { ok: true, sessionToken: secret, sessionId, next: link.next, expiresAt };
+  });
+}
+
+/** Ends one session, or all of a member's sessions; they are refused from their next request on. */
+export async function revokeSession(db: Database, clock: Clock, by: { id: string } | { memberId: string }): Promise<{ revoked: number }> {
+  return { revoked: await revokeSessions(db.sql, by, clock.now()) };
+}
+
+/** The `wso_session` cookie value of a request, if any. */
+export function sessionCookie(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/** Whether the request reached the service over https (directly, or as told by a TLS-terminating proxy). */
+function isHttps(req: Request): boolean {
+  const forwarded = req.headers['x-forwarded-proto'];
+  return req.secure || (typeof forwarded === 'string' && forwarded.split(',')[0]!.trim() === 'https');
+}
+
+/**
+ * Cookie-authenticated requests with an `Origin` header must come from the service's own origin
+ * (compared by host, so a TLS-terminating proxy in front does not matter); throws 403 otherwise.
+ */
+export function checkOrigin(req: Request): void {
+  const origin = req.headers.origin;
+  if (origin === undefined) return;
+  let host: string | null = null;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    host = null;
+  }
+  if (!host || host !== req.headers.host) throw new ServiceError(403, 'forbidden', 'A sign-in session may only be used from pages of this service (Origin differs).');
+}
+
+const escapeHtml = (text: string) =>
+  text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+export { escapeHtml };
+
+/** Headers of every HTML page the service serves: no caching, no framing, no inline script, no referrer. */
+export function pageHeaders(res: Response): void {
+  res.setHeader('Content-Type', 'text/html; charset=utf-8');
+  res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('Referrer-Policy', 'no-referrer');
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.setHeader('X-Frame-Options', 'DENY');
+  res.setHeader(
+    'Content-Security-Policy',
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  );
+}
+
+/** A small stand-alone HTML page (errors and notices); `body` is plain text, escaped here. */
+export function plainPage(res: Response, status: number, title: string, paragraphs: string[]): void {
+  pageHeaders(res);
+  res.status(status).send(
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
+      `<title>${escapeHtml(title)}</title><link rel="stylesheet" href="/dashboard/assets/page.css"></head>` +
+      `<body class="notice"><main><h1>${escapeHtml(title)}</h1>${paragraphs.map((p) => `<p>${escapeHtml(p)}</p>`).join('')}</main></body></html>`,
+  );
+}
+
+export const HOW_TO_SIGN_IN =
+  'Ask an operator for a new sign-in link: npm run admin -- signin-link --workspace <workspace id> --member <member id> --next "/dashboard" (links work once, for 15 minutes).';
+
+/**
+ * The member session of a page request, or null after answering with a 401 page that says how to get
+ * a sign-in link (429 when the session's budget is spent).
+ */
+export async function pageSession(credentials: CredentialStore, req: Request, res: Response): Promise<Credential | null> {
+  const token = sessionCookie(req.headers.cookie);
+  try {
+    if (token === undefined) throw new ServiceError(401, 'invalid_key', 'no session');
+    return await credentials.authenticateSession(token);
+  } catch (err) {
+    if (!(err instanceof ServiceError)) throw err;
+    if (err.status === 429) {
+      res.setHeader('Retry-After', err.headers['Retry-After'] ?? '1');
+      plainPage(res, 429, 'Too many requests', ['Wait a moment and reload the page.']);
+    } else {
+      plainPage(res, 401, 'Sign-in needed', [
+        token === undefined ? 'This page needs a sign-in session.' : 'Your sign-in session has expired or was ended.',
+        HOW_TO_SIGN_IN,
+      ]);
+    }
+    return null;
+  }
+}
+
+/** `GET /signin/<token>` (opens a session and redirects) and `POST /signout`. */
+export function signinRoutes(options: { db: Database; clock: Clock; logger: Logger; credentials: CredentialStore }): express.Router {
+  const { db, clock, logger, credentials } = options;
+  const router = express.Router();
+  router.get('/signin/:token', async (req: Request<{ token: string }>, res: Response) => {
+    let outcome: SigninOutcome;
+    try {
+      outcome = await useSigninLink(db, clock, req.params.token);
+    } catch (err) {
+      // The token is in the URL; log neither.
+      logger.error({ err }, 'sign-in failed');
+      plainPage(res, 500, 'Sign-in failed', ['Something went wrong on our side. Try the link again in a moment.']);
+      return;
+    }
+    if (!outcome.ok) {
+      plainPage(
+        res,
+        outcome.status,
+        outcome.status === 410 ? 'This sign-in link can no longer be used' : 'Unknown sign-in link',
+        [
+          outcome.status === 410
+            ? 'Sign-in links work once and for 15 minutes. This one was already used or has expired.'
+            : 'This sign-in link does not exist. Check that it was copied completely.',
+          HOW_TO_SIGN_IN,
+        ],
+      );
+      return;
+    }
+    const maxAge = Math.floor(SESSION_TTL_MS / 1000);
+    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=${outcome.sessionToken}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Strict${isHttps(req) ? '; Secure' : ''}`);
+    res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('Referrer-Policy', 'no-referrer');
+    // Checked again: the link row holds what the CLI validated, but a redirect must never leave the origin.
+    res.redirect(303, isLocalPath(outcome.next) ? outcome.next : '/dashboard');
+  });
+  router.post('/signout', async (req: Request, res: Response) => {
+    const token = sessionCookie(req.headers.cookie);
+    try {
+      checkOrigin(req);
+    } catch {
+      plainPage(res, 403, 'Not signed out', ['Sign out from a page of this service.']);
+      return;
+    }
+    if (token) {
+      // Only the holder of the session secret may end it; the next request of the session is refused.
+      const session = await credentials.authenticateSession(token).catch(() => null);
+      if (session) await revokeSession(db, clock, { id: session.keyId });
+    }
+    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict${isHttps(req) ? '; Secure' : ''}`);
+    plainPage(res, 200, 'Signed out', ['Your sign-in session has ended. ' + HOW_TO_SIGN_IN]);
+  });
+  return router;
+}

@@ -1,0 +1,297 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { createClient } from '../generated/client.ts';
+import { disableMember, revokeKey } from '../server/admin.ts';
+import { ingestEvents, normalizeEvent } from '../server/analytics.ts';
+import { redactUrl } from '../server/logger.ts';
+import { createSigninLink, isLocalPath, revokeSession, SigninError } from '../server/signin.ts';
+import { acme, createPipeline } from './support/fixtures.ts';
+import { forEachDatabase, type TestService } from './support/service.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const MIN = 60_000;
+const HOUR = 3_600_000;
+
+const originOf = (svc: TestService) => svc.baseUrl.replace(/\/v1$/, '');
+
+async function link(svc: TestService, ws: { workspace_id: string; members: Record<string, string> }, member = 'olga', next?: string) {
+  return createSigninLink(svc.db, svc.clock, { workspaceId: ws.workspace_id, memberId: ws.members[member]!, baseUrl: originOf(svc), ...(next ? { next } : {}) });
+}
+
+/** Opens a link without following the redirect; returns the status, location, Set-Cookie and body. */
+async function open(url: string, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { redirect: 'manual', headers });
+  return { status: res.status, location: res.headers.get('location'), cookies: res.headers.getSetCookie(), body: await res.text(), headers: res.headers };
+}
+
+/** Signs in through a fresh link and returns the `wso_session=...` cookie pair. */
+async function signIn(svc: TestService, ws: { workspace_id: string; members: Record<string, string> }, member = 'olga'): Promise<string> {
+  const res = await open((await link(svc, ws, member)).url);
+  assert.equal(res.status, 303, res.body);
+  return res.cookies[0]!.split(';')[0]!;
+}
+
+function call(svc: TestService, operation: string, cookie: string, body: unknown = {}, headers: Record<string, string> = {}) {
+  return svc.post(operation, body, { Cookie: cookie, ...headers });
+}
+
+forEachDatabase('sign-in links and member sessions', (svc) => {
+  it('opens a session once: 303 to next with a strict, HttpOnly cookie; the second use is 410', async () => {
+    const ws = await svc().apply(acme());
+    const minted = await link(svc(), ws, 'olga', `/dashboard?site=${ws.bundles.docs}`);
+    assert.match(minted.url, new RegExp(`^${originOf(svc())}/signin/[A-Za-z0-9_-]{43}$`));
+    assert.equal(minted.expires_at, svc().clock.now() + 15 * MIN);
+    const first = await open(minted.url);
+    assert.equal(first.status, 303);
+    assert.equal(first.location, `/dashboard?site=${ws.bundles.docs}`);
+    assert.equal(first.cookies.length, 1);
+    const [pair, ...flags] = first.cookies[0]!.split(/;\s*/);
+    assert.match(pair!, /^wso_session=wss_[0-9a-z]{24}_[A-Za-z0-9_-]{43}$/);
+    assert.deepEqual(flags.sort(), ['HttpOnly', 'Max-Age=43200', 'Path=/', 'SameSite=Strict']);
+    assert.equal(first.headers.get('cache-control'), 'no-store');
+    assert.equal(first.headers.get('referrer-policy'), 'no-referrer');
+
+    const second = await open(minted.url);
+    assert.equal(second.status, 410);
+    assert.match(second.headers.get('content-type')!, /^text\/html/);
+    assert.match(second.body, /already used or has expired/);
+    assert.match(second.body, /signin-link/);
+    assert.equal(second.cookies.length, 0);
+  });
+
+  it('marks the cookie Secure when the request came over https (a TLS-terminating proxy says so)', async () => {
+    const ws = await svc().apply(acme());
+    const res = await open((await link(svc(), ws)).url, { 'X-Forwarded-Proto': 'https' });
+    assert.equal(res.status, 303);
+    assert.match(res.cookies[0]!, /; Secure$/);
+  });
+
+  it('lets exactly one of two simultaneous uses of a link through', async () => {
+    const ws = await svc().apply(acme());
+    const { url } = await link(svc(), ws);
+    const results = await Promise.all([open(url), open(url), open(url)]);
+    assert.deepEqual(results.map((r) => r.status).sort(), [303, 410, 410]);
+  });
+
+  it('expires a link after 15 minutes (410); unknown or malformed tokens are 404', async () => {
+    const ws = await svc().apply(acme());
+    const early = await link(svc(), ws);
+    const late = await link(svc(), ws);
+    svc().clock.advance(15 * MIN - 1);
+    assert.equal((await open(early.url)).status, 303, 'still valid 1 ms before expiry');
+    svc().clock.advance(1);
+    const expired = await open(late.url);
+    assert.equal(expired.status, 410);
+    assert.match(expired.body, /15 minutes/);
+    const unknown = await open(`${originOf(svc())}/signin/${'A'.repeat(43)}`);
+    assert.equal(unknown.status, 404);
+    assert.match(unknown.body, /does not exist/);
+    assert.match(unknown.body, /signin-link/);
+    assert.equal((await open(`${originOf(svc())}/signin/short`)).status, 404);
+  });
+
+  it('refuses links for unknown, foreign or disabled members and next paths that leave the service', async () => {
+    const ws = await svc().apply(acme());
+    const other = await svc().apply(acme());
+    const base = { workspaceId: ws.workspace_id, baseUrl: originOf(svc()) };
+    await assert.rejects(createSigninLink(svc().db, svc().clock, { ...base, memberId: 'mb_nobody' }), SigninError);
+    await assert.rejects(createSigninLink(svc().db, svc().clock, { ...base, memberId: other.members.olga! }), /no member/);
+    await assert.rejects(createSigninLink(svc().db, svc().clock, { ...base, memberId: ws.members.max! }), /disabled/);
+    for (const next of ['//evil.example/', 'https://evil.example/', '/\\evil.example', 'dashboard', '/a b', '/x\n']) {
+      assert.equal(isLocalPath(next), false, next);
+      await assert.rejects(createSigninLink(svc().db, svc().clock, { ...base, memberId: ws.members.olga!, next }), /--next/);
+    }
+    for (const next of ['/', '/dashboard', '/dashboard?site=bn_1&days=7', '/approve/wh_1#top']) assert.equal(isLocalPath(next), true, next);
+    await assert.rejects(createSigninLink(svc().db, svc().clock, { ...base, memberId: ws.members.olga!, baseUrl: 'ftp://x' }), /--base-url/);
+  });
+
+  it("reads analytics and the workspace's sites through /v1 with the cookie, via the generated client without a key", async () => {
+    const ws = await svc().apply(acme());
+    const bundle = ws.bundles.docs!;
+    const now = svc().clock.now();
+    await ingestEvents(svc().db, [
+      normalizeEvent(bundle, { type: 'pageview', ts: now - 2 * MIN, visitor: 'v1', path: '/' }),
+      normalizeEvent(bundle, { type: 'pageview', ts: now - 1 * MIN, visitor: 'v1', path: '/pricing' }),
+      normalizeEvent(bundle, { type: 'pageview', ts: now - 1 * MIN, visitor: 'v2', path: '/' }),
+    ]);
+    const cookie = await signIn(svc(), ws);
+    const api = createClient({ baseUrl: svc().baseUrl, headers: { Cookie: cookie } });
+    const summary = await api.analytics.GetSiteAnalyticsSummary({ bundle_id: bundle });
+    assert.equal(summary.response.status, 200, JSON.stringify(summary.error));
+    assert.equal(summary.data!.pageviews, 3);
+    assert.equal(summary.data!.visitors, 2);
+    assert.equal(summary.data!.sessions, 2);
+    assert.equal((await api.analytics.GetSiteAnalyticsRealtime({ bundle_id: bundle })).data!.visitors, 2);
+    assert.deepEqual((await api.workspace.ListBundles({})).data!.items.map((b) => b.content_id), [bundle]);
+    // Discovery lists what a session may call; delegation lists only the member itself.
+    assert.deepEqual((await api.listOperations()).data!.items.map((o) => o.id), [
+      'analytics.GetSiteAnalyticsBreakdown',
+      'analytics.GetSiteAnalyticsRealtime',
+      'analytics.GetSiteAnalyticsSummary',
+      'analytics.GetWorkspaceAnalyticsSummary',
+      'workspace.ListApps',
+      'workspace.ListBundles',
+    ]);
+    assert.deepEqual((await api.listDelegationMembers()).data!.items, [{ id: ws.members.olga!, name: 'Olga Owner' }]);
+    // Service-Act-As is not needed; naming the member itself is harmless.
+    assert.equal((await call(svc(), 'workspace.ListBundles', cookie, {}, { 'Service-Act-As': ws.members.olga! })).status, 200);
+  });
+
+  it('may not call commands, other namespaces or act for another member (403)', async () => {
+    const ws = await svc().apply(acme());
+    const cookie = await signIn(svc(), ws);
+    const list = await call(svc(), 'customers.ListSalesPipelines', cookie);
+    assert.equal(list.status, 403);
+    assert.equal(list.body.error, 'forbidden');
+    assert.match(list.body.message, /query operations of the analytics and workspace namespaces/);
+    const create = await call(svc(), 'customers.CreateSalesPipeline', cookie, createPipeline(), { 'Idempotency-Key': crypto.randomUUID() });
+    assert.equal(create.status, 403);
+    const other = await call(svc(), 'workspace.ListBundles', cookie, {}, { 'Service-Act-As': ws.members.ada! });
+    assert.equal(other.status, 403);
+    // The API key path is unchanged: an Authorization header wins over the cookie.
+    const withKey = await call(svc(), 'customers.ListSalesPipelines', cookie, {}, { Authorization: `Bearer ${ws.keys.ci!.secret}` });
+    assert.equal(withKey.status, 200);
+  });
+
+  it('ends the session when the member is disabled, the auth version changes, it is revoked or 12 h pass (401)', async () => {
+    const ws = await svc().apply(acme());
+    const ada = await signIn(svc(), ws, 'ada');
+    const olga = await signIn(svc(), ws, 'olga');
+    assert.equal((await call(svc(), 'workspace.ListBundles', ada)).status, 200);
+    await disableMember(svc().db, svc().clock, ws.members.ada!);
+    const refused = await call(svc(), 'workspace.ListBundles', ada);
+    assert.equal(refused.status, 401);
+    assert.equal(refused.body.error, 'invalid_key');
+    assert.match(refused.body.message, /sign-in link/);
+    // Disabling Ada changed the workspace's auth version: Olga signs in again.
+    assert.equal((await call(svc(), 'workspace.ListBundles', olga)).status, 401);
+    const again = await signIn(svc(), ws, 'olga');
+    assert.equal((await call(svc(), 'workspace.ListBundles', again)).status, 200);
+    await revokeKey(svc().db, svc().clock, ws.keys.reader!.id);
+    assert.equal((await call(svc(), 'workspace.ListBundles', again)).status, 401, 'any auth change ends sessions');
+
+    const fresh = await signIn(svc(), ws, 'olga');
+    const sessionId = `ss_${/^wso_session=wss_([0-9a-z]{24})_/.exec(fresh)![1]}`;
+    assert.deepEqual(await revokeSession(svc().db, svc().clock, { id: sessionId }), { revoked: 1 });
+    assert.equal((await call(svc(), 'workspace.ListBundles', fresh)).status, 401);
+
+    const timed = await signIn(svc(), ws, 'olga');
+    svc().clock.advance(12 * HOUR - 1);
+    assert.equal((await call(svc(), 'workspace.ListBundles', timed)).status, 200);
+    svc().clock.advance(1);
+    assert.equal((await call(svc(), 'workspace.ListBundles', timed)).status, 401);
+    // A forged secret for a live session id is refused too.
+    const live = await signIn(svc(), ws, 'olga');
+    const forged = live.slice(0, -4) + (live.endsWith('AAAA') ? 'BBBB' : 'AAAA');
+    assert.equal((await call(svc(), 'workspace.ListBundles', forged)).status, 401);
+    assert.equal((await call(svc(), 'workspace.ListBundles', live)).status, 200);
+  });
+
+  it('refuses cookie requests from a foreign Origin (403) and accepts its own', async () => {
+    const ws = await svc().apply(acme());
+    const cookie = await signIn(svc(), ws);
+    const foreign = await call(svc(), 'workspace.ListBundles', cookie, {}, { Origin: 'https://evil.example' });
+    assert.equal(foreign.status, 403);
+    assert.match(foreign.body.message, /Origin/);
+    assert.equal((await call(svc(), 'workspace.ListBundles', cookie, {}, { Origin: 'null' })).status, 403);
+    assert.equal((await call(svc(), 'workspace.ListBundles', cookie, {}, { Origin: originOf(svc()) })).status, 200);
+    // Keys are not browser credentials: Origin does not matter to them.
+    assert.equal((await svc().post('workspace.ListBundles', {}, { Authorization: `Bearer ${ws.keys.ci!.secret}`, Origin: 'https://evil.example' })).status, 200);
+  });
+
+  it('serves the dashboard only with a session (401 page saying how to get a link); sign-out ends the session', async () => {
+    const ws = await svc().apply(acme());
+    const anonymous = await fetch(`${originOf(svc())}/dashboard`);
+    assert.equal(anonymous.status, 401);
+    const page = await anonymous.text();
+    assert.match(page, /npm run admin -- signin-link/);
+    const cookie = await signIn(svc(), ws);
+    const dash = await fetch(`${originOf(svc())}/dashboard?site=${ws.bundles.docs}`, { headers: { Cookie: cookie } });
+    assert.equal(dash.status, 200);
+    assert.match(dash.headers.get('content-security-policy')!, /script-src 'self'/);
+    assert.match(await dash.text(), /data-member="Olga Owner"/);
+    const out = await fetch(`${originOf(svc())}/signout`, { method: 'POST', headers: { Cookie: cookie, Origin: originOf(svc()) } });
+    assert.equal(out.status, 200);
+    assert.match(out.headers.getSetCookie()[0]!, /^wso_session=; Path=\/; Max-Age=0/);
+    assert.equal((await call(svc(), 'workspace.ListBundles', cookie)).status, 401);
+  });
+
+  it('keeps link tokens and session secrets out of the logs', async () => {
+    const ws = await svc().apply(acme());
+    const { url } = await link(svc(), ws);
+    const token = url.slice(url.lastIndexOf('/') + 1);
+    const res = await open(url);
+    const secret = res.cookies[0]!.split(';')[0]!.slice('wso_session='.length);
+    await call(svc(), 'workspace.ListBundles', `wso_session=${secret}`);
+    await open(url);
+    await open(url.replace('/signin/', '/SIGNIN/'));
+    const logs = svc().logs();
+    assert.ok(!logs.includes(token), 'a sign-in token reached the logs');
+    assert.ok(!logs.includes(secret.slice(secret.lastIndexOf('_') + 1)), 'a session secret reached the logs');
+    const lines = logs.trim().split('\n').map((l) => JSON.parse(l));
+    assert.ok(lines.some((l) => l.req?.url === '/signin/[redacted]' && l.res.statusCode === 303));
+    const sessionId = `ss_${secret.slice(4, 28)}`;
+    assert.ok(lines.some((l) => l.session === sessionId && l.operation === 'workspace.ListBundles' && l.key === undefined));
+    assert.equal(redactUrl('/SignIn/abc?x=1'), '/SignIn/[redacted]');
+    assert.equal(redactUrl('//signin%2Fabc'), '//signin/[redacted]');
+    assert.equal(redactUrl('/v1/operations/x'), '/v1/operations/x');
+  });
+
+  it('prints a link from the CLI (npm run admin -- signin-link), with readable refusals', async function () {
+    this.timeout(30_000);
+    // The CLI runs on the system clock.
+    svc().clock.set(Date.now());
+    const ws = await svc().apply(acme());
+    const run = async (...args: string[]) => {
+      try {
+        const { stdout, stderr } = await promisify(execFile)(path.join(root, 'node_modules/.bin/tsx'), [path.join(root, 'scripts/admin.ts'), ...args], {
+          env: { ...process.env, DATABASE_URL: svc().databaseUrl },
+          cwd: root,
+        });
+        return { code: 0, stdout, stderr };
+      } catch (err) {
+        const e = err as { code: number; stdout: string; stderr: string };
+        return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+      }
+    };
+    const ok = await run('signin-link', '--workspace', ws.workspace_id, '--member', ws.members.bob!, '--next', `/dashboard?site=${ws.bundles.docs}`, '--base-url', originOf(svc()));
+    assert.equal(ok.code, 0, ok.stderr);
+    const printed = JSON.parse(ok.stdout) as { url: string; member_id: string; next: string };
+    assert.equal(printed.member_id, ws.members.bob);
+    assert.equal(printed.next, `/dashboard?site=${ws.bundles.docs}`);
+    const opened = await open(printed.url);
+    assert.equal(opened.status, 303);
+    assert.equal(opened.location, `/dashboard?site=${ws.bundles.docs}`);
+    const bad = await run('signin-link', '--workspace', ws.workspace_id, '--member', ws.members.bob!, '--next', '//evil.example');
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /^admin: --next must be a path on this service/);
+    const revoked = await run('session', 'revoke', '--member', ws.members.bob!);
+    assert.equal(revoked.code, 0, revoked.stderr);
+    assert.deepEqual(JSON.parse(revoked.stdout), { revoked: 1 });
+  });
+});
+
+forEachDatabase(
+  'member sessions are rate-limited like keys',
+  (svc) => {
+    it('shares the GCRA budget per session: the burst, then 429 with Retry-After', async () => {
+      const ws = await svc().apply(acme());
+      const res = await open((await link(svc(), ws)).url);
+      const cookie = res.cookies[0]!.split(';')[0]!;
+      assert.equal((await call(svc(), 'workspace.ListBundles', cookie)).status, 200);
+      assert.equal((await call(svc(), 'workspace.ListBundles', cookie)).status, 200);
+      const limited = await call(svc(), 'workspace.ListBundles', cookie);
+      assert.equal(limited.status, 429);
+      assert.equal(limited.headers.get('retry-after'), '1');
+      svc().clock.advance(1000);
+      assert.equal((await call(svc(), 'workspace.ListBundles', cookie)).status, 200);
+      // Another session of the same member has its own budget.
+      const other = await open((await link(svc(), ws)).url);
+      assert.equal((await call(svc(), 'workspace.ListBundles', other.cookies[0]!.split(';')[0]!)).status, 200);
+    });
+  },
+  { rateLimitPerSecond: 1, rateLimitBurst: 2 },
+);
