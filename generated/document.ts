@@ -6,7 +6,7 @@ export const document = {
   "info": {
     "title": "Workspace Operations API",
     "version": "1",
-    "description": "The public HTTP JSON interface of the Workspace Operations service. This document is the single\nsource of truth: types, request validation, the typed client and the operations catalogue are\ngenerated from it (`npm run generate`), and Dredd checks the running service against it.\n\n## Calling an operation\nEvery operation is `POST /v1/operations/<namespace>.<OperationName>` with a JSON object body\n(`Content-Type: application/json`; send `{}` when there is nothing to say). Bodies reject unknown\nfields. Each operation declares, as documented `x-service-*` fields (see `openapi/EXTENSIONS.md`),\nits kind (`query` reads, `command` changes state), contract version, whether it runs with\nworkspace access, whether `Service-Act-As` is required, optional or not accepted, and for record\noperations the resource type and the access it needs. `GET /v1/operations` lists what a key may\ncall.\n\n## Authentication and grants\n`Authorization: Bearer <API key>` on every request. Keys are workspace credentials created by an\noperator; the secret is shown once and stored only as a SHA-256 hash (secrets are 256-bit random,\nso a slow hash would add latency without adding safety), compared in constant time. A key holds\nexplicit grants: operations (an id such as `customers.GetSalesPipeline` or a whole namespace\n`customers.*`) and resource types with `read` and/or `write`. A call needs the operation grant and,\nfor record operations, the access named in `x-service-resource-access` on `x-service-resource`.\nA namespace grant is expanded to that namespace's operations when the key is created, so\noperations added to the catalogue later never extend an existing key. Revoking a key stops its\nnext request, in every process. A key can be replaced: the new key gets\nthe same grants and delegation and both work until the old one is revoked.\n\n## Sign-in sessions (pages served by the service)\nPeople use the service's own pages (the analytics dashboard at `/dashboard`) through a member\nsession instead of a key. An operator prints a one-time link for a member (`npm run admin --\nsignin-link --workspace ws_... --member mb_... [--next /dashboard?site=bn_...]`): it works once\nand for 15 minutes (its 256-bit token is stored only as a SHA-256 hash and never logged). Opening\nit sets the cookie `wso_session` (HttpOnly, SameSite=Strict, Path=/, Secure over https) for a\n12-hour session and redirects to `next`, which must be a path on this service. A used, expired or\nunknown link gets an HTML page (`410` / `404`) saying how to get a new one.\n\nWhen a `/v1` request has no `Authorization` header, the `wso_session` cookie is the credential.\nA session acts as its member (no `Service-Act-As` needed; naming another member is `403`) and may\ncall exactly the **query** operations (`x-service-kind: query`) of the **`analytics` and\n`workspace` namespaces** that can run as a member (`x-service-act-as` optional or required),\nincluding those added later, plus discovery (`GET /v1/operations` lists them). Every command and\nevery other namespace is `403 forbidden`. For record operations the member's role\n(`x-service-member-roles`) must also allow the declared access, and record rules apply as when a\nkey acts for that member. A session is rate-limited like a key, with its own budget. It ends\n(`401 invalid_key`) after 12 hours, when revoked (`npm run admin -- session revoke`, or the page's\nsign-out), when its member is disabled, and when anything changes the workspace's auth version\n(keys, grants, members): the next request is refused, in every process. Against cross-site\nrequests: the cookie is SameSite=Strict, operations take only `application/json` bodies, and a\ncookie-authenticated request whose `Origin` header names another host is `403 forbidden`.\n\n## Member delegation (`Service-Act-As`)\nA key may act for no member (default), selected members, or all current and future members of its\nworkspace. `GET /v1/delegation/members` lists the active members the key may name. With\n`Service-Act-As: <member id>` a request must pass both the key's grants and that member's own\npermissions (`x-service-member-roles` at the root of this document: owners and admins read and\nwrite every shared record type; members read shared sales pipelines; everyone reads and writes\ntheir own private records). Naming a member outside the key's delegation, a disabled member or a\nmember of another workspace is `403 forbidden`. Without the header the request has workspace\naccess, even on a delegating key. Private records exist only for their owner: they are visible\nonly when acting as that member and are otherwise indistinguishable from absent records.\n\n## Idempotency (`Idempotency-Key`, every command)\nModelled on Stripe and the IETF `Idempotency-Key` header draft. Commands require the header\n(1 to 200 characters; a UUID v4 is a good choice). Keys are scoped to the credential and the member\nacted for, so two keys or two members never collide. The service stores the first completed\nresponse (status and body) in the same database transaction as the change it made and replays it\nfor a retry with the same key, operation and body (the replay carries `Idempotency-Replayed:\ntrue`). The same key with a different operation or a different body is refused with `400\ninvalid_input` and has no effect. A retry that arrives while the first request is still running\ngets `409 conflict` and no second effect; retry it after a moment. Responses decided before the\noperation starts (`400` validation, `401`, `403`, `429`) are not stored, so a corrected retry may\nreuse the key; responses decided by the operation itself (`200`, `404`, `409` expected-value\nmismatch) are stored. A request that failed with `500` stored nothing and may be retried with the\nsame key. Receipts are kept at least 24 hours (`IDEMPOTENCY_RETENTION_HOURS`, default 24).\n\n## Rate limits\nRequests are limited per credential and workspace (not per member: changing `Service-Act-As` does\nnot reset them), with a generic cell-rate algorithm kept in the database so that every API process\nshares one budget: a sustained rate (`RATE_LIMIT_PER_SECOND`, default 100) and a burst\n(`RATE_LIMIT_BURST`, default 200). Past it the answer is `429 rate_limited` with `Retry-After` in\nwhole seconds; retry a command with its original `Idempotency-Key`.\n\n## Errors\nEvery error is a JSON object `{error, message}`: `400 invalid_json` (body not a JSON object, or\nContent-Type not `application/json`), `400 invalid_input` (fields, types, headers, a missing or\nmalformed `Idempotency-Key`, or an idempotency key reused for a different request), `401\ninvalid_key`, `403 forbidden`, `404 not_found` (unknown operation, or a record this credential\ncannot see), `409 conflict`, `429 rate_limited` and `500 internal_error` (no details; retry\nqueries freely, retry commands with the same idempotency key).\n\n## Records and change events\nShared records come in an envelope (`id`, `created_at`, `updated_at` in Unix milliseconds,\n`created_by`, `private`, `data`). Every committed create, update or delete of a record writes a\nchange event (`resource.created`, `resource.updated` with `changed_fields`, `resource.deleted`)\nwith a stable `evt_` id in the same transaction; a rolled-back write, or an update that changes\nnothing, writes none and leaves `updated_at` as it was. Webhook delivery reads these events.\n",
+    "description": "The public HTTP JSON interface of the Workspace Operations service. This document is the single\nsource of truth: types, request validation, the typed client and the operations catalogue are\ngenerated from it (`npm run generate`), and Dredd checks the running service against it.\n\n## Calling an operation\nEvery operation is `POST /v1/operations/<namespace>.<OperationName>` with a JSON object body\n(`Content-Type: application/json`; send `{}` when there is nothing to say). Bodies reject unknown\nfields. Each operation declares, as documented `x-service-*` fields (see `openapi/EXTENSIONS.md`),\nits kind (`query` reads, `command` changes state), contract version, whether it runs with\nworkspace access, whether `Service-Act-As` is required, optional or not accepted, and for record\noperations the resource type and the access it needs. `GET /v1/operations` lists what a key may\ncall.\n\nThe collection endpoints (`POST /v1/track`, `GET /v1/track.js`, kind `collection`) are the one\nexception: public, called by browsers with a site's publishable collect key, outside this\nconvention, the catalogue and the typed client (see `collection.Track`).\n\n## Authentication and grants\n`Authorization: Bearer <API key>` on every request. Keys are workspace credentials created by an\noperator; the secret is shown once and stored only as a SHA-256 hash (secrets are 256-bit random,\nso a slow hash would add latency without adding safety), compared in constant time. A key holds\nexplicit grants: operations (an id such as `customers.GetSalesPipeline` or a whole namespace\n`customers.*`) and resource types with `read` and/or `write`. A call needs the operation grant and,\nfor record operations, the access named in `x-service-resource-access` on `x-service-resource`.\nA namespace grant is expanded to that namespace's operations when the key is created, so\noperations added to the catalogue later never extend an existing key. Revoking a key stops its\nnext request, in every process. A key can be replaced: the new key gets\nthe same grants and delegation and both work until the old one is revoked.\n\n## Sign-in sessions (pages served by the service)\nPeople use the service's own pages (the analytics dashboard at `/dashboard`) through a member\nsession instead of a key. An operator prints a one-time link for a member (`npm run admin --\nsignin-link --workspace ws_... --member mb_... [--next /dashboard?site=bn_...]`): it works once\nand for 15 minutes (its 256-bit token is stored only as a SHA-256 hash and never logged). Opening\nit sets the cookie `wso_session` (HttpOnly, SameSite=Strict, Path=/, Secure over https) for a\n12-hour session and redirects to `next`, which must be a path on this service. A used, expired or\nunknown link gets an HTML page (`410` / `404`) saying how to get a new one.\n\nWhen a `/v1` request has no `Authorization` header, the `wso_session` cookie is the credential.\nA session acts as its member (no `Service-Act-As` needed; naming another member is `403`) and may\ncall exactly the **query** operations (`x-service-kind: query`) of the **`analytics` and\n`workspace` namespaces** that can run as a member (`x-service-act-as` optional or required),\nincluding those added later, plus discovery (`GET /v1/operations` lists them). Every command and\nevery other namespace is `403 forbidden`. For record operations the member's role\n(`x-service-member-roles`) must also allow the declared access, and record rules apply as when a\nkey acts for that member. A session is rate-limited like a key, with its own budget. It ends\n(`401 invalid_key`) after 12 hours, when revoked (`npm run admin -- session revoke`, or the page's\nsign-out), when its member is disabled, and when anything changes the workspace's auth version\n(keys, grants, members): the next request is refused, in every process. Against cross-site\nrequests: the cookie is SameSite=Strict, operations take only `application/json` bodies, and a\ncookie-authenticated request whose `Origin` header names another host is `403 forbidden`.\n\n## Member delegation (`Service-Act-As`)\nA key may act for no member (default), selected members, or all current and future members of its\nworkspace. `GET /v1/delegation/members` lists the active members the key may name. With\n`Service-Act-As: <member id>` a request must pass both the key's grants and that member's own\npermissions (`x-service-member-roles` at the root of this document: owners and admins read and\nwrite every shared record type; members read shared sales pipelines; everyone reads and writes\ntheir own private records). Naming a member outside the key's delegation, a disabled member or a\nmember of another workspace is `403 forbidden`. Without the header the request has workspace\naccess, even on a delegating key. Private records exist only for their owner: they are visible\nonly when acting as that member and are otherwise indistinguishable from absent records.\n\n## Idempotency (`Idempotency-Key`, every command)\nModelled on Stripe and the IETF `Idempotency-Key` header draft. Commands require the header\n(1 to 200 characters; a UUID v4 is a good choice). Keys are scoped to the credential and the member\nacted for, so two keys or two members never collide. The service stores the first completed\nresponse (status and body) in the same database transaction as the change it made and replays it\nfor a retry with the same key, operation and body (the replay carries `Idempotency-Replayed:\ntrue`). The same key with a different operation or a different body is refused with `400\ninvalid_input` and has no effect. A retry that arrives while the first request is still running\ngets `409 conflict` and no second effect; retry it after a moment. Responses decided before the\noperation starts (`400` validation, `401`, `403`, `429`) are not stored, so a corrected retry may\nreuse the key; responses decided by the operation itself (`200`, `404`, `409` expected-value\nmismatch) are stored. A request that failed with `500` stored nothing and may be retried with the\nsame key. Receipts are kept at least 24 hours (`IDEMPOTENCY_RETENTION_HOURS`, default 24).\n\n## Rate limits\nRequests are limited per credential and workspace (not per member: changing `Service-Act-As` does\nnot reset them), with a generic cell-rate algorithm kept in the database so that every API process\nshares one budget: a sustained rate (`RATE_LIMIT_PER_SECOND`, default 100) and a burst\n(`RATE_LIMIT_BURST`, default 200). Past it the answer is `429 rate_limited` with `Retry-After` in\nwhole seconds; retry a command with its original `Idempotency-Key`.\n\n## Errors\nEvery error is a JSON object `{error, message}`: `400 invalid_json` (body not a JSON object, or\nContent-Type not `application/json`), `400 invalid_input` (fields, types, headers, a missing or\nmalformed `Idempotency-Key`, or an idempotency key reused for a different request), `401\ninvalid_key`, `403 forbidden`, `404 not_found` (unknown operation, or a record this credential\ncannot see), `409 conflict`, `429 rate_limited`, `503 unavailable` (collection only: too many\nevents waiting) and `500 internal_error` (no details; retry queries freely, retry commands with\nthe same idempotency key).\n\n## Records and change events\nShared records come in an envelope (`id`, `created_at`, `updated_at` in Unix milliseconds,\n`created_by`, `private`, `data`). Every committed create, update or delete of a record writes a\nchange event (`resource.created`, `resource.updated` with `changed_fields`, `resource.deleted`)\nwith a stable `evt_` id in the same transaction; a rolled-back write, or an update that changes\nnothing, writes none and leaves `updated_at` as it was. Webhook delivery reads these events.\n",
     "contact": {
       "name": "Workspace Operations team"
     },
@@ -42,6 +42,10 @@ export const document = {
     {
       "name": "analytics",
       "description": "Website analytics (pageviews, visitors, sessions) of the workspace's sites."
+    },
+    {
+      "name": "collection",
+      "description": "Public traffic collection from browsers (tracker script and event endpoint), keyed by a site's publishable collect key."
     }
   ],
   "x-service-member-roles": {
@@ -1679,6 +1683,183 @@ export const document = {
           }
         }
       }
+    },
+    "/track": {
+      "post": {
+        "operationId": "collection.Track",
+        "summary": "Collect one pageview or engagement event from a browser",
+        "description": "The public collection endpoint the tracker script (`GET /v1/track.js`) calls; any site may call\nit directly. It is outside the operation-call convention: no API key (`security: []`), no\nidempotency, no rate limit per credential; the body names the site by its **publishable collect\nkey** (`pk_...`, printed by `npm run admin -- analytics collect-key --bundle ID`), which can do\nnothing but add events to that site. One event per request, as browsers send them.\n\n**Browsers.** CORS is open (`Access-Control-Allow-Origin: *`, no credentials); `OPTIONS\n/v1/track` answers the preflight with `204` (methods `POST`, header `Content-Type`, cached for a\nday). The body is JSON sent as `Content-Type: application/json` or `text/plain` (what\n`navigator.sendBeacon` sends for a string, which needs no preflight; the schema is the same);\nat most 8 KB.\n\n**Derived fields.** Time is the service clock at receipt. Path, `utm_source` and `utm_campaign`\ncome from `url`; a `referrer` on the page's own host is internal and counts as none; source is\n`utm_source`, else the referrer's host, else `Direct / None`; campaign is `utm_campaign`, else\n`(none)`. Device (`desktop`, `mobile`, `tablet`, `tv`), browser and OS are parsed from the\n`User-Agent` (bowser), `(unknown)` when not recognised. Country comes only from a trusted proxy\nheader named by the operator (`COLLECT_COUNTRY_HEADER`, e.g. `cf-ipcountry`), accepted when it is\nan ISO 3166-1 alpha-2 code, else `(unknown)`.\n\n**Privacy.** No cookies and nothing stored in the browser. The visitor is a keyed hash\n(HMAC-SHA256) of the site, the client address and the `User-Agent` under a random salt of the\nUTC day, kept in the database so every process agrees; salts are deleted 48 hours after they\nwere made, after which no stored visitor id can be linked to an address again. The address is\nnever stored or logged. It is the socket's peer, or the first address of a trusted proxy header\n(`COLLECT_CLIENT_IP_HEADER`, e.g. `x-forwarded-for`). A visitor whose session continues across\nmidnight keeps the previous day's id: when the id under yesterday's salt has an event on the\nsite less than 30 minutes ago, that id is used.\n\n**Bots.** Requests whose `User-Agent` is empty or matches the `isbot` list are answered `202`\nand not stored (after the body, key included, was found valid).\n\n**Durability.** A `202` means the event was validated and queued. Queued events are written in\nbatches (every 200 ms, or at once when 1,000 are waiting), each batch in one transaction with its\nsessions and daily rollups, so an event is never half-stored; a crash of the process loses at\nmost the events of the last ~200 ms (Plausible makes the same trade). A failed batch is retried.\nWhen more than 50,000 events are waiting (the database cannot keep up), the answer is `503`\nwith `Retry-After`; the event was not taken.\n",
+        "tags": [
+          "collection"
+        ],
+        "security": [],
+        "x-service-kind": "collection",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": false,
+        "x-service-act-as": "none",
+        "deprecated": false,
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/TrackEvent"
+              },
+              "example": {
+                "key": "pk_4f9q2w8e6r1t3y5u7i0o2p4a",
+                "type": "pageview",
+                "url": "https://docs.acme.test/pricing?utm_source=newsletter&utm_campaign=launch",
+                "referrer": "https://news.example/item?id=1"
+              }
+            }
+          }
+        },
+        "responses": {
+          "202": {
+            "description": "Accepted (queued for the next batch), or dropped because it came from a bot. No body.",
+            "headers": {
+              "Access-Control-Allow-Origin": {
+                "$ref": "#/components/headers/AllowOriginAny"
+              }
+            }
+          },
+          "400": {
+            "description": "`invalid_json`: the body is not a JSON object, or `Content-Type` is neither\n`application/json` nor `text/plain` (UTF-8). `invalid_input`: a field is missing, unknown,\nof the wrong type or out of bounds, `url` is not an absolute http(s) URL, `engaged_ms` is\nmissing on an engagement or present on a pageview. Nothing is stored.\n",
+            "headers": {
+              "Access-Control-Allow-Origin": {
+                "$ref": "#/components/headers/AllowOriginAny"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "error": "invalid_input",
+                  "message": "body.url must be an absolute http(s) URL"
+                }
+              }
+            }
+          },
+          "404": {
+            "description": "`not_found`: no site has this collect key (unknown, or replaced with `--rotate`). Nothing is stored.",
+            "headers": {
+              "Access-Control-Allow-Origin": {
+                "$ref": "#/components/headers/AllowOriginAny"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "error": "not_found",
+                  "message": "No site has this collect key."
+                }
+              }
+            }
+          },
+          "413": {
+            "description": "`invalid_input`: the body is larger than 8 KB. Nothing is stored.",
+            "headers": {
+              "Access-Control-Allow-Origin": {
+                "$ref": "#/components/headers/AllowOriginAny"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "error": "invalid_input",
+                  "message": "The body is larger than 8 KB."
+                }
+              }
+            }
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          },
+          "503": {
+            "description": "`unavailable`: too many events are waiting to be written; retry after `Retry-After` seconds. Nothing is stored.",
+            "headers": {
+              "Retry-After": {
+                "$ref": "#/components/headers/RetryAfter"
+              },
+              "Access-Control-Allow-Origin": {
+                "$ref": "#/components/headers/AllowOriginAny"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "error": "unavailable",
+                  "message": "Too many events are waiting to be written; retry after 1 s."
+                }
+              }
+            }
+          }
+        }
+      }
+    },
+    "/track.js": {
+      "get": {
+        "operationId": "collection.GetTracker",
+        "summary": "The tracker script to put on a site",
+        "description": "A small plain script (no build step, no cookies, no storage) that sends events to `POST\n/v1/track`. Put it on every page as a deferred script tag whose `src` is\n`https://<service host>/v1/track.js` and whose `data-key` attribute is the site's publishable\ncollect key (`npm run demo` and `npm run admin -- analytics collect-key` print the tag).\n\nIt reads `data-key` from its own tag and sends to `track` next to its own `src` (so it works\nbehind any path prefix). It sends a `pageview` on load and on client-side navigation\n(`history.pushState` / `replaceState` and `popstate`, only when the path changes), and an\n`engagement` with the active time on the page (counted only while the tab is visible) when the\ntab is hidden, the page is left, or before the next client-side navigation, with\n`navigator.sendBeacon` (falling back to `fetch` with `keepalive`). Public (`security: []`),\nCORS-open, cached for an hour with an `ETag` (`If-None-Match` answers `304`).\n",
+        "tags": [
+          "collection"
+        ],
+        "security": [],
+        "x-service-kind": "collection",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": false,
+        "x-service-act-as": "none",
+        "deprecated": false,
+        "responses": {
+          "200": {
+            "description": "The script.",
+            "headers": {
+              "Access-Control-Allow-Origin": {
+                "$ref": "#/components/headers/AllowOriginAny"
+              },
+              "Cache-Control": {
+                "description": "Cached for an hour.",
+                "required": true,
+                "schema": {
+                  "type": "string",
+                  "enum": [
+                    "public, max-age=3600"
+                  ]
+                }
+              },
+              "ETag": {
+                "description": "Version of the script; send it back as `If-None-Match`.",
+                "required": true,
+                "schema": {
+                  "type": "string"
+                }
+              }
+            },
+            "content": {
+              "text/javascript": {
+                "schema": {
+                  "type": "string"
+                }
+              }
+            }
+          },
+          "304": {
+            "description": "Not modified (the `If-None-Match` ETag is current). No body."
+          }
+        }
+      }
     }
   },
   "components": {
@@ -1774,6 +1955,7 @@ export const document = {
               "not_found",
               "conflict",
               "rate_limited",
+              "unavailable",
               "internal_error"
             ]
           },
@@ -2333,6 +2515,56 @@ export const document = {
             "description": "Active time / pageviews of this row (for `entry_page`, of the sessions landing there), rounded; 0 when none."
           }
         }
+      },
+      "TrackEvent": {
+        "type": "object",
+        "description": "One event as a browser sends it to `POST /v1/track` (the tracker script sends exactly this). The\nservice derives everything else: time (its own clock at receipt), visitor, path, source, campaign,\nreferrer, country, device, browser and OS.\n",
+        "additionalProperties": false,
+        "required": [
+          "key",
+          "type",
+          "url"
+        ],
+        "properties": {
+          "key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 100,
+            "description": "The site's publishable collect key (`pk_...`). It can do nothing but send events."
+          },
+          "type": {
+            "type": "string",
+            "enum": [
+              "pageview",
+              "engagement"
+            ],
+            "description": "`pageview` when a page is shown; `engagement` with the active time spent on it."
+          },
+          "url": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 2000,
+            "description": "The page's absolute `http(s)` URL (`location.href`). Its path (URL-encoded, without query or\nfragment) is the event's page; `utm_source` and `utm_campaign` of its query are the source and\ncampaign.\n"
+          },
+          "referrer": {
+            "type": "string",
+            "nullable": true,
+            "maxLength": 2000,
+            "description": "`document.referrer` of the page. A referrer on the page's own host is internal and counts as\nnone (`Direct / None`).\n"
+          },
+          "engaged_ms": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 86400000,
+            "description": "Active time on the page (tab visible) in ms. Required for `engagement`, refused on `pageview`."
+          }
+        },
+        "example": {
+          "key": "pk_4f9q2w8e6r1t3y5u7i0o2p4a",
+          "type": "pageview",
+          "url": "https://docs.acme.test/pricing?utm_source=newsletter&utm_campaign=launch",
+          "referrer": "https://news.example/item?id=1"
+        }
       }
     },
     "responses": {
@@ -2455,6 +2687,16 @@ export const document = {
           "type": "string",
           "enum": [
             "true"
+          ]
+        }
+      },
+      "AllowOriginAny": {
+        "description": "CORS: any site may call the collection endpoints (no credentials are involved).",
+        "required": true,
+        "schema": {
+          "type": "string",
+          "enum": [
+            "*"
           ]
         }
       }

@@ -476,6 +476,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/track": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Collect one pageview or engagement event from a browser
+         * @description The public collection endpoint the tracker script (`GET /v1/track.js`) calls; any site may call
+         *     it directly. It is outside the operation-call convention: no API key (`security: []`), no
+         *     idempotency, no rate limit per credential; the body names the site by its **publishable collect
+         *     key** (`pk_...`, printed by `npm run admin -- analytics collect-key --bundle ID`), which can do
+         *     nothing but add events to that site. One event per request, as browsers send them.
+         *
+         *     **Browsers.** CORS is open (`Access-Control-Allow-Origin: *`, no credentials); `OPTIONS
+         *     /v1/track` answers the preflight with `204` (methods `POST`, header `Content-Type`, cached for a
+         *     day). The body is JSON sent as `Content-Type: application/json` or `text/plain` (what
+         *     `navigator.sendBeacon` sends for a string, which needs no preflight; the schema is the same);
+         *     at most 8 KB.
+         *
+         *     **Derived fields.** Time is the service clock at receipt. Path, `utm_source` and `utm_campaign`
+         *     come from `url`; a `referrer` on the page's own host is internal and counts as none; source is
+         *     `utm_source`, else the referrer's host, else `Direct / None`; campaign is `utm_campaign`, else
+         *     `(none)`. Device (`desktop`, `mobile`, `tablet`, `tv`), browser and OS are parsed from the
+         *     `User-Agent` (bowser), `(unknown)` when not recognised. Country comes only from a trusted proxy
+         *     header named by the operator (`COLLECT_COUNTRY_HEADER`, e.g. `cf-ipcountry`), accepted when it is
+         *     an ISO 3166-1 alpha-2 code, else `(unknown)`.
+         *
+         *     **Privacy.** No cookies and nothing stored in the browser. The visitor is a keyed hash
+         *     (HMAC-SHA256) of the site, the client address and the `User-Agent` under a random salt of the
+         *     UTC day, kept in the database so every process agrees; salts are deleted 48 hours after they
+         *     were made, after which no stored visitor id can be linked to an address again. The address is
+         *     never stored or logged. It is the socket's peer, or the first address of a trusted proxy header
+         *     (`COLLECT_CLIENT_IP_HEADER`, e.g. `x-forwarded-for`). A visitor whose session continues across
+         *     midnight keeps the previous day's id: when the id under yesterday's salt has an event on the
+         *     site less than 30 minutes ago, that id is used.
+         *
+         *     **Bots.** Requests whose `User-Agent` is empty or matches the `isbot` list are answered `202`
+         *     and not stored (after the body, key included, was found valid).
+         *
+         *     **Durability.** A `202` means the event was validated and queued. Queued events are written in
+         *     batches (every 200 ms, or at once when 1,000 are waiting), each batch in one transaction with its
+         *     sessions and daily rollups, so an event is never half-stored; a crash of the process loses at
+         *     most the events of the last ~200 ms (Plausible makes the same trade). A failed batch is retried.
+         *     When more than 50,000 events are waiting (the database cannot keep up), the answer is `503`
+         *     with `Retry-After`; the event was not taken.
+         */
+        post: operations["collection.Track"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/track.js": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tracker script to put on a site
+         * @description A small plain script (no build step, no cookies, no storage) that sends events to `POST
+         *     /v1/track`. Put it on every page as a deferred script tag whose `src` is
+         *     `https://<service host>/v1/track.js` and whose `data-key` attribute is the site's publishable
+         *     collect key (`npm run demo` and `npm run admin -- analytics collect-key` print the tag).
+         *
+         *     It reads `data-key` from its own tag and sends to `track` next to its own `src` (so it works
+         *     behind any path prefix). It sends a `pageview` on load and on client-side navigation
+         *     (`history.pushState` / `replaceState` and `popstate`, only when the path changes), and an
+         *     `engagement` with the active time on the page (counted only while the tab is visible) when the
+         *     tab is hidden, the page is left, or before the next client-side navigation, with
+         *     `navigator.sendBeacon` (falling back to `fetch` with `keepalive`). Public (`security: []`),
+         *     CORS-open, cached for an hour with an `ETag` (`If-None-Match` answers `304`).
+         */
+        get: operations["collection.GetTracker"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -513,7 +601,7 @@ export interface components {
              * @description Machine-readable error code.
              * @enum {string}
              */
-            error: "invalid_json" | "invalid_input" | "invalid_key" | "forbidden" | "not_found" | "conflict" | "rate_limited" | "internal_error";
+            error: "invalid_json" | "invalid_input" | "invalid_key" | "forbidden" | "not_found" | "conflict" | "rate_limited" | "unavailable" | "internal_error";
             /** @description Human-readable explanation; never contains secrets or stack traces. */
             message: string;
         };
@@ -806,6 +894,39 @@ export interface components {
             /** @description Active time / pageviews of this row (for `entry_page`, of the sessions landing there), rounded; 0 when none. */
             avg_engagement_ms: number;
         };
+        /**
+         * @description One event as a browser sends it to `POST /v1/track` (the tracker script sends exactly this). The
+         *     service derives everything else: time (its own clock at receipt), visitor, path, source, campaign,
+         *     referrer, country, device, browser and OS.
+         * @example {
+         *       "key": "pk_4f9q2w8e6r1t3y5u7i0o2p4a",
+         *       "type": "pageview",
+         *       "url": "https://docs.acme.test/pricing?utm_source=newsletter&utm_campaign=launch",
+         *       "referrer": "https://news.example/item?id=1"
+         *     }
+         */
+        TrackEvent: {
+            /** @description The site's publishable collect key (`pk_...`). It can do nothing but send events. */
+            key: string;
+            /**
+             * @description `pageview` when a page is shown; `engagement` with the active time spent on it.
+             * @enum {string}
+             */
+            type: "pageview" | "engagement";
+            /**
+             * @description The page's absolute `http(s)` URL (`location.href`). Its path (URL-encoded, without query or
+             *     fragment) is the event's page; `utm_source` and `utm_campaign` of its query are the source and
+             *     campaign.
+             */
+            url: string;
+            /**
+             * @description `document.referrer` of the page. A referrer on the page's own host is internal and counts as
+             *     none (`Direct / None`).
+             */
+            referrer?: string | null;
+            /** @description Active time on the page (tab visible) in ms. Required for `engagement`, refused on `pageview`. */
+            engaged_ms?: number;
+        };
     };
     responses: {
         /**
@@ -938,6 +1059,8 @@ export interface components {
         RetryAfter: number;
         /** @description `true` when this response is the stored answer to an earlier request with the same `Idempotency-Key`. */
         IdempotencyReplayed: "true";
+        /** @description CORS: any site may call the collection endpoints (no credentials are involved). */
+        AllowOriginAny: "*";
     };
     pathItems: never;
 }
@@ -1881,6 +2004,140 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
+        };
+    };
+    "collection.Track": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "key": "pk_4f9q2w8e6r1t3y5u7i0o2p4a",
+                 *       "type": "pageview",
+                 *       "url": "https://docs.acme.test/pricing?utm_source=newsletter&utm_campaign=launch",
+                 *       "referrer": "https://news.example/item?id=1"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TrackEvent"];
+            };
+        };
+        responses: {
+            /** @description Accepted (queued for the next batch), or dropped because it came from a bot. No body. */
+            202: {
+                headers: {
+                    "Access-Control-Allow-Origin": components["headers"]["AllowOriginAny"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /**
+             * @description `invalid_json`: the body is not a JSON object, or `Content-Type` is neither
+             *     `application/json` nor `text/plain` (UTF-8). `invalid_input`: a field is missing, unknown,
+             *     of the wrong type or out of bounds, `url` is not an absolute http(s) URL, `engaged_ms` is
+             *     missing on an engagement or present on a pageview. Nothing is stored.
+             */
+            400: {
+                headers: {
+                    "Access-Control-Allow-Origin": components["headers"]["AllowOriginAny"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "invalid_input",
+                     *       "message": "body.url must be an absolute http(s) URL"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: no site has this collect key (unknown, or replaced with `--rotate`). Nothing is stored. */
+            404: {
+                headers: {
+                    "Access-Control-Allow-Origin": components["headers"]["AllowOriginAny"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "not_found",
+                     *       "message": "No site has this collect key."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_input`: the body is larger than 8 KB. Nothing is stored. */
+            413: {
+                headers: {
+                    "Access-Control-Allow-Origin": components["headers"]["AllowOriginAny"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "invalid_input",
+                     *       "message": "The body is larger than 8 KB."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["ServerError"];
+            /** @description `unavailable`: too many events are waiting to be written; retry after `Retry-After` seconds. Nothing is stored. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "Access-Control-Allow-Origin": components["headers"]["AllowOriginAny"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unavailable",
+                     *       "message": "Too many events are waiting to be written; retry after 1 s."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "collection.GetTracker": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The script. */
+            200: {
+                headers: {
+                    "Access-Control-Allow-Origin": components["headers"]["AllowOriginAny"];
+                    /** @description Cached for an hour. */
+                    "Cache-Control": "public, max-age=3600";
+                    /** @description Version of the script; send it back as `If-None-Match`. */
+                    ETag: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/javascript": string;
+                };
+            };
+            /** @description Not modified (the `If-None-Match` ETag is current). No body. */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }

@@ -60,6 +60,24 @@ function headerParams(doc: JsonObject, op: JsonObject): Map<string, JsonObject> 
   return out;
 }
 
+/**
+ * Collection endpoints (x-service-kind: collection) are public and called by browsers: they must say
+ * so (`security: []`), take no credential-related parameters, and live outside /operations.
+ */
+function checkCollection(doc: JsonObject, op: JsonObject, where: string, route: string, id: string): void {
+  if (!/^collection\.[A-Z][A-Za-z]*$/.test(id)) fail(where, `a collection endpoint's operationId is collection.<Name> (got "${id}")`);
+  if (route.startsWith('/operations')) fail(where, 'collection endpoints live outside /operations');
+  if (!Array.isArray(op.security) || op.security.length !== 0) fail(where, 'a collection endpoint declares security: [] (public)');
+  if (op['x-service-contract-version'] !== 1) fail(where, 'x-service-contract-version must be 1');
+  if (op['x-service-workspace-supported'] !== false) fail(where, 'a collection endpoint has no credential: x-service-workspace-supported must be false');
+  if (op['x-service-act-as'] !== 'none') fail(where, 'a collection endpoint has no credential: x-service-act-as must be none');
+  if (op.deprecated !== false) fail(where, 'deprecated must be stated (false)');
+  for (const field of ['x-service-resource', 'x-service-resource-access', 'x-service-listed']) {
+    if (op[field] !== undefined) fail(where, `${field} does not apply to a collection endpoint`);
+  }
+  if (headerParams(doc, op).size) fail(where, 'a collection endpoint declares no header parameters (no Service-Act-As, no Idempotency-Key)');
+}
+
 /** Reads every operation, checks the x-service-* contract and returns the catalogue. */
 function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
   const entries: CatalogueEntry[] = [];
@@ -75,6 +93,10 @@ function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
       if (!isObject(op)) continue;
       const where = `${method.toUpperCase()} ${route}`;
       const id = String(op.operationId ?? '');
+      if (op['x-service-kind'] === 'collection') {
+        checkCollection(doc, op, where, route, id);
+        continue; // public browser endpoints: not in the catalogue, discovery or the typed client
+      }
       const listed = op['x-service-listed'] !== false;
       if (listed) {
         if (method !== 'post') fail(where, 'catalogued operations are called with POST');

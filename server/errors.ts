@@ -1,7 +1,7 @@
 import type { ErrorRequestHandler } from 'express';
 import type { Logger } from 'pino';
 
-export type ErrorCode = 'invalid_json' | 'invalid_input' | 'invalid_key' | 'forbidden' | 'not_found' | 'conflict' | 'rate_limited' | 'internal_error';
+export type ErrorCode = 'invalid_json' | 'invalid_input' | 'invalid_key' | 'forbidden' | 'not_found' | 'conflict' | 'rate_limited' | 'unavailable' | 'internal_error';
 
 /** An error with a documented code and status; the error middleware turns it into `{error, message}`. */
 export class ServiceError extends Error {
