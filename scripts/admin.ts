@@ -9,6 +9,7 @@ import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
 import { findBundle } from '../db/queries/analytics.ts';
 import { AdminError, applyWorkspace, disableMember, replaceKey, revokeKey } from '../server/admin.ts';
+import { collectKey } from '../server/admin.ts';
 import { ImportError, importEvents, parseEventLines } from '../server/analytics.ts';
 import { systemClock } from '../server/clock.ts';
 import { createSigninLink, revokeSession, SigninError } from '../server/signin.ts';
@@ -77,6 +78,18 @@ session
   );
 
 const analytics = program.command('analytics').description('website analytics');
+analytics
+  .command('collect-key')
+  .requiredOption('--bundle <id>', 'site (bundle) id')
+  .option('--rotate', 'replace the key; the old one is refused within a minute')
+  .description('print the site\'s publishable collect key (browser-safe: it can only send events) and the tracker tag to paste')
+  .action((o: { bundle: string; rotate?: boolean }) =>
+    withDb(async (db) => {
+      const result = await collectKey(db, o.bundle, o.rotate === true);
+      const base = process.env.BASE_URL ?? `http://localhost:${process.env.PORT ?? 8080}/v1`;
+      return { ...result, snippet: `<script defer src="${base}/track.js" data-key="${result.collect_key}"></script>` };
+    }),
+  );
 analytics
   .command('import')
   .requiredOption('--bundle <id>', 'site (bundle) id, the content_id of workspace.ListBundles')

@@ -1,4 +1,5 @@
 /** `npm start`: migrate, serve on PORT, run background jobs, shut down gracefully on SIGTERM / SIGINT. */
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createService } from '../app.ts';
 import { openDatabase } from '../db/database.ts';
@@ -10,11 +11,11 @@ const config = loadConfig();
 const logger = createLogger(config.logLevel);
 const db = openDatabase(config.databaseUrl);
 await db.migrate();
-const { app, jobs } = createService({ db, clock: systemClock, config, logger });
+const { handler, collector, jobs } = createService({ db, clock: systemClock, config, logger });
 await jobs.scheduleRecurring();
 if (process.env.JOBS !== 'off') jobs.start();
 
-const server = app.listen(config.port, () => {
+const server = http.createServer(handler).listen(config.port, () => {
   const { port } = server.address() as AddressInfo;
   logger.info({ port, database: db.description }, `listening on http://localhost:${port}/v1`);
 });
@@ -36,6 +37,7 @@ async function shutdown(signal: string) {
   }, 10_000);
   force.unref();
   await new Promise<void>((resolve) => server.close(() => resolve()));
+  await collector.close().catch((err: unknown) => logger.error({ err, lost: collector.queued }, 'collected events could not be written'));
   await jobs.stop();
   await db.close();
   logger.info('stopped');

@@ -1,5 +1,6 @@
 import { Ajv, type JSONSchemaType } from 'ajv';
 import type { Database, Sql } from '../db/database.ts';
+import { collectKeyOf, setCollectKey } from '../db/queries/collection.ts';
 import { bumpAuthVersion } from '../db/queries/workspaces.ts';
 import type { Delegation, DbApiKeyRow, MemberRole } from '../db/rows.ts';
 import { type Access, catalogue, namespaces, resourceTypes } from '../generated/catalogue.ts';
@@ -20,6 +21,8 @@ export interface ApplyResult {
   workspace_id: string;
   members: Record<string, string>;
   bundles: Record<string, string>;
+  /** Each site's publishable collect key (`pk_...`) for the tracker, by the same handles as `bundles`. */
+  collect_keys: Record<string, string>;
   apps: Record<string, string>;
   keys: Record<string, { id: string; secret: string }>;
 }
@@ -150,7 +153,7 @@ export async function applyWorkspace(db: Database, clock: Clock, input: unknown)
   }
   const spec = input;
   const now = clock.now();
-  const result: ApplyResult = { workspace_id: newId('ws'), members: {}, bundles: {}, apps: {}, keys: {} };
+  const result: ApplyResult = { workspace_id: newId('ws'), members: {}, bundles: {}, collect_keys: {}, apps: {}, keys: {} };
   const known = new Set<string>(resourceTypes);
   for (const [key, app] of Object.entries(spec.apps ?? {})) for (const t of app.resource_types ?? []) known.add(`${key}:${t}`);
   await db.tx(async (sql) => {
@@ -168,7 +171,10 @@ export async function applyWorkspace(db: Database, clock: Clock, input: unknown)
     for (const [h, b] of Object.entries(spec.bundles ?? {})) {
       const id = newId('bn');
       result.bundles[h] = id;
-      await sql.run(`INSERT INTO bundles (id, workspace_id, name, domain, created_at) VALUES (?, ?, ?, ?, ?)`, [id, result.workspace_id, b.name, b.domain, now]);
+      result.collect_keys[h] = newId('pk');
+      await sql.run(`INSERT INTO bundles (id, workspace_id, name, domain, collect_key, created_at) VALUES (?, ?, ?, ?, ?, ?)`, [
+        id, result.workspace_id, b.name, b.domain, result.collect_keys[h], now,
+      ]);
     }
     for (const [key, a] of Object.entries(spec.apps ?? {})) {
       const id = newId('ap');
@@ -206,6 +212,18 @@ export async function applyWorkspace(db: Database, clock: Clock, input: unknown)
     }
   });
   return result;
+}
+
+/** A site's publishable collect key; `rotate` replaces it (the old one is refused within a minute, in every process). */
+export async function collectKey(db: Database, bundleId: string, rotate: boolean): Promise<{ bundle_id: string; collect_key: string; rotated: boolean }> {
+  return db.tx(async (sql) => {
+    const row = await collectKeyOf(sql, bundleId);
+    if (!row) throw new AdminError(`no site (bundle) ${bundleId}`);
+    if (!rotate && row.collect_key) return { bundle_id: bundleId, collect_key: row.collect_key, rotated: false };
+    const key = newId('pk');
+    await setCollectKey(sql, bundleId, key);
+    return { bundle_id: bundleId, collect_key: key, rotated: true };
+  });
 }
 
 async function activeKey(sql: Sql, id: string): Promise<DbApiKeyRow> {

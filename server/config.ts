@@ -14,7 +14,24 @@ export interface ServiceConfig {
   /** Validate responses against the document (development and tests). */
   validateResponses: boolean;
   logLevel: string;
+  /** Trusted proxy header with the client address (first of a list), e.g. x-forwarded-for; null = the socket address. */
+  collectClientIpHeader: string | null;
+  /** Trusted proxy header with the visitor's country (ISO 3166-1 alpha-2), e.g. cf-ipcountry; null = no country. */
+  collectCountryHeader: string | null;
+  /** How often collected events are written (ms); 0 = only when a batch is full or on flush() (tests). */
+  collectFlushIntervalMs: number;
+  /** Events written per batch; a full buffer is written at once. */
+  collectBatchSize: number;
+  /** Buffered events above which POST /v1/track answers 503. */
+  collectBufferMax: number;
 }
+
+const headerName = (env: NodeJS.ProcessEnv, name: string): string | null => {
+  const raw = env[name]?.trim().toLowerCase();
+  if (!raw) return null;
+  if (!/^[a-z0-9!#$%&'*+.^_`|~-]+$/.test(raw)) throw new Error(`${name} must be an HTTP header name (got "${env[name]}")`);
+  return raw;
+};
 
 function numberFrom(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
   const raw = env[name];
@@ -35,5 +52,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     idempotencyLockTimeoutMs: numberFrom(env, 'IDEMPOTENCY_LOCK_TIMEOUT_MS', 60_000, 1000),
     validateResponses: (env.VALIDATE_RESPONSES ?? (env.NODE_ENV === 'production' ? 'false' : 'true')) === 'true',
     logLevel: env.LOG_LEVEL || 'info',
+    collectClientIpHeader: headerName(env, 'COLLECT_CLIENT_IP_HEADER'),
+    collectCountryHeader: headerName(env, 'COLLECT_COUNTRY_HEADER'),
+    collectFlushIntervalMs: numberFrom(env, 'COLLECT_FLUSH_INTERVAL_MS', 200, 0),
+    collectBatchSize: numberFrom(env, 'COLLECT_BATCH_SIZE', 1000, 1),
+    collectBufferMax: numberFrom(env, 'COLLECT_BUFFER_MAX', 50_000, 1),
   };
 }

@@ -307,8 +307,8 @@ function withRawKey(base: unknown, key: string, valueJson: string): string {
 
 /** Placeholder ids, only to count and name the field cases when the suite is defined. */
 const probeFx: Fx = {
-  ws: { workspace_id: 'ws_probe', members: {}, bundles: {}, apps: {}, keys: {} },
-  other: { workspace_id: 'ws_probe', members: {}, bundles: {}, apps: {}, keys: {} },
+  ws: { workspace_id: 'ws_probe', members: {}, bundles: {}, collect_keys: {}, apps: {}, keys: {} },
+  other: { workspace_id: 'ws_probe', members: {}, bundles: {}, collect_keys: {}, apps: {}, keys: {} },
   p: { id: 'pl_p', created_at: 0, updated_at: 0, created_by: null, private: false, data: { name: 'P', stages: stages.basic, is_default: true } },
   q: { id: 'pl_q', created_at: 0, updated_at: 0, created_by: null, private: false, data: { name: 'Q', stages: stages.basic, is_default: false } },
 };

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import http, { type Server } from 'node:http';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { createService } from '../../app.ts';
@@ -63,6 +63,10 @@ export interface TestService {
   /** Everything the service logged, as text. */
   logs(): string;
   jobs: ReturnType<typeof createService>['jobs'];
+  /** The collection endpoints; `collector.flush()` writes queued events (tests run with no flush timer). */
+  collector: ReturnType<typeof createService>['collector'];
+  /** The server's origin, e.g. http://127.0.0.1:PORT (the collection endpoints are below /v1 too). */
+  origin: string;
   /** Creates a workspace (fresh ids each call) and returns its ids and key secrets. */
   apply(spec: WorkspaceSpec): Promise<ApplyResult>;
   client(apiKey: string, actAs?: string): ServiceClient;
@@ -72,7 +76,7 @@ export interface TestService {
 }
 
 export async function startTestService(databaseUrl: string, overrides: Partial<ServiceConfig> = {}): Promise<TestService> {
-  const config: ServiceConfig = { ...loadConfig({}), databaseUrl, validateResponses: true, rateLimitPerSecond: 1000, rateLimitBurst: 1000, ...overrides };
+  const config: ServiceConfig = { ...loadConfig({}), databaseUrl, validateResponses: true, rateLimitPerSecond: 1000, rateLimitBurst: 1000, collectFlushIntervalMs: 0, ...overrides };
   const clock = new FakeClock();
   let logText = '';
   const sink = new Writable({
@@ -84,11 +88,12 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
   const logger = pino({ level: 'info', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
   const db = openDatabase(databaseUrl);
   await db.migrate();
-  const { app, jobs } = createService({ db, clock, config, logger });
+  const { handler, collector, jobs } = createService({ db, clock, config, logger });
   const server: Server = await new Promise((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    const s = http.createServer(handler).listen(0, '127.0.0.1', () => resolve(s));
   });
-  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const baseUrl = `${origin}/v1`;
   return {
     baseUrl,
     databaseUrl,
@@ -96,6 +101,8 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
     clock,
     config,
     jobs,
+    collector,
+    origin,
     logs: () => logText,
     apply: (spec) => applyWorkspace(db, clock, spec),
     client: (apiKey, actAs) => createClient({ baseUrl, apiKey, ...(actAs ? { actAs } : {}) }),
@@ -117,6 +124,7 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
     async close() {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
+      await collector.close();
       const schema = db.dialect === 'pg' ? new URL(databaseUrl).searchParams.get('schema') : null;
       if (schema) await db.knex.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await db.close();

@@ -1,0 +1,394 @@
+/**
+ * The public collection path (`POST /v1/track`, its CORS preflight, `GET /v1/track.js`), on plain
+ * node:http in front of the express app: browsers send one event per request, so this path does the
+ * least work it can. Per request: parse and validate the body, look the collect key up in a cache,
+ * hash the visitor under the cached day salt, parse the User-Agent (cached), queue the event. Queued
+ * events are written in batches through ingestEvents (one transaction per batch, sessions and
+ * rollups included), every `collectFlushIntervalMs` or as soon as a batch is full.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Ajv } from 'ajv';
+import Bowser from 'bowser';
+import { isbot } from 'isbot';
+import type { Logger } from 'pino';
+import type { Database } from '../db/database.ts';
+import { bundleByCollectKey, type CollectBundle, daySalt, existingSalt, visitorActiveSince } from '../db/queries/collection.ts';
+import type { NewAnalyticsEvent } from '../db/queries/analytics.ts';
+import { document } from '../generated/document.ts';
+import { type AnalyticsEventInput, dayOf, eventProblem, ingestEvents, normalizeEvent, referrerHost, SESSION_GAP_MS } from './analytics.ts';
+import type { Clock } from './clock.ts';
+import type { ServiceConfig } from './config.ts';
+import type { ErrorCode } from './errors.ts';
+
+export const MAX_BODY_BYTES = 8 * 1024;
+const KEY_TTL_MS = 60_000;
+const UNKNOWN_KEY_TTL_MS = 10_000;
+const CACHE_MAX = 10_000;
+
+/** ISO 3166-1 alpha-2 codes (officially assigned). */
+const COUNTRIES = new Set(
+  ('AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ BR BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR ' +
+    'CU CV CW CX CY CZ DE DJ DK DM DO DZ EC EE EG EH ER ES ET FI FJ FK FM FO FR GA GB GD GE GF GG GH GI GL GM GN GP GQ GR GS GT GU GW GY HK HM HN HR HT HU ' +
+    'ID IE IL IM IN IO IQ IR IS IT JE JM JO JP KE KG KH KI KM KN KP KR KW KY KZ LA LB LC LI LK LR LS LT LU LV LY MA MC MD ME MF MG MH MK ML MM MN MO MP MQ ' +
+    'MR MS MT MU MV MW MX MY MZ NA NC NE NF NG NI NL NO NP NR NU NZ OM PA PE PF PG PH PK PL PM PN PR PS PT PW PY QA RE RO RS RU RW SA SB SC SD SE SG SH SI ' +
+    'SJ SK SL SM SN SO SR SS ST SV SX SY SZ TC TD TF TG TH TJ TK TL TM TN TO TR TT TV TW TZ UA UG UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM ZW').split(' '),
+);
+
+/** The request body as the document defines it (components/schemas/TrackEvent.yaml). */
+interface TrackBody {
+  key: string;
+  type: 'pageview' | 'engagement';
+  url: string;
+  referrer?: string | null;
+  engaged_ms?: number;
+}
+
+const validateBody = new Ajv({ strict: false, allErrors: false, coerceTypes: false }).compile<TrackBody>(
+  (document.components.schemas as Record<string, object>).TrackEvent!,
+);
+
+function bodyProblem(): string {
+  const e = validateBody.errors?.[0];
+  if (!e) return 'body is invalid';
+  const where = `body${e.instancePath.replace(/\//g, '.')}`;
+  if (e.keyword === 'additionalProperties') return `${where}.${String(e.params.additionalProperty)} is not a known field`;
+  if (e.keyword === 'required') return `${where}.${String(e.params.missingProperty)} is required`;
+  return `${where} ${e.message ?? 'is invalid'}`;
+}
+
+interface Agent {
+  bot: boolean;
+  device?: string;
+  browser?: string;
+  os?: string;
+}
+
+const DEVICES = new Set(['desktop', 'mobile', 'tablet', 'tv']);
+
+function parseAgent(ua: string): Agent {
+  if (!ua.trim() || isbot(ua)) return { bot: true };
+  const p = Bowser.parse(ua);
+  const agent: Agent = { bot: false };
+  if (p.platform.type && DEVICES.has(p.platform.type)) agent.device = p.platform.type;
+  if (p.browser.name) agent.browser = p.browser.name;
+  if (p.os.name) agent.os = p.os.name;
+  return agent;
+}
+
+class ErrorReply {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode,
+    readonly message: string,
+    readonly headers: Record<string, string> = {},
+  ) {}
+}
+
+const CORS = { 'Access-Control-Allow-Origin': '*' } as const;
+
+export interface CollectorDeps {
+  db: Database;
+  clock: Clock;
+  config: ServiceConfig;
+  logger: Logger;
+}
+
+export interface Collector {
+  /** Answers the collection endpoints; returns false for any other request (left to the next handler). */
+  handle(req: IncomingMessage, res: ServerResponse): boolean;
+  /** Writes every queued event now (waits for a write in progress first); rejects when a batch fails (it stays queued). */
+  flush(): Promise<void>;
+  /** Stops the timer and writes what is queued (shutdown). */
+  close(): Promise<void>;
+  /** Events queued and not yet written. */
+  readonly queued: number;
+}
+
+/** The collection endpoints of one process. */
+export function createCollector({ db, clock, config, logger }: CollectorDeps): Collector {
+  const script = fs.readFileSync(new URL('./tracker/track.js', import.meta.url));
+  const scriptEtag = `"${crypto.createHash('sha256').update(script).digest('base64url').slice(0, 22)}"`;
+
+  // --- caches -------------------------------------------------------------------------------
+  const keys = new Map<string, { bundle: CollectBundle | null; until: number } | Promise<CollectBundle | null>>();
+  async function bundleOf(key: string): Promise<CollectBundle | null> {
+    const hit = keys.get(key);
+    if (hit instanceof Promise) return hit;
+    if (hit && hit.until > clock.now()) return hit.bundle;
+    if (keys.size >= CACHE_MAX) keys.clear();
+    const lookup = bundleByCollectKey(db.sql, key).then(
+      (bundle) => {
+        keys.set(key, { bundle: bundle ?? null, until: clock.now() + (bundle ? KEY_TTL_MS : UNKNOWN_KEY_TTL_MS) });
+        return bundle ?? null;
+      },
+      (err: unknown) => {
+        keys.delete(key);
+        throw err;
+      },
+    );
+    keys.set(key, lookup);
+    return lookup;
+  }
+
+  const agents = new Map<string, Agent>();
+  function agentOf(ua: string): Agent {
+    let agent = agents.get(ua);
+    if (!agent) {
+      if (agents.size >= CACHE_MAX) agents.clear();
+      agents.set(ua, (agent = parseAgent(ua)));
+    }
+    return agent;
+  }
+
+  const salts = new Map<number, Promise<string | null>>();
+  function saltOf(day: number, create: boolean): Promise<string | null> {
+    let salt = salts.get(day);
+    if (!salt) {
+      for (const d of salts.keys()) if (d < day - 1) salts.delete(d);
+      salt = create ? daySalt(db.sql, day, crypto.randomBytes(32).toString('hex'), clock.now()) : existingSalt(db.sql, day);
+      salts.set(day, salt);
+      salt.catch(() => salts.delete(day));
+    }
+    return salt;
+  }
+
+  const hash = (salt: string, bundleId: string, ip: string, ua: string) =>
+    crypto.createHmac('sha256', salt).update(`${bundleId}\n${ip}\n${ua}`).digest('base64url').slice(0, 22);
+
+  // Today's id -> the id under yesterday's salt when the visitor's session continues across midnight,
+  // or null once it is known not to (then it never will: yesterday's id only gets events through here).
+  let carryDay = -1;
+  const carried = new Map<string, { id: string; lastTs: number } | null>();
+
+  async function visitorOf(bundleId: string, ip: string, ua: string, now: number): Promise<string> {
+    const day = dayOf(now);
+    const today = hash((await saltOf(day, true))!, bundleId, ip, ua);
+    if (carryDay !== day) {
+      carried.clear();
+      carryDay = day;
+    }
+    const known = carried.get(today);
+    if (known === null) return today;
+    if (known && now - known.lastTs < SESSION_GAP_MS) {
+      known.lastTs = now;
+      return known.id;
+    }
+    const yesterdaySalt = await saltOf(day - 1, false);
+    if (!yesterdaySalt) return today;
+    const previous = hash(yesterdaySalt, bundleId, ip, ua);
+    const since = now - SESSION_GAP_MS;
+    const queuedHit = (list: NewAnalyticsEvent[]) => list.some((e) => e.visitor === previous && e.bundle_id === bundleId && e.ts >= since);
+    const active = queuedHit(queue) || queuedHit(writing) || (await visitorActiveSince(db.sql, bundleId, previous, since));
+    if (carried.size >= 200_000) carried.clear();
+    carried.set(today, active ? { id: previous, lastTs: now } : null);
+    return active ? previous : today;
+  }
+
+  // --- the queue ----------------------------------------------------------------------------
+  let queue: NewAnalyticsEvent[] = [];
+  let writing: NewAnalyticsEvent[] = [];
+  let running: Promise<void> | null = null;
+
+  async function drain(): Promise<void> {
+    while (queue.length) {
+      const batch = queue.slice(0, config.collectBatchSize);
+      queue = queue.slice(batch.length);
+      writing = batch;
+      try {
+        await ingestEvents(db, batch);
+      } catch (err) {
+        queue = batch.concat(queue); // retried by the next flush, in the same order
+        logger.error({ err, events: batch.length, queued: queue.length }, 'collection: storing a batch failed; it stays queued and is retried');
+        throw err;
+      } finally {
+        writing = [];
+      }
+    }
+  }
+
+  function kick(): Promise<void> {
+    if (!running) running = drain().finally(() => (running = null));
+    return running;
+  }
+
+  async function flush(): Promise<void> {
+    for (;;) {
+      if (running) {
+        await running.catch(() => {});
+        continue;
+      }
+      if (!queue.length) return;
+      await kick();
+    }
+  }
+
+  const timer = config.collectFlushIntervalMs > 0
+    ? setInterval(() => {
+        if (queue.length && !running) kick().catch(() => {});
+      }, config.collectFlushIntervalMs)
+    : null;
+  timer?.unref();
+
+  // --- HTTP ---------------------------------------------------------------------------------
+  function sendError(res: ServerResponse, e: ErrorReply, close = false): void {
+    const body = JSON.stringify({ error: e.code, message: e.message });
+    res.writeHead(e.status, {
+      ...CORS,
+      ...e.headers,
+      'Content-Type': 'application/json; charset=utf-8',
+      'Content-Length': Buffer.byteLength(body),
+      ...(close ? { Connection: 'close' } : {}),
+    });
+    res.end(body);
+  }
+
+  function clientIp(req: IncomingMessage): string {
+    const header = config.collectClientIpHeader ? req.headers[config.collectClientIpHeader] : undefined;
+    const raw = (Array.isArray(header) ? header[0] : header)?.split(',')[0]?.trim() || req.socket.remoteAddress || '';
+    return raw.startsWith('::ffff:') ? raw.slice(7) : raw;
+  }
+
+  function countryOf(req: IncomingMessage): string | undefined {
+    if (!config.collectCountryHeader) return undefined;
+    const header = req.headers[config.collectCountryHeader];
+    const code = (Array.isArray(header) ? header[0] : header)?.trim().toUpperCase();
+    return code && COUNTRIES.has(code) ? code : undefined;
+  }
+
+  async function accept(req: IncomingMessage, text: string): Promise<void> {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw new ErrorReply(400, 'invalid_json', 'The body is not valid JSON.');
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ErrorReply(400, 'invalid_json', 'The body must be a JSON object.');
+    if (!validateBody(value)) throw new ErrorReply(400, 'invalid_input', bodyProblem());
+    const body = value;
+    if (body.type === 'engagement' && body.engaged_ms === undefined) throw new ErrorReply(400, 'invalid_input', 'body.engaged_ms is required for an engagement');
+    if (body.type === 'pageview' && body.engaged_ms !== undefined) throw new ErrorReply(400, 'invalid_input', 'body.engaged_ms is only for an engagement');
+    let page: URL;
+    try {
+      page = new URL(body.url);
+    } catch {
+      throw new ErrorReply(400, 'invalid_input', 'body.url must be an absolute http(s) URL');
+    }
+    if (page.protocol !== 'http:' && page.protocol !== 'https:') throw new ErrorReply(400, 'invalid_input', 'body.url must be an absolute http(s) URL');
+
+    const input: AnalyticsEventInput = { type: body.type, ts: 0, visitor: '-', path: page.pathname };
+    const referrer = body.referrer?.trim();
+    if (referrer && referrerHost(referrer) !== page.hostname.toLowerCase()) input.referrer = referrer;
+    const source = page.searchParams.get('utm_source')?.trim();
+    if (source) input.utm_source = source;
+    const campaign = page.searchParams.get('utm_campaign')?.trim();
+    if (campaign) input.utm_campaign = campaign;
+    if (body.engaged_ms !== undefined) input.engaged_ms = body.engaged_ms;
+    const problem = eventProblem(input);
+    if (problem) throw new ErrorReply(400, 'invalid_input', `the event derived from the body is invalid: ${problem}`);
+
+    const bundle = await bundleOf(body.key);
+    if (!bundle) throw new ErrorReply(404, 'not_found', 'No site has this collect key.');
+    const ua = req.headers['user-agent'] ?? '';
+    const agent = agentOf(ua);
+    if (agent.bot) return;
+    if (queue.length >= config.collectBufferMax) {
+      throw new ErrorReply(503, 'unavailable', 'Too many events are waiting to be written; retry after 1 s.', { 'Retry-After': '1' });
+    }
+    const now = clock.now();
+    input.ts = now;
+    input.visitor = await visitorOf(bundle.id, clientIp(req), ua, now);
+    const country = countryOf(req);
+    if (country) input.country = country;
+    if (agent.device) input.device = agent.device;
+    if (agent.browser) input.browser = agent.browser;
+    if (agent.os) input.os = agent.os;
+    queue.push(normalizeEvent(bundle.id, input));
+    if (queue.length >= config.collectBatchSize && !running) kick().catch(() => {});
+  }
+
+  function track(req: IncomingMessage, res: ServerResponse): void {
+    const type = req.headers['content-type'] ?? '';
+    if (!/^\s*(application\/json|text\/plain)\s*(;|$)/i.test(type) || (/charset/i.test(type) && !/charset\s*=\s*"?utf-8"?\s*(;|$)/i.test(type))) {
+      req.resume();
+      return sendError(res, new ErrorReply(400, 'invalid_json', 'Content-Type must be application/json or text/plain (UTF-8).'));
+    }
+    const tooLarge = new ErrorReply(413, 'invalid_input', 'The body is larger than 8 KB.');
+    if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) return sendError(res, tooLarge, true);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let refused = false;
+    req.on('data', (chunk: Buffer) => {
+      if (refused) return;
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        refused = true;
+        sendError(res, tooLarge, true);
+      } else chunks.push(chunk);
+    });
+    req.on('error', () => {});
+    req.on('end', () => {
+      if (refused) return;
+      accept(req, Buffer.concat(chunks).toString('utf8')).then(
+        () => {
+          res.writeHead(202, { ...CORS, 'Content-Length': 0 });
+          res.end();
+        },
+        (err: unknown) => {
+          if (err instanceof ErrorReply) return sendError(res, err);
+          logger.error({ err }, 'collection: unexpected error');
+          sendError(res, new ErrorReply(500, 'internal_error', 'Internal server error.'));
+        },
+      );
+    });
+  }
+
+  function preflight(res: ServerResponse): void {
+    res.writeHead(204, {
+      ...CORS,
+      'Access-Control-Allow-Methods': 'POST, OPTIONS',
+      'Access-Control-Allow-Headers': 'Content-Type',
+      'Access-Control-Max-Age': '86400',
+      'Content-Length': 0,
+    });
+    res.end();
+  }
+
+  function tracker(req: IncomingMessage, res: ServerResponse): void {
+    const headers = { ...CORS, 'Cross-Origin-Resource-Policy': 'cross-origin', 'Cache-Control': 'public, max-age=3600', ETag: scriptEtag };
+    if (req.headers['if-none-match'] === scriptEtag) {
+      res.writeHead(304, headers);
+      return void res.end();
+    }
+    res.writeHead(200, { ...headers, 'Content-Type': 'text/javascript; charset=utf-8', 'Content-Length': script.length });
+    res.end(req.method === 'HEAD' ? undefined : script);
+  }
+
+  return {
+    handle(req, res) {
+      const url = req.url ?? '';
+      const q = url.indexOf('?');
+      const path = q === -1 ? url : url.slice(0, q);
+      if (path === '/v1/track') {
+        if (req.method === 'POST') track(req, res);
+        else if (req.method === 'OPTIONS') preflight(res);
+        else return false;
+        return true;
+      }
+      if (path === '/v1/track.js' && (req.method === 'GET' || req.method === 'HEAD')) {
+        tracker(req, res);
+        return true;
+      }
+      return false;
+    },
+    flush,
+    async close() {
+      if (timer) clearInterval(timer);
+      await flush();
+    },
+    get queued() {
+      return queue.length;
+    },
+  };
+}
