@@ -114,7 +114,9 @@ function responseOf(operation, status) {
 }
 
 function bodySchemaOf(operation, status) {
-  const media = responseOf(operation, status).content?.['application/json'];
+  const content = responseOf(operation, status).content;
+  if (operation.kind === 'collection' && !content?.['application/json']) return null; // 202/304 without a body, the script
+  const media = content?.['application/json'];
   if (!media?.schema) throw new Error(`${operation.id} ${status} has no application/json schema`);
   return { $schema: 'http://json-schema.org/draft-07/schema#', ...toJsonSchema(media.schema) };
 }
@@ -340,6 +342,36 @@ const conflict = {
   },
 };
 
+/** POST /track and GET /track.js (x-service-kind: collection): public, keyed by a site's collect key. */
+function collection(t, operation, status) {
+  delete t.request.headers.Authorization;
+  if (operation.id === 'collection.GetTracker') {
+    if (status === 304) {
+      if (!seed.trackerEtag) throw new Error('beforeAll could not read the ETag of /track.js');
+      t.request.headers['If-None-Match'] = seed.trackerEtag;
+    }
+    return;
+  }
+  const event = { key: ctx.collectKey, type: 'pageview', url: `https://contract.example/${ctx.runId}?utm_source=contract`, referrer: 'https://referrer.example/' };
+  switch (status) {
+    case 202:
+      if (!ctx.collectKey) return skip(t, '202 needs a site\'s collect key; pass --collect-key.');
+      return setBody(t, event);
+    case 400:
+      return setBody(t, { ...event, key: ctx.collectKey || 'pk_contract', contract_unknown_field: true });
+    case 404:
+      return setBody(t, { ...event, key: `pk_contract_missing_${crypto.randomBytes(6).toString('hex')}` });
+    case 413:
+      return setBody(t, { ...event, key: ctx.collectKey || 'pk_contract', referrer: `https://referrer.example/${'x'.repeat(9000)}` });
+    case 500:
+      return skip(t, '500 internal_error only comes from a fault inside the service; it cannot be caused from outside.');
+    case 503:
+      return skip(t, '503 needs 50,000 events waiting to be written (the database not keeping up); it cannot be caused deterministically from outside.');
+    default:
+      throw new Error(`no scenario for status ${status} of ${operation.id} in contract-tests/hooks.cjs`);
+  }
+}
+
 function skip(t, reason) {
   t.skip = true;
   say(`skip ${t.id}: ${reason}`);
@@ -360,7 +392,11 @@ async function prepare(t) {
 
   // Dredd 14 ignores additionalProperties, bounds, formats and nullable (its OpenAPI 3 parser drops
   // them); validate against the real, dereferenced schema of this response instead.
-  t.expected.bodySchema = JSON.stringify(bodySchemaOf(operation, status));
+  const schema = bodySchemaOf(operation, status);
+  if (schema) t.expected.bodySchema = JSON.stringify(schema);
+
+  // Public browser endpoints: no API key, the site's collect key in the body.
+  if (operation.kind === 'collection') return collection(t, operation, status);
 
   t.request.headers.Authorization = bearer(ctx.keys.main);
   // Every command gets its own key: the document's example key would replay the first response.
@@ -428,7 +464,7 @@ function checkHeaders(t) {
   const contentType = real['content-type'];
   // Dredd 14 quirk: Gavel compares Content-Type literally, so the service's (correct)
   // "application/json; charset=utf-8" fails against "application/json". Accept exactly that form.
-  if (typeof contentType === 'string' && /^application\/json\s*(;\s*charset=utf-8\s*)?$/i.test(contentType)) {
+  if (typeof contentType === 'string' && /^(application\/json|text\/javascript)\s*(;\s*charset=utf-8\s*)?$/i.test(contentType)) {
     t.expected.headers['Content-Type'] = contentType;
   }
   for (const [header, spec] of headersOf(t.operation, Number(t.expected.statusCode))) {
@@ -478,6 +514,9 @@ hooks.beforeAll(
     seed.update = await createSeed('update');
     seed.conflict = await createSeed('conflict');
     seed.remove = await createSeed('delete');
+    const tracker = await fetch(`${ctx.baseUrl}/track.js`, { signal: AbortSignal.timeout(30_000) });
+    await tracker.arrayBuffer();
+    seed.trackerEtag = tracker.headers.get('etag');
   }),
 );
 

@@ -57,6 +57,8 @@ export interface ContractContext {
     /** A key used only for 429; the hooks burn its rate budget. */
     throttle?: string;
   };
+  /** A site's publishable collect key, for POST /track (local mode: the fixture site's; deployment: --collect-key). */
+  collectKey?: string;
   /** Member ids of the fixture workspace by handle (local mode only). */
   members: Record<string, string>;
   /** Request fixtures shared with the mocha suites (test/support/fixtures.ts). */
@@ -75,6 +77,7 @@ interface Options {
   key?: string;
   restrictedKey?: string;
   throttleKey?: string;
+  collectKey?: string;
   keepTemp?: boolean;
 }
 
@@ -97,6 +100,7 @@ const program = new Command()
   .option('--key <key>', 'deployment mode: API key with customers.*, workspace.* and analytics.* and read/write on core:SalesPipeline (or CONTRACT_KEY)')
   .option('--restricted-key <key>', 'deployment mode: a valid key without grants, for 403 (or CONTRACT_RESTRICTED_KEY)')
   .option('--throttle-key <key>', 'deployment mode: a key whose rate budget may be used up, for 429 (or CONTRACT_THROTTLE_KEY)')
+  .option('--collect-key <key>', 'deployment mode: a site\'s publishable collect key (pk_...) for POST /track; its test events are stored (or CONTRACT_COLLECT_KEY)')
   .option('--keep-temp', 'keep the temp dir (database, server log) after the run')
   .showHelpAfterError();
 program.parse();
@@ -108,10 +112,11 @@ const keys = {
   main: keyOption(opts.key, 'CONTRACT_KEY'),
   restricted: keyOption(opts.restrictedKey, 'CONTRACT_RESTRICTED_KEY'),
   throttle: keyOption(opts.throttleKey, 'CONTRACT_THROTTLE_KEY'),
+  collect: keyOption(opts.collectKey, 'CONTRACT_COLLECT_KEY'),
 };
 if (deployment && opts.databaseUrl) program.error('--database-url is for local mode; it cannot be combined with --base-url.');
 if (deployment && !keys.main) program.error('--base-url needs --key (or CONTRACT_KEY): the hooks create the records they need with it.');
-if (!deployment && (opts.key || opts.restrictedKey || opts.throttleKey)) program.error('--key, --restricted-key and --throttle-key need --base-url (local mode makes its own keys).');
+if (!deployment && (opts.key || opts.restrictedKey || opts.throttleKey || opts.collectKey)) program.error('--key, --restricted-key, --throttle-key and --collect-key need --base-url (local mode makes its own keys).');
 if (opts.databaseUrl && !/^(postgres(ql)?:\/\/|sqlite:)/.test(opts.databaseUrl)) program.error('--database-url must start with postgres:// or sqlite:');
 
 const started = Date.now();
@@ -166,6 +171,7 @@ async function prepareDatabase(databaseUrl: string): Promise<Omit<ContractContex
     return {
       keys: { main: main.secret, restricted: ws.keys.bare!.secret, throttle: ws.keys.throttle!.secret },
       members: ws.members,
+      collectKey: ws.collect_keys.docs!,
       createInProgress: { idempotencyKey, body, scope },
     };
   } finally {
@@ -324,12 +330,14 @@ try {
     await checkDeployment(baseUrl, keys.main!);
     if (!keys.restricted) log('no --restricted-key: the 403 cases will be skipped');
     if (!keys.throttle) log('no --throttle-key: the 429 cases will be skipped');
+    if (!keys.collect) log('no --collect-key: the POST /track 202 case will be skipped');
     context = {
       mode: 'deployment',
       baseUrl,
       runId,
       keys: { main: keys.main!, ...(keys.restricted ? { restricted: keys.restricted } : {}), ...(keys.throttle ? { throttle: keys.throttle } : {}) },
       members: {},
+      ...(keys.collect ? { collectKey: keys.collect } : {}),
       fixtures: { stages: stages.basic },
     };
   } else {
