@@ -47,4 +47,14 @@ Try it:
     -H 'Authorization: Bearer ${secret}' -H 'Content-Type: application/json' \\
     -H "Idempotency-Key: $(uuidgen 2>/dev/null || date +%s%N)" \\
     -d '{"id":"<pipeline id>","data":{"name":"New business (EMEA)"},"expected":{"name":"New business"}}'
+
+Collect traffic: paste the tag into every page of a site (its publishable collect key can only send events):
+${Object.entries(result.collect_keys)
+  .map(([h, key]) => `  ${spec.bundles[h].domain}:\n    <script defer src="${base}/track.js" data-key="${key}"></script>`)
+  .join('\n')}
+
+  or send one event by hand:
+  curl -s -i -X POST ${base}/track -H 'Content-Type: text/plain' \\
+    -H 'User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0' \\
+    -d '{"key":"${Object.values(result.collect_keys)[0] ?? 'pk_...'}","type":"pageview","url":"https://${Object.values<{ domain: string }>(spec.bundles ?? {})[0]?.domain ?? 'example.com'}/pricing?utm_source=demo"}'
 `);
