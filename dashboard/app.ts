@@ -173,7 +173,7 @@ function renderChart(s: Summary): void {
       scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
       axes: [{ stroke: '#667085', grid: { stroke: '#eef0f3' } }, { stroke: '#667085', grid: { stroke: '#eef0f3' } }],
       series: [
-        { value: (_u, v) => (v == null ? '' : dayLabel(Math.round(v / DAY_S))) },
+        { label: 'Day', value: (_u, v) => (v == null ? '' : dayLabel(Math.round(v / DAY_S))) },
         { label: 'Visitors', stroke: '#4f46e5', fill: 'rgba(79,70,229,0.08)', width: 2, points: { show: xs.length <= 31 } },
         { label: 'Pageviews', stroke: '#0ea5e9', width: 2, points: { show: xs.length <= 31 } },
       ],

@@ -69,6 +69,7 @@ function shell(memberName: string): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Analytics · Workspace Operations</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/dashboard/assets/page.css">
 <link rel="stylesheet" href="/dashboard/assets/app.css">
 <script type="module" src="/dashboard/assets/app.js"></script>

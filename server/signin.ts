@@ -167,7 +167,7 @@ export function plainPage(res: Response, status: number, title: string, paragrap
   pageHeaders(res);
   res.status(status).send(
     `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
-      `<title>${escapeHtml(title)}</title><link rel="stylesheet" href="/dashboard/assets/page.css"></head>` +
+      `<title>${escapeHtml(title)}</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/dashboard/assets/page.css"></head>` +
       `<body class="notice"><main><h1>${escapeHtml(title)}</h1>${paragraphs.map((p) => `<p>${escapeHtml(p)}</p>`).join('')}</main></body></html>`,
   );
 }
