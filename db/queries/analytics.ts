@@ -196,3 +196,101 @@ export async function deleteSessions(sql: Sql, bundleId: string, keys: ReadonlyA
     );
   }
 }
+
+// ---- bulk load: whole-bundle rebuild ----
+
+export type ColumnType = 'text' | 'bigint';
+export type Columns = ReadonlyArray<readonly [name: string, type: ColumnType]>;
+
+const SQLITE_MAX_VARIABLES = 32_766;
+
+/** A PostgreSQL array literal (sent as text, cast in SQL): one parameter for a whole column. */
+function pgArray(rows: readonly (readonly SqlValue[])[], column: number, type: ColumnType): string {
+  let out = '{';
+  for (let i = 0; i < rows.length; i++) {
+    const v = rows[i]![column];
+    if (i) out += ',';
+    if (v === null || v === undefined) out += 'NULL';
+    else if (type === 'bigint') out += v;
+    else {
+      const text = String(v);
+      out += NEEDS_ESCAPE.test(text) ? `"${text.replace(/[\\"]/g, '\\$&')}"` : `"${text}"`;
+    }
+  }
+  return out + '}';
+}
+
+const NEEDS_ESCAPE = /[\\"]/;
+
+/**
+ * Inserts many rows: on SQLite as multi-row VALUES statements (under its 32,766 variable limit, one
+ * prepared statement reused), on PostgreSQL as one `INSERT ... SELECT FROM unnest(column arrays)`
+ * (one parameter per column, so no 65,535-parameter limit, and one short statement for any number
+ * of rows).
+ */
+export async function bulkInsert(sql: Sql, table: string, columns: Columns, rows: readonly (readonly SqlValue[])[]): Promise<void> {
+  if (!rows.length) return;
+  const names = columns.map(([name]) => name);
+  if (sql.dialect === 'pg') {
+    await sql.run(
+      `INSERT INTO ${table} (${names.join(', ')}) SELECT * FROM unnest(${columns.map(([, type]) => `CAST(? AS ${type}[])`).join(', ')})`,
+      columns.map(([, type], k) => pgArray(rows, k, type)),
+    );
+    return;
+  }
+  const perStatement = Math.min(500, Math.floor(SQLITE_MAX_VARIABLES / names.length));
+  const width = names.length;
+  let text = '';
+  let textRows = 0;
+  for (let i = 0; i < rows.length; i += perStatement) {
+    const count = Math.min(perStatement, rows.length - i);
+    if (count !== textRows) {
+      text = `INSERT INTO ${table} (${names.join(', ')}) VALUES ${placeholders(width, count)}`;
+      textRows = count;
+    }
+    const params: SqlValue[] = new Array(count * width);
+    for (let r = 0; r < count; r++) {
+      const row = rows[i + r]!;
+      for (let c = 0; c < width; c++) params[r * width + c] = row[c];
+    }
+    await sql.run(text, params);
+  }
+}
+
+export const EVENT_TABLE_COLUMNS: Columns = [
+  ['bundle_id', 'text'], ['ts', 'bigint'], ['visitor', 'text'], ['type', 'text'], ['path', 'text'], ['referrer_host', 'text'], ['source', 'text'],
+  ['campaign', 'text'], ['country', 'text'], ['device', 'text'], ['browser', 'text'], ['os', 'text'], ['engaged_ms', 'bigint'],
+];
+export const SESSION_TABLE_COLUMNS: Columns = [
+  ['bundle_id', 'text'], ['visitor', 'text'], ['start_ts', 'bigint'], ['end_ts', 'bigint'], ['day', 'bigint'], ['pageviews', 'bigint'], ['entry_page', 'text'], ['engaged_ms', 'bigint'],
+];
+export const DAILY_TABLE_COLUMNS: Columns = [
+  ['bundle_id', 'text'], ['day', 'bigint'], ['pageviews', 'bigint'], ['visitors', 'bigint'], ['sessions', 'bigint'], ['bounces', 'bigint'], ['duration_ms', 'bigint'], ['engaged_ms', 'bigint'],
+];
+export const VISITOR_DAY_TABLE_COLUMNS: Columns = [['bundle_id', 'text'], ['day', 'bigint'], ['visitor', 'text'], ['n', 'bigint']];
+export const DIM_DAILY_TABLE_COLUMNS: Columns = [
+  ['bundle_id', 'text'], ['dimension', 'text'], ['day', 'bigint'], ['value', 'text'], ['pageviews', 'bigint'], ['visitors', 'bigint'], ['engaged_ms', 'bigint'], ['views', 'bigint'],
+];
+export const DIM_VISITOR_TABLE_COLUMNS: Columns = [['bundle_id', 'text'], ['dimension', 'text'], ['day', 'bigint'], ['value', 'text'], ['visitor', 'text'], ['n', 'bigint']];
+
+/** Deletes a bundle's sessions and rollups (not its raw events); returns how many sessions there were. */
+export async function deleteMaintained(sql: Sql, bundleId: string): Promise<number> {
+  const sessions = await sql.run(`DELETE FROM analytics_sessions WHERE bundle_id = ?`, [bundleId]);
+  for (const table of ['analytics_daily', 'analytics_visitor_days', 'analytics_dim_daily', 'analytics_dim_visitors']) {
+    await sql.run(`DELETE FROM ${table} WHERE bundle_id = ?`, [bundleId]);
+  }
+  return sessions;
+}
+
+export async function countEvents(sql: Sql, bundleId: string): Promise<number> {
+  return Number((await sql.one<{ n: number }>(`SELECT CAST(COUNT(*) AS BIGINT) AS n FROM analytics_events WHERE bundle_id = ?`, [bundleId]))?.n ?? 0);
+}
+
+/** Up to `limit` events of visitors >= `fromVisitor`, ordered by visitor, ts (for a paged pass over a bundle). */
+export function eventsFromVisitor(sql: Sql, bundleId: string, fromVisitor: string, limit: number): Promise<NewAnalyticsEvent[]> {
+  return sql.all<NewAnalyticsEvent>(
+    `SELECT bundle_id, ts, visitor, type, path, referrer_host, source, campaign, country, device, browser, os, engaged_ms FROM analytics_events ` +
+      `WHERE bundle_id = ? AND visitor >= ? ORDER BY visitor, ts LIMIT ?`,
+    [bundleId, fromVisitor, limit],
+  );
+}
