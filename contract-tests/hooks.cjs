@@ -366,7 +366,7 @@ function collection(t, operation, status) {
     case 500:
       return skip(t, '500 internal_error only comes from a fault inside the service; it cannot be caused from outside.');
     case 503:
-      return skip(t, '503 needs 50,000 events waiting to be written (the database not keeping up); it cannot be caused deterministically from outside.');
+      return skip(t, '503 needs COLLECT_BUFFER_MAX (10,000) events waiting to be written (the database not keeping up); it cannot be caused deterministically from outside.');
     default:
       throw new Error(`no scenario for status ${status} of ${operation.id} in contract-tests/hooks.cjs`);
   }

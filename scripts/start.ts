@@ -37,7 +37,16 @@ async function shutdown(signal: string) {
   }, 10_000);
   force.unref();
   await new Promise<void>((resolve) => server.close(() => resolve()));
+  clearTimeout(force);
+  // Collected events are queued in memory: write them all before exiting (at most COLLECT_BUFFER_MAX).
+  if (collector.queued) logger.info({ events: collector.queued }, 'writing queued collected events');
+  const forceFlush = setTimeout(() => {
+    logger.error({ lost: collector.queued }, 'queued collected events still not written after 60 s; exiting');
+    process.exit(1);
+  }, 60_000);
+  forceFlush.unref();
   await collector.close().catch((err: unknown) => logger.error({ err, lost: collector.queued }, 'collected events could not be written'));
+  clearTimeout(forceFlush);
   await jobs.stop();
   await db.close();
   logger.info('stopped');

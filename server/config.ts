@@ -56,6 +56,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     collectCountryHeader: headerName(env, 'COLLECT_COUNTRY_HEADER'),
     collectFlushIntervalMs: numberFrom(env, 'COLLECT_FLUSH_INTERVAL_MS', 200, 0),
     collectBatchSize: numberFrom(env, 'COLLECT_BATCH_SIZE', 1000, 1),
-    collectBufferMax: numberFrom(env, 'COLLECT_BUFFER_MAX', 50_000, 1),
+    collectBufferMax: numberFrom(env, 'COLLECT_BUFFER_MAX', 10_000, 1),
   };
 }
