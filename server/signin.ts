@@ -8,7 +8,7 @@ import crypto from 'node:crypto';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
-import { consumeSigninLink, findMemberForSignin, findSigninLink, insertSession, insertSigninLink, revokeSessions } from '../db/queries/sessions.ts';
+import { consumeSigninLink, deleteEndedSignins, findMemberForSignin, findSigninLink, insertSession, insertSigninLink, revokeSessions } from '../db/queries/sessions.ts';
 import type { Clock } from './clock.ts';
 import { type Credential, type CredentialStore, newSessionSecret } from './credentials.ts';
 import { ServiceError } from './errors.ts';
@@ -52,7 +52,13 @@ export interface SigninLink {
   expires_at: number;
 }
 
-/** Mints a one-time link (256-bit random token, only its SHA-256 stored) valid for 15 minutes. */
+/** Ended links and sessions are kept this long (for the 410 page and the log's session ids), then deleted. */
+export const ENDED_RETENTION_MS = 24 * 3_600_000;
+
+/**
+ * Mints a one-time link (256-bit random token, only its SHA-256 stored) valid for 15 minutes. Minting
+ * is rare, so it also deletes links and sessions that ended more than a day ago.
+ */
 export async function createSigninLink(db: Database, clock: Clock, request: SigninLinkRequest): Promise<SigninLink> {
   const next = request.next ?? '/dashboard';
   if (!isLocalPath(next)) throw new SigninError(`--next must be a path on this service starting with a single "/" (got "${next}")`);
@@ -69,7 +75,10 @@ export async function createSigninLink(db: Database, clock: Clock, request: Sign
   const token = crypto.randomBytes(32).toString('base64url');
   const now = clock.now();
   const expiresAt = now + LINK_TTL_MS;
-  await insertSigninLink(db.sql, { token_hash: sha256Hex(token), workspace_id: member.workspace_id, member_id: member.id, next, created_at: now, expires_at: expiresAt });
+  await db.tx(async (sql) => {
+    await deleteEndedSignins(sql, now - ENDED_RETENTION_MS);
+    await insertSigninLink(sql, { token_hash: sha256Hex(token), workspace_id: member.workspace_id, member_id: member.id, next, created_at: now, expires_at: expiresAt });
+  });
   const prefix = base.pathname.replace(/\/+$/, '');
   return { url: `${base.origin}${prefix}/signin/${token}`, workspace_id: member.workspace_id, member_id: member.id, next, expires_at: expiresAt };
 }
@@ -204,6 +213,12 @@ export function signinRoutes(options: { db: Database; clock: Clock; logger: Logg
   const { db, clock, logger, credentials } = options;
   const router = express.Router();
   router.get('/signin/:token', async (req: Request<{ token: string }>, res: Response) => {
+    // Link checkers and previews send HEAD: it must not use up the link.
+    if (req.method === 'HEAD') {
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(200).end();
+      return;
+    }
     let outcome: SigninOutcome;
     try {
       outcome = await useSigninLink(db, clock, req.params.token);

@@ -7,6 +7,7 @@ import { createClient } from '../generated/client.ts';
 import { disableMember, revokeKey } from '../server/admin.ts';
 import { ingestEvents, normalizeEvent } from '../server/analytics.ts';
 import { redactUrl } from '../server/logger.ts';
+import { sha256Hex } from '../server/ids.ts';
 import { createSigninLink, isLocalPath, revokeSession, SigninError } from '../server/signin.ts';
 import { acme, createPipeline } from './support/fixtures.ts';
 import { forEachDatabase, type TestService } from './support/service.ts';
@@ -67,6 +68,36 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     const res = await open((await link(svc(), ws)).url, { 'X-Forwarded-Proto': 'https' });
     assert.equal(res.status, 303);
     assert.match(res.cookies[0]!, /; Secure$/);
+  });
+
+  it('does not use up a link on HEAD (link checkers, previews)', async () => {
+    const ws = await svc().apply(acme());
+    const { url } = await link(svc(), ws);
+    const head = await fetch(url, { method: 'HEAD', redirect: 'manual' });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.getSetCookie().length, 0);
+    assert.equal((await open(url)).status, 303);
+  });
+
+  it('deletes links and sessions that ended more than a day ago when a link is minted', async () => {
+    const ws = await svc().apply(acme());
+    const hashOf = (url: string) => sha256Hex(url.slice(url.lastIndexOf('/') + 1));
+    const unused = await link(svc(), ws);
+    const cookie = await signIn(svc(), ws);
+    const sessionId = `ss_${/^wso_session=wss_([0-9a-z]{24})_/.exec(cookie)![1]}`;
+    await call(svc(), 'workspace.ListBundles', cookie);
+    const exists = async (table: string, column: string, value: string) =>
+      (await svc().db.sql.one(`SELECT 1 AS x FROM ${table} WHERE ${column} = ?`, [value])) !== undefined;
+    svc().clock.advance(24 * HOUR);
+    await link(svc(), ws);
+    assert.equal(await exists('signin_links', 'token_hash', hashOf(unused.url)), true, 'expired less than a day ago: kept');
+    svc().clock.advance(12 * HOUR + 1);
+    const fresh = await link(svc(), ws);
+    assert.equal(await exists('signin_links', 'token_hash', hashOf(unused.url)), false);
+    assert.equal(await exists('member_sessions', 'id', sessionId), false);
+    assert.equal(await exists('rate_limits', 'bucket', sessionId), false, "the session's rate-limit bucket went too");
+    assert.equal(await exists('signin_links', 'token_hash', hashOf(fresh.url)), true);
+    assert.equal((await open(unused.url)).status, 404, 'a deleted link is unknown');
   });
 
   it('lets exactly one of two simultaneous uses of a link through', async () => {

@@ -98,3 +98,15 @@ export function takeSessionRateLimitToken(
     [nowUs + intervalUs, sessionId, now, nowUs, nowUs, toleranceUs, nowUs, nowUs, toleranceUs, nowUs, intervalUs],
   );
 }
+
+/**
+ * Deletes links that expired, and sessions that ended (expired or revoked), before `before`, with the
+ * sessions' rate-limit buckets. Returns how many links and sessions went.
+ */
+export async function deleteEndedSignins(sql: Sql, before: number): Promise<{ links: number; sessions: number }> {
+  const links = await sql.run(`DELETE FROM signin_links WHERE expires_at < ?`, [before]);
+  const ended = `SELECT id FROM member_sessions WHERE expires_at < ? OR revoked_at < ?`;
+  await sql.run(`DELETE FROM rate_limits WHERE bucket IN (${ended})`, [before, before]);
+  const sessions = await sql.run(`DELETE FROM member_sessions WHERE id IN (${ended})`, [before, before]);
+  return { links, sessions };
+}
