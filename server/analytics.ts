@@ -34,6 +34,8 @@ import {
   insertEvents,
   insertSessions,
   type NewAnalyticsEvent,
+  queryTimeEventDays,
+  queryTimeSessions,
   sessionsInProgress,
   SESSION_TABLE_COLUMNS,
   sessionsOfVisitors,
@@ -519,6 +521,33 @@ export async function maintainedFigures(sql: Sql, bundleId: string): Promise<Fig
     .map((s) => `${s.visitor}|${Number(s.start_ts)}|${Number(s.end_ts)}|${Number(s.pageviews)}|${s.entry_page}|${Number(s.engaged_ms)}`)
     .sort();
   return { daily, dims, sessions };
+}
+
+/**
+ * The site summary computed the straightforward way at query time, from raw events with window
+ * functions in SQL (the benchmark's baseline against the maintained rollups): figures per UTC day of
+ * [fromDay, toDay] and their totals. Sessions are read from one day before the interval to one day
+ * after it, which is exact unless a visitor stays continuously active (events less than 30 minutes
+ * apart) for more than a day across the interval's edges.
+ */
+export async function queryTimeSiteSummary(sql: Sql, bundleId: string, fromDay: number, toDay: number): Promise<{ daily: Record<string, DayFigures>; totals: DayFigures }> {
+  const from = fromDay * DAY_MS;
+  const to = (toDay + 1) * DAY_MS;
+  const daily: Record<string, DayFigures> = {};
+  const day = (d: number) => (daily[d] ??= { pageviews: 0, visitors: 0, sessions: 0, bounces: 0, duration_ms: 0, engaged_ms: 0 });
+  for (const r of await queryTimeEventDays(sql, { bundleId, from, to, dayMs: DAY_MS })) {
+    Object.assign(day(Number(r.day)), { pageviews: Number(r.pageviews), visitors: Number(r.visitors), engaged_ms: Number(r.engaged_ms) });
+  }
+  for (const r of await queryTimeSessions(sql, { bundleId, readFrom: from - DAY_MS, readTo: to + DAY_MS, from, to, gapMs: SESSION_GAP_MS, dayMs: DAY_MS })) {
+    Object.assign(day(Number(r.day)), { sessions: Number(r.sessions), bounces: Number(r.bounces), duration_ms: Number(r.duration_ms) });
+  }
+  const totals: DayFigures = { pageviews: 0, visitors: 0, sessions: 0, bounces: 0, duration_ms: 0, engaged_ms: 0 };
+  for (const k of Object.keys(daily)) {
+    const f = daily[k]!;
+    if (!nonZero(f)) delete daily[k];
+    for (const key of Object.keys(totals) as Array<keyof DayFigures>) totals[key] += f[key];
+  }
+  return { daily, totals };
 }
 
 // ---------------------------------------------------------------------------------------------

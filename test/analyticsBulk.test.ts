@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { demoTraffic } from '../scripts/demo-traffic.ts';
-import { type AnalyticsEventInput, bulkLoadEvents, DAY_MS, importEvents, ingestEvents, maintainedFigures, normalizeEvent, recomputeFigures } from '../server/analytics.ts';
+import { type AnalyticsEventInput, bulkLoadEvents, DAY_MS, dayOf, queryTimeSiteSummary, importEvents, ingestEvents, maintainedFigures, normalizeEvent, recomputeFigures } from '../server/analytics.ts';
 import { forEachDatabase, type TestService } from './support/service.ts';
 
 const MIN = 60_000;
@@ -99,5 +99,31 @@ forEachDatabase('analytics bulk load', (svc) => {
     assert.equal(summary.events, 1500);
     assert.equal(summary.sessions_removed, 0);
     await assertConsistent(svc(), ids[0]!);
+  });
+
+  it('computes the site summary at query time (window functions over raw events) with the maintained figures', async function () {
+    this.timeout(60_000);
+    const { ids } = await sites(1);
+    const site = ids[0]!;
+    const events = traffic(5, 3000)[0]!;
+    // Ties, orphan pings before a pageview, a session across midnight, an exact 30-minute gap.
+    const t = Date.UTC(2026, 10, 20) - 10 * MIN;
+    events.push(
+      { type: 'engagement', ts: t - 5 * MIN, visitor: 'edge', path: '/', engaged_ms: 7 },
+      { type: 'pageview', ts: t, visitor: 'edge', path: '/x' },
+      { type: 'engagement', ts: t, visitor: 'edge', path: '/x', engaged_ms: 3 },
+      { type: 'pageview', ts: t, visitor: 'edge', path: '/y' },
+      { type: 'pageview', ts: t + 25 * MIN, visitor: 'edge', path: '/z' },
+      { type: 'pageview', ts: t + 55 * MIN, visitor: 'edge', path: '/z' },
+    );
+    await bulkLoadEvents(svc().db, site, events.map((e) => normalizeEvent(site, e)));
+    const maintained = (await maintainedFigures(svc().db.sql, site)).daily;
+    const today = dayOf(NOW);
+    for (const [from, to] of [[today - 6, today], [today - 3, today - 2], [today - 2, today - 2]] as const) {
+      const q = await queryTimeSiteSummary(svc().db.sql, site, from, to);
+      const expected = Object.fromEntries(Object.entries(maintained).filter(([d]) => Number(d) >= from && Number(d) <= to));
+      assert.deepEqual(q.daily, expected);
+      assert.ok(q.totals.sessions > 0);
+    }
   });
 });

@@ -294,3 +294,41 @@ export function eventsFromVisitor(sql: Sql, bundleId: string, fromVisitor: strin
     [bundleId, fromVisitor, limit],
   );
 }
+
+// ---- the straightforward query-time computation (benchmark baseline, tests) ----
+
+/**
+ * Sessions per start day computed from raw events at query time: a window function flags events that
+ * follow the visitor's previous event by 30 minutes or more (or have none), a running sum numbers the
+ * gap runs (peers of equal ts share a run: RANGE frame), and a run with a pageview is a session from
+ * its first pageview to its last event. Reads events in [readFrom, readTo); counts sessions starting
+ * in [from, to).
+ */
+export function queryTimeSessions(sql: Sql, q: { bundleId: string; readFrom: number; readTo: number; from: number; to: number; gapMs: number; dayMs: number }) {
+  return sql.all<{ day: number; sessions: number; bounces: number; duration_ms: number }>(
+    `WITH e AS (
+       SELECT visitor, ts, type, CASE WHEN ts - LAG(ts) OVER (PARTITION BY visitor ORDER BY ts) < ? THEN 0 ELSE 1 END AS brk
+       FROM analytics_events WHERE bundle_id = ? AND ts >= ? AND ts < ?
+     ), r AS (
+       SELECT visitor, ts, type, SUM(brk) OVER (PARTITION BY visitor ORDER BY ts) AS run FROM e
+     ), s AS (
+       SELECT MIN(CASE WHEN type = 'pageview' THEN ts END) AS start_ts, MAX(ts) AS end_ts, SUM(CASE WHEN type = 'pageview' THEN 1 ELSE 0 END) AS pv
+       FROM r GROUP BY visitor, run
+     )
+     SELECT day, CAST(COUNT(*) AS BIGINT) AS sessions, CAST(SUM(CASE WHEN pv = 1 THEN 1 ELSE 0 END) AS BIGINT) AS bounces, CAST(SUM(end_ts - start_ts) AS BIGINT) AS duration_ms
+     FROM (SELECT CAST(start_ts / ? AS BIGINT) AS day, start_ts, end_ts, pv FROM s WHERE pv > 0 AND start_ts >= ? AND start_ts < ?) AS d
+     GROUP BY day ORDER BY day`,
+    [q.gapMs, q.bundleId, q.readFrom, q.readTo, q.dayMs, q.from, q.to],
+  );
+}
+
+/** Pageviews, distinct visitors (with a pageview) and active time per UTC day, from raw events in [from, to). */
+export function queryTimeEventDays(sql: Sql, q: { bundleId: string; from: number; to: number; dayMs: number }) {
+  return sql.all<{ day: number; pageviews: number; visitors: number; engaged_ms: number }>(
+    `SELECT day, CAST(SUM(CASE WHEN type = 'pageview' THEN 1 ELSE 0 END) AS BIGINT) AS pageviews,
+       CAST(COUNT(DISTINCT CASE WHEN type = 'pageview' THEN visitor END) AS BIGINT) AS visitors, CAST(SUM(engaged_ms) AS BIGINT) AS engaged_ms
+     FROM (SELECT CAST(ts / ? AS BIGINT) AS day, type, visitor, engaged_ms FROM analytics_events WHERE bundle_id = ? AND ts >= ? AND ts < ?) AS e
+     GROUP BY day ORDER BY day`,
+    [q.dayMs, q.bundleId, q.from, q.to],
+  );
+}
