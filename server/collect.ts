@@ -179,8 +179,8 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     if (!yesterdaySalt) return today;
     const previous = hash(yesterdaySalt, bundleId, ip, ua);
     const since = now - SESSION_GAP_MS;
-    const queuedHit = (list: NewAnalyticsEvent[]) => list.some((e) => e.visitor === previous && e.bundle_id === bundleId && e.ts >= since);
-    const active = queuedHit(queue) || queuedHit(writing) || (await visitorActiveSince(db.sql, bundleId, previous, since));
+    const queuedTs = unwritten.get(`${bundleId}\n${previous}`)?.lastTs;
+    const active = (queuedTs !== undefined && queuedTs >= since) || (await visitorActiveSince(db.sql, bundleId, previous, since));
     if (carried.size >= 200_000) carried.clear();
     carried.set(today, active ? { id: previous, lastTs: now } : null);
     return active ? previous : today;
@@ -188,23 +188,38 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
 
   // --- the queue ----------------------------------------------------------------------------
   let queue: NewAnalyticsEvent[] = [];
-  let writing: NewAnalyticsEvent[] = [];
   let running: Promise<void> | null = null;
+  // Queued or being written, per site and visitor: what the database cannot answer yet.
+  const unwritten = new Map<string, { n: number; lastTs: number }>();
+  function enqueue(e: NewAnalyticsEvent): void {
+    queue.push(e);
+    const k = `${e.bundle_id}\n${e.visitor}`;
+    const u = unwritten.get(k);
+    if (u) {
+      u.n++;
+      if (e.ts > u.lastTs) u.lastTs = e.ts;
+    } else unwritten.set(k, { n: 1, lastTs: e.ts });
+  }
+  function written(batch: readonly NewAnalyticsEvent[]): void {
+    for (const e of batch) {
+      const k = `${e.bundle_id}\n${e.visitor}`;
+      const u = unwritten.get(k);
+      if (u && --u.n === 0) unwritten.delete(k);
+    }
+  }
 
   async function drain(): Promise<void> {
     while (queue.length) {
       const batch = queue.slice(0, config.collectBatchSize);
       queue = queue.slice(batch.length);
-      writing = batch;
       try {
         await ingestEvents(db, batch);
       } catch (err) {
         queue = batch.concat(queue); // retried by the next flush, in the same order
         logger.error({ err, events: batch.length, queued: queue.length }, 'collection: storing a batch failed; it stays queued and is retried');
         throw err;
-      } finally {
-        writing = [];
       }
+      written(batch);
     }
   }
 
@@ -304,7 +319,7 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     if (agent.device) input.device = agent.device;
     if (agent.browser) input.browser = agent.browser;
     if (agent.os) input.os = agent.os;
-    queue.push(normalizeEvent(bundle.id, input));
+    enqueue(normalizeEvent(bundle.id, input));
     if (queue.length >= config.collectBatchSize && !running) kick().catch(() => {});
   }
 
