@@ -207,6 +207,18 @@ forEachDatabase(
       assert.notEqual(later[5]!.visitor, rows[0]!.visitor);
     });
 
+    it('the carry-over also sees an event still queued from before midnight', async () => {
+      const { docs, key } = await setup();
+      svc().clock.set(Date.UTC(2026, 10, 24, 23, 59, 59));
+      await send(svc(), pageview(key, 'https://docs.collect.test/late'));
+      assert.equal(svc().collector.queued, 1);
+      svc().clock.set(Date.UTC(2026, 10, 25, 0, 0, 30));
+      await send(svc(), pageview(key, 'https://docs.collect.test/later'));
+      const rows = await events(svc(), docs);
+      assert.equal(rows.length, 2);
+      assert.equal(rows[0]!.visitor, rows[1]!.visitor);
+    });
+
     it('daily salts: one per UTC day, shared through the database; the job deletes those older than 48 hours', async () => {
       const { key } = await setup();
       svc().clock.set(Date.UTC(2026, 11, 1, 10));
