@@ -24,6 +24,9 @@ export const document = {
   "security": [
     {
       "ApiKey": []
+    },
+    {
+      "SessionCookie": []
     }
   ],
   "tags": [
@@ -1869,6 +1872,12 @@ export const document = {
         "scheme": "bearer",
         "bearerFormat": "API key",
         "description": "A workspace API key, `Authorization: Bearer wso_<key id>_<secret>`. Keep it on a server or in a\nsecret store; never in a website, a mobile bundle, a URL or a log.\n"
+      },
+      "SessionCookie": {
+        "type": "apiKey",
+        "in": "cookie",
+        "name": "wso_session",
+        "description": "A member's sign-in session, set by `GET /signin/<token>` (a one-time link printed by\n`npm run admin -- signin-link`) for the service's own pages. Used only when the request has no\n`Authorization` header. It acts as its member and may call only the query operations of the\n`analytics` and `workspace` namespaces (see \"Sign-in sessions\" in the description); anything else is `403`.\n"
       }
     },
     "schemas": {
