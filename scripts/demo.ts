@@ -1,19 +1,60 @@
-/** `npm run demo`: a demo workspace with a sales pipeline, and the calls to try it. */
+/**
+ * `npm run demo`: a demo workspace with a sales pipeline, five sites holding 90 days of generated
+ * traffic (DEMO_EVENTS events, default 1,000,000, ending now; 0 for none), and the calls to try it.
+ */
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import cliProgress from 'cli-progress';
 import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
 import { createClient } from '../generated/client.ts';
 import { applyWorkspace } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
+import { bulkLoadEvents, normalizeEvent } from '../server/analytics.ts';
+import { demoTraffic } from './demo-traffic.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const db = openDatabase();
 await db.migrate();
 const spec = YAML.parse(fs.readFileSync(path.join(here, 'demo-workspace.yaml'), 'utf8'));
+// Five sites for the analytics demo: the file's own, then more up to five.
+const extraSites: Record<string, { name: string; domain: string }> = {
+  blog: { name: 'Blog', domain: 'blog.acme.test' },
+  app: { name: 'Web app', domain: 'app.acme.test' },
+  status: { name: 'Status page', domain: 'status.acme.test' },
+  help: { name: 'Help center', domain: 'help.acme.test' },
+  careers: { name: 'Careers', domain: 'careers.acme.test' },
+};
+spec.bundles ??= {};
+for (const [handle, site] of Object.entries(extraSites)) if (Object.keys(spec.bundles).length < 5 && !spec.bundles[handle]) spec.bundles[handle] = site;
 const result = await applyWorkspace(db, systemClock, spec);
+await loadDemoTraffic(Object.values(result.bundles));
 await db.close();
+
+/** 90 days of traffic over the sites (the first the busiest), bulk loaded with a progress bar. */
+async function loadDemoTraffic(bundleIds: string[]): Promise<void> {
+  const total = Number(process.env.DEMO_EVENTS ?? 1_000_000);
+  if (!Number.isInteger(total) || total < 0) throw new Error(`DEMO_EVENTS must be a whole number (got ${process.env.DEMO_EVENTS})`);
+  if (total === 0 || !bundleIds.length) return;
+  const started = Date.now();
+  const traffic = demoTraffic({ sites: bundleIds.length, totalEvents: total, end: started });
+  const bar = process.stderr.isTTY
+    ? new cliProgress.SingleBar({ format: 'demo traffic [{bar}] {percentage}% | {site} {phase} | {duration}s', stream: process.stderr }, cliProgress.Presets.shades_classic)
+    : null;
+  bar?.start(total * 2, 0, { site: '', phase: '' });
+  let done = 0;
+  for (let i = 0; i < bundleIds.length; i++) {
+    const events = traffic[i]!.map((e) => normalizeEvent(bundleIds[i]!, e));
+    traffic[i] = [];
+    await bulkLoadEvents(db, bundleIds[i]!, events, {
+      onProgress: (n, _t, phase) => bar?.update(done + (phase === 'store' ? n : events.length + n), { site: `site ${i + 1}/${bundleIds.length}`, phase }),
+    });
+    done += 2 * events.length;
+  }
+  bar?.stop();
+  console.error(`Loaded ${total.toLocaleString('en')} events of demo traffic into ${bundleIds.length} sites in ${((Date.now() - started) / 1000).toFixed(1)} s.`);
+}
 const secret = result.keys.ci!.secret;
 const base = process.env.BASE_URL ?? `http://localhost:${process.env.PORT ?? 8080}/v1`;
 
