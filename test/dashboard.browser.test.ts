@@ -98,6 +98,8 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
     const origin = svc().baseUrl.replace(/\/v1$/, '');
     const { url } = await createSigninLink(svc().db, svc().clock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, next: `/dashboard?site=${bundle}`, baseUrl: origin });
     const context = await browser!.newContext({ viewport: { width: 1280, height: 900 }, deviceScaleFactor: 1 });
+    // The page's timers run on a fake clock, so the 30 s realtime refresh can be stepped through.
+    await context.clock.install();
     const page = await context.newPage();
     const problems: string[] = [];
     page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
@@ -160,11 +162,18 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
       fs.mkdirSync(path.join(root, 'test-output'), { recursive: true });
       await page.screenshot({ path: path.join(root, 'test-output', 'dashboard.png'), fullPage: true });
 
+      // A new visitor arrives; the realtime count follows within 30 s, without a reload.
+      await ingestEvents(svc().db, [normalizeEvent(bundle, { type: 'pageview', ts: svc().clock.now() - MIN, visitor: 'e', path: '/' })]);
+      await page.clock.runFor(29_000);
+      assert.equal(await page.locator('#realtime [data-value]').textContent(), '2');
+      await page.clock.runFor(1_000);
+      await page.waitForFunction(() => document.querySelector('#realtime [data-value]')?.textContent === '3');
+
       // The period selector asks for 7 days (all of this traffic is inside them) and keeps it in the URL.
       await page.click('button[data-days="7"]');
       await page.waitForFunction(() => new URL(location.href).searchParams.get('days') === '7' && !document.body.classList.contains('busy'));
       assert.equal(await page.locator('#range').textContent(), '2026-11-16 – 2026-11-22 (UTC)');
-      assert.equal(await page.locator('[data-tile="pageviews"] .value').textContent(), '9');
+      assert.equal(await page.locator('[data-tile="pageviews"] .value').textContent(), '10');
       // Another site: no traffic, zero tiles, empty breakdowns.
       await page.selectOption('#site', ws.bundles.shop!);
       await page.waitForFunction(() => new URL(location.href).searchParams.get('site') !== null && document.querySelector('[data-tile="pageviews"] .value')?.textContent === '0');
