@@ -220,6 +220,8 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
         throw err;
       }
       written(batch);
+      // SQLite writes synchronously: let waiting requests in between two batches.
+      await new Promise((resolve) => setImmediate(resolve));
     }
   }
 
