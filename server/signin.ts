@@ -153,10 +153,9 @@ export function checkOrigin(req: Request): void {
   if (!host || host !== req.headers.host) throw new ServiceError(403, 'forbidden', 'A sign-in session may only be used from pages of this service (Origin differs).');
 }
 
-const escapeHtml = (text: string) =>
+/** Text for HTML element content or a quoted attribute value. */
+export const escapeHtml = (text: string) =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-
-export { escapeHtml };
 
 /** Headers of every HTML page the service serves: no caching, no framing, no inline script, no referrer. */
 export function pageHeaders(res: Response): void {
