@@ -31,6 +31,7 @@ import {
   eventsFromVisitor,
   deleteSessions,
   eventsOfVisitors,
+  insertAbsent,
   insertEvents,
   insertSessions,
   type NewAnalyticsEvent,
@@ -270,43 +271,85 @@ class Deltas {
     this.dimVisitor(bundle, 'entry_page', s.day, s.entry_page, visitor, sign);
   }
 
-  /** Writes everything: visitor sets first (they decide the visitors deltas), then the rollups. */
-  async apply(sql: Sql): Promise<void> {
-    const vd = [...this.visitorDays.values()].filter((v) => v.n !== 0);
-    const after = await addTo<{ bundle_id: string; day: number; visitor: string; n: number }>(
-      sql, 'analytics_visitor_days', ['bundle_id', 'day', 'visitor'], ['n'], vd.map((v) => [v.bundle, v.day, v.visitor, v.n]), ['bundle_id', 'day', 'visitor', 'n'],
+  /**
+   * Writes everything: visitor sets first (they decide the visitors deltas), then the rollups. Events
+   * are only ever added, so visitor-day and event-dimension rows only need to exist (n = 1): one
+   * insert-if-absent says which are new. Entry-page rows count the visitor's sessions there, which a
+   * repair can take away, so they are added to and deleted at 0.
+   */
+  async apply(sql: Sql, present: PresentRows): Promise<string[]> {
+    const vdKeys = [...this.visitorDays.keys()].filter((k) => this.visitorDays.get(k)!.n > 0 && !present.has(k));
+    const fresh = await insertAbsent<{ bundle_id: string; day: number; visitor: string }>(
+      sql, 'analytics_visitor_days', ['bundle_id', 'day', 'visitor'], vdKeys.map((k) => this.visitorDays.get(k)!).map((v) => [v.bundle, v.day, v.visitor]),
     );
-    for (const row of after) {
-      const delta = this.visitorDays.get(`${row.bundle_id}\u0000${row.day}\u0000${row.visitor}`)!.n;
-      const n = Number(row.n);
-      if (n === delta) this.day(row.bundle_id, row.day).visitors++;
-    }
+    for (const row of fresh) this.day(row.bundle_id, Number(row.day)).visitors++;
     const dv = [...this.dimVisitors.values()].filter((v) => v.n !== 0);
-    const dAfter = await addTo<{ bundle_id: string; dimension: string; day: number; value: string; visitor: string; n: number }>(
-      sql, 'analytics_dim_visitors', ['bundle_id', 'dimension', 'day', 'value', 'visitor'], ['n'],
-      dv.map((v) => [v.bundle, v.dimension, v.day, v.value, v.visitor, v.n]), ['bundle_id', 'dimension', 'day', 'value', 'visitor', 'n'],
+    const dvKeys = [...this.dimVisitors.keys()].filter((k) => this.dimVisitors.get(k)!.dimension !== 'entry_page' && !present.has(k));
+    const seen = await insertAbsent<{ bundle_id: string; dimension: string; day: number; value: string }>(
+      sql, 'analytics_dim_visitors', ['bundle_id', 'dimension', 'day', 'value', 'visitor'],
+      dvKeys.map((k) => this.dimVisitors.get(k)!).map((v) => [v.bundle, v.dimension, v.day, v.value, v.visitor]),
     );
-    for (const row of dAfter) {
-      const delta = this.dimVisitors.get(`${row.bundle_id}\u0000${row.dimension}\u0000${row.day}\u0000${row.value}\u0000${row.visitor}`)!.n;
+    for (const row of seen) this.dim(row.bundle_id, row.dimension, Number(row.day), row.value).visitors++;
+    const entries = dv.filter((v) => v.dimension === 'entry_page');
+    const after = await addTo<{ bundle_id: string; dimension: string; day: number; value: string; visitor: string; n: number }>(
+      sql, 'analytics_dim_visitors', ['bundle_id', 'dimension', 'day', 'value', 'visitor'], ['n'],
+      entries.map((v) => [v.bundle, v.dimension, v.day, v.value, v.visitor, v.n]), ['bundle_id', 'dimension', 'day', 'value', 'visitor', 'n'],
+    );
+    const empty: Array<[string, string, number, string, string]> = [];
+    for (const row of after) {
+      const day = Number(row.day);
+      const delta = this.dimVisitors.get(`${row.bundle_id}\u0000${row.dimension}\u0000${day}\u0000${row.value}\u0000${row.visitor}`)!.n;
       const n = Number(row.n);
-      if (n === delta && delta > 0) this.dim(row.bundle_id, row.dimension, row.day, row.value).visitors++;
+      if (n === delta && delta > 0) this.dim(row.bundle_id, row.dimension, day, row.value).visitors++;
       else if (n === 0) {
-        this.dim(row.bundle_id, row.dimension, row.day, row.value).visitors--;
-        await deleteEmptyDimVisitors(sql, row.bundle_id, row.dimension, row.day, row.value, row.visitor);
+        this.dim(row.bundle_id, row.dimension, day, row.value).visitors--;
+        empty.push([row.bundle_id, row.dimension, day, row.value, row.visitor]);
       }
     }
+    await deleteEmptyDimVisitors(sql, empty);
     const daily = [...this.daily.values()].filter((d) => d.pageviews || d.sessions || d.bounces || d.duration_ms || d.engaged_ms || d.visitors);
     await addTo(sql, 'analytics_daily', ['bundle_id', 'day'], ['pageviews', 'visitors', 'sessions', 'bounces', 'duration_ms', 'engaged_ms'],
       daily.map((d): SqlValue[] => [d.bundle, d.day, d.pageviews, d.visitors, d.sessions, d.bounces, d.duration_ms, d.engaged_ms]));
     const dims = [...this.dims.values()].filter((d) => d.pageviews || d.engaged_ms || d.views || d.visitors);
     await addTo(sql, 'analytics_dim_daily', ['bundle_id', 'dimension', 'day', 'value'], ['pageviews', 'visitors', 'engaged_ms', 'views'],
       dims.map((d): SqlValue[] => [d.bundle, d.dimension, d.day, d.value, d.pageviews, d.visitors, d.engaged_ms, d.views]));
+    return [...vdKeys, ...dvKeys];
   }
 }
 
+/**
+ * Visitor-day and event-dimension visitor rows known to exist in the database (recorded after the
+ * commit that wrote them). Such rows are never removed (events are only ever added; a bulk rebuild
+ * writes them again), so a remembered key is never wrong, and live batches, which mostly continue
+ * visits already seen today, skip most of their visitor-set writes. Bounded; oldest forgotten first.
+ */
+class PresentRows {
+  private readonly keys = new Map<string, true>();
+
+  constructor(private readonly max: number) {}
+
+  has(key: string): boolean {
+    return this.keys.has(key);
+  }
+
+  addAll(keys: readonly string[]): void {
+    for (const key of keys) this.keys.set(key, true);
+    if (this.keys.size <= this.max) return;
+    for (const key of this.keys.keys()) {
+      this.keys.delete(key);
+      if (this.keys.size <= this.max * 0.9) break;
+    }
+  }
+}
+
+const PRESENT_ROWS_MAX = 500_000;
+const presentRows = new WeakMap<Database, PresentRows>();
+
 const toEvent = (row: NewAnalyticsEvent): NewAnalyticsEvent => ({ ...row, ts: Number(row.ts), engaged_ms: Number(row.engaged_ms) });
 
-type Span = { visitor: string; tmin: number; tmax: number };
+type Span = { bundle: string; visitor: string; tmin: number; tmax: number };
+
+const pairKey = (bundle: string, visitor: string) => `${bundle}\u0000${visitor}`;
 
 const toShape = (s: DbAnalyticsSessionRow): SessionShape => ({
   start_ts: Number(s.start_ts), end_ts: Number(s.end_ts), day: Number(s.day), pageviews: Number(s.pageviews), entry_page: s.entry_page, engaged_ms: Number(s.engaged_ms),
@@ -324,55 +367,57 @@ function groupBy<T>(rows: readonly T[], key: (row: T) => string): Map<string, T[
 }
 
 /**
- * Re-sessionizes each visitor of one bundle around their new events [tmin, tmax]: from the session in
+ * Re-sessionizes each (bundle, visitor) around their new events [tmin, tmax]: from the session in
  * progress at tmin (or tmin itself) to the first gap of 30 minutes or more after tmax, where old and
  * new sessionization agree again. Old sessions of that window that differ are removed, new ones
- * added, and both recorded in deltas. Reads are set-based (a few statements per 100 visitors), so
- * in-order traffic costs a handful of statements per batch.
+ * added, and both recorded in deltas. Reads are set-based (three statements per batch on PostgreSQL,
+ * per 100 visitors on SQLite), so in-order traffic costs a handful of statements per batch.
  */
-async function repairVisitors(sql: Sql, deltas: Deltas, bundle: string, spans: readonly Span[]): Promise<{ added: number; removed: number }> {
-  const inProgress = await sessionsInProgress(sql, bundle, spans.map((s) => [s.visitor, s.tmin, s.tmin - SESSION_GAP_MS] as const));
-  const startOf = new Map(inProgress.map((s) => [s.visitor, Number(s.start_ts)]));
-  const windows = spans.map((s) => ({ ...s, from: startOf.get(s.visitor) ?? s.tmin, end: s.tmax + SESSION_GAP_MS, lastTs: s.tmax }));
+async function repairVisitors(sql: Sql, deltas: Deltas, spans: readonly Span[]): Promise<{ added: number; removed: number }> {
+  const inProgress = await sessionsInProgress(sql, spans.map((s) => [s.bundle, s.visitor, s.tmin, s.tmin - SESSION_GAP_MS] as const));
+  const startOf = new Map(inProgress.map((s) => [pairKey(s.bundle_id, s.visitor), Number(s.start_ts)]));
+  const windows = spans.map((s) => ({ ...s, from: startOf.get(pairKey(s.bundle, s.visitor)) ?? s.tmin, end: s.tmax + SESSION_GAP_MS, lastTs: s.tmax }));
   const loaded = groupBy(
-    (await eventsOfVisitors(sql, bundle, windows.map((w) => [w.visitor, w.from, w.end] as const))).map(toEvent),
-    (e) => e.visitor,
+    (await eventsOfVisitors(sql, windows.map((w) => [w.bundle, w.visitor, w.from, w.end] as const))).map(toEvent),
+    (e) => pairKey(e.bundle_id, e.visitor),
   );
   const eventsOf = new Map<string, NewAnalyticsEvent[]>();
   for (const w of windows) {
-    const events = loaded.get(w.visitor) ?? [];
+    const key = pairKey(w.bundle, w.visitor);
+    const events = loaded.get(key) ?? [];
     // Extend while the visitor has events less than 30 minutes after the last one loaded.
     for (;;) {
       const last = events.length ? events[events.length - 1]!.ts : w.tmax;
       if (last + SESSION_GAP_MS <= w.end) break;
-      const more = (await visitorEvents(sql, bundle, w.visitor, w.end, last + SESSION_GAP_MS)).map(toEvent);
+      const more = (await visitorEvents(sql, w.bundle, w.visitor, w.end, last + SESSION_GAP_MS)).map(toEvent);
       w.end = last + SESSION_GAP_MS;
       events.push(...more);
     }
     events.sort(compareEvents);
     w.lastTs = events.length ? events[events.length - 1]!.ts : w.tmax;
-    eventsOf.set(w.visitor, events);
+    eventsOf.set(key, events);
   }
-  const oldOf = groupBy(await sessionsOfVisitors(sql, bundle, windows.map((w) => [w.visitor, w.from, w.lastTs] as const)), (s) => s.visitor);
-  const removedKeys: Array<readonly [string, number]> = [];
+  const oldOf = groupBy(await sessionsOfVisitors(sql, windows.map((w) => [w.bundle, w.visitor, w.from, w.lastTs] as const)), (s) => pairKey(s.bundle_id, s.visitor));
+  const removedKeys: Array<readonly [string, string, number]> = [];
   const addedRows: DbAnalyticsSessionRow[] = [];
   for (const w of windows) {
-    const fresh = sessionize(eventsOf.get(w.visitor)!);
-    const old = (oldOf.get(w.visitor) ?? []).map(toShape);
+    const key = pairKey(w.bundle, w.visitor);
+    const fresh = sessionize(eventsOf.get(key)!);
+    const old = (oldOf.get(key) ?? []).map(toShape);
     const freshKeys = new Set(fresh.map(sessionKey));
     const oldKeys = new Set(old.map(sessionKey));
     for (const s of old) {
       if (freshKeys.has(sessionKey(s))) continue;
-      removedKeys.push([w.visitor, s.start_ts]);
-      deltas.session(bundle, w.visitor, s, -1);
+      removedKeys.push([w.bundle, w.visitor, s.start_ts]);
+      deltas.session(w.bundle, w.visitor, s, -1);
     }
     for (const s of fresh) {
       if (oldKeys.has(sessionKey(s))) continue;
-      addedRows.push({ bundle_id: bundle, visitor: w.visitor, ...s });
-      deltas.session(bundle, w.visitor, s, 1);
+      addedRows.push({ bundle_id: w.bundle, visitor: w.visitor, ...s });
+      deltas.session(w.bundle, w.visitor, s, 1);
     }
   }
-  await deleteSessions(sql, bundle, removedKeys);
+  await deleteSessions(sql, removedKeys);
   await insertSessions(sql, addedRows);
   return { added: addedRows.length, removed: removedKeys.length };
 }
@@ -386,12 +431,20 @@ export interface IngestResult {
 /**
  * Stores a batch of events (any bundles, any order) in ONE transaction: raw events, then for each
  * affected (bundle, visitor) a local re-sessionization and the rollup differences. On PostgreSQL a
- * transaction-scoped advisory lock per bundle keeps concurrent batches from splitting a session.
+ * transaction-scoped advisory lock per bundle keeps concurrent batches from splitting a session, and
+ * the commit does not wait for the disk unless `durable` (live batches; see below).
  */
-export async function ingestEvents(db: Database, events: readonly NewAnalyticsEvent[]): Promise<IngestResult> {
+export async function ingestEvents(db: Database, events: readonly NewAnalyticsEvent[], options: { durable?: boolean } = {}): Promise<IngestResult> {
   if (!events.length) return { events: 0, sessions_added: 0, sessions_removed: 0 };
-  return db.tx(async (sql) => {
+  let present = presentRows.get(db);
+  if (!present) presentRows.set(db, (present = new PresentRows(PRESENT_ROWS_MAX)));
+  let written: string[] = [];
+  const result = await db.tx(async (sql) => {
     const bundles = [...new Set(events.map((e) => e.bundle_id))].sort();
+    // A live batch was only buffered in memory until now, so a crash just after commit loses no more
+    // than a crash just before: the commit need not wait for the disk (rollups stay exact, since
+    // PostgreSQL never keeps part of a transaction). Imports ask for durable commits.
+    if (sql.dialect === 'pg' && !options.durable) await sql.run('SET LOCAL synchronous_commit = off');
     for (const bundle of bundles) await db.lock(sql, `analytics:${bundle}`);
     await insertEvents(sql, events);
     const deltas = new Deltas();
@@ -406,16 +459,12 @@ export async function ingestEvents(db: Database, events: readonly NewAnalyticsEv
         span.tmax = Math.max(span.tmax, e.ts);
       }
     }
-    let added = 0;
-    let removed = 0;
-    for (const bundle of bundles) {
-      const r = await repairVisitors(sql, deltas, bundle, [...spans.values()].filter((s) => s.bundle === bundle));
-      added += r.added;
-      removed += r.removed;
-    }
-    await deltas.apply(sql);
-    return { events: events.length, sessions_added: added, sessions_removed: removed };
+    const r = await repairVisitors(sql, deltas, [...spans.values()]);
+    written = await deltas.apply(sql, present);
+    return { events: events.length, sessions_added: r.added, sessions_removed: r.removed };
   });
+  present.addAll(written);
+  return result;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -603,7 +652,7 @@ export async function importEvents(
   let added = 0;
   let removed = 0;
   for (let i = 0; i < sorted.length; i += chunkSize) {
-    const r = await ingestEvents(db, sorted.slice(i, i + chunkSize));
+    const r = await ingestEvents(db, sorted.slice(i, i + chunkSize), { durable: true });
     added += r.sessions_added;
     removed += r.sessions_removed;
     options.onProgress?.(Math.min(i + chunkSize, sorted.length), sorted.length);
@@ -711,9 +760,9 @@ class BundleRebuild {
   async finish(sql: Sql): Promise<void> {
     await this.flushSessions(sql);
     const days = [...this.daily.entries()].sort(([a], [b]) => a - b);
-    await writeInOrder(sql, 'analytics_visitor_days', VISITOR_DAY_TABLE_COLUMNS, days, ([day, d]) => d.who.map((v, i) => [this.bundle, day, v, d.n[i]!]));
+    await writeInOrder(sql, 'analytics_visitor_days', VISITOR_DAY_TABLE_COLUMNS, days, ([day, d]) => d.who.map((v) => [this.bundle, day, v, 1]));
     const dims = [...this.dims.values()].sort((a, b) => cmpStr(a.dimension, b.dimension) || a.day - b.day || cmpStr(a.value, b.value));
-    await writeInOrder(sql, 'analytics_dim_visitors', DIM_VISITOR_TABLE_COLUMNS, dims, (r) => r.who.map((v, i) => [this.bundle, r.dimension, r.day, r.value, v, r.n[i]!]));
+    await writeInOrder(sql, 'analytics_dim_visitors', DIM_VISITOR_TABLE_COLUMNS, dims, (r) => r.who.map((v, i) => [this.bundle, r.dimension, r.day, r.value, v, r.dimension === 'entry_page' ? r.n[i]! : 1]));
     const daily = days.filter(([, d]) => d.pageviews || d.visitors || d.sessions || d.bounces || d.duration_ms || d.engaged_ms);
     await bulkInsert(sql, 'analytics_daily', DAILY_TABLE_COLUMNS, daily.map(([day, d]) => [this.bundle, day, d.pageviews, d.visitors, d.sessions, d.bounces, d.duration_ms, d.engaged_ms]));
     const rollups = dims.filter((r) => r.pageviews || r.visitors || r.engaged_ms || r.views);

@@ -24,6 +24,7 @@ export type NewAnalyticsEvent = Omit<DbAnalyticsEventRow, 'id'>;
 const EVENT_COLUMNS = ['bundle_id', 'ts', 'visitor', 'type', 'path', 'referrer_host', 'source', 'campaign', 'country', 'device', 'browser', 'os', 'engaged_ms'] as const;
 
 export async function insertEvents(sql: Sql, events: readonly NewAnalyticsEvent[]): Promise<void> {
+  if (sql.dialect === 'pg') return pgWrite(sql, 'analytics_events', EVENT_TABLE_COLUMNS, events.map((e) => EVENT_COLUMNS.map((c) => e[c])));
   for (const part of chunks(events)) {
     await sql.run(
       `INSERT INTO analytics_events (${EVENT_COLUMNS.join(', ')}) VALUES ${placeholders(EVENT_COLUMNS.length, part.length)}`,
@@ -43,6 +44,7 @@ export function visitorEvents(sql: Sql, bundleId: string, visitor: string, from:
 const SESSION_COLUMNS = ['bundle_id', 'visitor', 'start_ts', 'end_ts', 'day', 'pageviews', 'entry_page', 'engaged_ms'] as const;
 
 export async function insertSessions(sql: Sql, sessions: readonly DbAnalyticsSessionRow[]): Promise<void> {
+  if (sql.dialect === 'pg') return pgWrite(sql, 'analytics_sessions', SESSION_TABLE_COLUMNS, sessions.map((r) => SESSION_COLUMNS.map((c) => r[c])));
   for (const part of chunks(sessions)) {
     await sql.run(
       `INSERT INTO analytics_sessions (${SESSION_COLUMNS.join(', ')}) VALUES ${placeholders(SESSION_COLUMNS.length, part.length)}`,
@@ -51,9 +53,29 @@ export async function insertSessions(sql: Sql, sessions: readonly DbAnalyticsSes
   }
 }
 
+/** Column types for PostgreSQL arrays: text when any value is a string, else bigint. */
+function typesOf(names: readonly string[], rows: readonly (readonly SqlValue[])[]): Columns {
+  return names.map((name, k) => [name, rows.some((r) => typeof r[k] === 'string') ? 'text' : 'bigint'] as const);
+}
+
+/** PostgreSQL: one queued `INSERT ... SELECT FROM unnest(...)` for any number of rows (sent with the next read or the commit). */
+async function pgWrite(sql: Sql, table: string, columns: Columns, rows: readonly (readonly SqlValue[])[], tail = ''): Promise<void> {
+  if (!rows.length) return;
+  const { text, params } = unnestInsert(table, columns, rows);
+  await sql.write(`${text}${tail}`, params);
+}
+
+function unnestInsert(table: string, columns: Columns, rows: readonly (readonly SqlValue[])[]): { text: string; params: string[] } {
+  return {
+    text: `INSERT INTO ${table} (${columns.map(([n]) => n).join(', ')}) SELECT * FROM unnest(${columns.map(([, type]) => `CAST(? AS ${type}[])`).join(', ')})`,
+    params: columns.map(([, type], k) => pgArray(rows, k, type)),
+  };
+}
+
 /**
  * Adds to counters: INSERT ... ON CONFLICT DO UPDATE SET c = c + excluded.c, for rows with distinct
- * keys. Returns the rows' `returning` columns after the change when asked.
+ * keys. Returns the rows' `returning` columns after the change when asked. On PostgreSQL one
+ * statement for all rows (queued when nothing is returned).
  */
 export async function addTo<R extends object = Record<string, unknown>>(
   sql: Sql,
@@ -63,21 +85,56 @@ export async function addTo<R extends object = Record<string, unknown>>(
   rows: readonly (readonly SqlValue[])[],
   returning?: readonly string[],
 ): Promise<R[]> {
-  const out: R[] = [];
+  if (!rows.length) return [];
   const columns = [...keys, ...counters];
+  const conflict =
+    ` ON CONFLICT (${keys.join(', ')}) DO UPDATE SET ${counters.map((c) => `${c} = ${table}.${c} + excluded.${c}`).join(', ')}` +
+    (returning ? ` RETURNING ${returning.join(', ')}` : '');
+  if (sql.dialect === 'pg') {
+    const { text, params } = unnestInsert(table, typesOf(columns, rows), rows);
+    if (returning) return sql.all<R>(text + conflict, params);
+    await sql.write(text + conflict, params);
+    return [];
+  }
+  const out: R[] = [];
   for (const part of chunks(rows)) {
-    const text =
-      `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${placeholders(columns.length, part.length)} ` +
-      `ON CONFLICT (${keys.join(', ')}) DO UPDATE SET ${counters.map((c) => `${c} = ${table}.${c} + excluded.${c}`).join(', ')}` +
-      (returning ? ` RETURNING ${returning.join(', ')}` : '');
+    const text = `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${placeholders(columns.length, part.length)}${conflict}`;
     if (returning) out.push(...(await sql.all<R>(text, part.flat())));
     else await sql.run(text, part.flat());
   }
   return out;
 }
 
-export async function deleteEmptyDimVisitors(sql: Sql, bundleId: string, dimension: string, day: number, value: string, visitor: string): Promise<void> {
-  await sql.run(`DELETE FROM analytics_dim_visitors WHERE bundle_id = ? AND dimension = ? AND day = ? AND value = ? AND visitor = ? AND n = 0`, [bundleId, dimension, day, value, visitor]);
+/** Inserts the keys not there yet (with n = 1); returns the keys inserted. */
+export async function insertAbsent<R extends object>(sql: Sql, table: string, keys: readonly string[], rows: readonly (readonly SqlValue[])[]): Promise<R[]> {
+  if (!rows.length) return [];
+  const withN = rows.map((r) => [...r, 1]);
+  const columns = [...keys, 'n'];
+  const conflict = ` ON CONFLICT (${keys.join(', ')}) DO NOTHING RETURNING ${keys.join(', ')}`;
+  if (sql.dialect === 'pg') {
+    const { text, params } = unnestInsert(table, typesOf(columns, withN), withN);
+    return sql.all<R>(text + conflict, params);
+  }
+  const out: R[] = [];
+  for (const part of chunks(withN)) {
+    out.push(...(await sql.all<R>(`INSERT INTO ${table} (${columns.join(', ')}) VALUES ${placeholders(columns.length, part.length)}${conflict}`, part.flat())));
+  }
+  return out;
+}
+
+/** Deletes visitor rows of (bundle, dimension, day, value, visitor) whose count reached 0. */
+export async function deleteEmptyDimVisitors(sql: Sql, keys: ReadonlyArray<readonly [bundleId: string, dimension: string, day: number, value: string, visitor: string]>): Promise<void> {
+  if (!keys.length) return;
+  if (sql.dialect === 'pg') {
+    const cols: Columns = [['bundle_id', 'text'], ['dimension', 'text'], ['day', 'bigint'], ['value', 'text'], ['visitor', 'text']];
+    await sql.write(
+      `DELETE FROM analytics_dim_visitors d USING unnest(${cols.map(([, t]) => `CAST(? AS ${t}[])`).join(', ')}) AS k(bundle_id, dimension, day, value, visitor) ` +
+        `WHERE d.bundle_id = k.bundle_id AND d.dimension = k.dimension AND d.day = k.day AND d.value = k.value AND d.visitor = k.visitor AND d.n = 0`,
+      cols.map(([, t], i) => pgArray(keys, i, t)),
+    );
+    return;
+  }
+  for (const k of keys) await sql.run(`DELETE FROM analytics_dim_visitors WHERE bundle_id = ? AND dimension = ? AND day = ? AND value = ? AND visitor = ? AND n = 0`, [...k]);
 }
 
 // ---- reads for the query operations ----
@@ -148,19 +205,26 @@ export function allDimDaily(sql: Sql, bundleId: string): Promise<Array<Breakdown
   return sql.all(`SELECT * FROM analytics_dim_daily WHERE bundle_id = ? ORDER BY dimension, day, value`, [bundleId]);
 }
 
-// ---- set-based reads for a batch of visitors of one bundle (one statement per up to CHUNK visitors) ----
+// ---- set-based reads for a batch of (bundle, visitor) pairs ----
 
 const VISITOR_CHUNK = 100;
 
+type VisitorBounds = ReadonlyArray<readonly [bundleId: string, visitor: string, lo: number, hi: number]>;
+
 /**
- * Runs `SELECT ... FROM v CROSS JOIN ...` once per chunk of visitors, where `v(visitor, lo, hi)` holds
- * each visitor's bounds, and concatenates the rows. `tail` follows the CTE; its last parameter is the bundle.
+ * Runs `SELECT ... FROM v CROSS JOIN ...`, where `v(bundle_id, visitor, lo, hi)` holds each visitor's
+ * bounds: on PostgreSQL once, from unnest arrays; on SQLite once per chunk of visitors. `tail` follows the CTE.
  */
-async function perVisitor<T extends object>(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [string, number, number]>, tail: string): Promise<T[]> {
+async function perVisitor<T extends object>(sql: Sql, rows: VisitorBounds, tail: string): Promise<T[]> {
+  if (!rows.length) return [];
+  if (sql.dialect === 'pg') {
+    const cte = `WITH v(bundle_id, visitor, lo, hi) AS (SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[])))`;
+    return sql.all<T>(`${cte} ${tail}`, [pgArray(rows, 0, 'text'), pgArray(rows, 1, 'text'), pgArray(rows, 2, 'bigint'), pgArray(rows, 3, 'bigint')]);
+  }
   const out: T[] = [];
   for (const part of chunks(rows, VISITOR_CHUNK)) {
-    const cte = `WITH v(visitor, lo, hi) AS (VALUES ${part.map(() => '(?, CAST(? AS BIGINT), CAST(? AS BIGINT))').join(', ')})`;
-    out.push(...(await sql.all<T>(`${cte} ${tail}`, [...part.flat(), bundleId])));
+    const cte = `WITH v(bundle_id, visitor, lo, hi) AS (VALUES ${part.map(() => '(?, ?, CAST(? AS BIGINT), CAST(? AS BIGINT))').join(', ')})`;
+    out.push(...(await sql.all<T>(`${cte} ${tail}`, part.flat())));
   }
   return out;
 }
@@ -168,33 +232,32 @@ async function perVisitor<T extends object>(sql: Sql, bundleId: string, rows: Re
 // CROSS JOIN: SQLite then loops over the visitors outside and uses the (bundle_id, visitor, ...) indexes inside; PostgreSQL plans it as an inner join.
 
 /** For each visitor: the session with start_ts <= lo and end_ts > hi (the `hi` column carries the lower end bound). */
-export function sessionsInProgress(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, startAtMost: number, endAfter: number]>): Promise<DbAnalyticsSessionRow[]> {
-  return perVisitor<DbAnalyticsSessionRow>(sql, bundleId, rows, `SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = ? AND s.visitor = v.visitor AND s.start_ts <= v.lo AND s.end_ts > v.hi`);
+export function sessionsInProgress(sql: Sql, rows: ReadonlyArray<readonly [bundleId: string, visitor: string, startAtMost: number, endAfter: number]>): Promise<DbAnalyticsSessionRow[]> {
+  return perVisitor<DbAnalyticsSessionRow>(sql, rows, `SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = v.bundle_id AND s.visitor = v.visitor AND s.start_ts <= v.lo AND s.end_ts > v.hi`);
 }
 
-/** For each visitor: their events with lo <= ts < hi, ordered by visitor, ts, id. */
-export function eventsOfVisitors(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, from: number, to: number]>): Promise<DbAnalyticsEventRow[]> {
-  return perVisitor<DbAnalyticsEventRow>(sql, bundleId, rows, `SELECT e.* FROM v CROSS JOIN analytics_events e${sql.dialect === 'sqlite' ? ' INDEXED BY analytics_events_visitor' : ''} WHERE e.bundle_id = ? AND e.visitor = v.visitor AND e.ts >= v.lo AND e.ts < v.hi ORDER BY e.visitor, e.ts, e.id`);
+/** For each visitor: their events with lo <= ts < hi, ordered by bundle, visitor, ts, id. */
+export function eventsOfVisitors(sql: Sql, rows: ReadonlyArray<readonly [bundleId: string, visitor: string, from: number, to: number]>): Promise<DbAnalyticsEventRow[]> {
+  return perVisitor<DbAnalyticsEventRow>(sql, rows, `SELECT e.* FROM v CROSS JOIN analytics_events e${sql.dialect === 'sqlite' ? ' INDEXED BY analytics_events_visitor' : ''} WHERE e.bundle_id = v.bundle_id AND e.visitor = v.visitor AND e.ts >= v.lo AND e.ts < v.hi ORDER BY e.bundle_id, e.visitor, e.ts, e.id`);
 }
 
 /** For each visitor: sessions with lo <= start_ts <= hi. */
-export function sessionsOfVisitors(sql: Sql, bundleId: string, rows: ReadonlyArray<readonly [visitor: string, from: number, to: number]>): Promise<DbAnalyticsSessionRow[]> {
-  return perVisitor<DbAnalyticsSessionRow>(sql, bundleId, rows, `SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = ? AND s.visitor = v.visitor AND s.start_ts >= v.lo AND s.start_ts <= v.hi`);
+export function sessionsOfVisitors(sql: Sql, rows: ReadonlyArray<readonly [bundleId: string, visitor: string, from: number, to: number]>): Promise<DbAnalyticsSessionRow[]> {
+  return perVisitor<DbAnalyticsSessionRow>(sql, rows, `SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = v.bundle_id AND s.visitor = v.visitor AND s.start_ts >= v.lo AND s.start_ts <= v.hi`);
 }
 
-export async function deleteSessions(sql: Sql, bundleId: string, keys: ReadonlyArray<readonly [visitor: string, startTs: number]>): Promise<void> {
+export async function deleteSessions(sql: Sql, keys: ReadonlyArray<readonly [bundleId: string, visitor: string, startTs: number]>): Promise<void> {
   if (sql.dialect === 'sqlite') {
     // Statements are cheap in process; a row-value IN list would not use the primary key here.
-    for (const [visitor, startTs] of keys) await sql.run(`DELETE FROM analytics_sessions WHERE bundle_id = ? AND visitor = ? AND start_ts = ?`, [bundleId, visitor, startTs]);
+    for (const key of keys) await sql.run(`DELETE FROM analytics_sessions WHERE bundle_id = ? AND visitor = ? AND start_ts = ?`, [...key]);
     return;
   }
-  for (const part of chunks(keys)) {
-    await sql.run(
-      `DELETE FROM analytics_sessions s USING (VALUES ${part.map(() => '(?, CAST(? AS BIGINT))').join(', ')}) AS k(visitor, start_ts) ` +
-        `WHERE s.bundle_id = ? AND s.visitor = k.visitor AND s.start_ts = k.start_ts`,
-      [...part.flat(), bundleId],
-    );
-  }
+  if (!keys.length) return;
+  await sql.write(
+    `DELETE FROM analytics_sessions s USING unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[])) AS k(bundle_id, visitor, start_ts) ` +
+      `WHERE s.bundle_id = k.bundle_id AND s.visitor = k.visitor AND s.start_ts = k.start_ts`,
+    [pgArray(keys, 0, 'text'), pgArray(keys, 1, 'text'), pgArray(keys, 2, 'bigint')],
+  );
 }
 
 // ---- bulk load: whole-bundle rebuild ----
