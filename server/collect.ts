@@ -14,7 +14,7 @@ import Bowser from 'bowser';
 import { isbot } from 'isbot';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
-import { bundleByCollectKey, type CollectBundle, daySalt, existingSalt, visitorActiveSince } from '../db/queries/collection.ts';
+import { bundleByCollectKey, type CollectBundle, daySalt, existingSalt, latestEventOfVisitors } from '../db/queries/collection.ts';
 import type { NewAnalyticsEvent } from '../db/queries/analytics.ts';
 import { document } from '../generated/document.ts';
 import { type AnalyticsEventInput, dayOf, eventProblem, ingestEvents, normalizeEvent, referrerHost, SESSION_GAP_MS } from './analytics.ts';
@@ -161,8 +161,11 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
   // or null once it is known not to (then it never will: yesterday's id only gets events through here).
   let carryDay = -1;
   const carried = new Map<string, { id: string; lastTs: number } | null>();
+  /** Events whose visitor is decided when their batch is written: today's id, or yesterday's if still active. */
+  const undecided = new WeakMap<NewAnalyticsEvent, { today: string; previous: string }>();
 
-  async function visitorOf(bundleId: string, ip: string, ua: string, now: number): Promise<string> {
+  /** The visitor id when it is known now; else today's id with yesterday's as the candidate, decided in decide(). */
+  async function visitorOf(bundleId: string, ip: string, ua: string, now: number): Promise<{ id: string; previous?: string }> {
     const day = dayOf(now);
     const today = hash((await saltOf(day, true))!, bundleId, ip, ua);
     if (carryDay !== day) {
@@ -170,20 +173,56 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
       carryDay = day;
     }
     const known = carried.get(today);
-    if (known === null) return today;
+    if (known === null) return { id: today };
     if (known && now - known.lastTs < SESSION_GAP_MS) {
       known.lastTs = now;
-      return known.id;
+      return { id: known.id };
     }
     const yesterdaySalt = await saltOf(day - 1, false);
-    if (!yesterdaySalt) return today;
-    const previous = hash(yesterdaySalt, bundleId, ip, ua);
-    const since = now - SESSION_GAP_MS;
-    const queuedTs = unwritten.get(`${bundleId}\n${previous}`)?.lastTs;
-    const active = (queuedTs !== undefined && queuedTs >= since) || (await visitorActiveSince(db.sql, bundleId, previous, since));
-    if (carried.size >= 200_000) carried.clear();
-    carried.set(today, active ? { id: previous, lastTs: now } : null);
-    return active ? previous : today;
+    return yesterdaySalt ? { id: today, previous: hash(yesterdaySalt, bundleId, ip, ua) } : { id: today };
+  }
+
+  /**
+   * Decides the visitor of a batch's undecided events, in order, with one set-based read per site: an
+   * event keeps yesterday's id when that id has an event on the site less than 30 minutes earlier
+   * (stored, queued, or earlier in this batch). No database read per request.
+   */
+  async function decide(batch: readonly NewAnalyticsEvent[]): Promise<void> {
+    const open = batch.filter((e) => undecided.has(e));
+    if (!open.length) return;
+    const latest = new Map<string, number>();
+    const bundles = new Map<string, { since: number; visitors: Set<string> }>();
+    for (const e of open) {
+      const b = bundles.get(e.bundle_id) ?? { since: e.ts, visitors: new Set<string>() };
+      b.since = Math.min(b.since, e.ts - SESSION_GAP_MS);
+      b.visitors.add(undecided.get(e)!.previous);
+      bundles.set(e.bundle_id, b);
+    }
+    for (const [bundleId, b] of bundles) {
+      for (const row of await latestEventOfVisitors(db.sql, bundleId, [...b.visitors], b.since)) latest.set(`${bundleId}\n${row.visitor}`, Number(row.ts));
+    }
+    for (const e of open) {
+      const { today, previous } = undecided.get(e)!;
+      undecided.delete(e);
+      let id = today;
+      const known = carried.get(today);
+      if (known && e.ts - known.lastTs < SESSION_GAP_MS) {
+        known.lastTs = e.ts;
+        id = known.id;
+      } else if (known !== null) {
+        const k = `${e.bundle_id}\n${previous}`;
+        const last = Math.max(latest.get(k) ?? -Infinity, unwritten.get(k)?.lastTs ?? -Infinity);
+        const active = last >= e.ts - SESSION_GAP_MS;
+        if (carried.size >= 200_000) carried.clear();
+        carried.set(today, active ? { id: previous, lastTs: e.ts } : null);
+        if (active) id = previous;
+      }
+      if (id !== e.visitor) {
+        forget(e);
+        e.visitor = id;
+        remember(e);
+      }
+    }
   }
 
   // --- the queue ----------------------------------------------------------------------------
@@ -191,8 +230,7 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
   let running: Promise<void> | null = null;
   // Queued or being written, per site and visitor: what the database cannot answer yet.
   const unwritten = new Map<string, { n: number; lastTs: number }>();
-  function enqueue(e: NewAnalyticsEvent): void {
-    queue.push(e);
+  function remember(e: NewAnalyticsEvent): void {
     const k = `${e.bundle_id}\n${e.visitor}`;
     const u = unwritten.get(k);
     if (u) {
@@ -200,12 +238,10 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
       if (e.ts > u.lastTs) u.lastTs = e.ts;
     } else unwritten.set(k, { n: 1, lastTs: e.ts });
   }
-  function written(batch: readonly NewAnalyticsEvent[]): void {
-    for (const e of batch) {
-      const k = `${e.bundle_id}\n${e.visitor}`;
-      const u = unwritten.get(k);
-      if (u && --u.n === 0) unwritten.delete(k);
-    }
+  function forget(e: NewAnalyticsEvent): void {
+    const k = `${e.bundle_id}\n${e.visitor}`;
+    const u = unwritten.get(k);
+    if (u && --u.n === 0) unwritten.delete(k);
   }
 
   async function drain(): Promise<void> {
@@ -213,13 +249,14 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
       const batch = queue.slice(0, config.collectBatchSize);
       queue = queue.slice(batch.length);
       try {
+        await decide(batch);
         await ingestEvents(db, batch);
       } catch (err) {
         queue = batch.concat(queue); // retried by the next flush, in the same order
         logger.error({ err, events: batch.length, queued: queue.length }, 'collection: storing a batch failed; it stays queued and is retried');
         throw err;
       }
-      written(batch);
+      for (const e of batch) forget(e);
       // SQLite writes synchronously: let waiting requests in between two batches.
       await new Promise((resolve) => setImmediate(resolve));
     }
@@ -315,13 +352,17 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     }
     const now = clock.now();
     input.ts = now;
-    input.visitor = await visitorOf(bundle.id, clientIp(req), ua, now);
+    const visitor = await visitorOf(bundle.id, clientIp(req), ua, now);
+    input.visitor = visitor.id;
     const country = countryOf(req);
     if (country) input.country = country;
     if (agent.device) input.device = agent.device;
     if (agent.browser) input.browser = agent.browser;
     if (agent.os) input.os = agent.os;
-    enqueue(normalizeEvent(bundle.id, input));
+    const event = normalizeEvent(bundle.id, input);
+    if (visitor.previous) undecided.set(event, { today: visitor.id, previous: visitor.previous });
+    queue.push(event);
+    remember(event);
     if (queue.length >= config.collectBatchSize && !running) kick().catch(() => {});
   }
 

@@ -36,7 +36,18 @@ export function deleteSaltsCreatedBefore(sql: Sql, before: number): Promise<numb
   return sql.run(`DELETE FROM analytics_salts WHERE created_at < ?`, [before]);
 }
 
-/** Whether a visitor has any event on a site at or after `since` (index analytics_events_visitor). */
-export async function visitorActiveSince(sql: Sql, bundleId: string, visitor: string, since: number): Promise<boolean> {
-  return (await sql.one(`SELECT 1 AS hit FROM analytics_events WHERE bundle_id = ? AND visitor = ? AND ts >= ? LIMIT 1`, [bundleId, visitor, since])) !== undefined;
+/** The latest event time of each of these visitors on a site, among events at or after `since` (index analytics_events_visitor). */
+export async function latestEventOfVisitors(sql: Sql, bundleId: string, visitors: readonly string[], since: number): Promise<Array<{ visitor: string; ts: number }>> {
+  const out: Array<{ visitor: string; ts: number }> = [];
+  for (let i = 0; i < visitors.length; i += 500) {
+    const chunk = visitors.slice(i, i + 500);
+    // A few list lengths only, so the prepared statements stay few: pad with the last id.
+    const size = [1, 10, 100, 500].find((n) => n >= chunk.length)!;
+    while (chunk.length < size) chunk.push(chunk[chunk.length - 1]!);
+    out.push(...(await sql.all<{ visitor: string; ts: number }>(
+      `SELECT visitor, MAX(ts) AS ts FROM analytics_events WHERE bundle_id = ? AND visitor IN (${chunk.map(() => '?').join(', ')}) AND ts >= ? GROUP BY visitor`,
+      [bundleId, ...chunk, since],
+    )));
+  }
+  return out;
 }
