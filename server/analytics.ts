@@ -672,13 +672,13 @@ const REBUILD_PAGE_ROWS = 20_000;
 const REBUILD_FLUSH_ROWS = 20_000;
 
 interface DimRow { dimension: string; day: number; value: string; pageviews: number; visitors: number; engaged_ms: number; views: number; who: string[]; n: number[] }
-type DayRow = DayFigures & { who: string[]; n: number[] };
+type DayRow = DayFigures & { who: string[] };
 
 /**
  * Sessions and rollups of one bundle, fed one whole visitor at a time (in visitor order): distinct
- * visitor counts are then plain increments. Each rollup row keeps its visitors (with their counts)
- * so that the visitor tables can be written in primary-key order at the end, several times faster
- * than in visitor order.
+ * visitor counts are then plain increments. Each rollup row keeps its visitors so that the visitor
+ * tables can be written in primary-key order at the end, several times faster than in visitor order
+ * (n = 1 for visitor days and event dimensions, the session count for entry pages, as in Deltas.apply).
  */
 class BundleRebuild {
   private readonly daily = new Map<number, DayRow>();
@@ -690,7 +690,7 @@ class BundleRebuild {
 
   private day(day: number): DayRow {
     let d = this.daily.get(day);
-    if (!d) this.daily.set(day, (d = { pageviews: 0, visitors: 0, sessions: 0, bounces: 0, duration_ms: 0, engaged_ms: 0, who: [], n: [] }));
+    if (!d) this.daily.set(day, (d = { pageviews: 0, visitors: 0, sessions: 0, bounces: 0, duration_ms: 0, engaged_ms: 0, who: [] }));
     return d;
   }
 
@@ -704,7 +704,7 @@ class BundleRebuild {
   /** One visitor's events, all of them (any order). */
   visitor(visitor: string, events: NewAnalyticsEvent[]): void {
     events.sort(compareEvents);
-    const days = new Map<DayRow, number>();
+    const days = new Set<DayRow>();
     const dimCounts = new Map<DimRow, number>();
     for (const e of events) {
       const d = this.day(dayOf(e.ts));
@@ -712,7 +712,7 @@ class BundleRebuild {
       const isView = e.type === 'pageview';
       if (isView) {
         d.pageviews++;
-        days.set(d, (days.get(d) ?? 0) + 1);
+        days.add(d);
       }
       for (const dimension of EVENT_DIMENSIONS) {
         const r = this.dim(dimension, dayOf(e.ts), dimensionValue(e, dimension));
@@ -737,10 +737,9 @@ class BundleRebuild {
       r.engaged_ms += s.engaged_ms;
       dimCounts.set(r, (dimCounts.get(r) ?? 0) + 1);
     }
-    for (const [d, n] of days) {
+    for (const d of days) {
       d.visitors++;
       d.who.push(visitor);
-      d.n.push(n);
     }
     for (const [r, n] of dimCounts) {
       r.visitors++;
