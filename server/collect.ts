@@ -244,8 +244,9 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     if (u && --u.n === 0) unwritten.delete(k);
   }
 
-  async function drain(): Promise<void> {
-    while (queue.length) {
+  /** Writes a batch, then more while full batches are waiting (`all`: until the queue is empty). */
+  async function drain(all: boolean): Promise<void> {
+    for (let first = true; queue.length && (first || all || queue.length >= config.collectBatchSize); first = false) {
       const batch = queue.slice(0, config.collectBatchSize);
       queue = queue.slice(batch.length);
       try {
@@ -257,13 +258,14 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
         throw err;
       }
       for (const e of batch) forget(e);
-      // SQLite writes synchronously: let waiting requests in between two batches.
+      // SQLite writes synchronously: let waiting requests in between two batches. A partial batch
+      // waits for the next tick: small batches cost more per event.
       await new Promise((resolve) => setImmediate(resolve));
     }
   }
 
-  function kick(): Promise<void> {
-    if (!running) running = drain().finally(() => (running = null));
+  function kick(all = false): Promise<void> {
+    if (!running) running = drain(all).finally(() => (running = null));
     return running;
   }
 
@@ -274,7 +276,7 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
         continue;
       }
       if (!queue.length) return;
-      await kick();
+      await kick(true);
     }
   }
 
