@@ -34,6 +34,7 @@ import {
   insertAbsent,
   insertEvents,
   insertSessions,
+  lastEventOfVisitors,
   type NewAnalyticsEvent,
   queryTimeEventDays,
   queryTimeSessions,
@@ -175,11 +176,20 @@ export function compareEvents(a: NewAnalyticsEvent, b: NewAnalyticsEvent): numbe
 
 export type SessionShape = Omit<DbAnalyticsSessionRow, 'bundle_id' | 'visitor'>;
 
-/** Sessions of one visitor's events, which must be sorted with compareEvents. */
-export function sessionize(events: readonly NewAnalyticsEvent[]): SessionShape[] {
+/**
+ * Sessions of one visitor's events, which must be sorted with compareEvents. `from` continues after
+ * earlier events: the state they left is the session holding the latest of them (or null when that
+ * event belongs to no session) and that event's time; the continued session is returned first.
+ */
+export function sessionize(
+  events: readonly NewAnalyticsEvent[],
+  from: { current: SessionShape | null; prevTs: number | null } = { current: null, prevTs: null },
+): SessionShape[] {
   const sessions: SessionShape[] = [];
-  let current: SessionShape | null = null;
-  let prevTs: number | null = null;
+  // Continuing after earlier events: the session holding the latest of them (or none) and its time.
+  let current: SessionShape | null = from.current ? { ...from.current } : null;
+  if (current) sessions.push(current);
+  let prevTs: number | null = from.prevTs;
   for (const e of events) {
     const gapOk = prevTs !== null && e.ts - prevTs < SESSION_GAP_MS;
     prevTs = e.ts;
@@ -422,6 +432,41 @@ async function repairVisitors(sql: Sql, deltas: Deltas, spans: readonly Span[]):
   return { added: addedRows.length, removed: removedKeys.length };
 }
 
+type AppendSpan = Span & { last: number | null; events: NewAnalyticsEvent[] };
+
+/**
+ * The live-traffic path, for visitors whose new events all come after their latest stored event:
+ * sessionization continues from the state the stored events left (the session in progress whose
+ * end is that latest event, or none), so no stored event is read again. Gives exactly what
+ * repairVisitors would: sessionize is a left-to-right state machine whose whole state is that pair.
+ */
+async function appendVisitors(sql: Sql, deltas: Deltas, spans: readonly AppendSpan[]): Promise<{ added: number; removed: number }> {
+  if (!spans.length) return { added: 0, removed: 0 };
+  const known = spans.filter((s) => s.last !== null);
+  const inProgress = known.length ? await sessionsInProgress(sql, known.map((s) => [s.bundle, s.visitor, s.tmin, s.tmin - SESSION_GAP_MS] as const)) : [];
+  const sessionOf = new Map(inProgress.map((s) => [pairKey(s.bundle_id, s.visitor), s]));
+  const removedKeys: Array<readonly [string, string, number]> = [];
+  const addedRows: DbAnalyticsSessionRow[] = [];
+  for (const span of spans) {
+    const row = sessionOf.get(pairKey(span.bundle, span.visitor));
+    const current = row && Number(row.end_ts) === span.last ? toShape(row) : null;
+    const fresh = sessionize([...span.events].sort(compareEvents), { current, prevTs: span.last });
+    const continued = current && fresh[0]!;
+    if (current && continued && sessionKey(continued) !== sessionKey(current)) {
+      removedKeys.push([span.bundle, span.visitor, current.start_ts]);
+      deltas.session(span.bundle, span.visitor, current, -1);
+    }
+    for (const s of fresh) {
+      if (current && s === continued && sessionKey(s) === sessionKey(current)) continue;
+      addedRows.push({ bundle_id: span.bundle, visitor: span.visitor, ...s });
+      deltas.session(span.bundle, span.visitor, s, 1);
+    }
+  }
+  await deleteSessions(sql, removedKeys);
+  await insertSessions(sql, addedRows);
+  return { added: addedRows.length, removed: removedKeys.length };
+}
+
 export interface IngestResult {
   events: number;
   sessions_added: number;
@@ -446,22 +491,30 @@ export async function ingestEvents(db: Database, events: readonly NewAnalyticsEv
     // PostgreSQL never keeps part of a transaction). Imports ask for durable commits.
     if (sql.dialect === 'pg' && !options.durable) await sql.run('SET LOCAL synchronous_commit = off');
     for (const bundle of bundles) await db.lock(sql, `analytics:${bundle}`);
-    await insertEvents(sql, events);
     const deltas = new Deltas();
-    const spans = new Map<string, { bundle: string; visitor: string; tmin: number; tmax: number }>();
+    const spans = new Map<string, AppendSpan>();
     for (const e of events) {
       deltas.event(e);
-      const key = `${e.bundle_id}\u0000${e.visitor}`;
+      const key = pairKey(e.bundle_id, e.visitor);
       const span = spans.get(key);
-      if (!span) spans.set(key, { bundle: e.bundle_id, visitor: e.visitor, tmin: e.ts, tmax: e.ts });
+      if (!span) spans.set(key, { bundle: e.bundle_id, visitor: e.visitor, tmin: e.ts, tmax: e.ts, last: null, events: [e] });
       else {
         span.tmin = Math.min(span.tmin, e.ts);
         span.tmax = Math.max(span.tmax, e.ts);
+        span.events.push(e);
       }
     }
-    const r = await repairVisitors(sql, deltas, [...spans.values()]);
+    // Before the new events are stored: each visitor's latest stored event decides the path.
+    for (const row of await lastEventOfVisitors(sql, [...spans.values()].map((s) => [s.bundle, s.visitor] as const))) {
+      if (row.last !== null) spans.get(pairKey(row.bundle_id, row.visitor))!.last = Number(row.last);
+    }
+    await insertEvents(sql, events);
+    const appending = [...spans.values()].filter((s) => s.last === null || s.last < s.tmin);
+    const repairing = [...spans.values()].filter((s) => !(s.last === null || s.last < s.tmin));
+    const a = await appendVisitors(sql, deltas, appending);
+    const r = await repairVisitors(sql, deltas, repairing);
     written = await deltas.apply(sql, present);
-    return { events: events.length, sessions_added: r.added, sessions_removed: r.removed };
+    return { events: events.length, sessions_added: a.added + r.added, sessions_removed: a.removed + r.removed };
   });
   present.addAll(written);
   return result;

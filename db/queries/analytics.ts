@@ -231,6 +231,15 @@ async function perVisitor<T extends object>(sql: Sql, rows: VisitorBounds, tail:
 
 // CROSS JOIN: SQLite then loops over the visitors outside and uses the (bundle_id, visitor, ...) indexes inside; PostgreSQL plans it as an inner join.
 
+/** For each visitor: the time of their latest stored event (null when they have none). */
+export function lastEventOfVisitors(sql: Sql, rows: ReadonlyArray<readonly [bundleId: string, visitor: string]>): Promise<Array<{ bundle_id: string; visitor: string; last: number | string | null }>> {
+  return perVisitor(
+    sql,
+    rows.map(([bundle, visitor]) => [bundle, visitor, 0, 0] as const),
+    `SELECT v.bundle_id, v.visitor, (SELECT MAX(e.ts) FROM analytics_events e WHERE e.bundle_id = v.bundle_id AND e.visitor = v.visitor) AS last FROM v`,
+  );
+}
+
 /** For each visitor: the session with start_ts <= lo and end_ts > hi (the `hi` column carries the lower end bound). */
 export function sessionsInProgress(sql: Sql, rows: ReadonlyArray<readonly [bundleId: string, visitor: string, startAtMost: number, endAfter: number]>): Promise<DbAnalyticsSessionRow[]> {
   return perVisitor<DbAnalyticsSessionRow>(sql, rows, `SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = v.bundle_id AND s.visitor = v.visitor AND s.start_ts <= v.lo AND s.end_ts > v.hi`);
