@@ -520,11 +520,12 @@ export interface paths {
          *     and not stored (after the body, key included, was found valid).
          *
          *     **Durability.** A `202` means the event was validated and queued in the process's memory.
-         *     Queued events are written in batches (every 200 ms, or at once when 1,000 are waiting), each
-         *     batch in one transaction with its sessions and daily rollups, so an event is never half-stored;
+         *     Queued events are written in batches (every 200 ms, or at once when 2,000 are waiting) by a
+         *     writer thread with its own database connection, each batch in one transaction with its sessions
+         *     and daily rollups, so an event is never half-stored;
          *     a failed batch stays queued and is retried, and a graceful shutdown writes the queue first. A
          *     crash loses what is queued: while the database keeps up, the events of the last ~200 ms (the
-         *     trade Plausible makes too); never more than `COLLECT_BUFFER_MAX` (default 10,000) events,
+         *     trade Plausible makes too); never more than `COLLECT_BUFFER_MAX` (default 20,000) events,
          *     because past that the answer is `503` with `Retry-After` and the event is not taken.
          */
         post: operations["collection.Track"];

@@ -10,7 +10,9 @@
  * BENCH_QUERY_RUNS calls each (default 60, after 5 warm-up calls), p50 / p90 / max reported.
  * The straightforward query-time computation (sessions by a window function over the raw events of
  * the busiest site, 30 days) is timed on the same data in this process and its ratio printed.
- * Collection: autocannon (in this process, on the other CPU) POSTs single events to /v1/track for
+ * Realtime is timed over the demo traffic of the last 5 minutes, before the collection phase.
+ * Collection: the server is unpinned (its writer thread may use the second CPU, shared with the load
+ * generator), and autocannon (in this process) POSTs single events to /v1/track for
  * BENCH_DURATION_S seconds (default 15, after 3 s warm-up) at BENCH_CONNECTIONS (50) with varied
  * visitors (X-Forwarded-For, trusted for this run), pages, referrers and user agents; after a graceful
  * stop (which flushes the buffer) the stored events must equal the accepted ones.
@@ -21,6 +23,7 @@
  * Environment: BENCH_POSTGRES_URL (default postgres://wsops:wsops@127.0.0.1:5432/wsops_bench; the
  * schema bench_analytics is reset), BENCH_DATABASES (sqlite,postgres), plus the ones above.
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -39,6 +42,7 @@ import {
   positive,
   resetPostgres,
   runPhase,
+  type Server,
   startServer,
   stopServer,
   table,
@@ -136,6 +140,14 @@ function trackRequest(collectKey: string, domain: string): { request: autocannon
   return { request, sent: () => n };
 }
 
+/** Lets every thread of the server run on any CPU (collection: the writer thread uses the second core). */
+function unpin(server: Server, pinning: ReturnType<typeof pinCpus>): void {
+  if (!pinning.pinned || server.child.pid === undefined) return;
+  const all = `0-${os.cpus().length - 1}`;
+  const r = spawnSync('taskset', ['-a', '-c', '-p', all, String(server.child.pid)], { encoding: 'utf8' });
+  if (r.status !== 0) log(`WARNING: could not unpin the server (${(r.stderr || '').trim()})`);
+}
+
 async function countEvents(databaseUrl: string): Promise<number> {
   const db = openDatabase(databaseUrl);
   try {
@@ -205,6 +217,12 @@ async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: strin
       );
     }
 
+    // Realtime over the demo traffic of the last 5 minutes (its density is the generated site's).
+    queries.realtime = await time('GetSiteAnalyticsRealtime', () => client.analytics.GetSiteAnalyticsRealtime({ bundle_id: busiest }));
+
+    // Collection: the service may use both CPUs (its writer thread sessionizes on the other one,
+    // which the load generator shares).
+    unpin(server, serverCpu);
     const before = await countEvents(databaseUrl);
     const collectKey = applied.collect_keys.site0!;
     const { request, sent } = trackRequest(collectKey, 'site0.bench.test');
@@ -213,8 +231,6 @@ async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: strin
     const warm = await runPhase(server, request, WARMUP_S, samples, CONNECTIONS);
     log(`${database}: collection, ${MEASURE_S} s at ${CONNECTIONS} connections`);
     const phase = await runPhase(server, request, MEASURE_S, samples, CONNECTIONS);
-    // Realtime now has visitors from the collection phase.
-    queries.realtime = await time('GetSiteAnalyticsRealtime', () => client.analytics.GetSiteAnalyticsRealtime({ bundle_id: busiest }));
     await stopServer(server);
     const stored = (await countEvents(databaseUrl)) - before;
     const accepted = warm.ok2xx + phase.ok2xx;

@@ -9,6 +9,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Worker } from 'node:worker_threads';
 import { Ajv } from 'ajv';
 import Bowser from 'bowser';
 import { isbot } from 'isbot';
@@ -21,6 +22,7 @@ import { type AnalyticsEventInput, dayOf, eventProblem, ingestEvents, normalizeE
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import type { ErrorCode } from './errors.ts';
+import type { WriterReply, WriterRequest } from './ingestWorker.ts';
 
 export const MAX_BODY_BYTES = 8 * 1024;
 const KEY_TTL_MS = 60_000;
@@ -87,6 +89,65 @@ class ErrorReply {
 }
 
 const CORS = { 'Access-Control-Allow-Origin': '*' } as const;
+
+/** Writes one batch of events (sessions and rollups included) in one transaction. */
+interface BatchWriter {
+  write(events: NewAnalyticsEvent[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Writes on this thread, on the service's own connection. */
+function inlineWriter(db: Database): BatchWriter {
+  return { write: async (events) => void (await ingestEvents(db, events)), close: async () => {} };
+}
+
+/**
+ * Writes on a worker thread (server/ingestWorker.ts) with its own connection: the HTTP thread keeps
+ * answering while a batch is written, and the sessionization runs on another core. A thread that
+ * dies fails its pending batches (they stay queued) and is started again for the next one.
+ */
+function threadWriter(databaseUrl: string, logger: Logger): BatchWriter {
+  let worker: Worker | null = null;
+  let next = 0;
+  const pending = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
+  const failAll = (err: Error) => {
+    for (const p of pending.values()) p.reject(err);
+    pending.clear();
+  };
+  const start = () => {
+    const w = new Worker(new URL('./ingestWorker.boot.mjs', import.meta.url), { workerData: { databaseUrl } });
+    w.on('message', (reply: WriterReply) => {
+      const p = pending.get(reply.id);
+      pending.delete(reply.id);
+      if (!p) return;
+      if (reply.ok) p.resolve();
+      else p.reject(Object.assign(new Error(reply.message), { stack: reply.stack }));
+    });
+    w.on('error', (err) => logger.error({ err }, 'collection: the writer thread failed'));
+    w.on('exit', (code) => {
+      if (worker === w) worker = null;
+      failAll(new Error(`the collection writer thread exited (code ${code})`));
+    });
+    return w;
+  };
+  return {
+    write(events) {
+      worker ??= start();
+      const id = ++next;
+      const done = new Promise<void>((resolve, reject) => pending.set(id, { resolve, reject }));
+      worker.postMessage({ id, events } satisfies WriterRequest);
+      return done;
+    },
+    async close() {
+      const w = worker;
+      if (!w) return;
+      worker = null;
+      const exited = new Promise((resolve) => w.once('exit', resolve));
+      w.postMessage({ close: true } satisfies WriterRequest);
+      await exited;
+    },
+  };
+}
 
 export interface CollectorDeps {
   db: Database;
@@ -226,6 +287,7 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
   }
 
   // --- the queue ----------------------------------------------------------------------------
+  const writer = config.collectWriter === 'thread' ? threadWriter(config.databaseUrl, logger) : inlineWriter(db);
   let queue: NewAnalyticsEvent[] = [];
   let running: Promise<void> | null = null;
   // Queued or being written, per site and visitor: what the database cannot answer yet.
@@ -251,7 +313,7 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
       queue = queue.slice(batch.length);
       try {
         await decide(batch);
-        await ingestEvents(db, batch);
+        await writer.write(batch);
       } catch (err) {
         queue = batch.concat(queue); // retried by the next flush, in the same order
         logger.error({ err, events: batch.length, queued: queue.length }, 'collection: storing a batch failed; it stays queued and is retried');
@@ -445,7 +507,11 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     flush,
     async close() {
       if (timer) clearInterval(timer);
-      await flush();
+      try {
+        await flush();
+      } finally {
+        await writer.close();
+      }
     },
     get queued() {
       return queue.length;

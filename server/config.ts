@@ -24,6 +24,8 @@ export interface ServiceConfig {
   collectBatchSize: number;
   /** Buffered events above which POST /v1/track answers 503. */
   collectBufferMax: number;
+  /** Where batches are written: `thread` (a worker thread with its own connection, default) or `inline`. */
+  collectWriter: 'thread' | 'inline';
 }
 
 const headerName = (env: NodeJS.ProcessEnv, name: string): string | null => {
@@ -41,6 +43,12 @@ function numberFrom(env: NodeJS.ProcessEnv, name: string, fallback: number, min:
   return value;
 }
 
+function collectWriterFrom(raw: string | undefined): 'thread' | 'inline' {
+  if (raw === undefined || raw === '' || raw === 'thread') return 'thread';
+  if (raw === 'inline') return 'inline';
+  throw new Error(`COLLECT_WRITER must be thread or inline (got "${raw}")`);
+}
+
 /** Reads the service configuration from the environment; throws a readable error on bad values. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
   return {
@@ -55,7 +63,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     collectClientIpHeader: headerName(env, 'COLLECT_CLIENT_IP_HEADER'),
     collectCountryHeader: headerName(env, 'COLLECT_COUNTRY_HEADER'),
     collectFlushIntervalMs: numberFrom(env, 'COLLECT_FLUSH_INTERVAL_MS', 200, 0),
-    collectBatchSize: numberFrom(env, 'COLLECT_BATCH_SIZE', 1000, 1),
-    collectBufferMax: numberFrom(env, 'COLLECT_BUFFER_MAX', 10_000, 1),
+    collectBatchSize: numberFrom(env, 'COLLECT_BATCH_SIZE', 2000, 1),
+    collectBufferMax: numberFrom(env, 'COLLECT_BUFFER_MAX', 20_000, 1),
+    collectWriter: collectWriterFrom(env.COLLECT_WRITER),
   };
 }

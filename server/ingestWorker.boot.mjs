@@ -1,0 +1,6 @@
+// Entry of the collection writer thread: the service runs from TypeScript sources, so the thread
+// registers tsx before it loads server/ingestWorker.ts.
+import { register } from 'tsx/esm/api';
+
+register();
+await import('./ingestWorker.ts');
