@@ -7,13 +7,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import type { WorkspaceSpec } from '../server/admin.ts';
 import { type AnalyticsEventInput, ingestEvents, normalizeEvent } from '../server/analytics.ts';
 import { createSigninLink } from '../server/signin.ts';
+import { announceBrowser, launchBrowser } from './support/browser.ts';
 import { forEachDatabase } from './support/service.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const MIN = 60_000;
 /** 2026-11-22 00:00 UTC; the FakeClock stands at 12:00 that day. */
@@ -60,24 +60,13 @@ const spec = (): WorkspaceSpec => ({
 
 const expectedTiles = { visitors: '6', pageviews: '9', sessions: '6', bounce_rate: '67%', avg_visit: '4m 20s', avg_engagement: '17s' };
 
-const available = fs.existsSync(CHROMIUM);
-if (!available) {
-  const message = `\n!!! ${CHROMIUM} is missing: the dashboard browser test ${process.env.REQUIRE_BROWSER === '1' ? 'FAILS (REQUIRE_BROWSER=1)' : 'is SKIPPED'}. Install Debian's chromium to run it. !!!\n`;
-  console.warn(message);
-}
+announceBrowser('the dashboard browser test');
 
 forEachDatabase('dashboard in headless Chromium', (svc) => {
   let browser: Browser | undefined;
 
   before(async function () {
-    if (!available) {
-      if (process.env.REQUIRE_BROWSER === '1') throw new Error(`REQUIRE_BROWSER=1 but ${CHROMIUM} is missing`);
-      this.skip();
-    }
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchBrowser(this);
   });
   after(async () => {
     await browser?.close();

@@ -6,21 +6,17 @@
  * missing, unless REQUIRE_BROWSER=1.
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { dayOf } from '../server/analytics.ts';
+import { announceBrowser, launchBrowser } from './support/browser.ts';
 import { forEachDatabase, type TestService } from './support/service.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 /** Headless Chromium says "HeadlessChrome", which the bot filter drops; browse as a desktop Chrome. */
 const CHROME_UA = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
 
-const available = fs.existsSync(CHROMIUM);
-if (!available) {
-  console.warn(`\n!!! ${CHROMIUM} is missing: the tracker browser test ${process.env.REQUIRE_BROWSER === '1' ? 'FAILS (REQUIRE_BROWSER=1)' : 'is SKIPPED'}. Install Debian's chromium to run it. !!!\n`);
-}
+announceBrowser('the tracker browser test');
 
 type Stored = { type: string; path: string; source: string; referrer_host: string | null; engaged_ms: number; visitor: string; browser: string; os: string; device: string };
 
@@ -42,14 +38,7 @@ forEachDatabase('tracker script in headless Chromium', (svc) => {
   let scriptTag = '';
 
   before(async function () {
-    if (!available) {
-      if (process.env.REQUIRE_BROWSER === '1') throw new Error(`REQUIRE_BROWSER=1 but ${CHROMIUM} is missing`);
-      this.skip();
-    }
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchBrowser(this);
     // The customer's site: another origin (localhost:PORT, the API is 127.0.0.1:PORT') with the snippet in every page.
     site = http.createServer((req, res) => {
       res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
