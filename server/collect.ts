@@ -28,6 +28,8 @@ export const MAX_BODY_BYTES = 8 * 1024;
 const KEY_TTL_MS = 60_000;
 const UNKNOWN_KEY_TTL_MS = 10_000;
 const CACHE_MAX = 10_000;
+/** Batches handed to the writer at once (see drain). */
+const WRITES_IN_FLIGHT = 2;
 
 /** ISO 3166-1 alpha-2 codes (officially assigned). */
 const COUNTRIES = new Set(
@@ -306,24 +308,49 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     if (u && --u.n === 0) unwritten.delete(k);
   }
 
-  /** Writes a batch, then more while full batches are waiting (`all`: until the queue is empty). */
+  /**
+   * Writes a batch, then more while full batches are waiting (`all`: until the queue is empty), with
+   * up to WRITES_IN_FLIGHT batches handed to the writer at once: while one batch's transaction waits
+   * on the database, the next is prepared. Order stays exact: each batch takes the site's advisory
+   * lock (PostgreSQL) or the write lock (SQLite) and then reads what the earlier batch committed.
+   */
+  let deciding: Promise<void> = Promise.resolve();
   async function drain(all: boolean): Promise<void> {
-    for (let first = true; queue.length && (first || all || queue.length >= config.collectBatchSize); first = false) {
+    const inFlight = new Set<Promise<void>>();
+    let failure: unknown = null;
+    let taken = 0;
+    for (;;) {
+      const more = failure === null && queue.length > 0 && (taken === 0 || all || queue.length >= config.collectBatchSize);
+      if (!more || inFlight.size >= WRITES_IN_FLIGHT) {
+        if (!inFlight.size) break;
+        await Promise.race(inFlight);
+        continue;
+      }
       const batch = queue.slice(0, config.collectBatchSize);
       queue = queue.slice(batch.length);
-      try {
-        await decide(batch);
-        await writer.write(batch);
-      } catch (err) {
-        queue = batch.concat(queue); // retried by the next flush, in the same order
-        logger.error({ err, events: batch.length, queued: queue.length }, 'collection: storing a batch failed; it stays queued and is retried');
-        throw err;
-      }
-      for (const e of batch) forget(e);
-      // SQLite writes synchronously: let waiting requests in between two batches. A partial batch
-      // waits for the next tick: small batches cost more per event.
+      taken++;
+      // Decisions run one batch at a time, in queue order (the midnight carry-over reads what the
+      // earlier batch decided); a batch that arrives at the writer out of order is still exact.
+      const decided = (deciding = deciding.catch(() => {}).then(() => decide(batch)));
+      const write = decided
+        .then(() => writer.write(batch))
+        .then(
+          () => {
+            for (const e of batch) forget(e);
+          },
+          (err: unknown) => {
+            queue = batch.concat(queue); // retried by the next flush, first in line
+            logger.error({ err, events: batch.length, queued: queue.length }, 'collection: storing a batch failed; it stays queued and is retried');
+            failure ??= err;
+          },
+        )
+        .finally(() => inFlight.delete(write));
+      inFlight.add(write);
+      // SQLite writes synchronously (inline writer): let waiting requests in between two batches.
+      // A partial batch waits for the next tick: small batches cost more per event.
       await new Promise((resolve) => setImmediate(resolve));
     }
+    if (failure !== null) throw failure;
   }
 
   function kick(all = false): Promise<void> {
