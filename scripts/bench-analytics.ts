@@ -12,7 +12,8 @@
  * the busiest site, 30 days) is timed on the same data in this process and its ratio printed.
  * Realtime is timed over the demo traffic of the last 5 minutes, before the collection phase.
  * Collection: the server is unpinned (its writer thread may use the second CPU, shared with the load
- * generator), and autocannon (in this process) POSTs single events to /v1/track for
+ * generator), and wrk (Debian's `wrk` with scripts/bench-track.lua; autocannon in this process when
+ * wrk is missing) POSTs single events to /v1/track for
  * BENCH_DURATION_S seconds (default 15, after 3 s warm-up) at BENCH_CONNECTIONS (50) with varied
  * visitors (X-Forwarded-For, trusted for this run), pages, referrers and user agents; after a graceful
  * stop (which flushes the buffer) the stored events must equal the accepted ones.
@@ -24,7 +25,7 @@
  * Environment: BENCH_POSTGRES_URL (default postgres://wsops:wsops@127.0.0.1:5432/wsops_bench; the
  * schema bench_analytics is reset), BENCH_DATABASES (sqlite,postgres), plus the ones above.
  */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -38,10 +39,10 @@ import { systemClock } from '../server/clock.ts';
 import {
   fmt,
   log,
-  type Phase,
   pinCpus,
   positive,
   resetPostgres,
+  root,
   runPhase,
   type Server,
   startServer,
@@ -77,7 +78,7 @@ interface DatabaseResult {
   events: number;
   queries: Record<string, Timing>;
   straightforwardMs: Timing;
-  collection: { accepted: number; sent: number; stored: number; eventsPerS: number; p50: number; p99: number; refused: number; failed: number; phase: Phase };
+  collection: { accepted: number; sent: number; stored: number; eventsPerS: number; p50: number; p99: number; refused: number; failed: number; load: string };
 }
 
 function timing(samples: number[]): Timing {
@@ -139,6 +140,44 @@ function trackRequest(collectKey: string, domain: string): { request: autocannon
     },
   } as autocannon.Request;
   return { request, sent: () => n };
+}
+
+interface CollectPhase {
+  accepted: number;
+  refused: number;
+  failed: number;
+  seconds: number;
+  p50: number;
+  p99: number;
+}
+
+const hasWrk = () => spawnSync('wrk', ['--version'], { encoding: 'utf8' }).error === undefined;
+
+/**
+ * One collection phase. wrk (Debian's `wrk`, scripts/bench-track.lua) is preferred: written in C, it
+ * leaves the shared CPU to the service; autocannon (in this process) is the fallback.
+ */
+async function collect(load: 'wrk' | 'autocannon', server: Server, collectKey: string, seconds: number): Promise<CollectPhase> {
+  if (load === 'autocannon') {
+    const samples: Array<{ status: number; body: string }> = [];
+    const p = await runPhase(server, trackRequest(collectKey, 'site0.bench.test').request, seconds, samples, CONNECTIONS);
+    const refused = p.statusCodes['503'] ?? 0;
+    return { accepted: p.ok2xx, refused, failed: p.non2xx + p.errors - refused, seconds: p.durationS, p50: p.latencyMs.p50, p99: p.latencyMs.p99 };
+  }
+  const out = await new Promise<string>((resolve, reject) => {
+    execFile(
+      'wrk',
+      ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', path.join(root, 'scripts', 'bench-track.lua'), `http://127.0.0.1:${server.port}`],
+      { env: { ...process.env, TRACK_KEY: collectKey, TRACK_HOST: 'site0.bench.test' }, maxBuffer: 1 << 20 },
+      (err, stdout, stderr) => (err ? reject(new Error(`wrk failed: ${err.message}\n${stderr}`)) : resolve(stdout)),
+    );
+  });
+  const counts = [...out.matchAll(/^WRKRESULT (\d+) (\d+) (\d+)$/gm)].map((m) => m.slice(1).map(Number));
+  const lat = /^WRKLAT (\S+) (\S+) (\S+)$/m.exec(out);
+  const errors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out)?.slice(1).reduce((a, b) => a + Number(b), 0) ?? 0;
+  if (!counts.length || !lat) throw new Error(`unexpected wrk output:\n${out}`);
+  const sum = (i: number) => counts.reduce((a, c) => a + c[i]!, 0);
+  return { accepted: sum(0), refused: sum(1), failed: sum(2) + errors, seconds: Number(lat[3]), p50: Number(lat[1]), p99: Number(lat[2]) };
 }
 
 /** Lets every thread of the server run on any CPU (collection: the writer thread uses the second core). */
@@ -226,27 +265,27 @@ async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: strin
     unpin(server, serverCpu);
     const before = await countEvents(databaseUrl);
     const collectKey = applied.collect_keys.site0!;
-    const { request, sent } = trackRequest(collectKey, 'site0.bench.test');
-    const samples: Array<{ status: number; body: string }> = [];
-    log(`${database}: collection warm-up ${WARMUP_S} s`);
-    const warm = await runPhase(server, request, WARMUP_S, samples, CONNECTIONS);
-    log(`${database}: collection, ${MEASURE_S} s at ${CONNECTIONS} connections`);
-    const phase = await runPhase(server, request, MEASURE_S, samples, CONNECTIONS);
+    const load = hasWrk() ? 'wrk' : 'autocannon';
+    log(`${database}: collection warm-up ${WARMUP_S} s (${load})`);
+    const warm = await collect(load, server, collectKey, WARMUP_S);
+    log(`${database}: collection, ${MEASURE_S} s at ${CONNECTIONS} connections (${load})`);
+    const phase = await collect(load, server, collectKey, MEASURE_S);
     await stopServer(server);
     const stored = (await countEvents(databaseUrl)) - before;
-    const accepted = warm.ok2xx + phase.ok2xx;
-    // 503 + Retry-After is the documented back-pressure (queue full): refused, not failed.
-    const refused = (warm.statusCodes['503'] ?? 0) + (phase.statusCodes['503'] ?? 0);
-    const failed = warm.non2xx + warm.errors + phase.non2xx + phase.errors - refused;
-    if (samples.length) log(`${database}: non-2xx collection samples: ${JSON.stringify(samples.slice(0, 3))}`);
-    log(`${database}: collection ${fmt(phase.reqPerS, 0)} events/s accepted; ${accepted} accepted (${sent()} sent), ${stored} stored, ${refused} refused (503), ${failed} failed`);
+    const accepted = warm.accepted + phase.accepted;
+    const refused = warm.refused + phase.refused;
+    const failed = warm.failed + phase.failed;
+    // Load generators stop counting at the deadline: requests still in flight then (at most one per
+    // connection) were answered and stored but not counted.
+    const sent = accepted + refused + failed + 2 * CONNECTIONS;
+    log(`${database}: collection ${fmt(phase.accepted / phase.seconds, 0)} events/s accepted; ${accepted} accepted, ${stored} stored, ${refused} refused (503), ${failed} failed`);
     return {
       database,
       loadS,
       events: loaded,
       queries,
       straightforwardMs,
-      collection: { accepted, sent: sent(), stored, eventsPerS: phase.reqPerS, p50: phase.latencyMs.p50, p99: phase.latencyMs.p99, refused, failed, phase },
+      collection: { accepted, sent, stored, eventsPerS: phase.accepted / phase.seconds, p50: phase.p50, p99: phase.p99, refused, failed, load },
     };
   } finally {
     await stopServer(server);
@@ -258,7 +297,7 @@ async function main(): Promise<number> {
   console.log(`Analytics benchmark: ${EVENTS.toLocaleString('en')} events, ${SITES} sites, ${DAYS} days ending today (seed ${SEED})`);
   console.log(`  ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, node ${process.version}`);
   console.log(`  pinning: ${pinning.note}`);
-  console.log(`  queries: generated client, one call at a time, ${QUERY_RUNS} calls after 5 warm-up calls; collection: autocannon ${CONNECTIONS} connections, ${WARMUP_S} s + ${MEASURE_S} s`);
+  console.log(`  queries: generated client, one call at a time, ${QUERY_RUNS} calls after 5 warm-up calls; collection: ${hasWrk() ? 'wrk (scripts/bench-track.lua)' : 'autocannon (wrk not installed)'} ${CONNECTIONS} connections, ${WARMUP_S} s + ${MEASURE_S} s`);
   console.log('');
   const t0 = performance.now();
   const traffic = demoTraffic({ seed: SEED, sites: SITES, days: DAYS, totalEvents: EVENTS, end: Date.now() });

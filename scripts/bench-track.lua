@@ -1,0 +1,51 @@
+-- wrk script of `npm run bench:analytics`: single browser-like events to POST /v1/track from 20,000
+-- visitors (X-Forwarded-For, trusted for the run), 300 pages, 4 pageviews to 1 engagement ping.
+-- Environment: TRACK_KEY (the site's collect key), TRACK_HOST (the page host). Prints
+-- `WRKRESULT <202s> <503s> <other>` per thread and `WRKLAT <p50 ms> <p99 ms> <duration s>`.
+local key = os.getenv("TRACK_KEY")
+local host = os.getenv("TRACK_HOST") or "site0.bench.test"
+local uas = {
+  "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+  "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15",
+  "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+  "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1",
+  "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36",
+  "Mozilla/5.0 (iPad; CPU OS 17_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.6 Mobile/15E148 Safari/604.1",
+}
+local referrers = { "", "", "", "https://www.google.com/", "https://news.ycombinator.com/", "https://duckduckgo.com/", "https://t.co/abc" }
+local threads = {}
+local n = 0
+ok, refused, other = 0, 0, 0
+
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+request = function()
+  n = n + 1
+  local v = (n * 7919) % 20000
+  local url = string.format("https://%s/docs/page-%d%s", host, (n * 31) % 300, (n % 11 == 0) and "?utm_source=newsletter&utm_campaign=launch" or "")
+  local body
+  if n % 5 ~= 4 then
+    body = string.format('{"key":"%s","type":"pageview","url":"%s","referrer":"%s"}', key, url, referrers[(n % #referrers) + 1])
+  else
+    body = string.format('{"key":"%s","type":"engagement","url":"%s","engaged_ms":%d}', key, url, 1000 + (n % 50) * 700)
+  end
+  return wrk.format("POST", "/v1/track", {
+    ["Content-Type"] = "text/plain;charset=UTF-8",
+    ["User-Agent"] = uas[(v % #uas) + 1],
+    ["X-Forwarded-For"] = string.format("10.%d.%d.%d", math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256),
+    ["Origin"] = "https://" .. host,
+  }, body)
+end
+
+response = function(status)
+  if status == 202 then ok = ok + 1 elseif status == 503 then refused = refused + 1 else other = other + 1 end
+end
+
+done = function(summary, latency)
+  for _, t in ipairs(threads) do
+    io.write(string.format("WRKRESULT %d %d %d\n", t:get("ok"), t:get("refused"), t:get("other")))
+  end
+  io.write(string.format("WRKLAT %f %f %f\n", latency:percentile(50) / 1000, latency:percentile(99) / 1000, summary.duration / 1e6))
+end
