@@ -27,7 +27,6 @@ import {
   deleteMaintained,
   DIM_DAILY_TABLE_COLUMNS,
   DIM_VISITOR_TABLE_COLUMNS,
-  EVENT_TABLE_COLUMNS,
   eventsFromVisitor,
   deleteSessions,
   eventsOfVisitors,
@@ -894,7 +893,7 @@ export async function bulkLoadEvents(db: Database, bundleId: string, events: rea
     const sorted = [...events].sort((a, b) => cmpStr(a.visitor, b.visitor) || a.ts - b.ts);
     for (let i = 0; i < sorted.length; i += BULK_EVENT_ROWS) {
       const part = sorted.slice(i, i + BULK_EVENT_ROWS);
-      await bulkInsert(sql, 'analytics_events', EVENT_TABLE_COLUMNS, part.map((e) => EVENT_TABLE_COLUMNS.map(([c]) => e[c as keyof NewAnalyticsEvent])));
+      await insertEvents(sql, part, { queue: false });
       options.onProgress?.(i + part.length, sorted.length, 'store');
     }
     removed = await deleteMaintained(sql, bundleId);

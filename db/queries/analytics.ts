@@ -21,16 +21,9 @@ export function findBundle(sql: Sql, bundleId: string): Promise<DbBundleRow | un
 
 export type NewAnalyticsEvent = Omit<DbAnalyticsEventRow, 'id'>;
 
-const EVENT_COLUMNS = ['bundle_id', 'ts', 'visitor', 'type', 'path', 'referrer_host', 'source', 'campaign', 'country', 'device', 'browser', 'os', 'engaged_ms'] as const;
-
-export async function insertEvents(sql: Sql, events: readonly NewAnalyticsEvent[]): Promise<void> {
-  if (sql.dialect === 'pg') return pgWrite(sql, 'analytics_events', EVENT_TABLE_COLUMNS, events.map((e) => EVENT_COLUMNS.map((c) => e[c])));
-  for (const part of chunks(events)) {
-    await sql.run(
-      `INSERT INTO analytics_events (${EVENT_COLUMNS.join(', ')}) VALUES ${placeholders(EVENT_COLUMNS.length, part.length)}`,
-      part.flatMap((e) => EVENT_COLUMNS.map((c) => e[c])),
-    );
-  }
+/** Stores raw events (queued on PostgreSQL unless `queue: false`, as the bulk load's progress needs). */
+export async function insertEvents(sql: Sql, events: readonly NewAnalyticsEvent[], options = { queue: true }): Promise<void> {
+  await bulkInsert(sql, 'analytics_events', EVENT_TABLE_COLUMNS, events.map((e) => EVENT_TABLE_COLUMNS.map(([c]) => e[c as keyof NewAnalyticsEvent])), options);
 }
 
 /** A visitor's events with from <= ts < to, in time order. */
@@ -41,28 +34,13 @@ export function visitorEvents(sql: Sql, bundleId: string, visitor: string, from:
   );
 }
 
-const SESSION_COLUMNS = ['bundle_id', 'visitor', 'start_ts', 'end_ts', 'day', 'pageviews', 'entry_page', 'engaged_ms'] as const;
-
 export async function insertSessions(sql: Sql, sessions: readonly DbAnalyticsSessionRow[]): Promise<void> {
-  if (sql.dialect === 'pg') return pgWrite(sql, 'analytics_sessions', SESSION_TABLE_COLUMNS, sessions.map((r) => SESSION_COLUMNS.map((c) => r[c])));
-  for (const part of chunks(sessions)) {
-    await sql.run(
-      `INSERT INTO analytics_sessions (${SESSION_COLUMNS.join(', ')}) VALUES ${placeholders(SESSION_COLUMNS.length, part.length)}`,
-      part.flatMap((s) => SESSION_COLUMNS.map((c) => s[c])),
-    );
-  }
+  await bulkInsert(sql, 'analytics_sessions', SESSION_TABLE_COLUMNS, sessions.map((r) => SESSION_TABLE_COLUMNS.map(([c]) => r[c as keyof DbAnalyticsSessionRow])), { queue: true });
 }
 
 /** Column types for PostgreSQL arrays: text when any value is a string, else bigint. */
 function typesOf(names: readonly string[], rows: readonly (readonly SqlValue[])[]): Columns {
   return names.map((name, k) => [name, rows.some((r) => typeof r[k] === 'string') ? 'text' : 'bigint'] as const);
-}
-
-/** PostgreSQL: one queued `INSERT ... SELECT FROM unnest(...)` for any number of rows (sent with the next read or the commit). */
-async function pgWrite(sql: Sql, table: string, columns: Columns, rows: readonly (readonly SqlValue[])[], tail = ''): Promise<void> {
-  if (!rows.length) return;
-  const { text, params } = unnestInsert(table, columns, rows);
-  await sql.write(`${text}${tail}`, params);
 }
 
 function unnestInsert(table: string, columns: Columns, rows: readonly (readonly SqlValue[])[]): { text: string; params: string[] } {
@@ -298,16 +276,15 @@ const NEEDS_ESCAPE = /[\\"]/;
  * Inserts many rows: on SQLite as multi-row VALUES statements (under its 32,766 variable limit, one
  * prepared statement reused), on PostgreSQL as one `INSERT ... SELECT FROM unnest(column arrays)`
  * (one parameter per column, so no 65,535-parameter limit, and one short statement for any number
- * of rows).
+ * of rows); `queue`: on PostgreSQL sent with the transaction's next read or its commit (live batches).
  */
-export async function bulkInsert(sql: Sql, table: string, columns: Columns, rows: readonly (readonly SqlValue[])[]): Promise<void> {
+export async function bulkInsert(sql: Sql, table: string, columns: Columns, rows: readonly (readonly SqlValue[])[], options: { queue?: boolean } = {}): Promise<void> {
   if (!rows.length) return;
   const names = columns.map(([name]) => name);
   if (sql.dialect === 'pg') {
-    await sql.run(
-      `INSERT INTO ${table} (${names.join(', ')}) SELECT * FROM unnest(${columns.map(([, type]) => `CAST(? AS ${type}[])`).join(', ')})`,
-      columns.map(([, type], k) => pgArray(rows, k, type)),
-    );
+    const { text, params } = unnestInsert(table, columns, rows);
+    if (options.queue) await sql.write(text, params);
+    else await sql.run(text, params);
     return;
   }
   const perStatement = Math.min(500, Math.floor(SQLITE_MAX_VARIABLES / names.length));
