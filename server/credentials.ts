@@ -57,6 +57,12 @@ export function newKeySecret(): { keyId: string; secret: string; secretHash: str
 }
 
 /** A new session secret: `wss_<session id part>_<256-bit random>`; only its SHA-256 is stored. */
+/** The session id a `wss_...` session token names, or null when it is not one. */
+export function sessionIdOf(token: string): string | null {
+  const parts = SESSION_TOKEN.exec(token);
+  return parts ? `ss_${parts[1]}` : null;
+}
+
 export function newSessionSecret(): { sessionId: string; secret: string; secretHash: string } {
   const idPart = randomIdPart();
   const secret = `wss_${idPart}_${crypto.randomBytes(32).toString('base64url')}`;
@@ -123,9 +129,8 @@ export class CredentialStore {
    * member active, workspace auth version unchanged since sign-in).
    */
   async authenticateSession(token: string): Promise<Credential> {
-    const parts = SESSION_TOKEN.exec(token);
-    if (!parts) throw invalidKey(SESSION_ENDED);
-    const sessionId = `ss_${parts[1]}`;
+    const sessionId = sessionIdOf(token);
+    if (!sessionId) throw invalidKey(SESSION_ENDED);
     const presented = crypto.createHash('sha256').update(token).digest();
     const now = this.clock.now();
     const credential = this.sessions.get(sessionId) ?? (await this.loadSession(sessionId, now));

@@ -165,7 +165,7 @@ export function createPlatform(options: PlatformOptions) {
     next(err);
   });
   app.use('/v1', v1);
-  app.use(signinRoutes({ db, clock, logger, credentials }));
+  app.use(signinRoutes({ db, clock, logger }));
   app.use(dashboardRoutes({ credentials, logger }));
   app.use((req, _res, next) => next(notFound(`No such endpoint ${req.method} ${req.path}.`)));
   app.use(errorMiddleware(logger));

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
 import { consumeSigninLink, deleteEndedSignins, findMemberForSignin, findSigninLink, insertSession, insertSigninLink, revokeSessions } from '../db/queries/sessions.ts';
 import type { Clock } from './clock.ts';
-import { type Credential, type CredentialStore, newSessionSecret } from './credentials.ts';
+import { type Credential, type CredentialStore, newSessionSecret, sessionIdOf } from './credentials.ts';
 import { ServiceError } from './errors.ts';
 import { sha256Hex } from './ids.ts';
 
@@ -117,7 +117,7 @@ export async function useSigninLink(db: Database, clock: Clock, token: string): 
 }
 
 /** Ends one session, or all of a member's sessions; they are refused from their next request on. */
-export async function revokeSession(db: Database, clock: Clock, by: { id: string } | { memberId: string }): Promise<{ revoked: number }> {
+export async function revokeSession(db: Database, clock: Clock, by: { id: string; secretHash?: string } | { memberId: string }): Promise<{ revoked: number }> {
   return { revoked: await revokeSessions(db.sql, by, clock.now()) };
 }
 
@@ -208,8 +208,8 @@ export async function pageSession(credentials: CredentialStore, req: Request, re
 }
 
 /** `GET /signin/<token>` (opens a session and redirects) and `POST /signout`. */
-export function signinRoutes(options: { db: Database; clock: Clock; logger: Logger; credentials: CredentialStore }): express.Router {
-  const { db, clock, logger, credentials } = options;
+export function signinRoutes(options: { db: Database; clock: Clock; logger: Logger }): express.Router {
+  const { db, clock, logger } = options;
   const router = express.Router();
   router.get('/signin/:token', async (req: Request<{ token: string }>, res: Response) => {
     // Link checkers and previews send HEAD: it must not use up the link.
@@ -256,10 +256,11 @@ export function signinRoutes(options: { db: Database; clock: Clock; logger: Logg
       plainPage(res, 403, 'Not signed out', ['Sign out from a page of this service.']);
       return;
     }
-    if (token) {
-      // Only the holder of the session secret may end it; the next request of the session is refused.
-      const session = await credentials.authenticateSession(token).catch(() => null);
-      if (session) await revokeSession(db, clock, { id: session.keyId });
+    const sessionId = token ? sessionIdOf(token) : null;
+    if (token && sessionId) {
+      // Only the holder of the session secret may end it (its hash must match); no rate limit
+      // stands in the way, and a database error is an error, not a silent "signed out".
+      await revokeSession(db, clock, { id: sessionId, secretHash: sha256Hex(token) });
     }
     res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict${isHttps(req) ? '; Secure' : ''}`);
     plainPage(res, 200, 'Signed out', ['Your sign-in session has ended. ' + HOW_TO_SIGN_IN]);

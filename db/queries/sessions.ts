@@ -66,11 +66,15 @@ export function findSessionForAuth(sql: Sql, id: string): Promise<(DbMemberSessi
   );
 }
 
-/** Ends one session, or every live session of a member; returns how many were ended. */
-export function revokeSessions(sql: Sql, by: { id: string } | { memberId: string }, now: number): Promise<number> {
-  return 'id' in by
+/**
+ * Ends one session (by id; with `secretHash`, only when the token's hash matches: sign-out by its
+ * holder), or every live session of a member; returns how many were ended.
+ */
+export function revokeSessions(sql: Sql, by: { id: string; secretHash?: string } | { memberId: string }, now: number): Promise<number> {
+  if ('memberId' in by) return sql.run(`UPDATE member_sessions SET revoked_at = ? WHERE member_id = ? AND revoked_at IS NULL`, [now, by.memberId]);
+  return by.secretHash === undefined
     ? sql.run(`UPDATE member_sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, [now, by.id])
-    : sql.run(`UPDATE member_sessions SET revoked_at = ? WHERE member_id = ? AND revoked_at IS NULL`, [now, by.memberId]);
+    : sql.run(`UPDATE member_sessions SET revoked_at = ? WHERE id = ? AND secret_hash = ? AND revoked_at IS NULL`, [now, by.id, by.secretHash]);
 }
 
 /**
