@@ -242,7 +242,7 @@ export function signinRoutes(options: { db: Database; clock: Clock; logger: Logg
       return;
     }
     const maxAge = Math.floor(SESSION_TTL_MS / 1000);
-    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=${outcome.sessionToken}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Strict${isHttps(req) ? '; Secure' : ''}`);
+    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=${outcome.sessionToken}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${isHttps(req) ? '; Secure' : ''}`);
     res.setHeader('Cache-Control', 'no-store');
     res.setHeader('Referrer-Policy', 'no-referrer');
     // Checked again: the link row holds what the CLI validated, but a redirect must never leave the origin.
@@ -262,7 +262,7 @@ export function signinRoutes(options: { db: Database; clock: Clock; logger: Logg
       // stands in the way, and a database error is an error, not a silent "signed out".
       await revokeSession(db, clock, { id: sessionId, secretHash: sha256Hex(token) });
     }
-    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict${isHttps(req) ? '; Secure' : ''}`);
+    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax${isHttps(req) ? '; Secure' : ''}`);
     plainPage(res, 200, 'Signed out', ['Your sign-in session has ended. ' + HOW_TO_SIGN_IN]);
   });
   return router;

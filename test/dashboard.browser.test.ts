@@ -5,6 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
@@ -108,7 +110,7 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
       const cookies = await context.cookies();
       const session = cookies.find((k) => k.name === 'wso_session')!;
       assert.equal(session.httpOnly, true);
-      assert.equal(session.sameSite, 'Strict');
+      assert.equal(session.sameSite, 'Lax');
 
       const tiles = await page.$$eval('[data-tile]', (els) => Object.fromEntries(els.map((el) => [el.getAttribute('data-tile'), el.querySelector('.value')!.textContent])));
       assert.deepEqual(tiles, expectedTiles);
@@ -170,6 +172,29 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
       assert.deepEqual(problems, []);
     } finally {
       await context.close();
+    }
+  });
+
+  it('a sign-in link clicked on another site arrives signed in', async function () {
+    const ws = await svc().apply(spec());
+    const origin = svc().baseUrl.replace(/\/v1$/, '');
+    const { url } = await createSigninLink(svc().db, svc().clock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, next: `/dashboard?site=${ws.bundles.docs!}`, baseUrl: origin });
+    // Another site (localhost, where the service is 127.0.0.1), as a mail or chat page would be.
+    const other = http.createServer((_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
+      res.end(`<a id="link" href="${url}">Sign in</a>`);
+    });
+    await new Promise<void>((resolve) => other.listen(0, 'localhost', resolve));
+    const context = await browser!.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`http://localhost:${(other.address() as AddressInfo).port}/`);
+      await Promise.all([page.waitForURL(/\/dashboard/), page.click('#link')]);
+      await page.waitForSelector('body[data-ready="true"]', { timeout: 20_000 });
+      assert.equal(new URL(page.url()).pathname, '/dashboard');
+    } finally {
+      await context.close();
+      other.close();
     }
   });
 

@@ -51,7 +51,7 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.equal(first.cookies.length, 1);
     const [pair, ...flags] = first.cookies[0]!.split(/;\s*/);
     assert.match(pair!, /^wso_session=wss_[0-9a-z]{24}_[A-Za-z0-9_-]{43}$/);
-    assert.deepEqual(flags.sort(), ['HttpOnly', 'Max-Age=43200', 'Path=/', 'SameSite=Strict']);
+    assert.deepEqual(flags.sort(), ['HttpOnly', 'Max-Age=43200', 'Path=/', 'SameSite=Lax']);
     assert.equal(first.headers.get('cache-control'), 'no-store');
     assert.equal(first.headers.get('referrer-policy'), 'no-referrer');
 
