@@ -27,28 +27,34 @@ if (Number(workspaces?.n ?? 0) === 0) {
 }
 
 let stopping = false;
+
+/** One shutdown step: exits with 1 (after logging `late`) when it takes longer than `ms`. */
+async function within<T>(ms: number, late: string, work: Promise<T>): Promise<T> {
+  const timer = setTimeout(() => {
+    logger.error({ lost: collector.queued || undefined }, late);
+    process.exit(1);
+  }, ms);
+  timer.unref();
+  try {
+    return await work;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'shutting down: finishing requests in flight');
-  const force = setTimeout(() => {
-    logger.error('requests still running after 10 s; exiting');
-    process.exit(1);
-  }, 10_000);
-  force.unref();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  clearTimeout(force);
+  await within(10_000, 'requests still running after 10 s; exiting', new Promise<void>((resolve) => server.close(() => resolve())));
   // Collected events are queued in memory: write them all before exiting (at most COLLECT_BUFFER_MAX).
   if (collector.queued) logger.info({ events: collector.queued }, 'writing queued collected events');
-  const forceFlush = setTimeout(() => {
-    logger.error({ lost: collector.queued }, 'queued collected events still not written after 60 s; exiting');
-    process.exit(1);
-  }, 60_000);
-  forceFlush.unref();
-  await collector.close().catch((err: unknown) => logger.error({ err, lost: collector.queued }, 'collected events could not be written'));
-  clearTimeout(forceFlush);
-  await jobs.stop();
-  await db.close();
+  await within(
+    60_000,
+    'queued collected events still not written after 60 s; exiting',
+    collector.close().catch((err: unknown) => logger.error({ err, lost: collector.queued }, 'collected events could not be written')),
+  );
+  await within(10_000, 'jobs or the database still not stopped after 10 s; exiting', jobs.stop().then(() => db.close()));
   logger.info('stopped');
   logger.flush();
   process.exit(0);
