@@ -21,7 +21,8 @@ import { document } from '../generated/document.ts';
 import { type AnalyticsEventInput, dayOf, eventProblem, ingestEvents, normalizeEvent, referrerHost, SESSION_GAP_MS } from './analytics.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
-import type { ErrorCode } from './errors.ts';
+import { invalidInput, invalidJson, notFound, ServiceError } from './errors.ts';
+import { describe } from './validation.ts';
 import type { WriterReply, WriterRequest } from './ingestWorker.ts';
 
 export const MAX_BODY_BYTES = 8 * 1024;
@@ -53,14 +54,10 @@ const validateBody = new Ajv({ strict: false, allErrors: false, coerceTypes: fal
   (document.components.schemas as Record<string, object>).TrackEvent!,
 );
 
-function bodyProblem(): string {
+const bodyProblem = () => {
   const e = validateBody.errors?.[0];
-  if (!e) return 'body is invalid';
-  const where = `body${e.instancePath.replace(/\//g, '.')}`;
-  if (e.keyword === 'additionalProperties') return `${where}.${String(e.params.additionalProperty)} is not a known field`;
-  if (e.keyword === 'required') return `${where}.${String(e.params.missingProperty)} is required`;
-  return `${where} ${e.message ?? 'is invalid'}`;
-}
+  return e ? describe('body', e) : 'body is invalid';
+};
 
 interface Agent {
   bot: boolean;
@@ -79,15 +76,6 @@ function parseAgent(ua: string): Agent {
   if (p.browser.name) agent.browser = p.browser.name;
   if (p.os.name) agent.os = p.os.name;
   return agent;
-}
-
-class ErrorReply {
-  constructor(
-    readonly status: number,
-    readonly code: ErrorCode,
-    readonly message: string,
-    readonly headers: Record<string, string> = {},
-  ) {}
 }
 
 const CORS = { 'Access-Control-Allow-Origin': '*' } as const;
@@ -377,8 +365,8 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
   timer?.unref();
 
   // --- HTTP ---------------------------------------------------------------------------------
-  function sendError(res: ServerResponse, e: ErrorReply, close = false): void {
-    const body = JSON.stringify({ error: e.code, message: e.message });
+  function sendError(res: ServerResponse, e: ServiceError, close = false): void {
+    const body = JSON.stringify(e.body());
     res.writeHead(e.status, {
       ...CORS,
       ...e.headers,
@@ -407,20 +395,20 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     try {
       value = JSON.parse(text);
     } catch {
-      throw new ErrorReply(400, 'invalid_json', 'The body is not valid JSON.');
+      throw invalidJson('The body is not valid JSON.');
     }
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ErrorReply(400, 'invalid_json', 'The body must be a JSON object.');
-    if (!validateBody(value)) throw new ErrorReply(400, 'invalid_input', bodyProblem());
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalidJson('The body must be a JSON object.');
+    if (!validateBody(value)) throw invalidInput(bodyProblem());
     const body = value;
-    if (body.type === 'engagement' && body.engaged_ms === undefined) throw new ErrorReply(400, 'invalid_input', 'body.engaged_ms is required for an engagement');
-    if (body.type === 'pageview' && body.engaged_ms !== undefined) throw new ErrorReply(400, 'invalid_input', 'body.engaged_ms is only for an engagement');
+    if (body.type === 'engagement' && body.engaged_ms === undefined) throw invalidInput('body.engaged_ms is required for an engagement');
+    if (body.type === 'pageview' && body.engaged_ms !== undefined) throw invalidInput('body.engaged_ms is only for an engagement');
     let page: URL;
     try {
       page = new URL(body.url);
     } catch {
-      throw new ErrorReply(400, 'invalid_input', 'body.url must be an absolute http(s) URL');
+      throw invalidInput('body.url must be an absolute http(s) URL');
     }
-    if (page.protocol !== 'http:' && page.protocol !== 'https:') throw new ErrorReply(400, 'invalid_input', 'body.url must be an absolute http(s) URL');
+    if (page.protocol !== 'http:' && page.protocol !== 'https:') throw invalidInput('body.url must be an absolute http(s) URL');
 
     const input: AnalyticsEventInput = { type: body.type, ts: 0, visitor: '-', path: page.pathname };
     const referrer = body.referrer?.trim();
@@ -431,15 +419,15 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     if (campaign) input.utm_campaign = campaign;
     if (body.engaged_ms !== undefined) input.engaged_ms = body.engaged_ms;
     const problem = eventProblem(input);
-    if (problem) throw new ErrorReply(400, 'invalid_input', `the event derived from the body is invalid: ${problem}`);
+    if (problem) throw invalidInput(`the event derived from the body is invalid: ${problem}`);
 
     const bundle = await bundleOf(body.key);
-    if (!bundle) throw new ErrorReply(404, 'not_found', 'No site has this collect key.');
+    if (!bundle) throw notFound('No site has this collect key.');
     const ua = req.headers['user-agent'] ?? '';
     const agent = agentOf(ua);
     if (agent.bot) return;
     if (queue.length >= config.collectBufferMax) {
-      throw new ErrorReply(503, 'unavailable', 'Too many events are waiting to be written; retry after 1 s.', { 'Retry-After': '1' });
+      throw new ServiceError(503, 'unavailable', 'Too many events are waiting to be written; retry after 1 s.', { 'Retry-After': '1' });
     }
     const now = clock.now();
     input.ts = now;
@@ -461,9 +449,9 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     const type = req.headers['content-type'] ?? '';
     if (!/^\s*(application\/json|text\/plain)\s*(;|$)/i.test(type) || (/charset/i.test(type) && !/charset\s*=\s*"?utf-8"?\s*(;|$)/i.test(type))) {
       req.resume();
-      return sendError(res, new ErrorReply(400, 'invalid_json', 'Content-Type must be application/json or text/plain (UTF-8).'));
+      return sendError(res, invalidJson('Content-Type must be application/json or text/plain (UTF-8).'));
     }
-    const tooLarge = new ErrorReply(413, 'invalid_input', 'The body is larger than 8 KB.');
+    const tooLarge = new ServiceError(413, 'invalid_input', 'The body is larger than 8 KB.');
     if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) return sendError(res, tooLarge, true);
     const chunks: Buffer[] = [];
     let size = 0;
@@ -485,9 +473,9 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
           res.end();
         },
         (err: unknown) => {
-          if (err instanceof ErrorReply) return sendError(res, err);
+          if (err instanceof ServiceError) return sendError(res, err);
           logger.error({ err }, 'collection: unexpected error');
-          sendError(res, new ErrorReply(500, 'internal_error', 'Internal server error.'));
+          sendError(res, new ServiceError(500, 'internal_error', 'Internal server error.'));
         },
       );
     });

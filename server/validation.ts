@@ -33,7 +33,8 @@ function resolve(doc: Json, node: unknown): Json {
   return isObject(current) ? current : {};
 }
 
-function describe(where: string, e: ErrorObject): string {
+/** One readable problem from an Ajv error, e.g. `body.name is required` (also the collection path's). */
+export function describe(where: string, e: ErrorObject): string {
   const path = `${where}${e.instancePath.replace(/\//g, '.')}`;
   if (e.keyword === 'additionalProperties') return `${path}.${String(e.params.additionalProperty)} is not a known field`;
   if (e.keyword === 'required') return `${path}.${String(e.params.missingProperty)} is required`;
