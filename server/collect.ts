@@ -15,8 +15,8 @@ import Bowser from 'bowser';
 import { isbot } from 'isbot';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
-import { bundleByCollectKey, type CollectBundle, daySalt, existingSalt, latestEventOfVisitors } from '../db/queries/collection.ts';
-import type { NewAnalyticsEvent } from '../db/queries/analytics.ts';
+import { lastEventOfVisitors, type NewAnalyticsEvent } from '../db/queries/analytics.ts';
+import { bundleByCollectKey, type CollectBundle, daySalt, existingSalt } from '../db/queries/collection.ts';
 import { document } from '../generated/document.ts';
 import { type AnalyticsEventInput, dayOf, eventProblem, ingestEvents, normalizeEvent, referrerHost, SESSION_GAP_MS } from './analytics.ts';
 import type { Clock } from './clock.ts';
@@ -234,23 +234,21 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
   }
 
   /**
-   * Decides the visitor of a batch's undecided events, in order, with one set-based read per site: an
+   * Decides the visitor of a batch's undecided events, in order, with one set-based read: an
    * event keeps yesterday's id when that id has an event on the site less than 30 minutes earlier
    * (stored, queued, or earlier in this batch). No database read per request.
    */
   async function decide(batch: readonly NewAnalyticsEvent[]): Promise<void> {
     const open = batch.filter((e) => undecided.has(e));
     if (!open.length) return;
-    const latest = new Map<string, number>();
-    const bundles = new Map<string, { since: number; visitors: Set<string> }>();
+    const pairs = new Map<string, readonly [string, string]>();
     for (const e of open) {
-      const b = bundles.get(e.bundle_id) ?? { since: e.ts, visitors: new Set<string>() };
-      b.since = Math.min(b.since, e.ts - SESSION_GAP_MS);
-      b.visitors.add(undecided.get(e)!.previous);
-      bundles.set(e.bundle_id, b);
+      const previous = undecided.get(e)!.previous;
+      pairs.set(`${e.bundle_id}\n${previous}`, [e.bundle_id, previous]);
     }
-    for (const [bundleId, b] of bundles) {
-      for (const row of await latestEventOfVisitors(db.sql, bundleId, [...b.visitors], b.since)) latest.set(`${bundleId}\n${row.visitor}`, Number(row.ts));
+    const latest = new Map<string, number>();
+    for (const row of await lastEventOfVisitors(db.sql, [...pairs.values()])) {
+      if (row.last !== null) latest.set(`${row.bundle_id}\n${row.visitor}`, Number(row.last));
     }
     for (const e of open) {
       const { today, previous } = undecided.get(e)!;

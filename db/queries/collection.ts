@@ -35,19 +35,3 @@ export async function existingSalt(sql: Sql, day: number): Promise<string | null
 export function deleteSaltsCreatedBefore(sql: Sql, before: number): Promise<number> {
   return sql.run(`DELETE FROM analytics_salts WHERE created_at < ?`, [before]);
 }
-
-/** The latest event time of each of these visitors on a site, among events at or after `since` (index analytics_events_visitor). */
-export async function latestEventOfVisitors(sql: Sql, bundleId: string, visitors: readonly string[], since: number): Promise<Array<{ visitor: string; ts: number }>> {
-  const out: Array<{ visitor: string; ts: number }> = [];
-  for (let i = 0; i < visitors.length; i += 500) {
-    const chunk = visitors.slice(i, i + 500);
-    // A few list lengths only, so the prepared statements stay few: pad with the last id.
-    const size = [1, 10, 100, 500].find((n) => n >= chunk.length)!;
-    while (chunk.length < size) chunk.push(chunk[chunk.length - 1]!);
-    out.push(...(await sql.all<{ visitor: string; ts: number }>(
-      `SELECT visitor, MAX(ts) AS ts FROM analytics_events WHERE bundle_id = ? AND visitor IN (${chunk.map(() => '?').join(', ')}) AND ts >= ? GROUP BY visitor`,
-      [bundleId, ...chunk, since],
-    )));
-  }
-  return out;
-}
