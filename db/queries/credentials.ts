@@ -1,4 +1,4 @@
-import type { Sql } from '../database.ts';
+import type { Sql, SqlValue } from '../database.ts';
 import type { DbApiKeyRow, DbMemberRow, DbRateLimitRow } from '../rows.ts';
 
 export interface DbKeyForAuth extends DbApiKeyRow {
@@ -33,23 +33,33 @@ export interface RateLimitStep {
 }
 
 /**
- * One GCRA step for the key's bucket, done only while the key is live (not revoked). Returns the
- * bucket after the step with the workspace's auth version, or nothing when the key is revoked or gone.
- * One statement, so every process shares the budget and sees a revocation at once.
+ * One GCRA step (generic cell-rate algorithm) on a bucket, taken only while `live` finds the
+ * credential: `live.from` is a FROM ... WHERE that yields the bucket id as `live.id` and joins the
+ * workspace as `w`. Returns the bucket after the step with the workspace's auth version, or nothing
+ * when the credential is gone, revoked or ended. One statement, so every process shares the budget
+ * and sees a revocation at once. Keys and sign-in sessions both go through it.
  */
-export function takeRateLimitToken(sql: Sql, step: RateLimitStep): Promise<Pick<DbRateLimitRow, 'tat' | 'allowed' | 'auth_version'> | undefined> {
+export function takeGcraToken(
+  sql: Sql,
+  live: { id: string; from: string; params: readonly SqlValue[] },
+  step: Omit<RateLimitStep, 'keyId'>,
+): Promise<Pick<DbRateLimitRow, 'tat' | 'allowed' | 'auth_version'> | undefined> {
   const max = sql.dialect === 'pg' ? 'GREATEST' : 'MAX';
   const n = 'CAST(? AS BIGINT)';
-  const { keyId, nowUs, intervalUs, toleranceUs } = step;
+  const { nowUs, intervalUs, toleranceUs } = step;
   return sql.one(
     `INSERT INTO rate_limits (bucket, tat, allowed, auth_version)
-     SELECT k.id, ${n}, TRUE, w.auth_version FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id
-     WHERE k.id = ? AND k.revoked_at IS NULL
+     SELECT ${live.id}, ${n}, TRUE, w.auth_version FROM ${live.from}
      ON CONFLICT (bucket) DO UPDATE SET
        allowed = (${max}(rate_limits.tat, ${n}) - ${n} <= ${n}),
        tat = CASE WHEN ${max}(rate_limits.tat, ${n}) - ${n} <= ${n} THEN ${max}(rate_limits.tat, ${n}) + ${n} ELSE rate_limits.tat END,
        auth_version = excluded.auth_version
      RETURNING tat, allowed, auth_version`,
-    [nowUs + intervalUs, keyId, nowUs, nowUs, toleranceUs, nowUs, nowUs, toleranceUs, nowUs, intervalUs],
+    [nowUs + intervalUs, ...live.params, nowUs, nowUs, toleranceUs, nowUs, nowUs, toleranceUs, nowUs, intervalUs],
   );
+}
+
+/** One GCRA step for the key's bucket, done only while the key is live (not revoked). */
+export function takeRateLimitToken(sql: Sql, step: RateLimitStep): Promise<Pick<DbRateLimitRow, 'tat' | 'allowed' | 'auth_version'> | undefined> {
+  return takeGcraToken(sql, { id: 'k.id', from: 'api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.id = ? AND k.revoked_at IS NULL', params: [step.keyId] }, step);
 }

@@ -1,5 +1,6 @@
 import type { Sql } from '../database.ts';
 import type { DbMemberRow, DbRateLimitRow } from '../rows.ts';
+import { takeGcraToken } from './credentials.ts';
 
 /** A one-time sign-in link (table signin_links). */
 export interface DbSigninLinkRow {
@@ -86,20 +87,16 @@ export function takeSessionRateLimitToken(
   sql: Sql,
   step: { sessionId: string; now: number; nowUs: number; intervalUs: number; toleranceUs: number },
 ): Promise<Pick<DbRateLimitRow, 'tat' | 'allowed'> | undefined> {
-  const max = sql.dialect === 'pg' ? 'GREATEST' : 'MAX';
-  const n = 'CAST(? AS BIGINT)';
-  const { sessionId, now, nowUs, intervalUs, toleranceUs } = step;
-  return sql.one(
-    `INSERT INTO rate_limits (bucket, tat, allowed, auth_version)
-     SELECT s.id, ${n}, TRUE, w.auth_version
-     FROM member_sessions s JOIN workspaces w ON w.id = s.workspace_id JOIN members m ON m.id = s.member_id
-     WHERE s.id = ? AND s.revoked_at IS NULL AND s.expires_at > ? AND m.disabled_at IS NULL AND w.auth_version = s.auth_version
-     ON CONFLICT (bucket) DO UPDATE SET
-       allowed = (${max}(rate_limits.tat, ${n}) - ${n} <= ${n}),
-       tat = CASE WHEN ${max}(rate_limits.tat, ${n}) - ${n} <= ${n} THEN ${max}(rate_limits.tat, ${n}) + ${n} ELSE rate_limits.tat END,
-       auth_version = excluded.auth_version
-     RETURNING tat, allowed`,
-    [nowUs + intervalUs, sessionId, now, nowUs, nowUs, toleranceUs, nowUs, nowUs, toleranceUs, nowUs, intervalUs],
+  return takeGcraToken(
+    sql,
+    {
+      id: 's.id',
+      from:
+        'member_sessions s JOIN workspaces w ON w.id = s.workspace_id JOIN members m ON m.id = s.member_id ' +
+        'WHERE s.id = ? AND s.revoked_at IS NULL AND s.expires_at > ? AND m.disabled_at IS NULL AND w.auth_version = s.auth_version',
+      params: [step.sessionId, step.now],
+    },
+    step,
   );
 }
 
