@@ -20,11 +20,15 @@ export function delegableMembers(credential: Credential): MemberInfo[] {
   return out.sort((a, b) => (a.name === b.name ? (a.id < b.id ? -1 : 1) : a.name < b.name ? -1 : 1));
 }
 
+/** The access a member role has on a resource type (x-service-member-roles; `*` covers the rest). */
+export function roleAccess(role: MemberRole, resourceType: string): readonly Access[] {
+  const grants = memberRoles[role];
+  return grants?.[resourceType] ?? grants?.['*'] ?? [];
+}
+
 /** Whether a member role grants access to a resource type (x-service-member-roles). */
 export function roleAllows(role: MemberRole, resourceType: string, access: Access): boolean {
-  const grants = memberRoles[role];
-  if (!grants) return false;
-  return (grants[resourceType] ?? grants['*'] ?? []).includes(access);
+  return roleAccess(role, resourceType).includes(access);
 }
 
 /**

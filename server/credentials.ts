@@ -3,8 +3,9 @@ import type { Database } from '../db/database.ts';
 import { findKeyForAuth, listKeyDelegateIds, listWorkspaceMembers, takeRateLimitToken } from '../db/queries/credentials.ts';
 import { findSessionForAuth, takeSessionRateLimitToken } from '../db/queries/sessions.ts';
 import type { Delegation, MemberRole } from '../db/rows.ts';
-import { type Access, type CatalogueEntry, catalogue, memberRoles, resourceTypes } from '../generated/catalogue.ts';
+import { type Access, type CatalogueEntry, catalogue, resourceTypes } from '../generated/catalogue.ts';
 import type { Clock } from './clock.ts';
+import { roleAccess } from './access.ts';
 import { invalidKey, rateLimited } from './errors.ts';
 import { randomIdPart, sha256Hex } from './ids.ts';
 
@@ -160,8 +161,7 @@ export class CredentialStore {
     const member: MemberInfo = { id: row.member_id, name: row.member_name, role: row.member_role, disabled: false };
     // Record operations still need the member's role to allow the access they declare.
     const resources = new Map<string, ReadonlySet<Access>>();
-    const grants = memberRoles[member.role] ?? {};
-    for (const type of resourceTypes) resources.set(type, new Set(grants[type] ?? grants['*'] ?? []));
+    for (const type of resourceTypes) resources.set(type, new Set(roleAccess(member.role, type)));
     const credential: Credential = {
       kind: 'session',
       keyId: sessionId,
