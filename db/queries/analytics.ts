@@ -38,9 +38,14 @@ export async function insertSessions(sql: Sql, sessions: readonly DbAnalyticsSes
   await bulkInsert(sql, 'analytics_sessions', SESSION_TABLE_COLUMNS, sessions.map((r) => SESSION_TABLE_COLUMNS.map(([c]) => r[c as keyof DbAnalyticsSessionRow])), { queue: true });
 }
 
-/** Column types for PostgreSQL arrays: text when any value is a string, else bigint. */
-function typesOf(names: readonly string[], rows: readonly (readonly SqlValue[])[]): Columns {
-  return names.map((name, k) => [name, rows.some((r) => typeof r[k] === 'string') ? 'text' : 'bigint'] as const);
+/** PostgreSQL array types of a table's columns, from the declared column lists (TABLE_COLUMNS). */
+function typesOf(table: string, names: readonly string[]): Columns {
+  const declared = new Map(TABLE_COLUMNS[table]);
+  return names.map((name) => {
+    const type = declared.get(name);
+    if (!type) throw new Error(`no declared type for ${table}.${name}`);
+    return [name, type] as const;
+  });
 }
 
 function unnestInsert(table: string, columns: Columns, rows: readonly (readonly SqlValue[])[]): { text: string; params: string[] } {
@@ -69,7 +74,7 @@ export async function addTo<R extends object = Record<string, unknown>>(
     ` ON CONFLICT (${keys.join(', ')}) DO UPDATE SET ${counters.map((c) => `${c} = ${table}.${c} + excluded.${c}`).join(', ')}` +
     (returning ? ` RETURNING ${returning.join(', ')}` : '');
   if (sql.dialect === 'pg') {
-    const { text, params } = unnestInsert(table, typesOf(columns, rows), rows);
+    const { text, params } = unnestInsert(table, typesOf(table, columns), rows);
     if (returning) return sql.all<R>(text + conflict, params);
     await sql.write(text + conflict, params);
     return [];
@@ -90,7 +95,7 @@ export async function insertAbsent<R extends object>(sql: Sql, table: string, ke
   const columns = [...keys, 'n'];
   const conflict = ` ON CONFLICT (${keys.join(', ')}) DO NOTHING RETURNING ${keys.join(', ')}`;
   if (sql.dialect === 'pg') {
-    const { text, params } = unnestInsert(table, typesOf(columns, withN), withN);
+    const { text, params } = unnestInsert(table, typesOf(table, columns), withN);
     return sql.all<R>(text + conflict, params);
   }
   const out: R[] = [];
@@ -104,7 +109,7 @@ export async function insertAbsent<R extends object>(sql: Sql, table: string, ke
 export async function deleteEmptyDimVisitors(sql: Sql, keys: ReadonlyArray<readonly [bundleId: string, dimension: string, day: number, value: string, visitor: string]>): Promise<void> {
   if (!keys.length) return;
   if (sql.dialect === 'pg') {
-    const cols: Columns = [['bundle_id', 'text'], ['dimension', 'text'], ['day', 'bigint'], ['value', 'text'], ['visitor', 'text']];
+    const cols = typesOf('analytics_dim_visitors', ['bundle_id', 'dimension', 'day', 'value', 'visitor']);
     await sql.write(
       `DELETE FROM analytics_dim_visitors d USING unnest(${cols.map(([, t]) => `CAST(? AS ${t}[])`).join(', ')}) AS k(bundle_id, dimension, day, value, visitor) ` +
         `WHERE d.bundle_id = k.bundle_id AND d.dimension = k.dimension AND d.day = k.day AND d.value = k.value AND d.visitor = k.visitor AND d.n = 0`,
@@ -381,3 +386,12 @@ export function queryTimeEventDays(sql: Sql, q: { bundleId: string; from: number
     [q.dayMs, q.bundleId, q.from, q.to],
   );
 }
+
+const TABLE_COLUMNS: Record<string, Columns> = {
+  analytics_events: EVENT_TABLE_COLUMNS,
+  analytics_sessions: SESSION_TABLE_COLUMNS,
+  analytics_daily: DAILY_TABLE_COLUMNS,
+  analytics_visitor_days: VISITOR_DAY_TABLE_COLUMNS,
+  analytics_dim_daily: DIM_DAILY_TABLE_COLUMNS,
+  analytics_dim_visitors: DIM_VISITOR_TABLE_COLUMNS,
+};
