@@ -8,8 +8,7 @@ import { Command } from 'commander';
 import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
 import { findBundle } from '../db/queries/analytics.ts';
-import { AdminError, applyWorkspace, disableMember, replaceKey, revokeKey } from '../server/admin.ts';
-import { collectKey } from '../server/admin.ts';
+import { AdminError, applyWorkspace, collectKey, disableMember, replaceKey, revokeKey, trackerTag } from '../server/admin.ts';
 import { BULK_IMPORT_MIN, bulkLoadEvents, ImportError, importEvents, parseEventLines } from '../server/analytics.ts';
 import { systemClock } from '../server/clock.ts';
 import { createSigninLink, revokeSession, SigninError } from '../server/signin.ts';
@@ -87,7 +86,7 @@ analytics
     withDb(async (db) => {
       const result = await collectKey(db, o.bundle, o.rotate === true);
       const base = process.env.BASE_URL ?? `http://localhost:${process.env.PORT ?? 8080}/v1`;
-      return { ...result, snippet: `<script defer src="${base}/track.js" data-key="${result.collect_key}"></script>` };
+      return { ...result, snippet: trackerTag(base, result.collect_key) };
     }),
   );
 analytics

@@ -9,7 +9,7 @@ import cliProgress from 'cli-progress';
 import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
 import { createClient } from '../generated/client.ts';
-import { applyWorkspace } from '../server/admin.ts';
+import { applyWorkspace, trackerTag } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { bulkLoadEvents, normalizeEvent } from '../server/analytics.ts';
 import { demoTraffic } from './demo-traffic.ts';
@@ -91,7 +91,7 @@ Try it:
 
 Collect traffic: paste the tag into every page of a site (its publishable collect key can only send events):
 ${Object.entries(result.collect_keys)
-  .map(([h, key]) => `  ${spec.bundles[h].domain}:\n    <script defer src="${base}/track.js" data-key="${key}"></script>`)
+  .map(([h, key]) => `  ${spec.bundles[h].domain}:\n    ${trackerTag(base, key)}`)
   .join('\n')}
 
   or send one event by hand:

@@ -267,3 +267,6 @@ export async function disableMember(db: Database, clock: Clock, id: string): Pro
   });
   return { id, disabled_at: now };
 }
+
+/** The tag a site pastes to collect: the tracker script with its collect key (`base` ends in /v1). */
+export const trackerTag = (base: string, collectKey: string) => `<script defer src="${base}/track.js" data-key="${collectKey}"></script>`;
