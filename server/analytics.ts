@@ -32,8 +32,8 @@ import {
   eventsOfVisitors,
   insertAbsent,
   insertEvents,
-  insertSessions,
-  lastEventOfVisitors,
+  putSessions,
+  latestOfVisitors,
   type NewAnalyticsEvent,
   queryTimeEventDays,
   queryTimeSessions,
@@ -213,57 +213,79 @@ export function sessionize(
 
 const sessionKey = (s: SessionShape) => `${s.start_ts}|${s.end_ts}|${s.pageviews}|${s.entry_page}|${s.engaged_ms}`;
 
-/** Accumulated rollup changes of one batch. */
+/** Rollup changes of one dimension value on one (bundle, day), with the visitors it saw. */
+interface DimDelta {
+  pageviews: number;
+  engaged_ms: number;
+  views: number;
+  visitors: number;
+  /** visitor -> pageviews (event dimensions) or sessions (entry_page, may be negative) of this batch. */
+  seen: Map<string, number>;
+}
+
+/** Rollup changes of one (bundle, day). */
+interface DayDelta {
+  key: string;
+  bundle: string;
+  day: number;
+  pageviews: number;
+  sessions: number;
+  bounces: number;
+  duration_ms: number;
+  engaged_ms: number;
+  visitors: number;
+  /** visitor -> pageviews of this batch (the visitor-day set). */
+  seen: Map<string, number>;
+  /** dimension -> value -> change. */
+  dims: Map<string, Map<string, DimDelta>>;
+}
+
+const dayKey = (bundle: string, day: number) => `${bundle}\u0000${day}`;
+
+/**
+ * Accumulated rollup changes of one batch, nested by (bundle, day), dimension and value, so that
+ * the per-event work is map lookups by strings the events already hold (no key built per
+ * dimension and visitor: that, and the garbage it made, was most of the writer thread's time).
+ */
 class Deltas {
-  daily = new Map<string, { bundle: string; day: number; pageviews: number; sessions: number; bounces: number; duration_ms: number; engaged_ms: number; visitors: number }>();
-  dims = new Map<string, { bundle: string; dimension: string; day: number; value: string; pageviews: number; engaged_ms: number; views: number; visitors: number }>();
-  visitorDays = new Map<string, { bundle: string; day: number; visitor: string; n: number }>();
-  dimVisitors = new Map<string, { bundle: string; dimension: string; day: number; value: string; visitor: string; n: number }>();
+  private readonly days = new Map<string, DayDelta>();
+  private last: DayDelta | null = null;
 
-  day(bundle: string, day: number) {
-    const key = `${bundle}\u0000${day}`;
-    let d = this.daily.get(key);
-    if (!d) this.daily.set(key, (d = { bundle, day, pageviews: 0, sessions: 0, bounces: 0, duration_ms: 0, engaged_ms: 0, visitors: 0 }));
-    return d;
+  day(bundle: string, day: number): DayDelta {
+    const last = this.last;
+    if (last && last.day === day && last.bundle === bundle) return last;
+    const key = dayKey(bundle, day);
+    let d = this.days.get(key);
+    if (!d) {
+      d = { key, bundle, day, pageviews: 0, sessions: 0, bounces: 0, duration_ms: 0, engaged_ms: 0, visitors: 0, seen: new Map(), dims: new Map() };
+      this.days.set(key, d);
+    }
+    return (this.last = d);
   }
 
-  dim(bundle: string, dimension: string, day: number, value: string) {
-    const key = `${bundle}\u0000${dimension}\u0000${day}\u0000${value}`;
-    let d = this.dims.get(key);
-    if (!d) this.dims.set(key, (d = { bundle, dimension, day, value, pageviews: 0, engaged_ms: 0, views: 0, visitors: 0 }));
-    return d;
-  }
-
-  visitorDay(bundle: string, day: number, visitor: string, n: number) {
-    const key = `${bundle}\u0000${day}\u0000${visitor}`;
-    const d = this.visitorDays.get(key);
-    if (d) d.n += n;
-    else this.visitorDays.set(key, { bundle, day, visitor, n });
-  }
-
-  dimVisitor(bundle: string, dimension: string, day: number, value: string, visitor: string, n: number) {
-    const key = `${bundle}\u0000${dimension}\u0000${day}\u0000${value}\u0000${visitor}`;
-    const d = this.dimVisitors.get(key);
-    if (d) d.n += n;
-    else this.dimVisitors.set(key, { bundle, dimension, day, value, visitor, n });
+  dim(d: DayDelta, dimension: string, value: string): DimDelta {
+    let values = d.dims.get(dimension);
+    if (!values) d.dims.set(dimension, (values = new Map()));
+    let r = values.get(value);
+    if (!r) values.set(value, (r = { pageviews: 0, engaged_ms: 0, views: 0, visitors: 0, seen: new Map() }));
+    return r;
   }
 
   event(e: NewAnalyticsEvent) {
-    const day = dayOf(e.ts);
-    const d = this.day(e.bundle_id, day);
+    const d = this.day(e.bundle_id, dayOf(e.ts));
+    const pageview = e.type === 'pageview';
     d.engaged_ms += e.engaged_ms;
-    if (e.type === 'pageview') {
+    if (pageview) {
       d.pageviews++;
-      this.visitorDay(e.bundle_id, day, e.visitor, 1);
+      d.seen.set(e.visitor, (d.seen.get(e.visitor) ?? 0) + 1);
     }
     for (const dimension of EVENT_DIMENSIONS) {
-      const value = dimensionValue(e, dimension);
-      const r = this.dim(e.bundle_id, dimension, day, value);
+      const r = this.dim(d, dimension, dimensionValue(e, dimension));
       r.engaged_ms += e.engaged_ms;
-      if (e.type === 'pageview') {
+      if (pageview) {
         r.pageviews++;
         r.views++;
-        this.dimVisitor(e.bundle_id, dimension, day, value, e.visitor, 1);
+        r.seen.set(e.visitor, (r.seen.get(e.visitor) ?? 0) + 1);
       }
     }
   }
@@ -273,80 +295,140 @@ class Deltas {
     d.sessions += sign;
     if (s.pageviews === 1) d.bounces += sign;
     d.duration_ms += sign * (s.end_ts - s.start_ts);
-    const r = this.dim(bundle, 'entry_page', s.day, s.entry_page);
+    const r = this.dim(d, 'entry_page', s.entry_page);
     r.pageviews += sign;
     r.views += sign * s.pageviews;
     r.engaged_ms += sign * s.engaged_ms;
-    this.dimVisitor(bundle, 'entry_page', s.day, s.entry_page, visitor, sign);
+    r.seen.set(visitor, (r.seen.get(visitor) ?? 0) + sign);
   }
 
   /**
    * Writes everything: visitor sets first (they decide the visitors deltas), then the rollups. Events
    * are only ever added, so visitor-day and event-dimension rows only need to exist (n = 1): one
    * insert-if-absent says which are new. Entry-page rows count the visitor's sessions there, which a
-   * repair can take away, so they are added to and deleted at 0.
+   * repair can take away, so they are added to and deleted at 0. Returns the visitor-set rows that
+   * exist once this commits (for PresentRows).
    */
-  async apply(sql: Sql, present: PresentRows): Promise<string[]> {
-    const vdKeys = [...this.visitorDays.keys()].filter((k) => this.visitorDays.get(k)!.n > 0 && !present.has(k));
-    const fresh = await insertAbsent<{ bundle_id: string; day: number; visitor: string }>(
-      sql, 'analytics_visitor_days', ['bundle_id', 'day', 'visitor'], vdKeys.map((k) => this.visitorDays.get(k)!).map((v) => [v.bundle, v.day, v.visitor]),
-    );
+  async apply(sql: Sql, present: PresentRows): Promise<WrittenRows> {
+    const visitorDays: Array<[string, number, string]> = [];
+    const dimVisitors: Array<[string, string, number, string, string]> = [];
+    const entries: Array<[string, string, number, string, string, number]> = [];
+    for (const d of this.days.values()) {
+      const known = present.of(d.key);
+      for (const [visitor, n] of d.seen) if (n > 0 && !known?.visitors.has(visitor)) visitorDays.push([d.bundle, d.day, visitor]);
+      for (const [dimension, values] of d.dims) {
+        const entry = dimension === 'entry_page';
+        const knownValues = known?.dims.get(dimension);
+        for (const [value, r] of values) {
+          const knownVisitors = knownValues?.get(value);
+          for (const [visitor, n] of r.seen) {
+            if (entry) {
+              if (n !== 0) entries.push([d.bundle, dimension, d.day, value, visitor, n]);
+            } else if (!knownVisitors?.has(visitor)) dimVisitors.push([d.bundle, dimension, d.day, value, visitor]);
+          }
+        }
+      }
+    }
+    const fresh = await insertAbsent<{ bundle_id: string; day: number; visitor: string }>(sql, 'analytics_visitor_days', ['bundle_id', 'day', 'visitor'], visitorDays);
     for (const row of fresh) this.day(row.bundle_id, Number(row.day)).visitors++;
-    const dv = [...this.dimVisitors.values()].filter((v) => v.n !== 0);
-    const dvKeys = [...this.dimVisitors.keys()].filter((k) => this.dimVisitors.get(k)!.dimension !== 'entry_page' && !present.has(k));
     const seen = await insertAbsent<{ bundle_id: string; dimension: string; day: number; value: string }>(
-      sql, 'analytics_dim_visitors', ['bundle_id', 'dimension', 'day', 'value', 'visitor'],
-      dvKeys.map((k) => this.dimVisitors.get(k)!).map((v) => [v.bundle, v.dimension, v.day, v.value, v.visitor]),
+      sql, 'analytics_dim_visitors', ['bundle_id', 'dimension', 'day', 'value', 'visitor'], dimVisitors,
     );
-    for (const row of seen) this.dim(row.bundle_id, row.dimension, Number(row.day), row.value).visitors++;
-    const entries = dv.filter((v) => v.dimension === 'entry_page');
+    for (const row of seen) this.dim(this.day(row.bundle_id, Number(row.day)), row.dimension, row.value).visitors++;
     const after = await addTo<{ bundle_id: string; dimension: string; day: number; value: string; visitor: string; n: number }>(
-      sql, 'analytics_dim_visitors', ['bundle_id', 'dimension', 'day', 'value', 'visitor'], ['n'],
-      entries.map((v) => [v.bundle, v.dimension, v.day, v.value, v.visitor, v.n]), ['bundle_id', 'dimension', 'day', 'value', 'visitor', 'n'],
+      sql, 'analytics_dim_visitors', ['bundle_id', 'dimension', 'day', 'value', 'visitor'], ['n'], entries, ['bundle_id', 'dimension', 'day', 'value', 'visitor', 'n'],
     );
     const empty: Array<[string, string, number, string, string]> = [];
     for (const row of after) {
       const day = Number(row.day);
-      const delta = this.dimVisitors.get(`${row.bundle_id}\u0000${row.dimension}\u0000${day}\u0000${row.value}\u0000${row.visitor}`)!.n;
+      const r = this.dim(this.day(row.bundle_id, day), row.dimension, row.value);
+      const delta = r.seen.get(row.visitor)!;
       const n = Number(row.n);
-      if (n === delta && delta > 0) this.dim(row.bundle_id, row.dimension, day, row.value).visitors++;
+      if (n === delta && delta > 0) r.visitors++;
       else if (n === 0) {
-        this.dim(row.bundle_id, row.dimension, day, row.value).visitors--;
+        r.visitors--;
         empty.push([row.bundle_id, row.dimension, day, row.value, row.visitor]);
       }
     }
     await deleteEmptyDimVisitors(sql, empty);
-    const daily = [...this.daily.values()].filter((d) => d.pageviews || d.sessions || d.bounces || d.duration_ms || d.engaged_ms || d.visitors);
-    await addTo(sql, 'analytics_daily', ['bundle_id', 'day'], ['pageviews', 'visitors', 'sessions', 'bounces', 'duration_ms', 'engaged_ms'],
-      daily.map((d): SqlValue[] => [d.bundle, d.day, d.pageviews, d.visitors, d.sessions, d.bounces, d.duration_ms, d.engaged_ms]));
-    const dims = [...this.dims.values()].filter((d) => d.pageviews || d.engaged_ms || d.views || d.visitors);
-    await addTo(sql, 'analytics_dim_daily', ['bundle_id', 'dimension', 'day', 'value'], ['pageviews', 'visitors', 'engaged_ms', 'views'],
-      dims.map((d): SqlValue[] => [d.bundle, d.dimension, d.day, d.value, d.pageviews, d.visitors, d.engaged_ms, d.views]));
-    return [...vdKeys, ...dvKeys];
+    const daily: SqlValue[][] = [];
+    const dims: SqlValue[][] = [];
+    for (const d of this.days.values()) {
+      if (d.pageviews || d.sessions || d.bounces || d.duration_ms || d.engaged_ms || d.visitors) {
+        daily.push([d.bundle, d.day, d.pageviews, d.visitors, d.sessions, d.bounces, d.duration_ms, d.engaged_ms]);
+      }
+      for (const [dimension, values] of d.dims) {
+        for (const [value, r] of values) {
+          if (r.pageviews || r.engaged_ms || r.views || r.visitors) dims.push([d.bundle, dimension, d.day, value, r.pageviews, r.visitors, r.engaged_ms, r.views]);
+        }
+      }
+    }
+    await addTo(sql, 'analytics_daily', ['bundle_id', 'day'], ['pageviews', 'visitors', 'sessions', 'bounces', 'duration_ms', 'engaged_ms'], daily);
+    await addTo(sql, 'analytics_dim_daily', ['bundle_id', 'dimension', 'day', 'value'], ['pageviews', 'visitors', 'engaged_ms', 'views'], dims);
+    return { visitorDays, dimVisitors };
   }
+}
+
+interface WrittenRows {
+  visitorDays: ReadonlyArray<readonly [bundle: string, day: number, visitor: string]>;
+  dimVisitors: ReadonlyArray<readonly [bundle: string, dimension: string, day: number, value: string, visitor: string]>;
+}
+
+/** The visitor-set rows of one (bundle, day) known to exist. */
+interface KnownRows {
+  visitors: Set<string>;
+  dims: Map<string, Map<string, Set<string>>>;
 }
 
 /**
  * Visitor-day and event-dimension visitor rows known to exist in the database (recorded after the
  * commit that wrote them). Such rows are never removed (events are only ever added; a bulk rebuild
- * writes them again), so a remembered key is never wrong, and live batches, which mostly continue
- * visits already seen today, skip most of their visitor-set writes. Bounded; oldest forgotten first.
+ * writes them again), so a remembered row is never wrong, and live batches, which mostly continue
+ * visits already seen today, skip most of their visitor-set writes. Bounded: past `max` rows, whole
+ * (bundle, day) groups are forgotten, oldest first.
  */
 class PresentRows {
-  private readonly keys = new Map<string, true>();
+  private readonly groups = new Map<string, KnownRows>();
+  private size = 0;
 
   constructor(private readonly max: number) {}
 
-  has(key: string): boolean {
-    return this.keys.has(key);
+  of(key: string): KnownRows | undefined {
+    return this.groups.get(key);
   }
 
-  addAll(keys: readonly string[]): void {
-    for (const key of keys) this.keys.set(key, true);
-    if (this.keys.size <= this.max) return;
-    for (const key of this.keys.keys()) {
-      this.keys.delete(key);
-      if (this.keys.size <= this.max * 0.9) break;
+  private group(bundle: string, day: number): KnownRows {
+    const key = dayKey(bundle, day);
+    let g = this.groups.get(key);
+    if (!g) this.groups.set(key, (g = { visitors: new Set(), dims: new Map() }));
+    return g;
+  }
+
+  addAll(rows: WrittenRows): void {
+    for (const [bundle, day, visitor] of rows.visitorDays) {
+      const set = this.group(bundle, day).visitors;
+      if (!set.has(visitor)) {
+        set.add(visitor);
+        this.size++;
+      }
+    }
+    for (const [bundle, dimension, day, value, visitor] of rows.dimVisitors) {
+      const g = this.group(bundle, day);
+      let values = g.dims.get(dimension);
+      if (!values) g.dims.set(dimension, (values = new Map()));
+      let set = values.get(value);
+      if (!set) values.set(value, (set = new Set()));
+      if (!set.has(visitor)) {
+        set.add(visitor);
+        this.size++;
+      }
+    }
+    if (this.size <= this.max) return;
+    for (const [key, g] of this.groups) {
+      this.groups.delete(key);
+      this.size -= g.visitors.size;
+      for (const values of g.dims.values()) for (const set of values.values()) this.size -= set.size;
+      if (this.size <= this.max * 0.9) break;
     }
   }
 }
@@ -427,43 +509,39 @@ async function repairVisitors(sql: Sql, deltas: Deltas, spans: readonly Span[]):
     }
   }
   await deleteSessions(sql, removedKeys);
-  await insertSessions(sql, addedRows);
+  await putSessions(sql, addedRows);
   return { added: addedRows.length, removed: removedKeys.length };
 }
 
-type AppendSpan = Span & { last: number | null; events: NewAnalyticsEvent[] };
+type AppendSpan = Span & { last: number | null; latest: SessionShape | null; events: NewAnalyticsEvent[] };
 
 /**
  * The live-traffic path, for visitors whose new events all come after their latest stored event:
- * sessionization continues from the state the stored events left (the session in progress whose
- * end is that latest event, or none), so no stored event is read again. Gives exactly what
+ * sessionization continues from the state the stored events left (the visitor's latest session when
+ * it holds that latest event, or none), so no stored event is read again. Gives exactly what
  * repairVisitors would: sessionize is a left-to-right state machine whose whole state is that pair.
+ * A continued session keeps its start, so it is stored over the old row (putSessions).
  */
 async function appendVisitors(sql: Sql, deltas: Deltas, spans: readonly AppendSpan[]): Promise<{ added: number; removed: number }> {
-  if (!spans.length) return { added: 0, removed: 0 };
-  const known = spans.filter((s) => s.last !== null);
-  const inProgress = known.length ? await sessionsInProgress(sql, known.map((s) => [s.bundle, s.visitor, s.tmin, s.tmin - SESSION_GAP_MS] as const)) : [];
-  const sessionOf = new Map(inProgress.map((s) => [pairKey(s.bundle_id, s.visitor), s]));
-  const removedKeys: Array<readonly [string, string, number]> = [];
-  const addedRows: DbAnalyticsSessionRow[] = [];
+  const rows: DbAnalyticsSessionRow[] = [];
+  let added = 0;
+  let removed = 0;
   for (const span of spans) {
-    const row = sessionOf.get(pairKey(span.bundle, span.visitor));
-    const current = row && Number(row.end_ts) === span.last ? toShape(row) : null;
-    const fresh = sessionize([...span.events].sort(compareEvents), { current, prevTs: span.last });
-    const continued = current && fresh[0]!;
-    if (current && continued && sessionKey(continued) !== sessionKey(current)) {
-      removedKeys.push([span.bundle, span.visitor, current.start_ts]);
-      deltas.session(span.bundle, span.visitor, current, -1);
-    }
+    const current = span.latest && span.latest.end_ts === span.last ? span.latest : null;
+    const fresh = sessionize(span.events.length > 1 ? [...span.events].sort(compareEvents) : span.events, { current, prevTs: span.last });
     for (const s of fresh) {
-      if (current && s === continued && sessionKey(s) === sessionKey(current)) continue;
-      addedRows.push({ bundle_id: span.bundle, visitor: span.visitor, ...s });
+      if (current && s === fresh[0]) {
+        if (sessionKey(s) === sessionKey(current)) continue;
+        deltas.session(span.bundle, span.visitor, current, -1);
+        removed++;
+      }
+      rows.push({ bundle_id: span.bundle, visitor: span.visitor, ...s });
       deltas.session(span.bundle, span.visitor, s, 1);
+      added++;
     }
   }
-  await deleteSessions(sql, removedKeys);
-  await insertSessions(sql, addedRows);
-  return { added: addedRows.length, removed: removedKeys.length };
+  await putSessions(sql, rows);
+  return { added, removed };
 }
 
 export interface IngestResult {
@@ -482,30 +560,39 @@ export async function ingestEvents(db: Database, events: readonly NewAnalyticsEv
   if (!events.length) return { events: 0, sessions_added: 0, sessions_removed: 0 };
   let present = presentRows.get(db);
   if (!present) presentRows.set(db, (present = new PresentRows(PRESENT_ROWS_MAX)));
-  let written: string[] = [];
+  let written: WrittenRows = { visitorDays: [], dimVisitors: [] };
+  // What needs no database is prepared before the transaction (and its locks): the rollup changes
+  // of the events themselves and each visitor's span.
+  const deltas = new Deltas();
+  const spans = new Map<string, AppendSpan>();
+  for (const e of events) {
+    deltas.event(e);
+    const key = pairKey(e.bundle_id, e.visitor);
+    const span = spans.get(key);
+    if (!span) spans.set(key, { bundle: e.bundle_id, visitor: e.visitor, tmin: e.ts, tmax: e.ts, last: null, latest: null, events: [e] });
+    else {
+      span.tmin = Math.min(span.tmin, e.ts);
+      span.tmax = Math.max(span.tmax, e.ts);
+      span.events.push(e);
+    }
+  }
+  const bundles = [...new Set(events.map((e) => e.bundle_id))].sort();
   const result = await db.tx(async (sql) => {
-    const bundles = [...new Set(events.map((e) => e.bundle_id))].sort();
     // A live batch was only buffered in memory until now, so a crash just after commit loses no more
     // than a crash just before: the commit need not wait for the disk (rollups stay exact, since
     // PostgreSQL never keeps part of a transaction). Imports ask for durable commits.
     if (sql.dialect === 'pg' && !options.durable) await sql.run('SET LOCAL synchronous_commit = off');
     for (const bundle of bundles) await db.lock(sql, `analytics:${bundle}`);
-    const deltas = new Deltas();
-    const spans = new Map<string, AppendSpan>();
-    for (const e of events) {
-      deltas.event(e);
-      const key = pairKey(e.bundle_id, e.visitor);
-      const span = spans.get(key);
-      if (!span) spans.set(key, { bundle: e.bundle_id, visitor: e.visitor, tmin: e.ts, tmax: e.ts, last: null, events: [e] });
-      else {
-        span.tmin = Math.min(span.tmin, e.ts);
-        span.tmax = Math.max(span.tmax, e.ts);
-        span.events.push(e);
-      }
-    }
     // Before the new events are stored: each visitor's latest stored event decides the path.
-    for (const row of await lastEventOfVisitors(sql, [...spans.values()].map((s) => [s.bundle, s.visitor] as const))) {
-      if (row.last !== null) spans.get(pairKey(row.bundle_id, row.visitor))!.last = Number(row.last);
+    for (const row of await latestOfVisitors(sql, [...spans.values()].map((s) => [s.bundle, s.visitor] as const))) {
+      if (row.last === null) continue;
+      const span = spans.get(pairKey(row.bundle_id, row.visitor))!;
+      span.last = Number(row.last);
+      if (row.start_ts !== null) {
+        span.latest = {
+          start_ts: Number(row.start_ts), end_ts: Number(row.end_ts), day: Number(row.day), pageviews: Number(row.pageviews), entry_page: row.entry_page!, engaged_ms: Number(row.engaged_ms),
+        };
+      }
     }
     await insertEvents(sql, events);
     const appending = [...spans.values()].filter((s) => s.last === null || s.last < s.tmin);

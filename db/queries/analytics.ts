@@ -34,8 +34,16 @@ export function visitorEvents(sql: Sql, bundleId: string, visitor: string, from:
   );
 }
 
-export async function insertSessions(sql: Sql, sessions: readonly DbAnalyticsSessionRow[]): Promise<void> {
-  await bulkInsert(sql, 'analytics_sessions', SESSION_TABLE_COLUMNS, sessions.map((r) => SESSION_TABLE_COLUMNS.map(([c]) => r[c as keyof DbAnalyticsSessionRow])), { queue: true });
+/**
+ * Stores sessions; one with the (bundle, visitor, start_ts) of a stored session replaces it (a
+ * session in progress that new events continue keeps its start: one update instead of a delete and
+ * an insert).
+ */
+export async function putSessions(sql: Sql, sessions: readonly DbAnalyticsSessionRow[]): Promise<void> {
+  await bulkInsert(sql, 'analytics_sessions', SESSION_TABLE_COLUMNS, sessions.map((r) => SESSION_TABLE_COLUMNS.map(([c]) => r[c as keyof DbAnalyticsSessionRow])), {
+    queue: true,
+    onConflict: ' ON CONFLICT (bundle_id, visitor, start_ts) DO UPDATE SET end_ts = excluded.end_ts, day = excluded.day, pageviews = excluded.pageviews, entry_page = excluded.entry_page, engaged_ms = excluded.engaged_ms',
+  });
 }
 
 /** PostgreSQL array types of a table's columns, from the declared column lists (TABLE_COLUMNS). */
@@ -223,6 +231,39 @@ export function lastEventOfVisitors(sql: Sql, rows: ReadonlyArray<readonly [bund
   );
 }
 
+/** A visitor's latest stored event and latest session (session columns null when there is none). */
+export interface VisitorLatest {
+  bundle_id: string;
+  visitor: string;
+  last: number | string | null;
+  start_ts: number | string | null;
+  end_ts: number | string | null;
+  day: number | string | null;
+  pageviews: number | string | null;
+  entry_page: string | null;
+  engaged_ms: number | string | null;
+}
+
+/**
+ * For each visitor, in one statement: the time of their latest stored event (`last`, null when none)
+ * and their latest session. That session holds the latest event exactly when its end_ts = last
+ * (sessions do not overlap; an engagement ping outside any session is the other case).
+ */
+export function latestOfVisitors(sql: Sql, rows: ReadonlyArray<readonly [bundleId: string, visitor: string]>): Promise<VisitorLatest[]> {
+  return perVisitor<VisitorLatest>(
+    sql,
+    rows.map(([bundle, visitor]) => [bundle, visitor, 0, 0] as const),
+    `SELECT v.bundle_id, v.visitor, (SELECT MAX(e.ts) FROM analytics_events e WHERE e.bundle_id = v.bundle_id AND e.visitor = v.visitor) AS last, ` +
+      `s.start_ts, s.end_ts, s.day, s.pageviews, s.entry_page, s.engaged_ms FROM v ` +
+      // One primary-key probe per visitor: PostgreSQL needs LATERAL for that (a join condition on a
+      // subquery became a hash join over every session); SQLite has no LATERAL and loops over v anyway.
+      (sql.dialect === 'pg'
+        ? `LEFT JOIN LATERAL (SELECT * FROM analytics_sessions s2 WHERE s2.bundle_id = v.bundle_id AND s2.visitor = v.visitor ORDER BY s2.start_ts DESC LIMIT 1) s ON TRUE`
+        : `LEFT JOIN analytics_sessions s ON s.bundle_id = v.bundle_id AND s.visitor = v.visitor ` +
+          `AND s.start_ts = (SELECT MAX(s2.start_ts) FROM analytics_sessions s2 WHERE s2.bundle_id = v.bundle_id AND s2.visitor = v.visitor)`),
+  );
+}
+
 /** For each visitor: the session with start_ts <= lo and end_ts > hi (the `hi` column carries the lower end bound). */
 export function sessionsInProgress(sql: Sql, rows: ReadonlyArray<readonly [bundleId: string, visitor: string, startAtMost: number, endAfter: number]>): Promise<DbAnalyticsSessionRow[]> {
   return perVisitor<DbAnalyticsSessionRow>(sql, rows, `SELECT s.* FROM v CROSS JOIN analytics_sessions s WHERE s.bundle_id = v.bundle_id AND s.visitor = v.visitor AND s.start_ts <= v.lo AND s.end_ts > v.hi`);
@@ -283,13 +324,20 @@ const NEEDS_ESCAPE = /[\\"]/;
  * (one parameter per column, so no 65,535-parameter limit, and one short statement for any number
  * of rows); `queue`: on PostgreSQL sent with the transaction's next read or its commit (live batches).
  */
-export async function bulkInsert(sql: Sql, table: string, columns: Columns, rows: readonly (readonly SqlValue[])[], options: { queue?: boolean } = {}): Promise<void> {
+export async function bulkInsert(
+  sql: Sql,
+  table: string,
+  columns: Columns,
+  rows: readonly (readonly SqlValue[])[],
+  options: { queue?: boolean; onConflict?: string } = {},
+): Promise<void> {
   if (!rows.length) return;
   const names = columns.map(([name]) => name);
+  const conflict = options.onConflict ?? '';
   if (sql.dialect === 'pg') {
     const { text, params } = unnestInsert(table, columns, rows);
-    if (options.queue) await sql.write(text, params);
-    else await sql.run(text, params);
+    if (options.queue) await sql.write(text + conflict, params);
+    else await sql.run(text + conflict, params);
     return;
   }
   const perStatement = Math.min(500, Math.floor(SQLITE_MAX_VARIABLES / names.length));
@@ -299,7 +347,7 @@ export async function bulkInsert(sql: Sql, table: string, columns: Columns, rows
   for (let i = 0; i < rows.length; i += perStatement) {
     const count = Math.min(perStatement, rows.length - i);
     if (count !== textRows) {
-      text = `INSERT INTO ${table} (${names.join(', ')}) VALUES ${placeholders(width, count)}`;
+      text = `INSERT INTO ${table} (${names.join(', ')}) VALUES ${placeholders(width, count)}${conflict}`;
       textRows = count;
     }
     const params: SqlValue[] = new Array(count * width);
