@@ -526,7 +526,9 @@ export interface paths {
          *     a failed batch stays queued and is retried, and a graceful shutdown writes the queue first. A
          *     crash loses what is queued: while the database keeps up, the events of the last ~200 ms (the
          *     trade Plausible makes too); never more than `COLLECT_BUFFER_MAX` (default 20,000) events,
-         *     because past that the answer is `503` with `Retry-After` and the event is not taken.
+         *     because past that the answer is `503` with `Retry-After` and the event is not taken. That check
+         *     comes first, before the body is read or checked, so that refusing costs the service almost
+         *     nothing while the writer catches up (a bad body may then get `503` rather than `400`).
          */
         post: operations["collection.Track"];
         delete?: never;
@@ -2091,7 +2093,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["ServerError"];
-            /** @description `unavailable`: too many events are waiting to be written; retry after `Retry-After` seconds. Nothing is stored. */
+            /** @description `unavailable`: too many events are waiting to be written; retry after `Retry-After` seconds. Nothing is stored. Answered before the body is checked. */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];

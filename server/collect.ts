@@ -428,9 +428,6 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     const ua = req.headers['user-agent'] ?? '';
     const agent = agentOf(ua);
     if (agent.bot) return;
-    if (queue.length >= config.collectBufferMax) {
-      throw QUEUE_FULL;
-    }
     const now = clock.now();
     input.ts = now;
     const visitor = await visitorOf(bundle.id, clientIp(req), ua, now);
@@ -448,6 +445,13 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
   }
 
   function track(req: IncomingMessage, res: ServerResponse): void {
+    // A full queue refuses before anything else is done: under overload the refusals must cost
+    // next to nothing, or they take the CPU the writer needs to catch up.
+    if (queue.length >= config.collectBufferMax) {
+      req.resume();
+      req.on('end', () => sendError(res, QUEUE_FULL));
+      return;
+    }
     const type = req.headers['content-type'] ?? '';
     if (!/^\s*(application\/json|text\/plain)\s*(;|$)/i.test(type) || (/charset/i.test(type) && !/charset\s*=\s*"?utf-8"?\s*(;|$)/i.test(type))) {
       req.resume();

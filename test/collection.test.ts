@@ -387,7 +387,7 @@ forEachDatabase('collection without proxy headers', (svc) => {
     assert.equal(rows[0]!.visitor, rows[1]!.visitor); // the header is ignored: same socket address
   });
 
-  it('answers 503 with Retry-After when the queue is full, and stores nothing of that request', async () => {
+  it('answers 503 with Retry-After when the queue is full, before checking the body, and stores nothing of that request', async () => {
     svc().clock.set(NOON);
     const ws = await svc().apply(workspace());
     const key = ws.collect_keys.docs!;
@@ -398,6 +398,10 @@ forEachDatabase('collection without proxy headers', (svc) => {
     assert.equal(full.body.error, 'unavailable');
     assert.equal(full.headers.get('retry-after'), '1');
     assert.ok(errorSchema(full.body));
+    // The refusal comes before the body is read or checked (refusing must cost next to nothing).
+    const bad = await send(svc(), '{not json');
+    assert.equal(bad.status, 503);
+    assert.equal(bad.body.error, 'unavailable');
     assert.equal((await events(svc(), ws.bundles.docs!)).length, 3);
     assert.equal((await send(svc(), pageview(key))).status, 202);
   });
