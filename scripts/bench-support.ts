@@ -208,6 +208,7 @@ export async function runPhase(
   seconds: number,
   samples: Array<{ status: number; body: string }>,
   connections: number,
+  options: { overallRate?: number } = {},
 ): Promise<Phase> {
   const port = server.port;
   const latencies: number[] = [];
@@ -221,7 +222,7 @@ export async function runPhase(
   const cpuBefore = processCpuMs(server.child.pid);
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(
-      { url: `http://127.0.0.1:${port}`, connections, pipelining: 1, duration: seconds, timeout: 10, requests: [withSamples] },
+      { url: `http://127.0.0.1:${port}`, connections, pipelining: 1, duration: seconds, timeout: 10, requests: [withSamples], ...options },
       (err: unknown, res: autocannon.Result) => (err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve(res)),
     );
     instance.on('response', (_client: unknown, statusCode: number, _bytes: number, responseTime: number) => {

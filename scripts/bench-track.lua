@@ -1,6 +1,8 @@
 -- wrk script of `npm run bench:analytics`: single browser-like events to POST /v1/track from 20,000
 -- visitors (X-Forwarded-For, trusted for the run), 300 pages, 4 pageviews to 1 engagement ping.
--- Environment: TRACK_KEY (the site's collect key), TRACK_HOST (the page host). Prints
+-- Environment: TRACK_KEY (the site's collect key), TRACK_HOST (the page host), TRACK_RATE (optional:
+-- requests per second per wrk thread, sent on a fixed schedule whatever the answers' latency, as
+-- browsers do; without it every connection sends its next request as soon as it has the answer). Prints
 -- `WRKRESULT <202s> <503s> <other>` per thread and `WRKLAT <p50 ms> <p99 ms> <duration s>`.
 local key = os.getenv("TRACK_KEY")
 local host = os.getenv("TRACK_HOST") or "site0.bench.test"
@@ -13,6 +15,7 @@ local uas = {
   "Mozilla/5.0 (iPad; CPU OS 17_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.6 Mobile/15E148 Safari/604.1",
 }
 local referrers = { "", "", "", "https://www.google.com/", "https://news.ycombinator.com/", "https://duckduckgo.com/", "https://t.co/abc" }
+local rate = tonumber(os.getenv("TRACK_RATE") or "")
 local threads = {}
 local n = 0
 ok, refused, other = 0, 0, 0
@@ -37,6 +40,26 @@ request = function()
     ["X-Forwarded-For"] = string.format("10.%d.%d.%d", math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256),
     ["Origin"] = "https://" .. host,
   }, body)
+end
+
+-- The fixed schedule: request k of this thread is due at start + k / rate (clock_gettime via LuaJIT's
+-- FFI; wrk has no wall clock of its own). A late request is sent at once, so the offered rate holds.
+if rate then
+  local ffi = require("ffi")
+  ffi.cdef[[ typedef struct { long tv_sec; long tv_nsec; } wrk_timespec; int clock_gettime(int clk_id, wrk_timespec *tp); ]]
+  local ts = ffi.new("wrk_timespec")
+  local function now_ms()
+    ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
+    return tonumber(ts.tv_sec) * 1000 + tonumber(ts.tv_nsec) / 1e6
+  end
+  local start, k = nil, 0
+  delay = function()
+    local t = now_ms()
+    start = start or t
+    k = k + 1
+    local due = start + k * 1000 / rate
+    return due > t and math.floor(due - t) or 0
+  end
 end
 
 response = function(status)
