@@ -82,6 +82,8 @@ const CORS = { 'Access-Control-Allow-Origin': '*' } as const;
 // Answers that do not depend on the request are built once: an Error costs a stack capture, which
 // showed as the largest single cost of the collection thread when one was made per request.
 const TOO_LARGE = new ServiceError(413, 'invalid_input', `The body is larger than ${MAX_BODY_BYTES / 1024} KB.`);
+/** A batch that takes this long to write is logged (the queue grows meanwhile). */
+const SLOW_BATCH_MS = 2000;
 const QUEUE_FULL = new ServiceError(503, 'unavailable', 'Too many events are waiting to be written; retry after 1 s.', { 'Retry-After': '1' });
 
 /** Writes one batch of events (sessions and rollups included) in one transaction. */
@@ -305,6 +307,8 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
    * lock (PostgreSQL) or the write lock (SQLite) and then reads what the earlier batch committed.
    */
   let deciding: Promise<void> = Promise.resolve();
+  // While the queue is full: since when, and how many events were refused (logged when it ends).
+  let shedding: { since: number; refused: number } | null = null;
   async function drain(all: boolean): Promise<void> {
     const inFlight = new Set<Promise<void>>();
     let failure: unknown = null;
@@ -321,12 +325,22 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
       taken++;
       // Decisions run one batch at a time, in queue order (the midnight carry-over reads what the
       // earlier batch decided); a batch that arrives at the writer out of order is still exact.
+      let started = 0;
       const decided = (deciding = deciding.catch(() => {}).then(() => decide(batch)));
       const write = decided
-        .then(() => writer.write(batch))
+        .then(() => {
+          started = performance.now();
+          return writer.write(batch);
+        })
         .then(
           () => {
             for (const e of batch) forget(e);
+            const ms = Math.round(performance.now() - started);
+            if (ms >= SLOW_BATCH_MS) logger.warn({ events: batch.length, ms, queued: queue.length }, 'collection: a batch was slow to write');
+            if (shedding && queue.length < config.collectBufferMax) {
+              logger.warn({ refused: shedding.refused, ms: Math.round(performance.now() - shedding.since) }, 'collection: taking events again');
+              shedding = null;
+            }
           },
           (err: unknown) => {
             queue = batch.concat(queue); // retried by the next flush, first in line
@@ -448,6 +462,11 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     // A full queue refuses before anything else is done: under overload the refusals must cost
     // next to nothing, or they take the CPU the writer needs to catch up.
     if (queue.length >= config.collectBufferMax) {
+      if (!shedding) {
+        shedding = { since: performance.now(), refused: 0 };
+        logger.warn({ queued: queue.length }, 'collection: the queue is full; refusing events (503) until the writer catches up');
+      }
+      shedding.refused++;
       req.resume();
       req.on('end', () => sendError(res, QUEUE_FULL));
       return;

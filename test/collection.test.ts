@@ -404,5 +404,9 @@ forEachDatabase('collection without proxy headers', (svc) => {
     assert.equal(bad.body.error, 'unavailable');
     assert.equal((await events(svc(), ws.bundles.docs!)).length, 3);
     assert.equal((await send(svc(), pageview(key))).status, 202);
+    // Operators see the episode: when refusing began, and how many were refused once it ended.
+    const lines = svc().logs().trim().split('\n').map((l) => JSON.parse(l) as { level: number; msg: string; queued?: number; refused?: number });
+    assert.ok(lines.some((l) => l.level === 40 && /queue is full/.test(l.msg) && l.queued === 3));
+    assert.ok(lines.some((l) => l.level === 40 && /taking events again/.test(l.msg) && l.refused === 2));
   });
 }, { collectBufferMax: 3, collectBatchSize: 1000 });
