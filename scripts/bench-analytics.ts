@@ -171,6 +171,13 @@ interface CollectPhase {
   p99: number;
 }
 
+const runStamp = new Date().toISOString().replace(/[:.]/g, '-');
+/** The service's log of a run (pino JSON lines, LOG_LEVEL): queue-full episodes and slow batches show there. */
+function serverLog(database: string): string {
+  fs.mkdirSync(path.join(root, '.bench'), { recursive: true });
+  return path.join(root, '.bench', `analytics-${runStamp}-${database}-server.log`);
+}
+
 const hasWrk = () => spawnSync('wrk', ['--version'], { encoding: 'utf8' }).error === undefined;
 
 /**
@@ -274,7 +281,7 @@ async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: strin
     JOBS: 'off',
     LOG_LEVEL: process.env.LOG_LEVEL || 'info',
     COLLECT_CLIENT_IP_HEADER: 'x-forwarded-for',
-  }, serverCpu);
+  }, serverCpu, [], serverLog(database));
   try {
     await waitReady(server, (base) => fetch(`${base}/healthz`));
     const client: ServiceClient = createClient({ baseUrl: `http://127.0.0.1:${server.port}/v1`, apiKey: applied.keys.bench!.secret });
@@ -417,7 +424,7 @@ async function main(): Promise<number> {
   if (pgSkipped) console.log(`\nPostgreSQL part DID NOT RUN: ${pgSkipped}`);
   for (const p of problems) console.log(`\nPROBLEM: ${p}`);
   fs.mkdirSync('.bench', { recursive: true });
-  const file = path.join('.bench', `analytics-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  const file = path.join('.bench', `analytics-${runStamp}.json`);
   fs.writeFileSync(file, JSON.stringify({ events: EVENTS, results, checks, pgSkipped, problems }, null, 2));
   console.log(`\nRaw results: ${file}`);
   return problems.length ? 1 : 0;

@@ -77,16 +77,16 @@ export interface Server {
 const running = new Set<Server>();
 
 
-/** Starts `node --import tsx SCRIPT` on the server CPU with stdout going to /dev/null. */
-export async function startServer(name: string, script: string, env: Record<string, string>, pinning: Pinning, nodeArgs: string[] = []): Promise<Server> {
+/** Starts `node --import tsx SCRIPT` on the server CPU with stdout (its log) going to `logFile`, or /dev/null. */
+export async function startServer(name: string, script: string, env: Record<string, string>, pinning: Pinning, nodeArgs: string[] = [], logFile?: string): Promise<Server> {
   const port = await freePort();
   const nodeArgv = [...nodeArgs, '--import', 'tsx', script];
   const [cmd, argv] = pinning.pinned
     ? ['taskset', ['-c', String(pinning.serverCpu), process.execPath, ...nodeArgv]]
     : [process.execPath, nodeArgv];
-  const devNull = fs.openSync('/dev/null', 'w');
-  const child = spawn(cmd, argv, { cwd: root, env: { ...process.env, ...env, PORT: String(port) }, stdio: ['ignore', devNull, 'pipe'] });
-  fs.closeSync(devNull);
+  const out = fs.openSync(logFile ?? '/dev/null', 'w');
+  const child = spawn(cmd, argv, { cwd: root, env: { ...process.env, ...env, PORT: String(port) }, stdio: ['ignore', out, 'pipe'] });
+  fs.closeSync(out);
   let tail = '';
   child.stderr!.setEncoding('utf8');
   child.stderr!.on('data', (chunk: string) => {
