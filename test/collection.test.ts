@@ -333,7 +333,8 @@ forEachDatabase(
       assert.equal((await events(svc(), docs)).length, 2);
     });
 
-    it('a burst of 2,000 concurrent requests is stored exactly once each; the figures match', async () => {
+    it('a burst of 2,000 concurrent requests is stored exactly once each; the figures match', async function () {
+      this.timeout(60_000);
       const { docs, key, api } = await setup();
       const n = 2000;
       const statuses = await burst(

@@ -153,11 +153,10 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
       fs.mkdirSync(path.join(root, 'test-output'), { recursive: true });
       await page.screenshot({ path: path.join(root, 'test-output', 'dashboard.png'), fullPage: true });
 
-      // A new visitor arrives; the realtime count follows within 30 s, without a reload.
+      // A new visitor arrives; the realtime count follows within 30 s, without a reload. (The page
+      // clock ran in real time until now, so how much of the 30 s is left is not known here.)
       await ingestEvents(svc().db, [normalizeEvent(bundle, { type: 'pageview', ts: svc().clock.now() - MIN, visitor: 'e', path: '/' })]);
-      await page.clock.runFor(29_000);
-      assert.equal(await page.locator('#realtime [data-value]').textContent(), '2');
-      await page.clock.runFor(1_000);
+      await page.clock.runFor(30_000);
       await page.waitForFunction(() => document.querySelector('#realtime [data-value]')?.textContent === '3');
 
       // The period selector asks for 7 days (all of this traffic is inside them) and keeps it in the URL.
@@ -176,6 +175,7 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
   });
 
   it('a sign-in link clicked on another site arrives signed in', async function () {
+    this.timeout(60_000);
     const ws = await svc().apply(spec());
     const origin = svc().baseUrl.replace(/\/v1$/, '');
     const { url } = await createSigninLink(svc().db, svc().clock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, next: `/dashboard?site=${ws.bundles.docs!}`, baseUrl: origin });

@@ -50,6 +50,7 @@ for (const database of databases) {
       try {
         await waitForHealth(port);
         assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/healthz`)).json(), { status: 'ok' });
+        for (let i = 0; i < 50 && !/no workspace yet/.test(server.output()); i++) await new Promise((r) => setTimeout(r, 100));
         assert.match(server.output(), /no workspace yet: run `npm run demo`/);
 
         const db = openDatabase(url);
@@ -67,7 +68,8 @@ for (const database of databases) {
           `POST /v1/operations/customers.CreateSalesPipeline HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${ws.keys.ci!.secret}\r\n` +
             `Content-Type: application/json\r\nIdempotency-Key: in-flight-1\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body.slice(0, 10)}`,
         );
-        await new Promise((r) => setTimeout(r, 300));
+        // Time for the server to read the headers (the request is then in flight, not an idle socket).
+        await new Promise((r) => setTimeout(r, 1000));
         server.child.kill('SIGTERM');
         for (let i = 0; i < 50 && !server.output().includes('shutting down'); i++) await new Promise((r) => setTimeout(r, 100));
         assert.match(server.output(), /shutting down: finishing requests in flight/);
