@@ -406,8 +406,9 @@ async function main(): Promise<number> {
       [`${r.database}: slowest breakdown p50 ${fmt(worstBreakdown)} ms <= ${TARGETS.breakdown}`, worstBreakdown <= TARGETS.breakdown],
       [`${r.database}: realtime p50 ${fmt(q.realtime!.p50)} ms <= ${TARGETS.realtime}`, q.realtime!.p50 <= TARGETS.realtime],
       [
-        `${r.database}: collection sustained ${fmt(sustained.eventsPerS, 0)} events/s (of ${fmt(sustained.rate, 0)} offered, ${sustained.refused} refused) >= ${TARGETS.eventsPerS}`,
-        // Taken at the offered rate (1 % for the schedule's start and end) with nothing refused.
+        `${r.database}: collection sustained ${fmt(sustained.eventsPerS, 0)} events/s taken of ${fmt(sustained.rate, 0)}/s scheduled (>= ${TARGETS.eventsPerS} scheduled, >= 99 % taken), ${sustained.refused} refused (must be 0)`,
+        // Taken at the scheduled rate with nothing refused. 1 % allows for the phase's edges and for
+        // wrk falling behind its schedule while answers are slow (50 connections each wait for theirs).
         sustained.rate >= TARGETS.eventsPerS && sustained.eventsPerS >= 0.99 * sustained.rate && sustained.refused === 0 && sustained.failed === 0,
       ],
       [`${r.database}: maintained vs query-time ${fmt(r.straightforwardMs.p50 / q.site30!.p50, 1)}x >= 10x`, r.straightforwardMs.p50 / q.site30!.p50 >= 10],
