@@ -17,6 +17,8 @@ export interface CatalogueEntry {
   readonly actAs: 'none' | 'optional' | 'required';
   /** False for platform endpoints that every valid key may call and discovery does not list. */
   readonly listed: boolean;
+  /** Whether a member's sign-in session (cookie) may call it: its `security` lists SessionCookie. */
+  readonly sessions: boolean;
   /** Qualified resource type of a record operation. */
   readonly resource: string | null;
   /** Access needed on `resource`. */
@@ -40,6 +42,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Top pages, entry pages, sources, referrers, campaigns, countries, devices, browsers or systems of one site"
@@ -56,6 +59,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Distinct visitors of one site in the last 5 minutes"
@@ -72,6 +76,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Daily pageviews, visitors and sessions of one site, with totals"
@@ -88,6 +93,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Daily pageviews, visitors and sessions of all the workspace's sites, with per-site totals"
@@ -104,6 +110,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": false,
     "resource": "core:SalesPipeline",
     "access": [
       "read",
@@ -123,6 +130,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": false,
     "resource": "core:SalesPipeline",
     "access": [
       "read",
@@ -142,6 +150,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": false,
     "resource": "core:SalesPipeline",
     "access": [
       "read"
@@ -160,6 +169,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": false,
     "resource": "core:SalesPipeline",
     "access": [
       "read"
@@ -178,6 +188,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": false,
     "resource": "core:SalesPipeline",
     "access": [
       "read",
@@ -197,6 +208,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": false,
     "resource": "core:SalesPipeline",
     "access": [
       "read",
@@ -216,6 +228,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "none",
     "listed": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "List the members this key may act for"
@@ -232,6 +245,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "none",
     "listed": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "List the operations this key may call"
@@ -248,6 +262,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "List the apps installed in the workspace"
@@ -264,6 +279,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "List the workspace's websites (bundles)"

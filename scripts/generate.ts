@@ -29,6 +29,7 @@ interface CatalogueEntry {
   deprecated: boolean;
   actAs: 'none' | 'optional' | 'required';
   listed: boolean;
+  sessions: boolean;
   resource: string | null;
   access: Array<'read' | 'write'>;
   summary: string;
@@ -119,6 +120,15 @@ function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
         fail(where, `Service-Act-As parameter must be declared with required: ${actAs === 'required'}`);
       }
       if (actAs === 'required' && workspaceSupported === true) fail(where, 'an operation that requires Service-Act-As cannot be workspace-supported');
+      // Which credentials the operation accepts: its own `security`, else the document's.
+      const security = op.security ?? doc.security;
+      const sessions = Array.isArray(security) && security.some((req) => isObject(req) && 'SessionCookie' in req);
+      if (Array.isArray(security) && security.some((req) => !isObject(req) || Object.keys(req).length !== 1 || !['ApiKey', 'SessionCookie'].includes(Object.keys(req)[0]!))) {
+        fail(where, 'security may list only ApiKey and SessionCookie, each alone');
+      }
+      if (sessions && listed && (kind !== 'query' || actAs === 'none')) {
+        fail(where, 'only a query that can run as a member may list SessionCookie (a browser cookie must never reach a command)');
+      }
       const idem = headers.get('Idempotency-Key');
       if (kind === 'command' && (!idem || idem.required !== true)) fail(where, 'commands declare the required Idempotency-Key parameter');
       if (kind === 'query' && idem) fail(where, 'queries take no Idempotency-Key');
@@ -145,6 +155,7 @@ function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
         deprecated: op.deprecated === true,
         actAs: actAs === 'required' || actAs === 'optional' ? actAs : 'none',
         listed,
+        sessions,
         resource: typeof resource === 'string' ? resource : null,
         access: Array.isArray(access) ? access.filter((a): a is 'read' | 'write' => a === 'read' || a === 'write') : [],
         summary: String(op.summary ?? ''),
@@ -280,6 +291,8 @@ export interface CatalogueEntry {
   readonly actAs: 'none' | 'optional' | 'required';
   /** False for platform endpoints that every valid key may call and discovery does not list. */
   readonly listed: boolean;
+  /** Whether a member's sign-in session (cookie) may call it: its \`security\` lists SessionCookie. */
+  readonly sessions: boolean;
   /** Qualified resource type of a record operation. */
   readonly resource: string | null;
   /** Access needed on \`resource\`. */

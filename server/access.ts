@@ -37,9 +37,8 @@ export function roleAllows(role: MemberRole, resourceType: string, access: Acces
  */
 export function authorize(credential: Credential, entry: CatalogueEntry, actAsHeader: string | undefined): MemberInfo | null {
   const session = credential.kind === 'session';
-  if (entry.listed && !credential.operations.has(entry.id)) {
-    throw forbidden(session ? `A sign-in session may call only the query operations of the analytics and workspace namespaces, not ${entry.id}.` : `This key is not granted ${entry.id}.`);
-  }
+  if (session && !entry.sessions) throw forbidden(`A sign-in session may not call ${entry.id}: only operations whose security lists SessionCookie (the analytics and workspace queries).`);
+  if (entry.listed && !credential.operations.has(entry.id)) throw forbidden(`This key is not granted ${entry.id}.`);
   if (entry.resource !== null) {
     const held = credential.resources.get(entry.resource);
     const missing = entry.access.filter((a) => !held?.has(a));

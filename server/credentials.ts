@@ -12,13 +12,8 @@ import { randomIdPart, sha256Hex } from './ids.ts';
 const TOKEN = /^wso_([0-9a-z]{24})_([A-Za-z0-9_-]{43})$/;
 const SESSION_TOKEN = /^wss_([0-9a-z]{24})_([A-Za-z0-9_-]{43})$/;
 
-/** Namespaces whose query operations a member session may call (see the document's root description). */
-export const SESSION_NAMESPACES: ReadonlySet<string> = new Set(['analytics', 'workspace']);
-
-/** What a sign-in session may call: the catalogued queries of SESSION_NAMESPACES that can run as a member. */
-export const sessionOperations: ReadonlySet<string> = new Set(
-  (catalogue as readonly CatalogueEntry[]).filter((e) => e.listed && e.kind === 'query' && e.actAs !== 'none' && SESSION_NAMESPACES.has(e.namespace)).map((e) => e.id),
-);
+/** What a sign-in session may call: the catalogued operations whose `security` lists SessionCookie (the generator allows that only on queries that can run as a member). */
+export const sessionOperations: ReadonlySet<string> = new Set((catalogue as readonly CatalogueEntry[]).filter((e) => e.listed && e.sessions).map((e) => e.id));
 
 const SESSION_ENDED = 'The sign-in session is missing, expired or ended; ask an operator for a new sign-in link.';
 

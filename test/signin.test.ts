@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { createClient } from '../generated/client.ts';
+import { document } from '../generated/document.ts';
 import { disableMember, revokeKey } from '../server/admin.ts';
 import { ingestEvents, normalizeEvent } from '../server/analytics.ts';
 import { redactUrl } from '../server/logger.ts';
@@ -177,7 +178,7 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     const list = await call(svc(), 'customers.ListSalesPipelines', cookie);
     assert.equal(list.status, 403);
     assert.equal(list.body.error, 'forbidden');
-    assert.match(list.body.message, /query operations of the analytics and workspace namespaces/);
+    assert.match(list.body.message, /may not call customers\.ListSalesPipelines: only operations whose security lists SessionCookie/);
     const create = await call(svc(), 'customers.CreateSalesPipeline', cookie, createPipeline(), { 'Idempotency-Key': crypto.randomUUID() });
     assert.equal(create.status, 403);
     const other = await call(svc(), 'workspace.ListBundles', cookie, {}, { 'Service-Act-As': ws.members.ada! });
@@ -185,6 +186,28 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     // The API key path is unchanged: an Authorization header wins over the cookie.
     const withKey = await call(svc(), 'customers.ListSalesPipelines', cookie, {}, { Authorization: `Bearer ${ws.keys.ci!.secret}` });
     assert.equal(withKey.status, 200);
+  });
+
+  it('may call exactly the operations whose security in the document lists SessionCookie', async () => {
+    const ws = await svc().apply(acme());
+    const cookie = await signIn(svc(), ws);
+    const rootSecurity = (document as { security: object[] }).security;
+    const listedOps = Object.entries(document.paths as Record<string, Record<string, { operationId: string; security?: object[]; 'x-service-listed'?: boolean; 'x-service-kind': string }>>)
+      .flatMap(([, item]) => Object.values(item))
+      .filter((op) => op['x-service-kind'] !== 'collection' && op['x-service-listed'] !== false);
+    const allowed = listedOps.filter((op) => (op.security ?? rootSecurity).some((req) => 'SessionCookie' in req)).map((op) => op.operationId).sort();
+    assert.deepEqual(allowed, ['analytics.GetSiteAnalyticsBreakdown', 'analytics.GetSiteAnalyticsRealtime', 'analytics.GetSiteAnalyticsSummary', 'analytics.GetWorkspaceAnalyticsSummary', 'workspace.ListApps', 'workspace.ListBundles']);
+    for (const op of listedOps) {
+      const kind = op['x-service-kind'];
+      const res = await call(svc(), op.operationId, cookie, {}, kind === 'command' ? { 'Idempotency-Key': crypto.randomUUID() } : {});
+      // An empty body may be invalid (400: the request is checked before the grant); what matters
+      // is that an allowed operation is never refused for the credential, and no other one runs.
+      if (allowed.includes(op.operationId)) assert.notEqual(res.status, 403, op.operationId);
+      else assert.ok(res.status === 403 || res.status === 400, `${op.operationId}: ${res.status}`);
+    }
+    // Discovery lists the same operations for the session.
+    const discovery = await fetch(`${svc().baseUrl}/operations`, { headers: { Cookie: cookie, Origin: originOf(svc()) } });
+    assert.deepEqual(((await discovery.json()) as { items: Array<{ id: string }> }).items.map((i) => i.id).sort(), allowed);
   });
 
   it('ends the session when the member is disabled, the auth version changes, it is revoked or 12 h pass (401)', async () => {
