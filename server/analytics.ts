@@ -588,11 +588,7 @@ export async function ingestEvents(db: Database, events: readonly NewAnalyticsEv
       if (row.last === null) continue;
       const span = spans.get(pairKey(row.bundle_id, row.visitor))!;
       span.last = Number(row.last);
-      if (row.start_ts !== null) {
-        span.latest = {
-          start_ts: Number(row.start_ts), end_ts: Number(row.end_ts), day: Number(row.day), pageviews: Number(row.pageviews), entry_page: row.entry_page!, engaged_ms: Number(row.engaged_ms),
-        };
-      }
+      if (row.start_ts !== null) span.latest = toShape(row);
     }
     await insertEvents(sql, events);
     const appending = [...spans.values()].filter((s) => s.last === null || s.last < s.tmin);

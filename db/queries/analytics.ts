@@ -222,27 +222,23 @@ async function perVisitor<T extends object>(sql: Sql, rows: VisitorBounds, tail:
 
 // CROSS JOIN: SQLite then loops over the visitors outside and uses the (bundle_id, visitor, ...) indexes inside; PostgreSQL plans it as an inner join.
 
+/** The time of the latest stored event of the visitor in the `v` row (null when there is none), as `last`. */
+const LAST_EVENT_OF_V = '(SELECT MAX(e.ts) FROM analytics_events e WHERE e.bundle_id = v.bundle_id AND e.visitor = v.visitor) AS last';
+
 /** For each visitor: the time of their latest stored event (null when they have none). */
 export function lastEventOfVisitors(sql: Sql, rows: ReadonlyArray<readonly [bundleId: string, visitor: string]>): Promise<Array<{ bundle_id: string; visitor: string; last: number | string | null }>> {
   return perVisitor(
     sql,
     rows.map(([bundle, visitor]) => [bundle, visitor, 0, 0] as const),
-    `SELECT v.bundle_id, v.visitor, (SELECT MAX(e.ts) FROM analytics_events e WHERE e.bundle_id = v.bundle_id AND e.visitor = v.visitor) AS last FROM v`,
+    `SELECT v.bundle_id, v.visitor, ${LAST_EVENT_OF_V} FROM v`,
   );
 }
 
-/** A visitor's latest stored event and latest session (session columns null when there is none). */
-export interface VisitorLatest {
-  bundle_id: string;
-  visitor: string;
-  last: number | string | null;
-  start_ts: number | string | null;
-  end_ts: number | string | null;
-  day: number | string | null;
-  pageviews: number | string | null;
-  entry_page: string | null;
-  engaged_ms: number | string | null;
-}
+/** A visitor's latest stored event and, when they have one, their latest session's columns. */
+export type VisitorLatest = { last: number | string | null } & (
+  | DbAnalyticsSessionRow
+  | ({ bundle_id: string; visitor: string } & { [K in Exclude<keyof DbAnalyticsSessionRow, 'bundle_id' | 'visitor'>]: null })
+);
 
 /**
  * For each visitor, in one statement: the time of their latest stored event (`last`, null when none)
@@ -253,8 +249,7 @@ export function latestOfVisitors(sql: Sql, rows: ReadonlyArray<readonly [bundleI
   return perVisitor<VisitorLatest>(
     sql,
     rows.map(([bundle, visitor]) => [bundle, visitor, 0, 0] as const),
-    `SELECT v.bundle_id, v.visitor, (SELECT MAX(e.ts) FROM analytics_events e WHERE e.bundle_id = v.bundle_id AND e.visitor = v.visitor) AS last, ` +
-      `s.start_ts, s.end_ts, s.day, s.pageviews, s.entry_page, s.engaged_ms FROM v ` +
+    `SELECT v.bundle_id, v.visitor, ${LAST_EVENT_OF_V}, s.start_ts, s.end_ts, s.day, s.pageviews, s.entry_page, s.engaged_ms FROM v ` +
       // One primary-key probe per visitor: PostgreSQL needs LATERAL for that (a join condition on a
       // subquery became a hash join over every session); SQLite has no LATERAL and loops over v anyway.
       (sql.dialect === 'pg'
@@ -443,3 +438,6 @@ const TABLE_COLUMNS: Record<string, Columns> = {
   analytics_dim_daily: DIM_DAILY_TABLE_COLUMNS,
   analytics_dim_visitors: DIM_VISITOR_TABLE_COLUMNS,
 };
+
+/** The analytics tables: raw events and everything maintained from them. */
+export const ANALYTICS_TABLES: readonly string[] = Object.keys(TABLE_COLUMNS);
