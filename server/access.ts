@@ -37,7 +37,7 @@ export function roleAllows(role: MemberRole, resourceType: string, access: Acces
  */
 export function authorize(credential: Credential, entry: CatalogueEntry, actAsHeader: string | undefined): MemberInfo | null {
   const session = credential.kind === 'session';
-  if (session && !entry.sessions) throw forbidden(`A sign-in session may not call ${entry.id}: only operations whose security lists SessionCookie (the analytics and workspace queries).`);
+  if (session && !entry.sessions) throw forbidden(`A sign-in session may not call ${entry.id}: only operations whose security lists SessionCookie.`);
   if (entry.listed && !credential.operations.has(entry.id)) throw forbidden(`This key is not granted ${entry.id}.`);
   if (entry.resource !== null) {
     const held = credential.resources.get(entry.resource);
