@@ -40,6 +40,7 @@ import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import { openDatabase } from '../db/database.ts';
 import { createClient, type ServiceClient } from '../generated/client.ts';
+import { ANALYTICS_TABLES } from '../db/queries/analytics.ts';
 import { applyWorkspace } from '../server/admin.ts';
 import { bulkLoadEvents, DAY_MS, DIMENSIONS, normalizeEvent, queryTimeSiteSummary } from '../server/analytics.ts';
 import { systemClock } from '../server/clock.ts';
@@ -73,8 +74,6 @@ const DATABASES = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',');
 const SITES = 5;
 const DAYS = 90;
 const SEED = 20261122;
-
-const ANALYTICS_TABLES = ['analytics_events', 'analytics_sessions', 'analytics_daily', 'analytics_visitor_days', 'analytics_dim_daily', 'analytics_dim_visitors'];
 
 const TARGETS = { site30: 50, site366: 250, workspace30: 150, breakdown: 100, realtime: 10, eventsPerS: 5000 };
 
