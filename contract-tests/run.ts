@@ -30,7 +30,7 @@ import { openDatabase } from '../db/database.ts';
 import { catalogue } from '../generated/catalogue.ts';
 import { lockReceipt, releaseReceipt } from '../db/queries/idempotency.ts';
 import { applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
-import { ingestEvents, normalizeEvent } from '../server/analytics.ts';
+import { ingestEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
 import { systemClock } from '../server/clock.ts';
 import { canonicalJson, sha256Hex } from '../server/ids.ts';
 import { acme, createPipeline, stages } from '../test/support/fixtures.ts';

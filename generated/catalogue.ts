@@ -289,6 +289,9 @@ export const catalogue = [
 /** Ids of the catalogued operations (called with POST /operations/<id>). */
 export type OperationId = Extract<(typeof catalogue)[number], { listed: true }>['id'];
 
+/** Ids of every operation of the catalogue, the platform endpoints (discovery) included. */
+export type AnyOperationId = (typeof catalogue)[number]['id'];
+
 /** Role of a member -> resource type (or "*") -> access (x-service-member-roles). */
 export const memberRoles: Readonly<Record<string, Readonly<Record<string, ReadonlyArray<Access>>>>> = {
   "owner": {

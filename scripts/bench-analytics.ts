@@ -42,7 +42,7 @@ import { openDatabase } from '../db/database.ts';
 import { createClient, type ServiceClient } from '../generated/client.ts';
 import { ANALYTICS_TABLES } from '../db/queries/analytics.ts';
 import { applyWorkspace } from '../server/admin.ts';
-import { bulkLoadEvents, DAY_MS, DIMENSIONS, normalizeEvent, queryTimeSiteSummary } from '../server/analytics.ts';
+import { bulkLoadEvents, DAY_MS, DIMENSIONS, normalizeEvent, queryTimeSiteSummary } from '../handlers/analytics/ingest.ts';
 import { systemClock } from '../server/clock.ts';
 import {
   fmt,

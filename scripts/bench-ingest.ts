@@ -10,7 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import { openDatabase, type Database } from '../db/database.ts';
-import { DAY_MS, ingestEvents, normalizeEvent } from '../server/analytics.ts';
+import { DAY_MS, ingestEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
 import type { NewAnalyticsEvent } from '../db/queries/analytics.ts';
 import { demoTraffic } from './demo-traffic.ts';
 

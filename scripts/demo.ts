@@ -11,7 +11,7 @@ import { openDatabase } from '../db/database.ts';
 import { createClient } from '../generated/client.ts';
 import { applyWorkspace, trackerTag } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
-import { bulkLoadEvents, normalizeEvent } from '../server/analytics.ts';
+import { bulkLoadEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
 import { demoTraffic } from './demo-traffic.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

@@ -11,7 +11,8 @@ const config = loadConfig();
 const logger = createLogger(config.logLevel);
 const db = openDatabase(config.databaseUrl);
 await db.migrate();
-const { handler, collector, jobs } = createService({ db, clock: systemClock, config, logger });
+const service = createService({ db, clock: systemClock, config, logger });
+const { handler, jobs } = service;
 await jobs.scheduleRecurring();
 if (process.env.JOBS !== 'off') jobs.start();
 
@@ -31,7 +32,7 @@ let stopping = false;
 /** One shutdown step: exits with 1 (after logging `late`) when it takes longer than `ms`. */
 async function within<T>(ms: number, late: string, work: Promise<T>): Promise<T> {
   const timer = setTimeout(() => {
-    logger.error({ lost: collector.queued || undefined }, late);
+    logger.error({ lost: service.queued || undefined }, late);
     process.exit(1);
   }, ms);
   timer.unref();
@@ -48,11 +49,11 @@ async function shutdown(signal: string) {
   logger.info({ signal }, 'shutting down: finishing requests in flight');
   await within(10_000, 'requests still running after 10 s; exiting', new Promise<void>((resolve) => server.close(() => resolve())));
   // Collected events are queued in memory: write them all before exiting (at most COLLECT_BUFFER_MAX).
-  if (collector.queued) logger.info({ events: collector.queued }, 'writing queued collected events');
+  if (service.queued) logger.info({ events: service.queued }, 'writing queued collected events');
   await within(
     60_000,
     'queued collected events still not written after 60 s; exiting',
-    collector.close().catch((err: unknown) => logger.error({ err, lost: collector.queued }, 'collected events could not be written')),
+    service.closeEndpoints().catch((err: unknown) => logger.error({ err, lost: service.queued }, 'collected events could not be written')),
   );
   await within(10_000, 'jobs or the database still not stopped after 10 s; exiting', jobs.stop().then(() => db.close()));
   logger.info('stopped');

@@ -29,7 +29,7 @@ else delete process.env.TEST_POSTGRES_URL;
 const mocha = new Mocha({ timeout: 20_000, reporter: 'spec', ...(process.env.TEST_GREP ? { grep: process.env.TEST_GREP } : {}) });
 const files = process.argv.slice(2).length
   ? process.argv.slice(2)
-  : fs.readdirSync(path.join(root, 'test')).filter((f) => f.endsWith('.test.ts')).sort().map((f) => path.join(root, 'test', f));
+  : (fs.readdirSync(path.join(root, 'test'), { recursive: true }) as string[]).filter((f) => f.endsWith('.test.ts')).sort().map((f) => path.join(root, 'test', f));
 for (const f of files) mocha.addFile(path.resolve(f));
 await mocha.loadFilesAsync();
 

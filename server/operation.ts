@@ -1,13 +1,13 @@
 import type { Database, Sql } from '../db/database.ts';
-import type { CatalogueEntry, OperationId } from '../generated/catalogue.ts';
+import type { AnyOperationId, CatalogueEntry } from '../generated/catalogue.ts';
 import type { operations } from '../generated/openapi.ts';
 import type { Clock } from './clock.ts';
 import type { Credential, MemberInfo } from './credentials.ts';
 
 /** Request body of an operation, from the generated types. */
-export type Input<Op extends OperationId> = operations[Op] extends { requestBody: { content: { 'application/json': infer B } } } ? B : never;
+export type Input<Op extends AnyOperationId> = operations[Op] extends { requestBody: { content: { 'application/json': infer B } } } ? B : undefined;
 /** 200 response body of an operation, from the generated types. */
-export type Output<Op extends OperationId> = operations[Op] extends { responses: { 200: { content: { 'application/json': infer R } } } } ? R : never;
+export type Output<Op extends AnyOperationId> = operations[Op] extends { responses: { 200: { content: { 'application/json': infer R } } } } ? R : never;
 
 /** What a handler knows about the call it serves. */
 export interface OperationContext {
@@ -24,7 +24,7 @@ export interface OperationContext {
   readonly clock: Clock;
 }
 
-export type Handler<Op extends OperationId> = (input: Input<Op>, ctx: OperationContext) => Promise<Output<Op>>;
+export type Handler<Op extends AnyOperationId> = (input: Input<Op>, ctx: OperationContext) => Promise<Output<Op>>;
 
-/** One handler per catalogued operation; the compiler checks that none is missing. */
-export type HandlerMap = { [Op in OperationId]: Handler<Op> };
+/** One handler per operation of the catalogue; the compiler checks that none is missing. */
+export type HandlerMap = { [Op in AnyOperationId]: Handler<Op> };

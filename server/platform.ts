@@ -4,21 +4,16 @@ import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
 import { type CatalogueEntry, catalogue } from '../generated/catalogue.ts';
 import { document } from '../generated/document.ts';
-import type { paths } from '../generated/openapi.ts';
-import { authorize, delegableMembers, keyMayCall } from './access.ts';
+import { authorize } from './access.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import { type Credential, CredentialStore } from './credentials.ts';
-import { dashboardRoutes } from './dashboard.ts';
 import { errorMiddleware, invalidJson, notFound, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
 import { redactUrl } from './logger.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
-import { checkOrigin, sessionCookie, signinRoutes } from './signin.ts';
+import { checkOrigin, pageCss, sessionCookie, signinRoutes } from './signin.ts';
 import { ContractValidator } from './validation.ts';
-
-type OperationsList = paths['/operations']['get']['responses'][200]['content']['application/json'];
-type MembersList = paths['/delegation/members']['get']['responses'][200]['content']['application/json'];
 
 interface Locals {
   credential: Credential;
@@ -128,26 +123,10 @@ export function createPlatform(options: PlatformOptions) {
     // A session acts as its member wherever an operation can run as one (it may call no other).
     const implicit = entry.actAs === 'none' ? undefined : credential.sessionMember?.id;
     const member = authorize(credential, entry, typeof actAs === 'string' ? actAs : implicit);
-    if (entry.path === '/operations') {
-      const items: OperationsList['items'] = catalogue
-        .filter((e) => e.listed && keyMayCall(credential, e))
-        .map((e) => ({
-          id: e.id,
-          kind: e.kind,
-          contract_version: e.contractVersion,
-          workspace_supported: e.workspaceSupported,
-          deprecated: e.deprecated,
-          act_as: e.actAs,
-          ...(e.resource ? { resource: e.resource, access: [...e.access] } : {}),
-        }));
-      return send(res, 200, { items } satisfies OperationsList);
-    }
-    if (entry.path === '/delegation/members') {
-      return send(res, 200, { items: delegableMembers(credential).map((m) => ({ id: m.id, name: m.name })) } satisfies MembersList);
-    }
     const handler = handlers[entry.id as keyof HandlerMap] as (input: unknown, ctx: OperationContext) => Promise<unknown>;
+    const input = entry.method === 'post' ? req.body : undefined;
     const base = { operation: entry, credential, workspaceId: credential.workspaceId, member, now: clock.now(), db, clock };
-    if (entry.kind === 'query') return send(res, 200, await handler(req.body, { ...base, sql: db.sql }));
+    if (entry.kind === 'query') return send(res, 200, await handler(input, { ...base, sql: db.sql }));
     const result = await idempotency.run(
       { keyId: credential.keyId, memberId: member?.id ?? null, operationId: entry.id, idempotencyKey: String(req.headers['idempotency-key']), body: req.body },
       (sql) => handler(req.body, { ...base, sql }),
@@ -166,8 +145,16 @@ export function createPlatform(options: PlatformOptions) {
   });
   app.use('/v1', v1);
   app.use(signinRoutes({ db, clock, logger }));
-  app.use(dashboardRoutes({ credentials, logger }));
-  app.use((req, _res, next) => next(notFound(`No such endpoint ${req.method} ${req.path}.`)));
-  app.use(errorMiddleware(logger));
-  return { app, credentials };
+  app.get('/assets/page.css', pageCss);
+  return {
+    app,
+    credentials,
+    /** Adds a module's routes (pages) after the platform's own. */
+    mount: (router: express.Router) => void app.use(router),
+    /** Ends the chain: unknown endpoints and the documented error body. Call after every mount. */
+    finish: () => {
+      app.use((req, _res, next) => next(notFound(`No such endpoint ${req.method} ${req.path}.`)));
+      app.use(errorMiddleware(logger));
+    },
+  };
 }

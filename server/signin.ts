@@ -5,6 +5,7 @@
  * `wso_session` cookie, which the /v1 platform accepts as a member credential (credentials.ts).
  */
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
@@ -170,12 +171,22 @@ export function pageHeaders(res: Response): void {
   );
 }
 
+const PAGE_CSS = fs.readFileSync(new URL('./pages/page.css', import.meta.url));
+
+/** `GET /assets/page.css`: the style of every page of the service. */
+export function pageCss(_req: Request, res: Response): void {
+  res.setHeader('Content-Type', 'text/css; charset=utf-8');
+  res.setHeader('Cache-Control', 'no-cache');
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.status(200).send(PAGE_CSS);
+}
+
 /** A small stand-alone HTML page (errors and notices); `body` is plain text, escaped here. */
 export function plainPage(res: Response, status: number, title: string, paragraphs: string[]): void {
   pageHeaders(res);
   res.status(status).send(
     `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
-      `<title>${escapeHtml(title)}</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/dashboard/assets/page.css"></head>` +
+      `<title>${escapeHtml(title)}</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/assets/page.css"></head>` +
       `<body class="notice"><main><h1>${escapeHtml(title)}</h1>${paragraphs.map((p) => `<p>${escapeHtml(p)}</p>`).join('')}</main></body></html>`,
   );
 }

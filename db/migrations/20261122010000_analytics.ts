@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 
 /**
  * Website analytics: raw events, sessions maintained as events arrive, and daily rollups that the
- * query operations read (server/analytics.ts keeps them equal to a recomputation from raw events).
+ * query operations read (handlers/analytics/ingest.ts keeps them equal to a recomputation from raw events).
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('analytics_events', (t) => {

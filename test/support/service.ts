@@ -6,6 +6,7 @@ import http, { type Server } from 'node:http';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { createService } from '../../app.ts';
+import type { Collector } from '../../handlers/analytics/collect.ts';
 import { type Database, openDatabase } from '../../db/database.ts';
 import { createClient, type ServiceClient } from '../../generated/client.ts';
 import { type ApplyResult, applyWorkspace, type WorkspaceSpec } from '../../server/admin.ts';
@@ -64,7 +65,7 @@ export interface TestService {
   logs(): string;
   jobs: ReturnType<typeof createService>['jobs'];
   /** The collection endpoints; `collector.flush()` writes queued events (tests run with no flush timer). */
-  collector: ReturnType<typeof createService>['collector'];
+  collector: Collector;
   /** The server's origin, e.g. http://127.0.0.1:PORT (the collection endpoints are below /v1 too). */
   origin: string;
   /** Creates a workspace (fresh ids each call) and returns its ids and key secrets. */
@@ -88,7 +89,9 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
   const logger = pino({ level: 'info', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
   const db = openDatabase(databaseUrl);
   await db.migrate();
-  const { handler, collector, jobs } = createService({ db, clock, config, logger });
+  const service = createService({ db, clock, config, logger });
+  const { handler, jobs } = service;
+  const collector = service.endpoints.analytics as Collector;
   const server: Server = await new Promise((resolve) => {
     const s = http.createServer(handler).listen(0, '127.0.0.1', () => resolve(s));
   });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { listRecordEvents } from '../db/queries/events.ts';
-import type { RequestBody } from '../generated/client.ts';
-import { acme, createPipeline, stages } from './support/fixtures.ts';
-import { forEachDatabase } from './support/service.ts';
+import { listRecordEvents } from '../../db/queries/events.ts';
+import type { RequestBody } from '../../generated/client.ts';
+import { acme, createPipeline, stages } from '../support/fixtures.ts';
+import { forEachDatabase } from '../support/service.ts';
 
 forEachDatabase('sales pipelines', (svc) => {
   it('creates, reads, lists, updates and deletes a pipeline in the record envelope', async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { disableMember, replaceKey, revokeKey } from '../server/admin.ts';
-import { acme, createPipeline } from './support/fixtures.ts';
-import { forEachDatabase } from './support/service.ts';
+import { disableMember, replaceKey, revokeKey } from '../../server/admin.ts';
+import { acme, createPipeline } from '../support/fixtures.ts';
+import { forEachDatabase } from '../support/service.ts';
 
 forEachDatabase('API keys, grants and discovery', (svc) => {
   it('lists exactly the operations a key may call, with their catalogue fields', async () => {

@@ -5,14 +5,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { demoTraffic } from '../scripts/demo-traffic.ts';
-import { type AnalyticsEventInput, bulkLoadEvents, DAY_MS, dayOf, queryTimeSiteSummary, importEvents, ingestEvents, maintainedFigures, normalizeEvent, recomputeFigures } from '../server/analytics.ts';
-import { forEachDatabase, type TestService } from './support/service.ts';
+import { demoTraffic } from '../../scripts/demo-traffic.ts';
+import { type AnalyticsEventInput, bulkLoadEvents, DAY_MS, dayOf, queryTimeSiteSummary, importEvents, ingestEvents, maintainedFigures, normalizeEvent, recomputeFigures } from '../../handlers/analytics/ingest.ts';
+import { forEachDatabase, type TestService } from '../support/service.ts';
 
 const MIN = 60_000;
 /** 2026-11-22 12:00 UTC, the tests' "now". */
 const NOW = Date.UTC(2026, 10, 22, 12);
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 async function assertConsistent(svc: TestService, bundleId: string) {
   assert.deepEqual(await maintainedFigures(svc.db.sql, bundleId), await recomputeFigures(svc.db.sql, bundleId));

@@ -12,7 +12,7 @@
  * between two events resets the state: that is what makes a local repair exact.
  */
 import { Ajv } from 'ajv';
-import type { Database, Sql, SqlValue } from '../db/database.ts';
+import type { Database, Sql, SqlValue } from '../../db/database.ts';
 import {
   addTo,
   allDaily,
@@ -42,8 +42,8 @@ import {
   sessionsOfVisitors,
   VISITOR_DAY_TABLE_COLUMNS,
   visitorEvents,
-} from '../db/queries/analytics.ts';
-import type { AnalyticsEventType, DbAnalyticsDailyRow, DbAnalyticsEventRow, DbAnalyticsSessionRow } from '../db/rows.ts';
+} from '../../db/queries/analytics.ts';
+import type { AnalyticsEventType, DbAnalyticsDailyRow, DbAnalyticsEventRow, DbAnalyticsSessionRow } from '../../db/rows.ts';
 
 export const SESSION_GAP_MS = 30 * 60_000;
 export const DAY_MS = 86_400_000;

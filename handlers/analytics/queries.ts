@@ -1,9 +1,10 @@
-import { breakdownPage, findWorkspaceBundle, realtimeVisitors, siteDaily, workspaceDaily } from '../db/queries/analytics.ts';
-import type { DbAnalyticsDailyRow } from '../db/rows.ts';
-import { decodeCursor, encodeCursor } from '../server/cursor.ts';
-import { DAY_MS, type DayFigures, REALTIME_WINDOW_MS } from '../server/analytics.ts';
-import { notFound } from '../server/errors.ts';
-import type { HandlerMap, OperationContext } from '../server/operation.ts';
+import { breakdownPage, findWorkspaceBundle, realtimeVisitors, siteDaily, workspaceDaily } from '../../db/queries/analytics.ts';
+import type { DbAnalyticsDailyRow } from '../../db/rows.ts';
+import { decodeCursor, encodeCursor } from '../../server/cursor.ts';
+import { DAY_MS, type DayFigures, REALTIME_WINDOW_MS } from './ingest.ts';
+import { notFound } from '../../server/errors.ts';
+import type { NamespaceHandlers } from '../../server/module.ts';
+import type { OperationContext } from '../../server/operation.ts';
 
 const MAX_SPAN_DAYS = 366;
 const DEFAULT_SPAN_DAYS = 30;
@@ -68,7 +69,7 @@ const active = (r: DbAnalyticsDailyRow) => Number(r.pageviews) > 0 || Number(r.v
 /** A breakdown cursor: the last row's position, and the interval of the first page (kept while paging). */
 const CURSOR = { p: 'number', v: 'string', from: 'number', to: 'number' } as const;
 
-export const analyticsHandlers = {
+export const analyticsQueryHandlers = {
   'analytics.GetSiteAnalyticsSummary': async (input, ctx) => {
     await siteOf(ctx, input.bundle_id);
     const { from, to } = effectiveInterval(ctx.now, input.from, input.to);
@@ -128,4 +129,4 @@ export const analyticsHandlers = {
     const visitors = await realtimeVisitors(ctx.sql, input.bundle_id, ctx.now - REALTIME_WINDOW_MS, ctx.now);
     return { bundle_id: input.bundle_id, visitors, window_ms: REALTIME_WINDOW_MS };
   },
-} satisfies Pick<HandlerMap, 'analytics.GetSiteAnalyticsSummary' | 'analytics.GetWorkspaceAnalyticsSummary' | 'analytics.GetSiteAnalyticsBreakdown' | 'analytics.GetSiteAnalyticsRealtime'>;
+} satisfies Partial<NamespaceHandlers<'analytics'>>;

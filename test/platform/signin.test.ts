@@ -3,17 +3,17 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { createClient } from '../generated/client.ts';
-import { document } from '../generated/document.ts';
-import { disableMember, revokeKey } from '../server/admin.ts';
-import { ingestEvents, normalizeEvent } from '../server/analytics.ts';
-import { redactUrl } from '../server/logger.ts';
-import { sha256Hex } from '../server/ids.ts';
-import { createSigninLink, isLocalPath, revokeSession, SigninError } from '../server/signin.ts';
-import { acme, createPipeline } from './support/fixtures.ts';
-import { forEachDatabase, type TestService } from './support/service.ts';
+import { createClient } from '../../generated/client.ts';
+import { document } from '../../generated/document.ts';
+import { disableMember, revokeKey } from '../../server/admin.ts';
+import { ingestEvents, normalizeEvent } from '../../handlers/analytics/ingest.ts';
+import { redactUrl } from '../../server/logger.ts';
+import { sha256Hex } from '../../server/ids.ts';
+import { createSigninLink, isLocalPath, revokeSession, SigninError } from '../../server/signin.ts';
+import { acme, createPipeline } from '../support/fixtures.ts';
+import { forEachDatabase, type TestService } from '../support/service.ts';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const MIN = 60_000;
 const HOUR = 3_600_000;
 

@@ -7,15 +7,16 @@ import {
   insertSalesPipeline,
   listSalesPipelinePage,
   updateSalesPipelineData,
-} from '../db/queries/salesPipelines.ts';
-import type { DbSalesPipelineRow } from '../db/rows.ts';
-import type { components } from '../generated/openapi.ts';
-import { decodeCursor, encodeCursor } from '../server/cursor.ts';
-import { conflict, invalidInput, notFound } from '../server/errors.ts';
-import { recordChanged } from '../server/events.ts';
-import { newId } from '../server/ids.ts';
-import type { HandlerMap, OperationContext } from '../server/operation.ts';
-import { applyPatch, assertExpected, assertMemberMay, changedFields, memberReadsShared, visibility } from '../server/records.ts';
+} from '../../db/queries/salesPipelines.ts';
+import type { DbSalesPipelineRow } from '../../db/rows.ts';
+import type { components } from '../../generated/openapi.ts';
+import { decodeCursor, encodeCursor } from '../../server/cursor.ts';
+import { conflict, invalidInput, notFound } from '../../server/errors.ts';
+import { recordChanged } from '../../server/events.ts';
+import { newId } from '../../server/ids.ts';
+import type { NamespaceHandlers } from '../../server/module.ts';
+import type { OperationContext } from '../../server/operation.ts';
+import { applyPatch, assertExpected, assertMemberMay, changedFields, memberReadsShared, visibility } from '../../server/records.ts';
 
 type SalesPipeline = components['schemas']['SalesPipeline'];
 type PipelineData = components['schemas']['SalesPipelineData'];
@@ -135,7 +136,7 @@ const CURSOR = { u: 'number', i: 'string' } as const;
 /** Filters a cursor is bound to: who lists (private records differ per member) and the updated_at window. */
 const listingFilters = (ctx: OperationContext, since: number | undefined, before: number | undefined) => [ctx.member?.id ?? null, since ?? null, before ?? null];
 
-export const customersHandlers = {
+export const salesPipelineHandlers = {
   'customers.ListSalesPipelines': async (input, ctx) => {
     const limit = input.limit ?? 50;
     const filters = listingFilters(ctx, input.updated_since, input.updated_before);
@@ -200,12 +201,4 @@ export const customersHandlers = {
     await recordChanged(ctx, { type: 'resource.deleted', resourceType: RESOURCE, recordId: row.id, private: row.owner_member_id !== null });
     return { id: row.id, deleted: true };
   },
-} satisfies Pick<
-  HandlerMap,
-  | 'customers.ListSalesPipelines'
-  | 'customers.GetSalesPipeline'
-  | 'customers.CreateSalesPipeline'
-  | 'customers.UpsertSalesPipeline'
-  | 'customers.UpdateSalesPipeline'
-  | 'customers.DeleteSalesPipeline'
->;
+} satisfies Partial<NamespaceHandlers<'customers'>>;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { acme } from './support/fixtures.ts';
-import { forEachDatabase } from './support/service.ts';
+import { acme } from '../support/fixtures.ts';
+import { forEachDatabase } from '../support/service.ts';
 
 forEachDatabase(
   'rate limits',

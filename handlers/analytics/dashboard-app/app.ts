@@ -7,7 +7,7 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import './app.css';
-import { createClient, type ResponseBody } from '../generated/client.ts';
+import { createClient, type ResponseBody } from '../../../generated/client.ts';
 
 type Summary = ResponseBody<'analytics.GetSiteAnalyticsSummary'>;
 type Breakdown = ResponseBody<'analytics.GetSiteAnalyticsBreakdown'>;

@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser } from 'playwright-core';
-import { dayOf } from '../server/analytics.ts';
-import { announceBrowser, launchBrowser } from './support/browser.ts';
-import { forEachDatabase, type TestService } from './support/service.ts';
+import { dayOf } from '../../handlers/analytics/ingest.ts';
+import { announceBrowser, launchBrowser } from '../support/browser.ts';
+import { forEachDatabase, type TestService } from '../support/service.ts';
 
 /** Headless Chromium says "HeadlessChrome", which the bot filter drops; browse as a desktop Chrome. */
 const CHROME_UA = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';

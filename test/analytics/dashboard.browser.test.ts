@@ -10,13 +10,13 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
-import type { WorkspaceSpec } from '../server/admin.ts';
-import { type AnalyticsEventInput, ingestEvents, normalizeEvent } from '../server/analytics.ts';
-import { createSigninLink } from '../server/signin.ts';
-import { announceBrowser, launchBrowser } from './support/browser.ts';
-import { forEachDatabase } from './support/service.ts';
+import type { WorkspaceSpec } from '../../server/admin.ts';
+import { type AnalyticsEventInput, ingestEvents, normalizeEvent } from '../../handlers/analytics/ingest.ts';
+import { createSigninLink } from '../../server/signin.ts';
+import { announceBrowser, launchBrowser } from '../support/browser.ts';
+import { forEachDatabase } from '../support/service.ts';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const MIN = 60_000;
 /** 2026-11-22 00:00 UTC; the FakeClock stands at 12:00 that day. */
 const TODAY = Date.UTC(2026, 10, 22);

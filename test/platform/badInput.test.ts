@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import { listRecordEvents } from '../db/queries/events.ts';
-import type { RequestBody, components } from '../generated/client.ts';
-import { type ApplyResult, revokeKey } from '../server/admin.ts';
-import type { ErrorCode } from '../server/errors.ts';
-import { type BodyCase, type FieldRule, type HeaderPatch, type Path, type RawResponse, assertErrorBody, fieldCases, send } from './support/badInput.ts';
-import { acme, stages } from './support/fixtures.ts';
-import { forEachDatabase, type TestService } from './support/service.ts';
+import { listRecordEvents } from '../../db/queries/events.ts';
+import type { RequestBody, components } from '../../generated/client.ts';
+import { type ApplyResult, revokeKey } from '../../server/admin.ts';
+import type { ErrorCode } from '../../server/errors.ts';
+import { type BodyCase, type FieldRule, type HeaderPatch, type Path, type RawResponse, assertErrorBody, fieldCases, send } from '../support/badInput.ts';
+import { acme, stages } from '../support/fixtures.ts';
+import { forEachDatabase, type TestService } from '../support/service.ts';
 
 type SalesPipeline = components['schemas']['SalesPipeline'];
 type Stage = components['schemas']['Stage'];

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
-import type { WorkspaceSpec } from '../server/admin.ts';
+import type { WorkspaceSpec } from '../../server/admin.ts';
 import {
   type AnalyticsEventInput,
   dayOf,
@@ -17,8 +17,8 @@ import {
   ImportError,
   importEvents,
   recomputeFigures,
-} from '../server/analytics.ts';
-import { forEachDatabase, type TestService } from './support/service.ts';
+} from '../../handlers/analytics/ingest.ts';
+import { forEachDatabase, type TestService } from '../support/service.ts';
 
 const MIN = 60_000;
 const DAY = 86_400_000;
@@ -49,7 +49,7 @@ async function assertConsistent(svc: TestService, bundleId: string) {
   assert.deepEqual(await maintainedFigures(svc.db.sql, bundleId), await recomputeFigures(svc.db.sql, bundleId));
 }
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 async function admin(databaseUrl: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {

@@ -3,14 +3,14 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openDatabase } from '../db/database.ts';
-import { applyWorkspace } from '../server/admin.ts';
-import { systemClock } from '../server/clock.ts';
-import { acme } from './support/fixtures.ts';
-import { databases } from './support/service.ts';
-import { freePort } from '../scripts/ports.ts';
+import { openDatabase } from '../../db/database.ts';
+import { applyWorkspace } from '../../server/admin.ts';
+import { systemClock } from '../../server/clock.ts';
+import { acme } from '../support/fixtures.ts';
+import { databases } from '../support/service.ts';
+import { freePort } from '../../scripts/ports.ts';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 
 function startServer(databaseUrl: string, port: number): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {

@@ -9,10 +9,10 @@ import { fileURLToPath } from 'node:url';
 import esbuild from 'esbuild';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import type { CredentialStore } from './credentials.ts';
-import { escapeHtml, pageHeaders, pageSession } from './signin.ts';
+import type { CredentialStore } from '../../server/credentials.ts';
+import { escapeHtml, pageHeaders, pageSession } from '../../server/signin.ts';
 
-const DASHBOARD_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'dashboard');
+const DASHBOARD_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'dashboard-app');
 
 interface Asset {
   type: string;
@@ -20,20 +20,6 @@ interface Asset {
 }
 
 let assets: Promise<Map<string, Asset>> | null = null;
-let pageCss: Promise<Asset> | null = null;
-
-/** The style of every page (plain notices too), served as written. */
-function readPageCss(): Promise<Asset> {
-  pageCss ??= fs.readFile(path.join(DASHBOARD_DIR, 'page.css')).then(
-    (body) => ({ type: 'text/css; charset=utf-8', body }),
-    (err: unknown) => {
-      pageCss = null;
-      throw err;
-    },
-  );
-  return pageCss;
-}
-
 /** Bundles dashboard/app.ts (with its CSS and uPlot's) once per process; a failed build is retried on the next request. */
 function buildAssets(): Promise<Map<string, Asset>> {
   assets ??= (async () => {
@@ -70,7 +56,7 @@ function shell(memberName: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Analytics · Workspace Operations</title>
 <link rel="icon" href="data:,">
-<link rel="stylesheet" href="/dashboard/assets/page.css">
+<link rel="stylesheet" href="/assets/page.css">
 <link rel="stylesheet" href="/dashboard/assets/app.css">
 <script type="module" src="/dashboard/assets/app.js"></script>
 </head>
@@ -95,7 +81,7 @@ export function dashboardRoutes(options: { credentials: CredentialStore; logger:
   router.get('/dashboard/assets/:name', async (req: Request<{ name: string }>, res: Response) => {
     let asset: Asset | undefined;
     try {
-      asset = req.params.name === 'page.css' ? await readPageCss() : (await buildAssets()).get(req.params.name);
+      asset = (await buildAssets()).get(req.params.name);
     } catch (err) {
       logger.error({ err }, 'dashboard assets failed');
       res.status(500).type('text/plain').send('The dashboard assets could not be built; see the service log.');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { acme, createPipeline } from './support/fixtures.ts';
-import { forEachDatabase } from './support/service.ts';
+import { acme, createPipeline } from '../support/fixtures.ts';
+import { forEachDatabase } from '../support/service.ts';
 
 forEachDatabase('logs', (svc) => {
   it('logs every request with key id and operation, and never a key secret', async () => {

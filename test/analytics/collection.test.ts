@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { Ajv } from 'ajv';
-import { document } from '../generated/document.ts';
-import type { WorkspaceSpec } from '../server/admin.ts';
-import { dayOf } from '../server/analytics.ts';
-import { forEachDatabase, type TestService } from './support/service.ts';
+import { document } from '../../generated/document.ts';
+import type { WorkspaceSpec } from '../../server/admin.ts';
+import { dayOf } from '../../handlers/analytics/ingest.ts';
+import { forEachDatabase, type TestService } from '../support/service.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -324,7 +324,7 @@ forEachDatabase(
     it('a rotated collect key is refused once the cache expires; the new one works', async () => {
       const { docs, key } = await setup();
       assert.equal((await send(svc(), pageview(key))).status, 202);
-      const { collectKey } = await import('../server/admin.ts');
+      const { collectKey } = await import('../../server/admin.ts');
       const rotated = await collectKey(svc().db, docs, true);
       assert.notEqual(rotated.collect_key, key);
       svc().clock.advance(61_000);

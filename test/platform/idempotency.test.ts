@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { listRecordEvents } from '../db/queries/events.ts';
-import { acme, createPipeline } from './support/fixtures.ts';
-import { forEachDatabase } from './support/service.ts';
+import { listRecordEvents } from '../../db/queries/events.ts';
+import { acme, createPipeline } from '../support/fixtures.ts';
+import { forEachDatabase } from '../support/service.ts';
 
 forEachDatabase('idempotency', (svc) => {
   it('replays the stored response for a retry with the same key and body, with no second effect', async () => {

@@ -1,0 +1,24 @@
+import { deleteSaltsCreatedBefore } from '../../db/queries/collection.ts';
+import type { ServiceModule } from '../../server/module.ts';
+import { analyticsAdmin } from './admin.ts';
+import { createCollector } from './collect.ts';
+import { dashboardRoutes } from './dashboard.ts';
+import { analyticsQueryHandlers } from './queries.ts';
+
+/** Web analytics: the query operations, collection (`/v1/track`, the tracker), the dashboard, imports. */
+export const analytics: ServiceModule<'analytics'> = {
+  namespace: 'analytics',
+  handlers: { ...analyticsQueryHandlers },
+  endpoints: (deps) => createCollector(deps),
+  routes: (deps) => dashboardRoutes(deps),
+  jobs: ({ db, clock, logger }) => ({
+    'analytics.salts.prune': {
+      everyMs: 60 * 60_000,
+      run: async () => {
+        const removed = await deleteSaltsCreatedBefore(db.sql, clock.now() - 48 * 3_600_000);
+        if (removed) logger.info({ removed }, 'deleted visitor-hash salts older than 48 h');
+      },
+    },
+  }),
+  admin: analyticsAdmin,
+};

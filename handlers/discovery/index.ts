@@ -1,0 +1,27 @@
+import { type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
+import { delegableMembers, keyMayCall } from '../../server/access.ts';
+import type { ServiceModule } from '../../server/module.ts';
+
+/** What a credential may do: the operations it may call (`GET /operations`) and the members it may act for. */
+export const discovery: ServiceModule<'discovery'> = {
+  namespace: 'discovery',
+  handlers: {
+    'discovery.ListOperations': async (_input, ctx) => ({
+      items: (catalogue as readonly CatalogueEntry[])
+        .filter((e) => e.listed && keyMayCall(ctx.credential, e))
+        .map((e) => ({
+          id: e.id,
+          kind: e.kind,
+          contract_version: e.contractVersion,
+          workspace_supported: e.workspaceSupported,
+          deprecated: e.deprecated,
+          act_as: e.actAs,
+          ...(e.resource ? { resource: e.resource, access: [...e.access] } : {}),
+        })),
+    }),
+
+    'discovery.ListDelegationMembers': async (_input, ctx) => ({
+      items: delegableMembers(ctx.credential).map((m) => ({ id: m.id, name: m.name })),
+    }),
+  },
+};

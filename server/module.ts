@@ -1,0 +1,68 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Command } from 'commander';
+import type { Router } from 'express';
+import type { Logger } from 'pino';
+import type { Database } from '../db/database.ts';
+import type { AnyOperationId } from '../generated/catalogue.ts';
+import type { Clock } from './clock.ts';
+import type { ServiceConfig } from './config.ts';
+import type { CredentialStore } from './credentials.ts';
+import type { JobDefinition } from './jobs.ts';
+import type { Handler } from './operation.ts';
+import type { EventConsumer } from './outbox.ts';
+
+/** The operations of one namespace, each with its handler: a missing or extra one fails `tsc`. */
+export type NamespaceHandlers<NS extends string> = {
+  [Op in AnyOperationId as Op extends `${NS}.${string}` ? Op : never]: Handler<Op>;
+};
+
+/** What a module's pages, jobs, consumers and commands are built with (one service process). */
+export interface ModuleDeps {
+  readonly db: Database;
+  readonly clock: Clock;
+  readonly config: ServiceConfig;
+  readonly logger: Logger;
+  readonly credentials: CredentialStore;
+}
+
+/**
+ * A lean listener tried before express for its own paths (the collection endpoints): `handle` returns
+ * false for requests that are not its own. `close` writes what it holds before the process ends.
+ */
+export interface RawEndpoint {
+  handle(req: IncomingMessage, res: ServerResponse): boolean;
+  close(): Promise<void>;
+  /** Items held in memory and not yet stored (logged at shutdown). */
+  readonly queued: number;
+}
+
+/** What the admin CLI gives a module's commands: the database of DATABASE_URL, opened and migrated. */
+export interface AdminDeps {
+  /** Runs fn with the database and prints its result as JSON. */
+  withDb<T>(fn: (db: Database) => Promise<T>): Promise<void>;
+  readonly clock: Clock;
+}
+
+/**
+ * One namespace of the service (Backstage plugin, Medusa module): its handlers, typed from the
+ * generated operations of that namespace, and where it has them its pages, lean endpoints, background
+ * jobs, record-event consumers and admin commands. `app.ts` lists the modules; the platform never
+ * imports one.
+ */
+export interface ServiceModule<NS extends string = string> {
+  readonly namespace: NS;
+  readonly handlers: NamespaceHandlers<NS>;
+  /** Pages and other routes outside /v1/operations, mounted at the root. */
+  routes?(deps: ModuleDeps): Router;
+  /** Lean endpoints served before express. */
+  endpoints?(deps: ModuleDeps): RawEndpoint;
+  /** Background jobs by kind (`<namespace>.<what>`), run by the database-backed job runner. */
+  jobs?(deps: ModuleDeps): Record<string, JobDefinition>;
+  /** Readers of the change-event outbox by consumer name (`<namespace>.<what>`). */
+  consumers?(deps: ModuleDeps): Record<string, EventConsumer>;
+  /** Operator commands, added under `npm run admin --`. */
+  admin?(program: Command, deps: AdminDeps): void;
+}
+
+/** Any module, whatever its namespace (what the platform composes). */
+export type AnyServiceModule = Omit<ServiceModule, 'namespace' | 'handlers'> & { readonly namespace: string; readonly handlers: object };

@@ -1,0 +1,62 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { Database } from '../db/database.ts';
+import { deleteReceiptsBefore } from '../db/queries/idempotency.ts';
+import type { Clock } from './clock.ts';
+import type { ServiceConfig } from './config.ts';
+import { JobRunner } from './jobs.ts';
+import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
+import type { HandlerMap } from './operation.ts';
+import { createPlatform } from './platform.ts';
+
+export interface ServiceDeps {
+  db: Database;
+  clock: Clock;
+  config: ServiceConfig;
+  logger: Logger;
+}
+
+/**
+ * Builds one service process from the platform and the given modules: the HTTP listener (each
+ * module's lean endpoints first, then the express app with every module's handlers and pages) and
+ * the background jobs (the platform's and each module's).
+ */
+export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModule[]) {
+  const handlers = Object.assign({}, ...modules.map((m) => m.handlers)) as HandlerMap;
+  const platform = createPlatform({ ...deps, handlers });
+  const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials };
+  for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps));
+  platform.finish();
+
+  const jobs = new JobRunner(deps.db, deps.clock, deps.logger);
+  jobs.define('idempotency.prune', {
+    everyMs: 10 * 60_000,
+    run: async () => {
+      const removed = await deleteReceiptsBefore(deps.db.sql, deps.clock.now() - deps.config.idempotencyRetentionHours * 3_600_000);
+      if (removed) deps.logger.info({ removed }, 'pruned idempotency receipts');
+    },
+  });
+  for (const m of modules) for (const [kind, def] of Object.entries(m.jobs?.(moduleDeps) ?? {})) jobs.define(kind, def);
+
+  const byNamespace: Record<string, RawEndpoint> = {};
+  for (const m of modules) if (m.endpoints) byNamespace[m.namespace] = m.endpoints(moduleDeps);
+  const endpoints = Object.values(byNamespace);
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
+    for (const e of endpoints) if (e.handle(req, res)) return;
+    platform.app(req, res);
+  };
+  return {
+    app: platform.app,
+    handler,
+    jobs,
+    credentials: platform.credentials,
+    /** Items the lean endpoints hold in memory, not yet stored. */
+    get queued() {
+      return endpoints.reduce((n, e) => n + e.queued, 0);
+    },
+    /** Stores what the lean endpoints hold (at shutdown). */
+    closeEndpoints: () => Promise.all(endpoints.map((e) => e.close())).then(() => undefined),
+    /** The lean endpoints by namespace. */
+    endpoints: byNamespace,
+  };
+}
