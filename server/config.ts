@@ -26,6 +26,19 @@ export interface ServiceConfig {
   collectBufferMax: number;
   /** Where batches are written: `thread` (a worker thread with its own connection, default) or `inline`. */
   collectWriter: 'thread' | 'inline';
+  /**
+   * Which proxies in front are trusted for X-Forwarded-Proto / -For (express `trust proxy`): false
+   * (none, the default), true (all), a hop count, or addresses/subnets such as `loopback, 10.0.0.0/8`.
+   */
+  trustProxy: boolean | number | string;
+}
+
+function trustProxyFrom(raw: string | undefined): boolean | number | string {
+  const value = raw?.trim();
+  if (!value || value === 'false') return false;
+  if (value === 'true') return true;
+  if (/^\d+$/.test(value)) return Number(value);
+  return value;
 }
 
 const headerName = (env: NodeJS.ProcessEnv, name: string): string | null => {
@@ -66,5 +79,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     collectBatchSize: numberFrom(env, 'COLLECT_BATCH_SIZE', 2000, 1),
     collectBufferMax: numberFrom(env, 'COLLECT_BUFFER_MAX', 20_000, 1),
     collectWriter: collectWriterFrom(env.COLLECT_WRITER),
+    trustProxy: trustProxyFrom(env.TRUST_PROXY),
   };
 }

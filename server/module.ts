@@ -10,6 +10,7 @@ import type { CredentialStore } from './credentials.ts';
 import type { JobDefinition } from './jobs.ts';
 import type { Handler } from './operation.ts';
 import type { EventConsumer } from './outbox.ts';
+import type { PageKit } from './pages.ts';
 
 /** The operations of one namespace, each with its handler: a missing or extra one fails `tsc`. */
 export type NamespaceHandlers<NS extends string> = {
@@ -23,6 +24,8 @@ export interface ModuleDeps {
   readonly config: ServiceConfig;
   readonly logger: Logger;
   readonly credentials: CredentialStore;
+  /** The page layer: templates, the layout, security headers, sessions and CSRF for pages. */
+  readonly pages: PageKit;
 }
 
 /**

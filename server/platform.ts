@@ -12,7 +12,8 @@ import { errorMiddleware, invalidJson, notFound, toServiceError } from './errors
 import { Idempotency } from './idempotency.ts';
 import { redactUrl } from './logger.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
-import { checkOrigin, pageCss, sessionCookie, signinRoutes } from './signin.ts';
+import { PageKit } from './pages.ts';
+import { checkOrigin, sessionCookie, signinRoutes } from './signin.ts';
 import { ContractValidator } from './validation.ts';
 
 interface Locals {
@@ -41,8 +42,10 @@ export function createPlatform(options: PlatformOptions) {
   const credentials = new CredentialStore(db, clock, { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst });
   const idempotency = new Idempotency(db, clock, config.idempotencyLockTimeoutMs);
   const validator = new ContractValidator(document, catalogue);
+  const pages = new PageKit({ credentials });
   const app = express();
   app.disable('x-powered-by');
+  app.set('trust proxy', config.trustProxy);
   app.set('etag', false);
   app.set('query parser', 'simple');
 
@@ -144,11 +147,12 @@ export function createPlatform(options: PlatformOptions) {
     next(err);
   });
   app.use('/v1', v1);
-  app.use(signinRoutes({ db, clock, logger }));
-  app.get('/assets/page.css', pageCss);
+  app.use(signinRoutes({ db, clock, logger, pages }));
+  app.get('/assets/page.css', pages.css);
   return {
     app,
     credentials,
+    pages,
     /** Adds a module's routes (pages) after the platform's own. */
     mount: (router: express.Router) => void app.use(router),
     /** Ends the chain: unknown endpoints and the documented error body. Call after every mount. */

@@ -24,7 +24,7 @@ export interface ServiceDeps {
 export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModule[]) {
   const handlers = Object.assign({}, ...modules.map((m) => m.handlers)) as HandlerMap;
   const platform = createPlatform({ ...deps, handlers });
-  const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials };
+  const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials, pages: platform.pages };
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps));
   platform.finish();
 

@@ -5,17 +5,18 @@
  * `wso_session` cookie, which the /v1 platform accepts as a member credential (credentials.ts).
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
 import { consumeSigninLink, deleteEndedSignins, findMemberForSignin, findSigninLink, insertSession, insertSigninLink, revokeSessions } from '../db/queries/sessions.ts';
 import type { Clock } from './clock.ts';
-import { type Credential, type CredentialStore, newSessionSecret, sessionIdOf } from './credentials.ts';
+import { newSessionSecret, sessionIdOf } from './credentials.ts';
 import { ServiceError } from './errors.ts';
 import { sha256Hex } from './ids.ts';
+import { HOW_TO_SIGN_IN, type PageKit, SESSION_COOKIE, sessionTokenOf } from './pages.ts';
 
-export const SESSION_COOKIE = 'wso_session';
+export { SESSION_COOKIE };
+
 export const LINK_TTL_MS = 15 * 60_000;
 export const SESSION_TTL_MS = 12 * 3_600_000;
 const LINK_TOKEN = /^[A-Za-z0-9_-]{43}$/;
@@ -132,12 +133,6 @@ export function sessionCookie(header: string | undefined): string | undefined {
   return undefined;
 }
 
-/** Whether the request reached the service over https (directly, or as told by a TLS-terminating proxy). */
-function isHttps(req: Request): boolean {
-  const forwarded = req.headers['x-forwarded-proto'];
-  return req.secure || (typeof forwarded === 'string' && forwarded.split(',')[0]!.trim() === 'https');
-}
-
 /**
  * Cookie-authenticated requests with an `Origin` header must come from the service's own origin
  * (compared by host, so a TLS-terminating proxy in front does not matter); throws 403 otherwise.
@@ -154,127 +149,51 @@ export function checkOrigin(req: Request): void {
   if (!host || host !== req.headers.host) throw new ServiceError(403, 'forbidden', 'A sign-in session may only be used from pages of this service (Origin differs).');
 }
 
-/** Text for HTML element content or a quoted attribute value. */
-export const escapeHtml = (text: string) =>
-  text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-
-/** Headers of every HTML page the service serves: no caching, no framing, no inline script, no referrer. */
-export function pageHeaders(res: Response): void {
-  res.setHeader('Content-Type', 'text/html; charset=utf-8');
-  res.setHeader('Cache-Control', 'no-store');
-  res.setHeader('Referrer-Policy', 'no-referrer');
-  res.setHeader('X-Content-Type-Options', 'nosniff');
-  res.setHeader('X-Frame-Options', 'DENY');
-  res.setHeader(
-    'Content-Security-Policy',
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-  );
-}
-
-const PAGE_CSS = fs.readFileSync(new URL('./pages/page.css', import.meta.url));
-
-/** `GET /assets/page.css`: the style of every page of the service. */
-export function pageCss(_req: Request, res: Response): void {
-  res.setHeader('Content-Type', 'text/css; charset=utf-8');
-  res.setHeader('Cache-Control', 'no-cache');
-  res.setHeader('X-Content-Type-Options', 'nosniff');
-  res.status(200).send(PAGE_CSS);
-}
-
-/** A small stand-alone HTML page (errors and notices); `body` is plain text, escaped here. */
-export function plainPage(res: Response, status: number, title: string, paragraphs: string[]): void {
-  pageHeaders(res);
-  res.status(status).send(
-    `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
-      `<title>${escapeHtml(title)}</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/assets/page.css"></head>` +
-      `<body class="notice"><main><h1>${escapeHtml(title)}</h1>${paragraphs.map((p) => `<p>${escapeHtml(p)}</p>`).join('')}</main></body></html>`,
-  );
-}
-
-export const HOW_TO_SIGN_IN =
-  'Ask an operator for a new sign-in link: npm run admin -- signin-link --workspace <workspace id> --member <member id> --next "/dashboard" (links work once, for 15 minutes).';
-
-/**
- * The member session of a page request, or null after answering with a 401 page that says how to get
- * a sign-in link (429 when the session's budget is spent).
- */
-export async function pageSession(credentials: CredentialStore, req: Request, res: Response): Promise<Credential | null> {
-  const token = sessionCookie(req.headers.cookie);
-  try {
-    if (token === undefined) throw new ServiceError(401, 'invalid_key', 'no session');
-    return await credentials.authenticateSession(token);
-  } catch (err) {
-    if (!(err instanceof ServiceError)) throw err;
-    if (err.status === 429) {
-      res.setHeader('Retry-After', err.headers['Retry-After'] ?? '1');
-      plainPage(res, 429, 'Too many requests', ['Wait a moment and reload the page.']);
-    } else {
-      plainPage(res, 401, 'Sign-in needed', [
-        token === undefined ? 'This page needs a sign-in session.' : 'Your sign-in session has expired or was ended.',
-        HOW_TO_SIGN_IN,
-      ]);
-    }
-    return null;
-  }
-}
-
-/** `GET /signin/<token>` (opens a session and redirects) and `POST /signout`. */
-export function signinRoutes(options: { db: Database; clock: Clock; logger: Logger }): express.Router {
-  const { db, clock, logger } = options;
-  const router = express.Router();
+/** `GET /signin/<token>` (opens a session and redirects) and `POST /signout` (a CSRF-protected form). */
+export function signinRoutes(options: { db: Database; clock: Clock; logger: Logger; pages: PageKit }): express.Router {
+  const { db, clock, logger, pages } = options;
+  const router = pages.router();
+  const cookie = (req: Request) => ({ path: '/', httpOnly: true, sameSite: 'lax' as const, secure: req.secure });
   router.get('/signin/:token', async (req: Request<{ token: string }>, res: Response) => {
     // Link checkers and previews send HEAD: it must not use up the link.
     if (req.method === 'HEAD') {
-      res.setHeader('Cache-Control', 'no-store');
       res.status(200).end();
       return;
     }
+    // The token is in this URL: no page reached from here may send it on as a referrer.
+    res.setHeader('Referrer-Policy', 'no-referrer');
     let outcome: SigninOutcome;
     try {
       outcome = await useSigninLink(db, clock, req.params.token);
     } catch (err) {
       // The token is in the URL; log neither.
       logger.error({ err }, 'sign-in failed');
-      plainPage(res, 500, 'Sign-in failed', ['Something went wrong on our side. Try the link again in a moment.']);
+      pages.notice(res, 500, 'Sign-in failed', ['Something went wrong on our side. Try the link again in a moment.']);
       return;
     }
     if (!outcome.ok) {
-      plainPage(
-        res,
-        outcome.status,
-        outcome.status === 410 ? 'This sign-in link can no longer be used' : 'Unknown sign-in link',
-        [
-          outcome.status === 410
-            ? 'Sign-in links work once and for 15 minutes. This one was already used or has expired.'
-            : 'This sign-in link does not exist. Check that it was copied completely.',
-          HOW_TO_SIGN_IN,
-        ],
-      );
+      pages.notice(res, outcome.status, outcome.status === 410 ? 'This sign-in link can no longer be used' : 'Unknown sign-in link', [
+        outcome.status === 410
+          ? 'Sign-in links work once and for 15 minutes. This one was already used or has expired.'
+          : 'This sign-in link does not exist. Check that it was copied completely.',
+        HOW_TO_SIGN_IN,
+      ]);
       return;
     }
-    const maxAge = Math.floor(SESSION_TTL_MS / 1000);
-    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=${outcome.sessionToken}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${isHttps(req) ? '; Secure' : ''}`);
-    res.setHeader('Cache-Control', 'no-store');
-    res.setHeader('Referrer-Policy', 'no-referrer');
+    res.cookie(SESSION_COOKIE, outcome.sessionToken, { ...cookie(req), maxAge: SESSION_TTL_MS });
     // Checked again: the link row holds what the CLI validated, but a redirect must never leave the origin.
     res.redirect(303, isLocalPath(outcome.next) ? outcome.next : '/dashboard');
   });
-  router.post('/signout', async (req: Request, res: Response) => {
-    const token = sessionCookie(req.headers.cookie);
-    try {
-      checkOrigin(req);
-    } catch {
-      plainPage(res, 403, 'Not signed out', ['Sign out from a page of this service.']);
-      return;
-    }
+  router.post('/signout', pages.protectForm, async (req: Request, res: Response) => {
+    const token = sessionTokenOf(req);
     const sessionId = token ? sessionIdOf(token) : null;
     if (token && sessionId) {
       // Only the holder of the session secret may end it (its hash must match); no rate limit
       // stands in the way, and a database error is an error, not a silent "signed out".
       await revokeSession(db, clock, { id: sessionId, secretHash: sha256Hex(token) });
     }
-    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax${isHttps(req) ? '; Secure' : ''}`);
-    plainPage(res, 200, 'Signed out', ['Your sign-in session has ended. ' + HOW_TO_SIGN_IN]);
+    res.clearCookie(SESSION_COOKIE, cookie(req));
+    pages.notice(res, 200, 'Signed out', ['Your sign-in session has ended. ' + HOW_TO_SIGN_IN]);
   });
   return router;
 }

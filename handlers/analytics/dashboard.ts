@@ -9,8 +9,7 @@ import { fileURLToPath } from 'node:url';
 import esbuild from 'esbuild';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import type { CredentialStore } from '../../server/credentials.ts';
-import { escapeHtml, pageHeaders, pageSession } from '../../server/signin.ts';
+import type { PageKit } from '../../server/pages.ts';
 
 const DASHBOARD_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'dashboard-app');
 
@@ -48,35 +47,20 @@ function buildAssets(): Promise<Map<string, Asset>> {
   return assets;
 }
 
-function shell(memberName: string): string {
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Analytics · Workspace Operations</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/assets/page.css">
-<link rel="stylesheet" href="/dashboard/assets/app.css">
-<script type="module" src="/dashboard/assets/app.js"></script>
-</head>
-<body>
-<div id="app" data-member="${escapeHtml(memberName)}"><p class="loading">Loading…</p></div>
-<noscript><p class="notice">The dashboard needs JavaScript.</p></noscript>
-</body>
-</html>
-`;
-}
-
-export function dashboardRoutes(options: { credentials: CredentialStore; logger: Logger }): express.Router {
-  const { credentials, logger } = options;
-  const router = express.Router();
+export function dashboardRoutes(options: { pages: PageKit; logger: Logger }): express.Router {
+  const { pages, logger } = options;
+  const views = pages.views(new URL('./pages/', import.meta.url));
+  const router = pages.router();
   router.get('/dashboard', async (req: Request, res: Response) => {
-    const session = await pageSession(credentials, req, res);
+    const session = await pages.session(req, res);
     if (!session) return;
     await buildAssets().catch((err: unknown) => logger.error({ err }, 'dashboard bundle failed'));
-    pageHeaders(res);
-    res.status(200).send(shell(session.sessionMember?.name ?? ''));
+    pages.send(res, 200, {
+      title: 'Analytics',
+      styles: ['/dashboard/assets/app.css'],
+      scripts: ['/dashboard/assets/app.js'],
+      html: views.render('dashboard', { member: session.sessionMember?.name ?? '', csrf: pages.csrfToken(req, res) }),
+    });
   });
   router.get('/dashboard/assets/:name', async (req: Request<{ name: string }>, res: Response) => {
     let asset: Asset | undefined;
@@ -93,7 +77,6 @@ export function dashboardRoutes(options: { credentials: CredentialStore; logger:
     }
     res.setHeader('Content-Type', asset.type);
     res.setHeader('Cache-Control', 'no-cache');
-    res.setHeader('X-Content-Type-Options', 'nosniff');
     res.status(200).send(asset.body);
   });
   return router;

@@ -198,6 +198,31 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
     }
   });
 
+  it('signs out when the member clicks "Sign out": the session ends, the page says so', async function () {
+    this.timeout(60_000);
+    const ws = await svc().apply(spec());
+    const origin = svc().baseUrl.replace(/\/v1$/, '');
+    const { url } = await createSigninLink(svc().db, svc().clock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, next: `/dashboard?site=${ws.bundles.docs!}`, baseUrl: origin });
+    const context = await browser!.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(url);
+      await page.waitForSelector('body[data-ready="true"]', { timeout: 20_000 });
+      const session = (await context.cookies()).find((c) => c.name === 'wso_session')!.value;
+      await Promise.all([page.waitForURL(/\/signout$/), page.click('form.signout button')]);
+      assert.equal(await page.textContent('h1'), 'Signed out');
+      await page.screenshot({ path: path.join(root, 'test-output', 'signed-out.png') });
+      assert.equal((await context.cookies()).some((c) => c.name === 'wso_session'), false);
+      // The session is over in the service, not only forgotten by the browser.
+      const res = await fetch(`${svc().baseUrl}/operations`, { headers: { Cookie: `wso_session=${session}` } });
+      assert.equal(res.status, 401);
+      const back = await page.goto(`${origin}/dashboard`);
+      assert.equal(back!.status(), 401);
+    } finally {
+      await context.close();
+    }
+  });
+
   it('shows the 401 page with the sign-in command to a browser without a session', async function () {
     const context = await browser!.newContext();
     try {

@@ -11,7 +11,7 @@ import { redactUrl } from '../../server/logger.ts';
 import { sha256Hex } from '../../server/ids.ts';
 import { createSigninLink, isLocalPath, revokeSession, SigninError } from '../../server/signin.ts';
 import { acme, createPipeline } from '../support/fixtures.ts';
-import { forEachDatabase, type TestService } from '../support/service.ts';
+import { forEachDatabase, startTestService, type TestService } from '../support/service.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const MIN = 60_000;
@@ -52,7 +52,9 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.equal(first.cookies.length, 1);
     const [pair, ...flags] = first.cookies[0]!.split(/;\s*/);
     assert.match(pair!, /^wso_session=wss_[0-9a-z]{24}_[A-Za-z0-9_-]{43}$/);
-    assert.deepEqual(flags.sort(), ['HttpOnly', 'Max-Age=43200', 'Path=/', 'SameSite=Lax']);
+    const expires = flags.find((f) => f.startsWith('Expires='));
+    assert.equal(Date.parse(expires!.slice('Expires='.length)) - Date.now() > 43_000_000, true);
+    assert.deepEqual(flags.filter((f) => f !== expires).sort(), ['HttpOnly', 'Max-Age=43200', 'Path=/', 'SameSite=Lax']);
     assert.equal(first.headers.get('cache-control'), 'no-store');
     assert.equal(first.headers.get('referrer-policy'), 'no-referrer');
 
@@ -64,11 +66,19 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.equal(second.cookies.length, 0);
   });
 
-  it('marks the cookie Secure when the request came over https (a TLS-terminating proxy says so)', async () => {
+  it('marks the cookie Secure only when a trusted proxy (TRUST_PROXY) says the request came over https', async () => {
     const ws = await svc().apply(acme());
-    const res = await open((await link(svc(), ws)).url, { 'X-Forwarded-Proto': 'https' });
-    assert.equal(res.status, 303);
-    assert.match(res.cookies[0]!, /; Secure$/);
+    const untrusted = await open((await link(svc(), ws)).url, { 'X-Forwarded-Proto': 'https' });
+    assert.equal(untrusted.status, 303);
+    assert.doesNotMatch(untrusted.cookies[0]!, /Secure/);
+    const proxied = await startTestService(svc().databaseUrl, { trustProxy: 'loopback' });
+    try {
+      const res = await open((await link(proxied, ws)).url, { 'X-Forwarded-Proto': 'https' });
+      assert.equal(res.status, 303);
+      assert.match(res.cookies[0]!, /; Secure/);
+    } finally {
+      await proxied.close({ keepData: true });
+    }
   });
 
   it('does not use up a link on HEAD (link checkers, previews)', async () => {
@@ -266,10 +276,19 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     const dash = await fetch(`${originOf(svc())}/dashboard?site=${ws.bundles.docs}`, { headers: { Cookie: cookie } });
     assert.equal(dash.status, 200);
     assert.match(dash.headers.get('content-security-policy')!, /script-src 'self'/);
-    assert.match(await dash.text(), /data-member="Olga Owner"/);
-    const out = await fetch(`${originOf(svc())}/signout`, { method: 'POST', headers: { Cookie: cookie, Origin: originOf(svc()) } });
+    const html = await dash.text();
+    assert.match(html, /data-member="Olga Owner"/);
+    const csrf = /data-csrf="([^"]+)"/.exec(html)![1]!;
+    const csrfCookie = dash.headers.getSetCookie().find((c) => c.startsWith('wso_csrf='))!.split(';')[0]!;
+    const signout = (body: string, headers: Record<string, string>) =>
+      fetch(`${originOf(svc())}/signout`, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded', ...headers }, body });
+    // Without the page's token, or from another origin, nothing is ended.
+    assert.equal((await signout('', { Cookie: `${cookie}; ${csrfCookie}` })).status, 403);
+    assert.equal((await signout(`_csrf=${encodeURIComponent(csrf)}`, { Cookie: `${cookie}; ${csrfCookie}`, Origin: 'https://evil.example' })).status, 403);
+    assert.equal((await call(svc(), 'workspace.ListBundles', cookie)).status, 200);
+    const out = await signout(`_csrf=${encodeURIComponent(csrf)}`, { Cookie: `${cookie}; ${csrfCookie}`, Origin: originOf(svc()) });
     assert.equal(out.status, 200);
-    assert.match(out.headers.getSetCookie()[0]!, /^wso_session=; Path=\/; Max-Age=0/);
+    assert.match(out.headers.getSetCookie()[0]!, /^wso_session=; Path=\/; Expires=Thu, 01 Jan 1970/);
     assert.equal((await call(svc(), 'workspace.ListBundles', cookie)).status, 401);
   });
 

@@ -73,7 +73,8 @@ export interface TestService {
   client(apiKey: string, actAs?: string): ServiceClient;
   /** A plain HTTP call, for requests the typed client will not make (malformed bodies, headers). */
   post(operation: string, body: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Headers }>;
-  close(): Promise<void>;
+  /** Stops the service; its PostgreSQL schema is dropped unless `keepData` (a second service on the same database). */
+  close(options?: { keepData?: boolean }): Promise<void>;
 }
 
 export async function startTestService(databaseUrl: string, overrides: Partial<ServiceConfig> = {}): Promise<TestService> {
@@ -124,11 +125,11 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
       }
       return { status: res.status, body: parsed, headers: res.headers };
     },
-    async close() {
+    async close(options = {}) {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
       await collector.close();
-      const schema = db.dialect === 'pg' ? new URL(databaseUrl).searchParams.get('schema') : null;
+      const schema = db.dialect === 'pg' && !options.keepData ? new URL(databaseUrl).searchParams.get('schema') : null;
       if (schema) await db.knex.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await db.close();
     },

@@ -117,7 +117,12 @@ function layout(): void {
     state.site = siteSelect.value;
     void refresh();
   });
-  const signout = h('form', { method: 'post', action: '/signout', class: 'signout' }, h('button', { type: 'submit' }, 'Sign out'));
+  const signout = h(
+    'form',
+    { method: 'post', action: '/signout', class: 'signout' },
+    h('input', { type: 'hidden', name: '_csrf', value: root.dataset.csrf ?? '' }),
+    h('button', { type: 'submit' }, 'Sign out'),
+  );
   root.replaceChildren(
     h(
       'header',
