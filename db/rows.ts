@@ -9,7 +9,10 @@ export interface DbWorkspaceRow {
   created_at: number;
 }
 
-export type MemberRole = 'owner' | 'admin' | 'member';
+import type { MemberRole } from '../generated/catalogue.ts';
+
+/** A member's role: the keys of x-service-member-roles in the document. */
+export type { MemberRole };
 
 export interface DbMemberRow {
   id: string;

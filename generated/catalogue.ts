@@ -292,6 +292,10 @@ export type OperationId = Extract<(typeof catalogue)[number], { listed: true }>[
 /** Ids of every operation of the catalogue, the platform endpoints (discovery) included. */
 export type AnyOperationId = (typeof catalogue)[number]['id'];
 
+/** The member roles (the keys of x-service-member-roles). */
+export const memberRoleNames = ["owner","admin","member"] as const;
+export type MemberRole = (typeof memberRoleNames)[number];
+
 /** Role of a member -> resource type (or "*") -> access (x-service-member-roles). */
 export const memberRoles: Readonly<Record<string, Readonly<Record<string, ReadonlyArray<Access>>>>> = {
   "owner": {

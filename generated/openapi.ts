@@ -663,7 +663,7 @@ export interface components {
          * @default 50
          */
         PageLimit: number;
-        /** @description Opaque `next_cursor` from the previous page. Send it with the same filters as that page. */
+        /** @description Opaque `next_cursor` from the previous page, exactly as received (see "Paging cursors"). Send it with the same filters as that page. */
         PageCursor: string;
         /**
          * @description Stable top-level record id (not a business field or account id).
@@ -887,6 +887,12 @@ export interface components {
             /** @description Active time / pageviews, rounded to whole ms; 0 when there are no pageviews. */
             avg_engagement_ms: number;
         };
+        /**
+         * @description What a breakdown groups by: `page` (path of each pageview), `entry_page` (first page of each
+         *     session; counts landings), `source`, `referrer`, `campaign`, `country`, `device`, `browser`, `os`.
+         * @enum {string}
+         */
+        AnalyticsDimension: "page" | "entry_page" | "source" | "referrer" | "campaign" | "country" | "device" | "browser" | "os";
         /** @description One value of a breakdown dimension. */
         AnalyticsBreakdownRow: {
             /** @description Value of the dimension (a path, a host, `Direct / None`, `(none)`, a country code, ...). */
@@ -1118,6 +1124,25 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["InvalidKey"];
+            /**
+             * @description `forbidden`: the request is authenticated by a sign-in session cookie (no `Authorization`
+             *     header) and its `Origin` header names another host than this service. A key is never refused
+             *     here.
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "forbidden",
+                     *       "message": "A sign-in session may only be used from pages of this service (Origin differs)."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
@@ -1154,6 +1179,25 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["InvalidKey"];
+            /**
+             * @description `forbidden`: the request is authenticated by a sign-in session cookie (no `Authorization`
+             *     header) and its `Origin` header names another host than this service. A key is never refused
+             *     here.
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "forbidden",
+                     *       "message": "A sign-in session may only be used from pages of this service (Origin differs)."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
@@ -1884,11 +1928,7 @@ export interface operations {
                  */
                 "application/json": {
                     bundle_id: components["schemas"]["BundleId"];
-                    /**
-                     * @description What to group by (see the description).
-                     * @enum {string}
-                     */
-                    dimension: "page" | "entry_page" | "source" | "referrer" | "campaign" | "country" | "device" | "browser" | "os";
+                    dimension: components["schemas"]["AnalyticsDimension"];
                     /** @description First UTC day (inclusive); default 29 days before `to`. */
                     from?: components["schemas"]["UtcDay"];
                     /** @description Last UTC day (inclusive); default today. */
@@ -1931,8 +1971,7 @@ export interface operations {
                      */
                     "application/json": {
                         bundle_id: components["schemas"]["BundleId"];
-                        /** @enum {string} */
-                        dimension: "page" | "entry_page" | "source" | "referrer" | "campaign" | "country" | "device" | "browser" | "os";
+                        dimension: components["schemas"]["AnalyticsDimension"];
                         from: components["schemas"]["UtcDay"];
                         to: components["schemas"]["UtcDay"];
                         rows: components["schemas"]["AnalyticsBreakdownRow"][];
@@ -2028,6 +2067,18 @@ export interface operations {
                  *     }
                  */
                 "application/json": components["schemas"]["TrackEvent"];
+                /**
+                 * @description The same JSON object, sent as `text/plain` (UTF-8): what `navigator.sendBeacon` sends for a
+                 *     string, and a "simple" CORS request that needs no preflight, so a beacon from a page being
+                 *     closed still arrives. The body is parsed as JSON and checked against the same schema.
+                 * @example {
+                 *       "key": "pk_4f9q2w8e6r1t3y5u7i0o2p4a",
+                 *       "type": "engagement",
+                 *       "url": "https://docs.acme.test/pricing",
+                 *       "engaged_ms": 41250
+                 *     }
+                 */
+                "text/plain": components["schemas"]["TrackEvent"];
             };
         };
         responses: {

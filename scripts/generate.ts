@@ -79,7 +79,32 @@ function checkCollection(doc: JsonObject, op: JsonObject, where: string, route: 
   if (headerParams(doc, op).size) fail(where, 'a collection endpoint declares no header parameters (no Service-Act-As, no Idempotency-Key)');
 }
 
-/** Reads every operation, checks the x-service-* contract and returns the catalogue. */
+/**
+ * Request bodies reject unknown fields at every depth (seed 1.4): each object schema with
+ * `properties` inside a request body sets `additionalProperties: false` (a map, with a schema for
+ * its values and no `properties`, is allowed).
+ */
+function checkClosed(doc: JsonObject, node: Json | undefined, where: string, at: string, seen: Set<unknown>): void {
+  const schema = resolveRef(doc, node);
+  if (!isObject(schema) || seen.has(schema)) return;
+  seen.add(schema);
+  if (isObject(schema.properties)) {
+    if (schema.additionalProperties !== false) fail(where, `${at} must set additionalProperties: false (request bodies reject unknown fields)`);
+    for (const [name, child] of Object.entries(schema.properties)) checkClosed(doc, child, where, `${at}.${name}`, seen);
+  }
+  if (schema.items !== undefined) checkClosed(doc, schema.items, where, `${at}[]`, seen);
+  if (isObject(schema.additionalProperties)) checkClosed(doc, schema.additionalProperties, where, `${at}.*`, seen);
+  for (const key of ['allOf', 'anyOf', 'oneOf'] as const) {
+    const list = schema[key];
+    if (Array.isArray(list)) for (const child of list) checkClosed(doc, child, where, at, seen);
+  }
+}
+
+/**
+ * Reads every operation, checks the x-service-* contract and returns the catalogue. This is the one
+ * place the x-service-* rules of openapi/EXTENSIONS.md are checked (`npm run generate`, and so CI,
+ * refuses a document that breaks them); redocly.yaml keeps only general OpenAPI rules.
+ */
 function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
   const entries: CatalogueEntry[] = [];
   const paths = isObject(doc.paths) ? doc.paths : {};
@@ -145,6 +170,7 @@ function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
         const schema = isObject(body) && isObject(body.content) && isObject(body.content['application/json']) ? resolveRef(doc, body.content['application/json'].schema) : undefined;
         if (!isObject(body) || body.required !== true) fail(where, 'the JSON request body must be required');
         if (!isObject(schema) || schema.additionalProperties !== false) fail(where, 'the request body schema must set additionalProperties: false');
+        else checkClosed(doc, schema, where, 'body', new Set());
       }
       const [namespace = '', name = ''] = id.split('.');
       entries.push({
@@ -310,6 +336,10 @@ export type OperationId = Extract<(typeof catalogue)[number], { listed: true }>[
 
 /** Ids of every operation of the catalogue, the platform endpoints (discovery) included. */
 export type AnyOperationId = (typeof catalogue)[number]['id'];
+
+/** The member roles (the keys of x-service-member-roles). */
+export const memberRoleNames = ${JSON.stringify(Object.keys(isObject(roles) ? roles : {}))} as const;
+export type MemberRole = (typeof memberRoleNames)[number];
 
 /** Role of a member -> resource type (or "*") -> access (x-service-member-roles). */
 export const memberRoles: Readonly<Record<string, Readonly<Record<string, ReadonlyArray<Access>>>>> = ${JSON.stringify(roles, null, 2)};

@@ -1,5 +1,4 @@
-import type { MemberRole } from '../db/rows.ts';
-import { type Access, type CatalogueEntry, memberRoles } from '../generated/catalogue.ts';
+import type { CatalogueEntry } from '../generated/catalogue.ts';
 import type { Credential, MemberInfo } from './credentials.ts';
 import { forbidden, invalidInput } from './errors.ts';
 
@@ -18,17 +17,6 @@ export function delegableMembers(credential: Credential): MemberInfo[] {
     if (credential.delegation === 'all' || (credential.delegation === 'selected' && credential.delegates.has(member.id))) out.push(member);
   }
   return out.sort((a, b) => (a.name === b.name ? (a.id < b.id ? -1 : 1) : a.name < b.name ? -1 : 1));
-}
-
-/** The access a member role has on a resource type (x-service-member-roles; `*` covers the rest). */
-export function roleAccess(role: MemberRole, resourceType: string): readonly Access[] {
-  const grants = memberRoles[role];
-  return grants?.[resourceType] ?? grants?.['*'] ?? [];
-}
-
-/** Whether a member role grants access to a resource type (x-service-member-roles). */
-export function roleAllows(role: MemberRole, resourceType: string, access: Access): boolean {
-  return roleAccess(role, resourceType).includes(access);
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Database, Sql } from '../db/database.ts';
 import { collectKeyOf, setCollectKey } from '../db/queries/collection.ts';
 import { bumpAuthVersion } from '../db/queries/workspaces.ts';
 import type { Delegation, DbApiKeyRow, MemberRole } from '../db/rows.ts';
-import { type Access, catalogue, namespaces, resourceTypes } from '../generated/catalogue.ts';
+import { type Access, catalogue, memberRoleNames, namespaces, resourceTypes } from '../generated/catalogue.ts';
 import type { Clock } from './clock.ts';
 import { newKeySecret } from './credentials.ts';
 import { newId } from './ids.ts';
@@ -49,7 +49,7 @@ const specSchema: JSONSchemaType<WorkspaceSpec> = {
         properties: {
           name: { type: 'string', minLength: 1, maxLength: 200 },
           email: { type: 'string', pattern: '^[^@\\s]+@[^@\\s]+$', maxLength: 320 },
-          role: { type: 'string', enum: ['owner', 'admin', 'member'] },
+          role: { type: 'string', enum: [...memberRoleNames] },
           disabled: { type: 'boolean', nullable: true },
         },
       },

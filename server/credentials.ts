@@ -5,7 +5,7 @@ import { findSessionForAuth, takeSessionRateLimitToken } from '../db/queries/ses
 import type { Delegation, MemberRole } from '../db/rows.ts';
 import { type Access, type CatalogueEntry, catalogue, resourceTypes } from '../generated/catalogue.ts';
 import type { Clock } from './clock.ts';
-import { roleAccess } from './access.ts';
+import { roleAccess } from './roles.ts';
 import { invalidKey, rateLimited } from './errors.ts';
 import { randomIdPart, sha256Hex } from './ids.ts';
 

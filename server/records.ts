@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Access } from '../generated/catalogue.ts';
-import { roleAllows } from './access.ts';
+import { roleAllows } from './roles.ts';
 import { conflict, forbidden, invalidInput } from './errors.ts';
 import type { OperationContext } from './operation.ts';
 

@@ -12,6 +12,9 @@
  * between two events resets the state: that is what makes a local repair exact.
  */
 import { Ajv } from 'ajv';
+import { textProblem } from '../../server/validation.ts';
+import { document } from '../../generated/document.ts';
+import type { components } from '../../generated/openapi.ts';
 import type { Database, Sql, SqlValue } from '../../db/database.ts';
 import {
   addTo,
@@ -53,9 +56,12 @@ export const NO_CAMPAIGN = '(none)';
 export const UNKNOWN = '(unknown)';
 
 /** Dimensions that group events by their own attribute (entry_page comes from sessions). */
-export const EVENT_DIMENSIONS = ['page', 'source', 'referrer', 'campaign', 'country', 'device', 'browser', 'os'] as const;
-export const DIMENSIONS = [...EVENT_DIMENSIONS, 'entry_page'] as const;
-export type Dimension = (typeof DIMENSIONS)[number];
+/** A breakdown dimension (components/schemas/AnalyticsDimension.yaml). */
+export type Dimension = components['schemas']['AnalyticsDimension'];
+/** Every breakdown dimension, in the document's order. */
+export const DIMENSIONS = document.components.schemas.AnalyticsDimension.enum as readonly Dimension[]; // the type is generated from this very enum
+/** Dimensions read off each event; `entry_page` is the first page of each session instead. */
+export const EVENT_DIMENSIONS = DIMENSIONS.filter((d): d is Exclude<Dimension, 'entry_page'> => d !== 'entry_page');
 
 export const dayOf = (ts: number) => Math.floor(ts / DAY_MS);
 
@@ -99,7 +105,7 @@ const validateInput = ajv.compile<AnalyticsEventInput>({
 
 /** Checks one event; returns a readable problem or null. */
 export function eventProblem(value: unknown): string | null {
-  if (validateInput(value)) return null;
+  if (validateInput(value)) return textProblem('event', value); // the document's string rule (a NUL would fail PostgreSQL)
   const err = validateInput.errors?.[0];
   if (!err) return 'invalid event';
   const where = err.instancePath ? err.instancePath.slice(1) : 'event';
