@@ -12,9 +12,12 @@ const logger = createLogger(config.logLevel);
 const db = openDatabase(config.databaseUrl);
 await db.migrate();
 const service = createService({ db, clock: systemClock, config, logger });
-const { handler, jobs } = service;
+const { handler, jobs, outbox } = service;
 await jobs.scheduleRecurring();
-if (process.env.JOBS !== 'off') jobs.start();
+if (process.env.JOBS !== 'off') {
+  jobs.start();
+  outbox.start();
+}
 
 const server = http.createServer(handler).listen(config.port, () => {
   const { port } = server.address() as AddressInfo;
@@ -55,7 +58,11 @@ async function shutdown(signal: string) {
     'queued collected events still not written after 60 s; exiting',
     service.closeEndpoints().catch((err: unknown) => logger.error({ err, lost: service.queued }, 'collected events could not be written')),
   );
-  await within(10_000, 'jobs or the database still not stopped after 10 s; exiting', jobs.stop().then(() => db.close()));
+  await within(
+    10_000,
+    'jobs, event consumers or the database still not stopped after 10 s; exiting',
+    Promise.all([jobs.stop(), outbox.stop()]).then(() => db.close()),
+  );
   logger.info('stopped');
   logger.flush();
   process.exit(0);

@@ -7,6 +7,7 @@ import type { ServiceConfig } from './config.ts';
 import { JobRunner } from './jobs.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
+import { type EventConsumer, OutboxRunner } from './outbox.ts';
 import { createPlatform } from './platform.ts';
 
 export interface ServiceDeps {
@@ -19,7 +20,7 @@ export interface ServiceDeps {
 /**
  * Builds one service process from the platform and the given modules: the HTTP listener (each
  * module's lean endpoints first, then the express app with every module's handlers and pages) and
- * the background jobs (the platform's and each module's).
+ * the background jobs (the platform's and each module's), and every module's change-event consumers.
  */
 export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModule[]) {
   const handlers = Object.assign({}, ...modules.map((m) => m.handlers)) as HandlerMap;
@@ -38,6 +39,15 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   });
   for (const m of modules) for (const [kind, def] of Object.entries(m.jobs?.(moduleDeps) ?? {})) jobs.define(kind, def);
 
+  const consumers: Record<string, EventConsumer> = {};
+  for (const m of modules) {
+    for (const [name, consumer] of Object.entries(m.consumers?.(moduleDeps) ?? {})) {
+      if (name in consumers) throw new Error(`two modules define the outbox consumer ${name}`);
+      consumers[name] = consumer;
+    }
+  }
+  const outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers);
+
   const byNamespace: Record<string, RawEndpoint> = {};
   for (const m of modules) if (m.endpoints) byNamespace[m.namespace] = m.endpoints(moduleDeps);
   const endpoints = Object.values(byNamespace);
@@ -49,6 +59,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     app: platform.app,
     handler,
     jobs,
+    /** The change-event consumers of every module (`outbox.runOnce()` in tests, `start()` / `stop()` in a server). */
+    outbox,
     credentials: platform.credentials,
     /** Items the lean endpoints hold in memory, not yet stored. */
     get queued() {

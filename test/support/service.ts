@@ -64,6 +64,8 @@ export interface TestService {
   /** Everything the service logged, as text. */
   logs(): string;
   jobs: ReturnType<typeof createService>['jobs'];
+  /** The modules' change-event consumers; not polling: `outbox.runOnce()` handles what is there. */
+  outbox: ReturnType<typeof createService>['outbox'];
   /** The collection endpoints; `collector.flush()` writes queued events (tests run with no flush timer). */
   collector: Collector;
   /** The server's origin, e.g. http://127.0.0.1:PORT (the collection endpoints are below /v1 too). */
@@ -91,7 +93,7 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
   const db = openDatabase(databaseUrl);
   await db.migrate();
   const service = createService({ db, clock, config, logger });
-  const { handler, jobs } = service;
+  const { handler, jobs, outbox } = service;
   const collector = service.endpoints.analytics as Collector;
   const server: Server = await new Promise((resolve) => {
     const s = http.createServer(handler).listen(0, '127.0.0.1', () => resolve(s));
@@ -105,6 +107,7 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
     clock,
     config,
     jobs,
+    outbox,
     collector,
     origin,
     logs: () => logText,
