@@ -11,6 +11,7 @@ const config = loadConfig();
 const logger = createLogger(config.logLevel);
 const db = openDatabase(config.databaseUrl);
 await db.migrate();
+db.startCheckpointer();
 const service = createService({ db, clock: systemClock, config, logger });
 const { handler, jobs, outbox } = service;
 await jobs.scheduleRecurring();

@@ -1,8 +1,16 @@
 import type { Database, Sql } from '../db/database.ts';
-import { completeReceipt, findReceipt, lockReceipt, type ReceiptKey, releaseReceipt, stealStaleLock } from '../db/queries/idempotency.ts';
+import { completeReceipt, findReceipt, lockReceipt, type ReceiptKey, releaseReceipt, stealStaleLock, storeReceipt } from '../db/queries/idempotency.ts';
 import type { Clock } from './clock.ts';
 import { conflict, invalidInput, ServiceError } from './errors.ts';
 import { canonicalJson, sha256Hex } from './ids.ts';
+
+/**
+ * What a receipt remembers of its request: SHA-256 of the operation id and the body as canonical JSON
+ * (keys sorted). A retry must match it.
+ */
+export function requestFingerprint(operationId: string, body: unknown): string {
+  return sha256Hex(`${operationId}\n${canonicalJson(body)}`);
+}
 
 /** Statuses decided by the operation itself; they are stored and replayed. Anything else is not. */
 const STORED_ERROR_STATUSES = new Set([404, 409]);
@@ -34,8 +42,9 @@ export class Idempotency {
 
   async run(req: IdempotentRequest, execute: (sql: Sql) => Promise<unknown>): Promise<IdempotentResult> {
     const k: ReceiptKey = { scope: `${req.keyId}:${req.memberId ?? '-'}`, key: req.idempotencyKey };
-    const fingerprint = sha256Hex(`${req.operationId}\n${canonicalJson(req.body)}`);
-    const stored = await this.acquire(k, req.operationId, fingerprint);
+    const fingerprint = requestFingerprint(req.operationId, req.body);
+    if (this.db.dialect === 'sqlite') return this.runSerial(k, req.operationId, fingerprint, execute);
+    const stored = await this.acquire(this.db.relaxed, this.db.sql, k, req.operationId, fingerprint);
     if (stored) return stored;
     try {
       return await this.db.tx(async (sql) => {
@@ -53,12 +62,41 @@ export class Idempotency {
     }
   }
 
+  /**
+   * SQLite runs one write transaction at a time (BEGIN IMMEDIATE), so no other request can see a lock
+   * row before its change commits: the lock, the change and the stored response go in one
+   * transaction, one commit instead of two. A stored error (404, 409) is written after the rollback.
+   */
+  private async runSerial(k: ReceiptKey, operationId: string, fingerprint: string, execute: (sql: Sql) => Promise<unknown>): Promise<IdempotentResult> {
+    let failure: unknown = null;
+    try {
+      return await this.db.tx(async (sql) => {
+        const stored = await this.acquire(sql, sql, k, operationId, fingerprint);
+        if (stored) return stored;
+        let body: unknown;
+        try {
+          body = await execute(sql);
+        } catch (err) {
+          failure = err;
+          throw err;
+        }
+        await completeReceipt(sql, k, 200, JSON.stringify(body), this.clock.now());
+        return { status: 200, body, replayed: false };
+      });
+    } catch (err) {
+      if (err === failure && err instanceof ServiceError && STORED_ERROR_STATUSES.has(err.status)) {
+        await storeReceipt(this.db.sql, k, operationId, fingerprint, err.status, JSON.stringify(err.body()), this.clock.now());
+      }
+      throw err;
+    }
+  }
+
   /** Takes the key for this request, or returns the stored response to replay; throws 400 / 409. */
-  private async acquire(k: ReceiptKey, operationId: string, fingerprint: string): Promise<IdempotentResult | null> {
+  private async acquire(lock: Sql, read: Sql, k: ReceiptKey, operationId: string, fingerprint: string): Promise<IdempotentResult | null> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const now = this.clock.now();
-      if (await lockReceipt(this.db.relaxed, k, operationId, fingerprint, now)) return null;
-      const receipt = await findReceipt(this.db.sql, k);
+      if (await lockReceipt(lock, k, operationId, fingerprint, now)) return null;
+      const receipt = await findReceipt(read, k);
       if (!receipt) continue; // released between our insert and read; try again
       if (receipt.operation_id !== operationId || receipt.fingerprint !== fingerprint) {
         throw invalidInput(
@@ -69,7 +107,7 @@ export class Idempotency {
         return { status: Number(receipt.status_code), body: JSON.parse(receipt.response_body ?? 'null'), replayed: true };
       }
       const lockedAt = Number(receipt.locked_at);
-      if (now - lockedAt < this.lockTimeoutMs || !(await stealStaleLock(this.db.relaxed, k, lockedAt, now))) {
+      if (now - lockedAt < this.lockTimeoutMs || !(await stealStaleLock(lock, k, lockedAt, now))) {
         throw conflict('A request with this Idempotency-Key is still in progress; retry it in a moment.');
       }
       return null;

@@ -7,6 +7,7 @@ import { document } from '../generated/document.ts';
 import { authorize } from './access.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
+import { readJsonObject } from './body.ts';
 import { type Credential, CredentialStore } from './credentials.ts';
 import { errorMiddleware, invalidJson, notFound, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
@@ -19,7 +20,6 @@ import { ContractValidator } from './validation.ts';
 interface Locals {
   credential: Credential;
   entry: CatalogueEntry;
-  bodyBytes?: number;
 }
 
 export interface PlatformOptions {
@@ -76,7 +76,7 @@ export function createPlatform(options: PlatformOptions) {
     res.json({ status: 'ok' });
   });
 
-  /** Sends a body, checking it against the document first in development and tests. */
+  /** Sends a JSON body, checking it against the document first in development and tests. */
   const send = (res: Response<unknown, Locals>, status: number, body: unknown) => {
     if (config.validateResponses) {
       const problem = validator.responseProblem(res.locals.entry, status, body);
@@ -85,54 +85,44 @@ export function createPlatform(options: PlatformOptions) {
         throw new Error(`response breaks the document: ${problem}`);
       }
     }
-    res.status(status).json(body);
+    res.statusCode = status;
+    res.setHeader('Content-Type', 'application/json; charset=utf-8');
+    res.end(JSON.stringify(body));
   };
 
-  const v1 = express.Router();
-  v1.use((req: Request, res: Response<unknown, Locals>, next: NextFunction) => {
-    // The API key when there is one; otherwise a member's sign-in session cookie (pages of this service).
+  /** The credential of a /v1 request: the API key when there is one, else a member's sign-in session cookie. */
+  const authenticate = (req: Request): Promise<Credential> => {
     const authorization = req.headers.authorization;
     const session = authorization === undefined ? sessionCookie(req.headers.cookie) : undefined;
-    if (session !== undefined) checkOrigin(req);
-    (session === undefined ? credentials.authenticate(authorization) : credentials.authenticateSession(session))
-      .then((credential) => {
-        res.locals.credential = credential;
-        const entry = byRoute.get(`${req.method} ${req.path}`);
-        if (!entry) throw notFound(`No operation ${req.method} ${req.path}.`);
-        res.locals.entry = entry;
-        if (entry.method === 'post' && !req.is('application/json')) throw invalidJson('Content-Type must be application/json.');
-        next();
-      })
-      .catch(next);
-  });
-  v1.use(
-    express.json({
-      limit: '1mb',
-      strict: true,
-      type: 'application/json',
-      verify: (_req, res, buf) => {
-        (res as Response<unknown, Locals>).locals.bodyBytes = buf.length;
-      },
-    }),
-  );
+    if (session === undefined) return credentials.authenticate(authorization);
+    checkOrigin(req);
+    return credentials.authenticateSession(session);
+  };
+
+  // Every operation, in one function: authentication with the rate limit, operation lookup, JSON
+  // body, validation, grants and act-as, then the handler (queries) or the idempotency layer (commands).
+  const v1 = express.Router();
   v1.use(async (req: Request, res: Response<unknown, Locals>) => {
-    const { credential, entry } = res.locals;
-    if (entry.method === 'post' && (!res.locals.bodyBytes || typeof req.body !== 'object' || req.body === null || Array.isArray(req.body))) {
-      // body-parser turns an empty body into {}; an empty body is not a JSON object.
-      throw invalidJson('The body must be a JSON object.');
+    const credential = (res.locals.credential = await authenticate(req));
+    const entry = byRoute.get(`${req.method} ${req.path}`);
+    if (!entry) throw notFound(`No operation ${req.method} ${req.path}.`);
+    res.locals.entry = entry;
+    let input: unknown;
+    if (entry.method === 'post') {
+      if (!req.is('application/json')) throw invalidJson('Content-Type must be application/json.');
+      input = await readJsonObject(req);
     }
-    validator.validateRequest(entry, req.headers, req.query as Record<string, unknown>, req.body);
+    validator.validateRequest(entry, req.headers, req.query as Record<string, unknown>, input);
     const actAs = req.headers['service-act-as'];
     // A session acts as its member wherever an operation can run as one (it may call no other).
     const implicit = entry.actAs === 'none' ? undefined : credential.sessionMember?.id;
     const member = authorize(credential, entry, typeof actAs === 'string' ? actAs : implicit);
     const handler = handlers[entry.id as keyof HandlerMap] as (input: unknown, ctx: OperationContext) => Promise<unknown>;
-    const input = entry.method === 'post' ? req.body : undefined;
     const base = { operation: entry, credential, workspaceId: credential.workspaceId, member, now: clock.now(), db, clock };
     if (entry.kind === 'query') return send(res, 200, await handler(input, { ...base, sql: db.sql }));
     const result = await idempotency.run(
-      { keyId: credential.keyId, memberId: member?.id ?? null, operationId: entry.id, idempotencyKey: String(req.headers['idempotency-key']), body: req.body },
-      (sql) => handler(req.body, { ...base, sql }),
+      { keyId: credential.keyId, memberId: member?.id ?? null, operationId: entry.id, idempotencyKey: String(req.headers['idempotency-key']), body: input },
+      (sql) => handler(input, { ...base, sql }),
     );
     if (result.replayed) res.setHeader('Idempotency-Replayed', 'true');
     return send(res, result.status, result.body);
