@@ -280,6 +280,37 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
   };
 }
 
+/**
+ * A pool whose broken connections cannot crash the process: a connection that fails (the server
+ * restarted, the network dropped) emits 'error' on its client or, idle, on the pool; without a
+ * listener Node would end the process. The statement that was running fails on its own.
+ */
+function guarded(pool: pg.Pool): pg.Pool {
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  return pool;
+}
+
+/** Whether an error is the connection's own failure (a socket error or a terminated connection), not a statement's. */
+function connectionFailed(err: unknown): boolean {
+  if (!(err instanceof Error) || err instanceof pg.DatabaseError) return false;
+  const code = (err as { code?: unknown }).code;
+  return (typeof code === 'string' && /^E[A-Z]+$/.test(code)) || /Connection terminated|connection error|not queryable/i.test(err.message);
+}
+
+/** Runs fn on a pooled connection; a connection that failed (not a statement error) is discarded, not reused. */
+async function using<T>(conn: pg.PoolClient, fn: (sql: Sql) => Promise<T>): Promise<T> {
+  let broken = false;
+  try {
+    return await fn(pgExecutor(conn));
+  } catch (err) {
+    broken = connectionFailed(err);
+    throw err;
+  } finally {
+    conn.release(broken);
+  }
+}
+
 interface PoolClientSource {
   acquireConnection(): Promise<unknown>;
   releaseConnection(c: unknown): unknown;
@@ -391,13 +422,8 @@ class PgConnections {
 
   async withConnection<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
     // idleTimeoutMillis 0: no idle timer armed and cleared around every statement.
-    this.mainPool ??= new pg.Pool({ connectionString: this.target.connectionString, max: this.size(), idleTimeoutMillis: 0, ...(this.target.schema ? { options: this.searchPath().trim() } : {}) });
-    const conn = await this.mainPool.connect();
-    try {
-      return await fn(pgExecutor(conn));
-    } finally {
-      conn.release();
-    }
+    this.mainPool ??= guarded(new pg.Pool({ connectionString: this.target.connectionString, max: this.size(), idleTimeoutMillis: 0, ...(this.target.schema ? { options: this.searchPath().trim() } : {}) }));
+    return using(await this.mainPool.connect(), fn);
   }
 
   transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
@@ -405,18 +431,15 @@ class PgConnections {
   }
 
   async relaxed<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
-    this.relaxedPool ??= new pg.Pool({
-      connectionString: this.target.connectionString,
-      max: Math.max(2, Math.ceil(this.size() / 2)),
-      idleTimeoutMillis: 0,
-      options: `-c synchronous_commit=off${this.searchPath()}`,
-    });
-    const conn = await this.relaxedPool.connect();
-    try {
-      return await fn(pgExecutor(conn));
-    } finally {
-      conn.release();
-    }
+    this.relaxedPool ??= guarded(
+      new pg.Pool({
+        connectionString: this.target.connectionString,
+        max: Math.max(2, Math.ceil(this.size() / 2)),
+        idleTimeoutMillis: 0,
+        options: `-c synchronous_commit=off${this.searchPath()}`,
+      }),
+    );
+    return using(await this.relaxedPool.connect(), fn);
   }
 
   async release(): Promise<void> {
