@@ -7,6 +7,8 @@ type Json = Record<string, unknown>;
 interface OperationValidators {
   body: ValidateFunction | null;
   headers: ValidateFunction;
+  /** Lower-case names of the documented header parameters (the string rule covers their values). */
+  headerNames: string[];
   responses: Map<number, ValidateFunction>;
 }
 
@@ -31,6 +33,69 @@ function resolve(doc: Json, node: unknown): Json {
     current = target;
   }
   return isObject(current) ? current : {};
+}
+
+// U+0000, or a UTF-16 surrogate not part of a pair: PostgreSQL refuses the first (500 before this
+// rule) and stores the second as U+FFFD, so two different strings would become one.
+const SUSPECT = /[\u0000\uD800-\uDFFF]/;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function textFault(s: string): string | null {
+  if (!SUSPECT.test(s)) return null;
+  if (s.includes('\u0000')) return 'contains U+0000 (NUL), which no string may contain';
+  return LONE_SURROGATE.test(s) ? 'contains a lone UTF-16 surrogate (not well-formed Unicode)' : null;
+}
+
+/**
+ * The document's string rule (openapi.yaml, "Strings"): every string of a request, object keys
+ * included, at any depth, must be well-formed Unicode without U+0000. Returns the first problem, e.g.
+ * `body.data.name contains U+0000 (NUL), ...`, or null.
+ */
+export function textProblem(where: string, value: unknown): string | null {
+  return suspect(value) ? locate(where, value) : null;
+}
+
+/** Whether any string or key holds U+0000 or a surrogate (the common case, none, builds no paths). */
+function suspect(value: unknown): boolean {
+  // Explicit stacks: a deeply nested value must not overflow the call stack.
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (SUSPECT.test(v)) return true;
+    } else if (Array.isArray(v)) {
+      for (const item of v) stack.push(item);
+    } else if (typeof v === 'object' && v !== null) {
+      for (const k in v) {
+        if (!Object.prototype.hasOwnProperty.call(v, k)) continue;
+        if (SUSPECT.test(k)) return true;
+        stack.push((v as Record<string, unknown>)[k]);
+      }
+    }
+  }
+  return false;
+}
+
+function locate(where: string, value: unknown): string | null {
+  const stack: Array<[string, unknown]> = [[where, value]];
+  while (stack.length) {
+    const [at, v] = stack.pop()!;
+    if (typeof v === 'string') {
+      const fault = textFault(v);
+      if (fault) return `${at} ${fault}`;
+    } else if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push([`${at}[${i}]`, v[i]]);
+    } else if (typeof v === 'object' && v !== null) {
+      const entries = Object.entries(v);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [k, item] = entries[i]!;
+        const fault = textFault(k);
+        if (fault) return `${at} has a key that ${fault}`;
+        stack.push([`${at}.${k}`, item]);
+      }
+    }
+  }
+  return null;
 }
 
 /** One readable problem from an Ajv error, e.g. `body.name is required` (also the collection path's). */
@@ -74,18 +139,28 @@ export class ContractValidator {
       this.byOperation.set(entry.id, {
         body: bodySchema ? this.ajv.compile(rebase(bodySchema) as Json) : null,
         headers: this.ajv.compile({ type: 'object', properties: headerProps, required }),
+        headerNames: Object.keys(headerProps),
         responses,
       });
     }
   }
 
-  /** Validates headers, query and body of a request (applying schema defaults to the body); throws 400 invalid_input. */
+  /**
+   * Validates headers, query and body of a request (applying schema defaults to the body), and the
+   * string rule on every header parameter, query value and body string; throws 400 invalid_input.
+   */
   validateRequest(entry: CatalogueEntry, headers: Json, query: Json, body: unknown): void {
     const v = this.byOperation.get(entry.id)!;
     const unknownQuery = Object.keys(query)[0];
     if (unknownQuery !== undefined) throw invalidInput(`query.${unknownQuery} is not a known query parameter`);
     if (!v.headers(headers)) throw invalidInput(describe('headers', v.headers.errors![0]!).replace(/^headers\./, 'header '));
+    for (const name of v.headerNames) {
+      const problem = textProblem(`header ${name}`, headers[name]);
+      if (problem) throw invalidInput(problem);
+    }
     if (v.body && !v.body(body)) throw invalidInput(describe('body', v.body.errors![0]!));
+    const problem = textProblem('body', body);
+    if (problem) throw invalidInput(problem);
   }
 
   /** The first way a response breaks its declared schema, or null (development and tests). */

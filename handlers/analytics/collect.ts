@@ -18,11 +18,12 @@ import type { Database } from '../../db/database.ts';
 import { lastEventOfVisitors, type NewAnalyticsEvent } from '../../db/queries/analytics.ts';
 import { bundleByCollectKey, type CollectBundle, daySalt, existingSalt } from '../../db/queries/collection.ts';
 import { document } from '../../generated/document.ts';
+import type { components } from '../../generated/openapi.ts';
 import { type AnalyticsEventInput, dayOf, eventProblem, ingestEvents, normalizeEvent, referrerHost, SESSION_GAP_MS } from './ingest.ts';
 import type { Clock } from '../../server/clock.ts';
 import type { ServiceConfig } from '../../server/config.ts';
 import { invalidInput, invalidJson, notFound, ServiceError } from '../../server/errors.ts';
-import { describe } from '../../server/validation.ts';
+import { describe, textProblem } from '../../server/validation.ts';
 import type { WriterReply, WriterRequest } from './ingestWorker.ts';
 
 export const MAX_BODY_BYTES = 8 * 1024;
@@ -42,13 +43,7 @@ const COUNTRIES = new Set(
 );
 
 /** The request body as the document defines it (components/schemas/TrackEvent.yaml). */
-interface TrackBody {
-  key: string;
-  type: 'pageview' | 'engagement';
-  url: string;
-  referrer?: string | null;
-  engaged_ms?: number;
-}
+type TrackBody = components['schemas']['TrackEvent'];
 
 const validateBody = new Ajv({ strict: false, allErrors: false, coerceTypes: false }).compile<TrackBody>(
   (document.components.schemas as Record<string, object>).TrackEvent!,
@@ -415,6 +410,8 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalidJson('The body must be a JSON object.');
     if (!validateBody(value)) throw invalidInput(bodyProblem());
+    const unfit = textProblem('body', value);
+    if (unfit) throw invalidInput(unfit);
     const body = value;
     if (body.type === 'engagement' && body.engaged_ms === undefined) throw invalidInput('body.engaged_ms is required for an engagement');
     if (body.type === 'pageview' && body.engaged_ms !== undefined) throw invalidInput('body.engaged_ms is only for an engagement');

@@ -121,7 +121,8 @@ export function referrerHost(referrer: string | undefined): string | null {
   if (!raw) return null;
   try {
     const url = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`);
-    return url.hostname.toLowerCase() || null;
+    // A host name has at most 253 characters (and the stored host at most 255); a longer one is none.
+    return (url.hostname.length <= 253 && url.hostname.toLowerCase()) || null;
   } catch {
     return null;
   }

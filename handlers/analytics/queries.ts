@@ -67,7 +67,8 @@ function series(rows: DbAnalyticsDailyRow[]) {
 const active = (r: DbAnalyticsDailyRow) => Number(r.pageviews) > 0 || Number(r.visitors) > 0 || Number(r.sessions) > 0;
 
 /** A breakdown cursor: the last row's position, and the interval of the first page (kept while paging). */
-const CURSOR = { p: 'number', v: 'string', from: 'number', to: 'number' } as const;
+const DAY = { type: 'integer', minimum: 0, maximum: 2_932_896 } as const; // components/schemas/UtcDay.yaml
+const CURSOR = { p: { type: 'integer', minimum: 0 }, v: 'string', from: DAY, to: DAY } as const;
 
 export const analyticsQueryHandlers = {
   'analytics.GetSiteAnalyticsSummary': async (input, ctx) => {
@@ -101,7 +102,7 @@ export const analyticsQueryHandlers = {
     const limit = input.limit ?? 50;
     const filters = [input.bundle_id, input.dimension, input.from ?? null, input.to ?? null];
     const after = input.cursor
-      ? decodeCursor(input.cursor, CURSOR, filters, 'cursor belongs to a breakdown with other filters; send the same bundle_id, dimension, from and to.')
+      ? await decodeCursor(ctx, input.cursor, CURSOR, filters, 'cursor belongs to a breakdown with other filters; send the same bundle_id, dimension, from and to.')
       : null;
     const { from, to } = after ?? effectiveInterval(ctx.now, input.from, input.to);
     const rows = await breakdownPage(ctx.sql, {
@@ -120,7 +121,7 @@ export const analyticsQueryHandlers = {
     }));
     const last = page[page.length - 1];
     const hasMore = rows.length > limit && last !== undefined;
-    const nextCursor = hasMore ? encodeCursor<typeof CURSOR>({ p: last.pageviews, v: last.value, from, to }, filters) : null;
+    const nextCursor = hasMore ? await encodeCursor(ctx, CURSOR, { p: last.pageviews, v: last.value, from, to }, filters) : null;
     return { bundle_id: input.bundle_id, dimension: input.dimension, from, to, rows: page, has_more: hasMore, next_cursor: nextCursor };
   },
 
