@@ -4,21 +4,24 @@
  * process, as CommonJS (the package is "type": "module", hence .cjs).
  *
  * For every transaction (one per operation and documented status) the hooks:
- *  - make that status actually happen: real records and ids for 200 (the workspace's first site for
- *    analytics), an unknown field for 400, an unknown key for 401, a key without grants for 403, an
- *    unknown id (or site id) for 404, a mismatching
- *    `expected` for 409, a key whose rate budget was just used up for 429; 500 is skipped;
+ *  - make that status actually happen, from the scenario table of the operation's namespace
+ *    (contract-tests/scenarios/<namespace>.cjs: real records and ids for 200, an unknown id for 404,
+ *    a mismatching `expected` or a record in use for 409, ...) or, for the statuses every operation
+ *    shares, here: an unknown field for 400, an unknown key for 401, a key without grants for 403, a
+ *    key whose rate budget was just used up for 429; 500 is skipped;
  *  - give every command a fresh Idempotency-Key;
  *  - set `expected.bodySchema` to the real response schema from the bundled document, dereferenced
  *    and translated to JSON Schema, so bodies are checked with additionalProperties, nullable, bounds
  *    and enums (Dredd 14's OpenAPI 3 parser drops all of those);
  *  - check the documented response headers (Content-Type, Retry-After, Idempotency-Replayed) against
- *    their schemas.
+ *    their schemas;
+ *  - remember every record a transaction or a scenario's setup created and delete it again at the
+ *    end, whatever its type (the delete operation of its resource type, from the document).
  * A transaction the hooks have no scenario for fails (it is never skipped silently); every skip
  * prints its reason.
  *
  * Input: the JSON file named by CONTRACT_CONTEXT (written by run.ts): base URL, key secrets, member
- * ids. Secrets are never printed; Authorization headers are masked in Dredd's failure output.
+ * ids. Secrets are never printed; Authorization headers and cookies are masked in Dredd's output.
  */
 const hooks = require('hooks');
 const crypto = require('node:crypto');
@@ -32,11 +35,15 @@ const say = (message) => console.log(`[contract] ${message}`);
 /** @type {import('./run.ts').ContractContext} */
 let ctx;
 let doc;
+/** Scenario tables by namespace (contract-tests/scenarios/<namespace>.cjs). */
+const scenarios = new Map();
 try {
   const contextPath = process.env.CONTRACT_CONTEXT;
   if (!contextPath) throw new Error('CONTRACT_CONTEXT is not set: run these hooks through `npm run contract`');
   ctx = JSON.parse(fs.readFileSync(contextPath, 'utf8'));
   doc = YAML.parse(fs.readFileSync(process.env.CONTRACT_DOCUMENT || path.join(__dirname, '..', 'generated', 'openapi.yaml'), 'utf8'));
+  const dir = path.join(__dirname, 'scenarios');
+  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.cjs')).sort()) scenarios.set(path.basename(file, '.cjs'), require(path.join(dir, file)));
 } catch (err) {
   // Dredd only warns (and runs without hooks) when a hook file throws while loading; fail loudly instead.
   const message = `contract hooks could not start: ${err.message}`;
@@ -98,13 +105,29 @@ function toJsonSchema(node, refs = []) {
   return out;
 }
 
-/** operations["GET /operations"] = { id, kind, op } */
+/** operations["GET /operations"] = { id, namespace, kind, resource, op } */
 const operations = new Map();
 for (const [route, item] of Object.entries(doc.paths)) {
   for (const method of ['get', 'post', 'put', 'patch', 'delete']) {
     const op = item[method];
-    if (op) operations.set(`${method.toUpperCase()} ${route}`, { id: op.operationId, kind: op['x-service-kind'] || 'query', op });
+    if (op) {
+      operations.set(`${method.toUpperCase()} ${route}`, {
+        id: op.operationId,
+        namespace: op.operationId.split('.')[0],
+        kind: op['x-service-kind'] || 'query',
+        resource: op['x-service-resource'] || null,
+        op,
+      });
+    }
   }
+}
+const byId = new Map([...operations.values()].map((o) => [o.id, o]));
+
+/** The operation that deletes records of a resource type: the command of that type named `<namespace>.Delete...`. */
+function deleteOperationOf(resource) {
+  const found = [...byId.values()].filter((o) => o.resource === resource && o.kind === 'command' && /\.Delete/.test(o.id));
+  if (found.length !== 1) throw new Error(`no single delete operation for ${resource} in the document`);
+  return found[0].id;
 }
 
 function responseOf(operation, status) {
@@ -148,7 +171,7 @@ function headersOf(operation, status) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// HTTP helpers for setup requests (records, rate budget) made by the hooks themselves.
+// What the scenario tables work with (`kit`): setup calls, names, bodies, skips, created records.
 // ---------------------------------------------------------------------------------------------
 
 const newIdempotencyKey = () => `contract-${crypto.randomUUID()}`;
@@ -156,29 +179,53 @@ const bearer = (key) => `Bearer ${key}`;
 // Well-formed (wso_<24 id chars>_<43 secret chars>) but unknown: exercises the lookup, not just the parser.
 const unknownKey = () => `wso_${'0'.repeat(24)}_${crypto.randomBytes(32).toString('base64url')}`;
 
+/** Records this run created, in creation order: id -> the operation that deletes it. */
+const created = new Map();
+
+/** Remembers the record a successful create or upsert answered with, for cleanup. */
+function remember(operation, body) {
+  const id = body && body.item && body.item.id;
+  if (id && operation.resource && !created.has(id)) created.set(id, deleteOperationOf(operation.resource));
+}
+
 /** A setup call with the main key; resolves to the parsed 200 body, throws on any other answer. */
 async function call(operationId, body) {
-  const operation = operations.get(`POST /operations/${operationId}`);
+  const operation = byId.get(operationId);
   if (!operation) throw new Error(`no operation ${operationId} in the bundled document`);
   const headers = { Authorization: bearer(ctx.keys.main), 'Content-Type': 'application/json', Accept: 'application/json' };
   if (operation.kind === 'command') headers['Idempotency-Key'] = newIdempotencyKey();
   const res = await fetch(`${ctx.baseUrl}/operations/${operationId}`, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
   const text = await res.text();
   if (res.status !== 200) throw new Error(`setup call ${operationId} answered ${res.status}: ${text.slice(0, 300)}`);
-  return JSON.parse(text);
+  const parsed = JSON.parse(text);
+  if (operation.kind === 'command') remember(operation, parsed);
+  return parsed;
 }
 
-const name = (what) => `Contract ${ctx.runId} ${what}`;
-
-/** Records created in beforeAll (and by the 200 transactions), deleted again in afterAll. */
-const seed = {};
-const created = new Set();
-
-async function createSeed(what) {
-  const { item } = await call('customers.CreateSalesPipeline', { data: { name: name(what), stages: ctx.fixtures.stages } });
-  created.add(item.id);
-  return item;
+function skip(t, reason) {
+  t.skip = true;
+  say(`skip ${t.id}: ${reason}`);
 }
+
+const kit = {
+  ctx,
+  say,
+  call,
+  skip,
+  /** Records the scenarios' setups made, by name (shared by every namespace's table). */
+  seed: {},
+  /** A name unique to this run, so a deployment's real records are never matched or touched. */
+  name: (what) => `Contract ${ctx.runId} ${what}`,
+  /** A domain unique to this run. */
+  domain: (what) => `contract-${ctx.runId}-${what}.example`,
+  /** An id no record has, with a type prefix. */
+  missingId: (prefix) => `${prefix}_contract_missing_${crypto.randomBytes(8).toString('hex')}`,
+  bodyOf: (t) => (t.request.body ? JSON.parse(t.request.body) : {}),
+  setBody: (t, body) => {
+    t.request.body = JSON.stringify(body);
+  },
+  newIdempotencyKey,
+};
 
 // ---------------------------------------------------------------------------------------------
 // 429: use up the throttle key's budget right before Dredd's request.
@@ -264,120 +311,20 @@ async function resend(t) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Scenarios: how each documented status is made to happen.
+// Preparing a transaction: the namespace's scenario for its status, or the shared one.
 // ---------------------------------------------------------------------------------------------
 
-const bodyOf = (t) => (t.request.body ? JSON.parse(t.request.body) : {});
-const setBody = (t, body) => {
-  t.request.body = JSON.stringify(body);
-};
-
-/** 200: real data for each operation. */
-const ok = {
-  'discovery.ListOperations': () => {},
-  'discovery.ListDelegationMembers': () => {},
-  'workspace.ListBundles': () => {},
-  'workspace.ListApps': () => {},
-  'customers.ListSalesPipelines': (t) => {
-    // The example's updated_since is a fixed date that may be in the future: list this run's records
-    // instead, two to a page, so has_more and a non-null next_cursor are checked too.
-    setBody(t, { limit: 2, updated_since: seed.read.created_at });
-  },
-  'customers.GetSalesPipeline': (t) => setBody(t, { id: seed.read.id }),
-  'customers.CreateSalesPipeline': (t) => {
-    const body = bodyOf(t);
-    body.data.name = name('created');
-    setBody(t, body);
-  },
-  'customers.UpsertSalesPipeline': (t) => {
-    const body = bodyOf(t);
-    body.data.name = name('upserted'); // the example's "Renewals" could match a real pipeline
-    setBody(t, body);
-  },
-  'customers.UpdateSalesPipeline': (t) =>
-    setBody(t, { id: seed.update.id, data: { name: name('updated') }, unset: ['is_default'], expected: { name: seed.update.data.name, is_default: { $absent: true } } }),
-  'customers.DeleteSalesPipeline': (t) => setBody(t, { id: seed.remove.id, expected: { name: seed.remove.data.name } }),
-  // Analytics: the workspace's first site (the example's bundle id belongs to no workspace), default interval.
-  'analytics.GetSiteAnalyticsSummary': (t) => setBody(t, { bundle_id: siteId() }),
-  'analytics.GetWorkspaceAnalyticsSummary': (t) => setBody(t, {}),
-  // One row a page, so has_more and a non-null next_cursor are checked when the site has traffic.
-  'analytics.GetSiteAnalyticsBreakdown': (t) => setBody(t, { bundle_id: siteId(), dimension: 'page', limit: 1 }),
-  'analytics.GetSiteAnalyticsRealtime': (t) => setBody(t, { bundle_id: siteId() }),
-};
-
-function siteId() {
-  if (!seed.bundleId) throw new Error('the main key\'s workspace has no site (workspace.ListBundles is empty); the analytics transactions need one');
-  return seed.bundleId;
-}
-
-/** 404: an id no record has. */
-const missingId = () => `pl_contract_missing_${crypto.randomBytes(8).toString('hex')}`;
-const notFound = {
-  'customers.GetSalesPipeline': (t) => setBody(t, { id: missingId() }),
-  'customers.UpdateSalesPipeline': (t) => setBody(t, { id: missingId(), data: { name: name('never') } }),
-  'analytics.GetSiteAnalyticsSummary': (t) => setBody(t, { bundle_id: missingBundle() }),
-  'analytics.GetSiteAnalyticsBreakdown': (t) => setBody(t, { bundle_id: missingBundle(), dimension: 'page' }),
-  'analytics.GetSiteAnalyticsRealtime': (t) => setBody(t, { bundle_id: missingBundle() }),
-};
-/** A site id no workspace has (another workspace's site answers the same 404). */
-const missingBundle = () => `bn_contract_missing_${crypto.randomBytes(8).toString('hex')}`;
-
-/** 409: an `expected` value that does not hold (Create: a request with the same key in progress). */
-const mismatch = { name: 'Not the current name' };
-const conflict = {
-  'customers.UpdateSalesPipeline': (t) => setBody(t, { id: seed.conflict.id, data: { name: name('never') }, expected: mismatch }),
-  'customers.DeleteSalesPipeline': (t) => setBody(t, { id: seed.conflict.id, expected: mismatch }),
-  'customers.UpsertSalesPipeline': (t) => setBody(t, { data: { name: seed.conflict.data.name }, expected: mismatch }),
-  'customers.CreateSalesPipeline': (t) => {
-    if (!ctx.createInProgress) {
-      return skip(
-        t,
-        'CreateSalesPipeline answers 409 only while a request with the same Idempotency-Key is still in progress; ' +
-          'that cannot be arranged deterministically from outside a deployment (local runs record one in the database).',
-      );
-    }
-    // run.ts recorded this key's receipt as in progress, exactly as the server does when a request starts.
-    t.request.headers['Idempotency-Key'] = ctx.createInProgress.idempotencyKey;
-    setBody(t, ctx.createInProgress.body);
-  },
-};
-
-/** POST /track and GET /track.js (x-service-kind: collection): public, keyed by a site's collect key. */
-function collection(t, operation, status) {
-  delete t.request.headers.Authorization;
-  if (operation.id === 'collection.GetTracker') {
-    if (status === 304) {
-      if (!seed.trackerEtag) throw new Error('beforeAll could not read the ETag of /track.js');
-      t.request.headers['If-None-Match'] = seed.trackerEtag;
-    }
-    return;
-  }
-  const event = { key: ctx.collectKey, type: 'pageview', url: `https://contract.example/${ctx.runId}?utm_source=contract`, referrer: 'https://referrer.example/' };
-  switch (status) {
-    case 202:
-      if (!ctx.collectKey) return skip(t, '202 needs a site\'s collect key; pass --collect-key.');
-      return setBody(t, event);
-    case 400:
-      return setBody(t, { ...event, key: ctx.collectKey || 'pk_contract', contract_unknown_field: true });
-    case 404:
-      return setBody(t, { ...event, key: `pk_contract_missing_${crypto.randomBytes(6).toString('hex')}` });
-    case 413:
-      return setBody(t, { ...event, key: ctx.collectKey || 'pk_contract', referrer: `https://referrer.example/${'x'.repeat(9000)}` });
-    case 500:
-      return skip(t, '500 internal_error only comes from a fault inside the service; it cannot be caused from outside.');
-    case 503:
-      return skip(t, '503 needs COLLECT_BUFFER_MAX (10,000) events waiting to be written (the database not keeping up); it cannot be caused deterministically from outside.');
-    default:
-      throw new Error(`no scenario for status ${status} of ${operation.id} in contract-tests/hooks.cjs`);
-  }
-}
-
-function skip(t, reason) {
-  t.skip = true;
-  say(`skip ${t.id}: ${reason}`);
-}
-
 const burners = new Map();
+
+/** The scenario table of an operation's namespace; a namespace without one fails its transactions. */
+function tableOf(operation) {
+  const table = scenarios.get(operation.namespace);
+  if (!table) throw new Error(`no scenario table contract-tests/scenarios/${operation.namespace}.cjs for ${operation.id}`);
+  return table;
+}
+
+/** The namespace's own scenario for this operation and status, if it has one. */
+const scenarioFor = (operation, status) => tableOf(operation)[status]?.[operation.id];
 
 /** Prepares one transaction; throws when the hooks do not know how to produce its status. */
 async function prepare(t) {
@@ -385,6 +332,7 @@ async function prepare(t) {
   if (!operation) throw new Error(`no operation ${t.request.method} ${t.request.uri} in the bundled document`);
   const status = Number(t.expected.statusCode);
   t.operation = operation; // for the validation hook
+  const table = tableOf(operation);
 
   // Dredd 14 quirk: it sends every optional header parameter without an example as an empty header
   // ("Service-Act-As: "), which the service rightly refuses; drop them.
@@ -395,27 +343,26 @@ async function prepare(t) {
   const schema = bodySchemaOf(operation, status);
   if (schema) t.expected.bodySchema = JSON.stringify(schema);
 
-  // Public browser endpoints: no API key, the site's collect key in the body.
-  if (operation.kind === 'collection') return collection(t, operation, status);
+  // A namespace outside the operation convention (the public collection endpoints) prepares everything itself.
+  if (table.prepare) return table.prepare(t, operation, status, kit);
 
   t.request.headers.Authorization = bearer(ctx.keys.main);
   // Every command gets its own key: the document's example key would replay the first response.
   if (operation.kind === 'command') t.request.headers['Idempotency-Key'] = newIdempotencyKey();
 
+  const own = scenarioFor(operation, status);
+  if (own) return own(t, kit);
   switch (status) {
-    case 200: {
-      const scenario = ok[operation.id];
-      if (!scenario) throw new Error(`no 200 scenario for ${operation.id} in contract-tests/hooks.cjs`);
-      return scenario(t);
-    }
+    case 200:
+      throw new Error(`no 200 scenario for ${operation.id} in contract-tests/scenarios/${operation.namespace}.cjs`);
     case 400:
       if (t.request.method === 'GET') {
         if (operation.op['x-service-act-as'] !== 'none') throw new Error(`no 400 scenario for GET ${operation.id}`);
         t.request.headers['Service-Act-As'] = ctx.members.olga || 'mb_contract'; // not accepted here: 400 invalid_input
         return;
       }
-      ok[operation.id]?.(t);
-      setBody(t, { ...bodyOf(t), contract_unknown_field: true }); // bodies reject unknown fields
+      scenarioFor(operation, 200)?.(t, kit);
+      kit.setBody(t, { ...kit.bodyOf(t), contract_unknown_field: true }); // bodies reject unknown fields
       return;
     case 401:
       t.request.headers.Authorization = bearer(unknownKey());
@@ -424,20 +371,10 @@ async function prepare(t) {
       if (!ctx.keys.restricted) return skip(t, '403 needs a key without grants; pass --restricted-key.');
       t.request.headers.Authorization = bearer(ctx.keys.restricted);
       return;
-    case 404: {
-      const scenario = notFound[operation.id];
-      if (!scenario) throw new Error(`no 404 scenario for ${operation.id} in contract-tests/hooks.cjs`);
-      return scenario(t);
-    }
-    case 409: {
-      const scenario = conflict[operation.id];
-      if (!scenario) throw new Error(`no 409 scenario for ${operation.id} in contract-tests/hooks.cjs`);
-      return scenario(t);
-    }
     case 429: {
       if (!ctx.keys.throttle) return skip(t, '429 needs a key whose rate budget may be used up; pass --throttle-key.');
       // Run data, not the document's examples, in case the throttle key has grants and a token slips through.
-      ok[operation.id]?.(t);
+      scenarioFor(operation, 200)?.(t, kit);
       t.request.headers.Authorization = bearer(ctx.keys.throttle);
       const burner = startBurner(ctx.keys.throttle);
       burners.set(t, burner);
@@ -453,7 +390,7 @@ async function prepare(t) {
     case 500:
       return skip(t, '500 internal_error only comes from a fault inside the service; it cannot be caused from outside.');
     default:
-      throw new Error(`no scenario for status ${status} of ${operation.id} in contract-tests/hooks.cjs`);
+      throw new Error(`no ${status} scenario for ${operation.id} in contract-tests/scenarios/${operation.namespace}.cjs`);
   }
 }
 
@@ -507,16 +444,8 @@ const guarded = (fn) => (data, done) => {
 
 hooks.beforeAll(
   guarded(async () => {
-    say(`${ctx.mode} run ${ctx.runId} against ${ctx.baseUrl}: creating the records the transactions need`);
-    const bundles = await call('workspace.ListBundles', {});
-    seed.bundleId = bundles.items[0] && bundles.items[0].content_id;
-    seed.read = await createSeed('read');
-    seed.update = await createSeed('update');
-    seed.conflict = await createSeed('conflict');
-    seed.remove = await createSeed('delete');
-    const tracker = await fetch(`${ctx.baseUrl}/track.js`, { signal: AbortSignal.timeout(30_000) });
-    await tracker.arrayBuffer();
-    seed.trackerEtag = tracker.headers.get('etag');
+    say(`${ctx.mode} run ${ctx.runId} against ${ctx.baseUrl}: creating the records the transactions need (${[...scenarios.keys()].join(', ')})`);
+    for (const table of scenarios.values()) if (table.setup) await table.setup(kit);
   }),
 );
 
@@ -552,18 +481,20 @@ hooks.afterEach(
       if (t.test && t.test.valid) t.fail = t.headerProblems.join('; ');
       else if (t.test) t.test.message = `${t.test.message || ''}${t.headerProblems.join('\n')}\n`;
     }
-    // Remember records the 200 transactions created, for cleanup.
-    if (t.real && t.real.statusCode === 200 && t.operation && /Create|Upsert/.test(t.operation.id)) {
+    // Remember the records 200 transactions created (any type), and forget the ones they deleted.
+    if (t.real && t.real.statusCode === 200 && t.operation && t.operation.kind === 'command' && t.operation.resource) {
       try {
-        const id = JSON.parse(t.real.body).item.id;
-        if (id) created.add(id);
+        const body = JSON.parse(t.real.body);
+        if (body.deleted === true) created.delete(body.id);
+        else remember(t.operation, body);
       } catch {
         /* validation reports a malformed body */
       }
     }
     // Keep secrets out of Dredd's failure output.
-    if (t.test && t.test.request && t.test.request.headers && t.test.request.headers.Authorization) {
-      t.test.request = { ...t.test.request, headers: { ...t.test.request.headers, Authorization: 'Bearer [redacted]' } };
+    const headers = t.test && t.test.request && t.test.request.headers;
+    if (headers && (headers.Authorization || headers.Cookie)) {
+      t.test.request = { ...t.test.request, headers: { ...headers, ...(headers.Authorization ? { Authorization: 'Bearer [redacted]' } : {}), ...(headers.Cookie ? { Cookie: '[redacted]' } : {}) } };
     }
   }),
 );
@@ -572,17 +503,20 @@ hooks.afterAll(
   guarded(async (transactions) => {
     for (const burner of burners.values()) await burner.stop();
     burners.clear();
-    if (seed.remove) created.delete(seed.remove.id); // deleted by the DeleteSalesPipeline 200 transaction
-    let removed = 0;
-    for (const id of created) {
+    // Newest first: records that refer to others (deals) were created after what they refer to.
+    const removed = {};
+    const failed = [];
+    for (const [id, deleteOperation] of [...created].reverse()) {
       try {
-        const res = await call('customers.DeleteSalesPipeline', { id });
-        if (res.deleted) removed++;
+        const res = await call(deleteOperation, { id });
+        if (res.deleted) removed[deleteOperation] = (removed[deleteOperation] || 0) + 1;
       } catch (err) {
-        say(`cleanup: could not delete ${id}: ${err.message}`);
+        failed.push(`${id}: ${err.message}`);
       }
     }
-    say(`cleanup: deleted ${removed} of ${created.size} sales pipelines this run created`);
+    const summary = Object.entries(removed).map(([op, n]) => `${n} by ${op}`).join(', ') || 'none';
+    say(`cleanup: deleted ${Object.values(removed).reduce((a, b) => a + b, 0)} of ${created.size} records this run created (${summary})`);
+    for (const f of failed) say(`cleanup: could not delete ${f}`);
     // Tells run.ts that Dredd got to the end (a hook that never calls back makes Dredd exit 0 early).
     fs.writeFileSync(`${process.env.CONTRACT_CONTEXT}.done`, `${transactions.length} transactions\n`);
   }),

@@ -14,9 +14,11 @@
  * CONTRACT_THROTTLE_KEY: npm echoes the command line (`> tsx contract-tests/run.ts --key ...`) and
  * the process list shows it. The throttle key should hold no grants (its budget is used up on purpose).
  *
- * The hooks (contract-tests/hooks.cjs) run inside Dredd's process and read the context this script
- * writes (base URL, key secrets, member ids) from the file named by CONTRACT_CONTEXT. Key secrets are
- * never printed.
+ * The hooks (contract-tests/hooks.cjs, with a scenario table per namespace in
+ * contract-tests/scenarios/) run inside Dredd's process and read the context this script writes (base
+ * URL, key secrets, member ids) from the file named by CONTRACT_CONTEXT. Key secrets are never
+ * printed. The main key's grants are derived from the catalogue (`grants`): every namespace, read and
+ * write on every resource type.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -27,12 +29,14 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
-import { catalogue } from '../generated/catalogue.ts';
+import { type Access, catalogue, namespaces, resourceTypes } from '../generated/catalogue.ts';
 import { lockReceipt, releaseReceipt } from '../db/queries/idempotency.ts';
 import { applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
 import { ingestEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
 import { systemClock } from '../server/clock.ts';
-import { canonicalJson, sha256Hex } from '../server/ids.ts';
+import { requestFingerprint } from '../server/idempotency.ts';
+import { SESSION_COOKIE } from '../server/pages.ts';
+import { createSigninLink, useSigninLink } from '../server/signin.ts';
 import { acme, createPipeline, stages } from '../test/support/fixtures.ts';
 import { freePort } from '../scripts/ports.ts';
 
@@ -50,7 +54,7 @@ export interface ContractContext {
   /** Short random tag that names every record this run creates. */
   runId: string;
   keys: {
-    /** Operation grants customers.*, workspace.* and analytics.*, read and write on core:SalesPipeline. */
+    /** Every catalogued operation (`<namespace>.*` of each namespace) with read and write on every resource type (`grants`). */
     main: string;
     /** A valid key without grants (403). */
     restricted?: string;
@@ -64,12 +68,20 @@ export interface ContractContext {
   /** Request fixtures shared with the mocha suites (test/support/fixtures.ts). */
   fixtures: { stages: typeof stages.basic };
   /**
-   * Local mode: an Idempotency-Key of the main key whose CreateSalesPipeline request is recorded as
-   * still in progress (the same receipt row the server takes when a request starts), with the body
-   * to send, so `409 conflict` for CreateSalesPipeline happens deterministically.
+   * Local mode, by operation id: an Idempotency-Key of the main key whose request is recorded as still
+   * in progress (the same receipt row the server takes when a request starts), with the body to send,
+   * so `409 conflict` happens deterministically for the create operations, which have no other 409.
    */
-  createInProgress?: { idempotencyKey: string; body: unknown; scope: string };
+  inProgress?: Record<string, { idempotencyKey: string; body: unknown; scope: string }>;
+  /** Local mode: `wso_session=...`, a member's sign-in session (for the discovery endpoints' 403 from a foreign Origin). */
+  sessionCookie?: string;
 }
+
+/** What the main key is granted: derived from the catalogue, so new namespaces and resource types need no edit here. */
+export const grants = {
+  operations: namespaces.map((ns) => `${ns}.*`),
+  resources: Object.fromEntries(resourceTypes.map((type) => [type, ['read', 'write'] as Access[]])),
+};
 
 interface Options {
   databaseUrl?: string;
@@ -97,7 +109,7 @@ const program = new Command()
   .description('Checks a running Workspace Operations service against generated/openapi.yaml with Dredd.')
   .option('--database-url <url>', 'local mode: database to use (postgres://...); default: a fresh SQLite file in a temp dir')
   .option('--base-url <url>', 'deployment mode: API base URL including /v1, e.g. https://host/v1', httpUrl('--base-url'))
-  .option('--key <key>', 'deployment mode: API key with customers.*, workspace.* and analytics.* and read/write on core:SalesPipeline (or CONTRACT_KEY)')
+  .option('--key <key>', `deployment mode: API key with ${grants.operations.join(', ')} and read/write on ${resourceTypes.join(', ')} (or CONTRACT_KEY)`)
   .option('--restricted-key <key>', 'deployment mode: a valid key without grants, for 403 (or CONTRACT_RESTRICTED_KEY)')
   .option('--throttle-key <key>', 'deployment mode: a key whose rate budget may be used up, for 429 (or CONTRACT_THROTTLE_KEY)')
   .option('--collect-key <key>', 'deployment mode: a site\'s publishable collect key (pk_...) for POST /track; its test events are stored (or CONTRACT_COLLECT_KEY)')
@@ -129,15 +141,25 @@ const serverLog = path.join(tmp, 'server.log');
 let server: ChildProcess | undefined;
 let dredd: ChildProcess | undefined;
 
-/** The fixture workspace: acme() from the mocha fixtures plus a dedicated key for the 429 cases. */
+/** The fixture workspace: acme() from the mocha fixtures, its ci key granted everything, and a dedicated key for the 429 cases. */
 function contractWorkspace(): WorkspaceSpec {
   const spec = acme();
   spec.workspace.name = 'Acme (contract tests)';
-  // ci (customers.*, workspace.*, analytics.*, read/write on core:SalesPipeline) is the main key, bare has no grants.
+  // ci is the main key (every namespace, every resource type), bare has no grants.
   const ci = spec.keys!.ci!;
-  spec.keys = { ...spec.keys, ci: { ...ci, operations: [...ci.operations, 'analytics.*'] }, throttle: { name: 'Contract tests: rate limit', operations: [] } };
+  spec.keys = { ...spec.keys, ci: { ...ci, ...grants }, throttle: { name: 'Contract tests: rate limit', operations: [] } };
   return spec;
 }
+
+/**
+ * Bodies of the create requests recorded as in progress: valid for the request schema (it is checked
+ * before the receipt), with the defaults the validator fills in spelled out (the fingerprint is taken
+ * after), never run (the receipt answers first).
+ */
+const IN_PROGRESS_BODIES: Record<string, unknown> = {
+  'customers.CreateSalesPipeline': { ...createPipeline('Contract in-progress create'), private: false },
+  'customers.CreateDeal': { data: { name: 'Contract in-progress deal', pipeline_id: 'pl_contract_in_progress', stage_id: 'lead' }, private: false },
+};
 
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -159,20 +181,26 @@ async function prepareDatabase(databaseUrl: string): Promise<Omit<ContractContex
         { type: 'pageview' as const, ts: now - 30_000, visitor: 'contract-b', path: '/pricing' },
       ].map((e) => normalizeEvent(ws.bundles.docs!, e)),
     );
-    // Exactly what the platform stores when a CreateSalesPipeline request with this key starts
-    // (server/idempotency.ts): the receipt lock, not yet completed. `private: false` is spelled out
-    // because the request validator fills in that default before the fingerprint is taken.
-    const body = { ...createPipeline('Contract in-progress create'), private: false };
-    const idempotencyKey = `contract-in-progress-${crypto.randomUUID()}`;
-    const fingerprint = sha256Hex(`customers.CreateSalesPipeline\n${canonicalJson(body)}`);
+    // Exactly what the platform stores when such a request with this key starts (server/idempotency.ts):
+    // the receipt lock, not yet completed, under the same fingerprint.
+    const inProgress: NonNullable<ContractContext['inProgress']> = {};
     const scope = `${main.id}:-`; // receipts are scoped to the key and the member acted for (none)
-    const locked = await lockReceipt(db.sql, { scope, key: idempotencyKey }, 'customers.CreateSalesPipeline', fingerprint, systemClock.now());
-    if (!locked) throw new Error('could not record the in-progress idempotency receipt');
+    for (const [operationId, body] of Object.entries(IN_PROGRESS_BODIES)) {
+      const idempotencyKey = `contract-in-progress-${crypto.randomUUID()}`;
+      const locked = await lockReceipt(db.sql, { scope, key: idempotencyKey }, operationId, requestFingerprint(operationId, body), systemClock.now());
+      if (!locked) throw new Error(`could not record the in-progress idempotency receipt of ${operationId}`);
+      inProgress[operationId] = { idempotencyKey, body, scope };
+    }
+    // A member's sign-in session, as a browser holds it after opening a sign-in link.
+    const link = await createSigninLink(db, systemClock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, baseUrl: 'http://127.0.0.1/' });
+    const signedIn = await useSigninLink(db, systemClock, link.url.split('/signin/')[1]!);
+    if (!signedIn.ok) throw new Error('could not start the sign-in session for the discovery 403 cases');
     return {
       keys: { main: main.secret, restricted: ws.keys.bare!.secret, throttle: ws.keys.throttle!.secret },
       members: ws.members,
       collectKey: ws.collect_keys.docs!,
-      createInProgress: { idempotencyKey, body, scope },
+      inProgress,
+      sessionCookie: `${SESSION_COOKIE}=${signedIn.sessionToken}`,
     };
   } finally {
     await db.close();
@@ -203,8 +231,8 @@ async function startServer(databaseUrl: string, port: number): Promise<ChildProc
     // Every other key stays far below 200 requests in a run.
     RATE_LIMIT_PER_SECOND: '2',
     RATE_LIMIT_BURST: '200',
-    // The in-progress receipt for the CreateSalesPipeline 409 must not be taken over as abandoned
-    // (default 60 s) however slowly the run reaches that transaction.
+    // The in-progress receipts for the create operations' 409 must not be taken over as abandoned
+    // (default 60 s) however slowly the run reaches those transactions.
     IDEMPOTENCY_LOCK_TIMEOUT_MS: '600000',
   };
   // detached: the server gets its own process group, so stopping it also stops the tsx child.
@@ -264,7 +292,7 @@ async function checkDeployment(baseUrl: string, key: string): Promise<void> {
   const body = (await res.json()) as { items?: Array<{ id: string }> };
   const granted = new Set((body.items ?? []).map((i) => i.id));
   const missing = catalogue.filter((e) => e.listed && !granted.has(e.id)).map((e) => e.id);
-  if (missing.length) throw new Error(`--key may not call ${missing.join(', ')}; it needs every catalogued operation (customers.*, workspace.*) with read and write on their resources.`);
+  if (missing.length) throw new Error(`--key may not call ${missing.join(', ')}; it needs every catalogued operation (${grants.operations.join(', ')}) with read and write on ${resourceTypes.join(', ')}.`);
 }
 
 function runDredd(context: ContractContext): Promise<number> {
@@ -309,11 +337,11 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-/** Removes the never-finished receipt again, so a reused database (PostgreSQL) does not collect them. */
-async function releaseInProgress(databaseUrl: string, receipt: NonNullable<ContractContext['createInProgress']>): Promise<void> {
+/** Removes the never-finished receipts again, so a reused database (PostgreSQL) does not collect them. */
+async function releaseInProgress(databaseUrl: string, receipts: NonNullable<ContractContext['inProgress']>): Promise<void> {
   const db = openDatabase(databaseUrl);
   try {
-    await releaseReceipt(db.sql, { scope: receipt.scope, key: receipt.idempotencyKey });
+    for (const receipt of Object.values(receipts)) await releaseReceipt(db.sql, { scope: receipt.scope, key: receipt.idempotencyKey });
   } finally {
     await db.close();
   }
@@ -356,7 +384,7 @@ try {
     log('Dredd ended before its afterAll hooks ran; failing the run');
     exitCode = 1;
   }
-  if (context.createInProgress && databaseUrl) await releaseInProgress(databaseUrl, context.createInProgress);
+  if (context.inProgress && databaseUrl) await releaseInProgress(databaseUrl, context.inProgress);
   if (server && !running(server)) {
     log(`the server exited during the run (${server.exitCode ?? server.signalCode}); failing the run`);
     exitCode ||= 1;

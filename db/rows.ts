@@ -65,17 +65,41 @@ export interface DbApiKeyDelegateRow {
   member_id: string;
 }
 
-export interface DbSalesPipelineRow {
+/** The columns every record table (server/recordKit.ts) has; each adds typed columns mirrored from `data`. */
+export interface DbRecordRow {
   id: string;
   workspace_id: string;
-  owner_member_id: string | null;
-  name: string;
-  is_default: DbBoolean;
-  /** JSON object: the record's `data`. */
+  /** The member a private record belongs to; null for a shared record. */
+  private_owner_id: string | null;
+  /** JSON object: the record's stored `data`. */
   data: string;
   created_by: string | null;
   created_at: number;
   updated_at: number;
+}
+
+export interface DbSalesPipelineRow extends DbRecordRow {
+  name: string;
+  is_default: DbBoolean;
+}
+
+/** A stage id of a pipeline (mirrors `data.stages`), so that deals can refer to it by foreign key. */
+export interface DbSalesPipelineStageRow {
+  pipeline_id: string;
+  stage_id: string;
+}
+
+export interface DbCompanyRow extends DbRecordRow {
+  /** `data.domain`, normalised (the upsert key). */
+  domain: string | null;
+  /** `data.owner_member_id`: the member responsible for the account. */
+  owner_member_id: string | null;
+}
+
+export interface DbDealRow extends DbRecordRow {
+  pipeline_id: string;
+  stage_id: string;
+  company_id: string | null;
 }
 
 export interface DbRecordEventRow {

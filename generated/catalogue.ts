@@ -99,6 +99,46 @@ export const catalogue = [
     "summary": "Daily pageviews, visitors and sessions of all the workspace's sites, with per-site totals"
   },
   {
+    "id": "customers.CreateCompany",
+    "namespace": "customers",
+    "name": "CreateCompany",
+    "method": "post",
+    "path": "/operations/customers.CreateCompany",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Company",
+    "access": [
+      "read",
+      "write"
+    ],
+    "summary": "Create a company"
+  },
+  {
+    "id": "customers.CreateDeal",
+    "namespace": "customers",
+    "name": "CreateDeal",
+    "method": "post",
+    "path": "/operations/customers.CreateDeal",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Deal",
+    "access": [
+      "read",
+      "write"
+    ],
+    "summary": "Create a deal"
+  },
+  {
     "id": "customers.CreateSalesPipeline",
     "namespace": "customers",
     "name": "CreateSalesPipeline",
@@ -117,6 +157,46 @@ export const catalogue = [
       "write"
     ],
     "summary": "Create a sales pipeline"
+  },
+  {
+    "id": "customers.DeleteCompany",
+    "namespace": "customers",
+    "name": "DeleteCompany",
+    "method": "post",
+    "path": "/operations/customers.DeleteCompany",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Company",
+    "access": [
+      "read",
+      "write"
+    ],
+    "summary": "Delete a company"
+  },
+  {
+    "id": "customers.DeleteDeal",
+    "namespace": "customers",
+    "name": "DeleteDeal",
+    "method": "post",
+    "path": "/operations/customers.DeleteDeal",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Deal",
+    "access": [
+      "read",
+      "write"
+    ],
+    "summary": "Delete a deal"
   },
   {
     "id": "customers.DeleteSalesPipeline",
@@ -139,6 +219,44 @@ export const catalogue = [
     "summary": "Delete a sales pipeline"
   },
   {
+    "id": "customers.GetCompany",
+    "namespace": "customers",
+    "name": "GetCompany",
+    "method": "post",
+    "path": "/operations/customers.GetCompany",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Company",
+    "access": [
+      "read"
+    ],
+    "summary": "Read one company"
+  },
+  {
+    "id": "customers.GetDeal",
+    "namespace": "customers",
+    "name": "GetDeal",
+    "method": "post",
+    "path": "/operations/customers.GetDeal",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Deal",
+    "access": [
+      "read"
+    ],
+    "summary": "Read one deal"
+  },
+  {
     "id": "customers.GetSalesPipeline",
     "namespace": "customers",
     "name": "GetSalesPipeline",
@@ -156,6 +274,44 @@ export const catalogue = [
       "read"
     ],
     "summary": "Read one sales pipeline"
+  },
+  {
+    "id": "customers.ListCompanies",
+    "namespace": "customers",
+    "name": "ListCompanies",
+    "method": "post",
+    "path": "/operations/customers.ListCompanies",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Company",
+    "access": [
+      "read"
+    ],
+    "summary": "List companies, paged, with updated_at windows for incremental reads"
+  },
+  {
+    "id": "customers.ListDeals",
+    "namespace": "customers",
+    "name": "ListDeals",
+    "method": "post",
+    "path": "/operations/customers.ListDeals",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Deal",
+    "access": [
+      "read"
+    ],
+    "summary": "List deals, paged, with updated_at windows for incremental reads"
   },
   {
     "id": "customers.ListSalesPipelines",
@@ -177,6 +333,46 @@ export const catalogue = [
     "summary": "List sales pipelines, paged, with updated_at windows for incremental reads"
   },
   {
+    "id": "customers.UpdateCompany",
+    "namespace": "customers",
+    "name": "UpdateCompany",
+    "method": "post",
+    "path": "/operations/customers.UpdateCompany",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Company",
+    "access": [
+      "read",
+      "write"
+    ],
+    "summary": "Update a company, optionally compare-and-set"
+  },
+  {
+    "id": "customers.UpdateDeal",
+    "namespace": "customers",
+    "name": "UpdateDeal",
+    "method": "post",
+    "path": "/operations/customers.UpdateDeal",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Deal",
+    "access": [
+      "read",
+      "write"
+    ],
+    "summary": "Update a deal, optionally compare-and-set"
+  },
+  {
     "id": "customers.UpdateSalesPipeline",
     "namespace": "customers",
     "name": "UpdateSalesPipeline",
@@ -195,6 +391,26 @@ export const catalogue = [
       "write"
     ],
     "summary": "Update a sales pipeline, optionally compare-and-set"
+  },
+  {
+    "id": "customers.UpsertCompany",
+    "namespace": "customers",
+    "name": "UpsertCompany",
+    "method": "post",
+    "path": "/operations/customers.UpsertCompany",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": "core:Company",
+    "access": [
+      "read",
+      "write"
+    ],
+    "summary": "Create or update a company matched by domain"
   },
   {
     "id": "customers.UpsertSalesPipeline",
@@ -313,12 +529,20 @@ export const memberRoles: Readonly<Record<string, Readonly<Record<string, Readon
   "member": {
     "core:SalesPipeline": [
       "read"
+    ],
+    "core:Company": [
+      "read",
+      "write"
+    ],
+    "core:Deal": [
+      "read",
+      "write"
     ]
   }
 };
 
 /** Resource types named by operations. */
-export const resourceTypes = ["core:SalesPipeline"] as const;
+export const resourceTypes = ["core:Company","core:Deal","core:SalesPipeline"] as const;
 
 /** Operation namespaces (grantable as `namespace.*`). */
 export const namespaces = ["analytics","customers","workspace"] as const;

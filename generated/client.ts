@@ -64,21 +64,54 @@ export function createClient(options: ServiceClientOptions) {
         raw.POST('/operations/analytics.GetWorkspaceAnalyticsSummary', { body, params: { header: actAsHeader(options, call) } }),
     },
     customers: {
+      /** Create a company (command). */
+      CreateCompany: (body: RequestBody<'customers.CreateCompany'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/customers.CreateCompany', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Create a deal (command). */
+      CreateDeal: (body: RequestBody<'customers.CreateDeal'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/customers.CreateDeal', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
       /** Create a sales pipeline (command). */
       CreateSalesPipeline: (body: RequestBody<'customers.CreateSalesPipeline'>, call: CommandOptions = {}) =>
         raw.POST('/operations/customers.CreateSalesPipeline', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Delete a company (command). */
+      DeleteCompany: (body: RequestBody<'customers.DeleteCompany'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/customers.DeleteCompany', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Delete a deal (command). */
+      DeleteDeal: (body: RequestBody<'customers.DeleteDeal'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/customers.DeleteDeal', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
       /** Delete a sales pipeline (command). */
       DeleteSalesPipeline: (body: RequestBody<'customers.DeleteSalesPipeline'>, call: CommandOptions = {}) =>
         raw.POST('/operations/customers.DeleteSalesPipeline', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Read one company (query). */
+      GetCompany: (body: RequestBody<'customers.GetCompany'>, call: CallOptions = {}) =>
+        raw.POST('/operations/customers.GetCompany', { body, params: { header: actAsHeader(options, call) } }),
+      /** Read one deal (query). */
+      GetDeal: (body: RequestBody<'customers.GetDeal'>, call: CallOptions = {}) =>
+        raw.POST('/operations/customers.GetDeal', { body, params: { header: actAsHeader(options, call) } }),
       /** Read one sales pipeline (query). */
       GetSalesPipeline: (body: RequestBody<'customers.GetSalesPipeline'>, call: CallOptions = {}) =>
         raw.POST('/operations/customers.GetSalesPipeline', { body, params: { header: actAsHeader(options, call) } }),
+      /** List companies, paged, with updated_at windows for incremental reads (query). */
+      ListCompanies: (body: RequestBody<'customers.ListCompanies'>, call: CallOptions = {}) =>
+        raw.POST('/operations/customers.ListCompanies', { body, params: { header: actAsHeader(options, call) } }),
+      /** List deals, paged, with updated_at windows for incremental reads (query). */
+      ListDeals: (body: RequestBody<'customers.ListDeals'>, call: CallOptions = {}) =>
+        raw.POST('/operations/customers.ListDeals', { body, params: { header: actAsHeader(options, call) } }),
       /** List sales pipelines, paged, with updated_at windows for incremental reads (query). */
       ListSalesPipelines: (body: RequestBody<'customers.ListSalesPipelines'>, call: CallOptions = {}) =>
         raw.POST('/operations/customers.ListSalesPipelines', { body, params: { header: actAsHeader(options, call) } }),
+      /** Update a company, optionally compare-and-set (command). */
+      UpdateCompany: (body: RequestBody<'customers.UpdateCompany'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/customers.UpdateCompany', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Update a deal, optionally compare-and-set (command). */
+      UpdateDeal: (body: RequestBody<'customers.UpdateDeal'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/customers.UpdateDeal', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
       /** Update a sales pipeline, optionally compare-and-set (command). */
       UpdateSalesPipeline: (body: RequestBody<'customers.UpdateSalesPipeline'>, call: CommandOptions = {}) =>
         raw.POST('/operations/customers.UpdateSalesPipeline', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Create or update a company matched by domain (command). */
+      UpsertCompany: (body: RequestBody<'customers.UpsertCompany'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/customers.UpsertCompany', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
       /** Create or update a sales pipeline matched by name (command). */
       UpsertSalesPipeline: (body: RequestBody<'customers.UpsertSalesPipeline'>, call: CommandOptions = {}) =>
         raw.POST('/operations/customers.UpsertSalesPipeline', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),

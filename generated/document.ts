@@ -6,7 +6,7 @@ export const document = {
   "info": {
     "title": "Workspace Operations API",
     "version": "1",
-    "description": "The public HTTP JSON interface of the Workspace Operations service. This document is the single\nsource of truth: types, request validation, the typed client and the operations catalogue are\ngenerated from it (`npm run generate`), and Dredd checks the running service against it.\n\n## Calling an operation\nEvery operation is `POST /v1/operations/<namespace>.<OperationName>` with a JSON object body\n(`Content-Type: application/json`; send `{}` when there is nothing to say). Bodies reject unknown\nfields. Each operation declares, as documented `x-service-*` fields (see `openapi/EXTENSIONS.md`),\nits kind (`query` reads, `command` changes state), contract version, whether it runs with\nworkspace access, whether `Service-Act-As` is required, optional or not accepted, and for record\noperations the resource type and the access it needs. `GET /v1/operations` lists what a key may\ncall.\n\nThe collection endpoints (`POST /v1/track`, `GET /v1/track.js`, kind `collection`) are the one\nexception: public, called by browsers with a site's publishable collect key, outside this\nconvention, the catalogue and the typed client (see `collection.Track`).\n\n## Authentication and grants\n`Authorization: Bearer <API key>` on every request. Keys are workspace credentials created by an\noperator; the secret is shown once and stored only as a SHA-256 hash (secrets are 256-bit random,\nso a slow hash would add latency without adding safety), compared in constant time. A key holds\nexplicit grants: operations (an id such as `customers.GetSalesPipeline` or a whole namespace\n`customers.*`) and resource types with `read` and/or `write`. A call needs the operation grant and,\nfor record operations, the access named in `x-service-resource-access` on `x-service-resource`.\nA namespace grant is expanded to that namespace's operations when the key is created, so\noperations added to the catalogue later never extend an existing key. Revoking a key stops its\nnext request, in every process. A key can be replaced: the new key gets\nthe same grants and delegation and both work until the old one is revoked.\n\n## Sign-in sessions (pages served by the service)\nPeople use the service's own pages (the analytics dashboard at `/dashboard`) through a member\nsession instead of a key. An operator prints a one-time link for a member (`npm run admin --\nsignin-link --workspace ws_... --member mb_... [--next /dashboard?site=bn_...]`): it works once\nand for 15 minutes (its 256-bit token is stored only as a SHA-256 hash and never logged). Opening\nit sets the cookie `wso_session` (HttpOnly, SameSite=Lax, Path=/, Secure over https) for a\n12-hour session and redirects to `next`, which must be a path on this service. A used, expired or\nunknown link gets an HTML page (`410` / `404`) saying how to get a new one.\n\nWhen a `/v1` request has no `Authorization` header, the `wso_session` cookie is the credential.\nA session acts as its member (no `Service-Act-As` needed; naming another member is `403`) and may\ncall exactly the operations whose `security` lists `SessionCookie`: today the query operations of\nthe `analytics` and `workspace` namespaces, plus discovery (`GET /v1/operations` lists them). Every\nother operation (the document's default `security` is `ApiKey` alone) is `403 forbidden`. Only a\nquery that can run as a member (`x-service-kind: query`, `x-service-act-as` optional or required)\nmay list `SessionCookie`; `npm run generate` refuses the document otherwise, so no command is ever\nreachable from a browser cookie. For record operations the member's role\n(`x-service-member-roles`) must also allow the declared access, and record rules apply as when a\nkey acts for that member. A session is rate-limited like a key, with its own budget. It ends\n(`401 invalid_key`) after 12 hours, when revoked (`npm run admin -- session revoke`, or the page's\nsign-out), when its member is disabled, and when anything changes the workspace's auth version\n(keys, grants, members): the next request is refused, in every process. Against cross-site\nrequests: the cookie is SameSite=Lax (sent on a top-level navigation from another site, such as\nthe link clicked in a mail, which Strict would not do, but never on a cross-site `POST`, fetch or\nframe), operations take only `application/json` bodies, sessions call only queries, and a\ncookie-authenticated request whose `Origin` header names another host is `403 forbidden`.\n\n## Member delegation (`Service-Act-As`)\nA key may act for no member (default), selected members, or all current and future members of its\nworkspace. `GET /v1/delegation/members` lists the active members the key may name. With\n`Service-Act-As: <member id>` a request must pass both the key's grants and that member's own\npermissions (`x-service-member-roles` at the root of this document: owners and admins read and\nwrite every shared record type; members read shared sales pipelines; everyone reads and writes\ntheir own private records). Naming a member outside the key's delegation, a disabled member or a\nmember of another workspace is `403 forbidden`. Without the header the request has workspace\naccess, even on a delegating key. Private records exist only for their owner: they are visible\nonly when acting as that member and are otherwise indistinguishable from absent records.\n\n## Idempotency (`Idempotency-Key`, every command)\nModelled on Stripe and the IETF `Idempotency-Key` header draft. Commands require the header\n(1 to 200 characters; a UUID v4 is a good choice). Keys are scoped to the credential and the member\nacted for, so two keys or two members never collide. The service stores the first completed\nresponse (status and body) in the same database transaction as the change it made and replays it\nfor a retry with the same key, operation and body (the replay carries `Idempotency-Replayed:\ntrue`). The same key with a different operation or a different body is refused with `400\ninvalid_input` and has no effect. A retry that arrives while the first request is still running\ngets `409 conflict` and no second effect; retry it after a moment. Responses decided before the\noperation starts (`400` validation, `401`, `403`, `429`) are not stored, so a corrected retry may\nreuse the key; responses decided by the operation itself (`200`, `404`, `409` expected-value\nmismatch) are stored. A request that failed with `500` stored nothing and may be retried with the\nsame key. Receipts are kept at least 24 hours (`IDEMPOTENCY_RETENTION_HOURS`, default 24).\n\n## Rate limits\nRequests are limited per credential and workspace (not per member: changing `Service-Act-As` does\nnot reset them), with a generic cell-rate algorithm kept in the database so that every API process\nshares one budget: a sustained rate (`RATE_LIMIT_PER_SECOND`, default 100) and a burst\n(`RATE_LIMIT_BURST`, default 200). Past it the answer is `429 rate_limited` with `Retry-After` in\nwhole seconds; retry a command with its original `Idempotency-Key`.\n\n## Strings\nOne rule for every string a request carries, in every operation present and future: body values\nand object keys at any depth, header values (`Service-Act-As`, `Idempotency-Key`) and paging\ncursors. A string must be well-formed Unicode and must not contain U+0000 (NUL): a lone UTF-16\nsurrogate (`\\ud800` to `\\udfff` in JSON without its pair) or a `\\u0000` is refused with `400\ninvalid_input`, whatever the field's own schema says, and nothing is stored. (PostgreSQL cannot\nstore NUL, and would store a lone surrogate as U+FFFD, making two different names one; refusing\nboth keeps every database and every field the same.) Every other character is accepted, control\ncharacters included, and kept exactly as sent. `minLength` and `maxLength` count Unicode code\npoints, as JSON Schema does (a character outside the Basic Multilingual Plane, such as most\nemoji, counts as one). The collection endpoint applies the same rule to its body and to the\n`utm_source` and `utm_campaign` it reads from `url`.\n\n## Paging cursors\n`next_cursor` is opaque: the position after the page's last row, bound to the operation and the\nfilters of the listing and signed with a secret of the deployment (HMAC-SHA256; every process\nsharing the database uses the same one), so it works on any process. Send it back exactly as\nreceived, with the same filters: a changed, truncated or made-up cursor, or one from another\noperation or listing, is `400 invalid_input`.\n\n## Errors\nEvery error is a JSON object `{error, message}`: `400 invalid_json` (body not a JSON object, or\nContent-Type not `application/json`), `400 invalid_input` (fields, types, headers, a missing or\nmalformed `Idempotency-Key`, or an idempotency key reused for a different request), `401\ninvalid_key`, `403 forbidden`, `404 not_found` (unknown operation, or a record this credential\ncannot see), `409 conflict`, `429 rate_limited`, `503 unavailable` (collection only: too many\nevents waiting) and `500 internal_error` (no details; retry queries freely, retry commands with\nthe same idempotency key).\n\n## Records and change events\nShared records come in an envelope (`id`, `created_at`, `updated_at` in Unix milliseconds,\n`created_by`, `private`, `data`). Every committed create, update or delete of a record writes a\nchange event (`resource.created`, `resource.updated` with `changed_fields`, `resource.deleted`)\nwith a stable `evt_` id in the same transaction; a rolled-back write, or an update that changes\nnothing, writes none and leaves `updated_at` as it was. Webhook delivery reads these events.\n",
+    "description": "The public HTTP JSON interface of the Workspace Operations service. This document is the single\nsource of truth: types, request validation, the typed client and the operations catalogue are\ngenerated from it (`npm run generate`), and Dredd checks the running service against it.\n\n## Calling an operation\nEvery operation is `POST /v1/operations/<namespace>.<OperationName>` with a JSON object body\n(`Content-Type: application/json`; send `{}` when there is nothing to say). Bodies reject unknown\nfields. Each operation declares, as documented `x-service-*` fields (see `openapi/EXTENSIONS.md`),\nits kind (`query` reads, `command` changes state), contract version, whether it runs with\nworkspace access, whether `Service-Act-As` is required, optional or not accepted, and for record\noperations the resource type and the access it needs. `GET /v1/operations` lists what a key may\ncall.\n\nThe collection endpoints (`POST /v1/track`, `GET /v1/track.js`, kind `collection`) are the one\nexception: public, called by browsers with a site's publishable collect key, outside this\nconvention, the catalogue and the typed client (see `collection.Track`).\n\n## Authentication and grants\n`Authorization: Bearer <API key>` on every request. Keys are workspace credentials created by an\noperator; the secret is shown once and stored only as a SHA-256 hash (secrets are 256-bit random,\nso a slow hash would add latency without adding safety), compared in constant time. A key holds\nexplicit grants: operations (an id such as `customers.GetSalesPipeline` or a whole namespace\n`customers.*`) and resource types with `read` and/or `write`. A call needs the operation grant and,\nfor record operations, the access named in `x-service-resource-access` on `x-service-resource`.\nA namespace grant is expanded to that namespace's operations when the key is created, so\noperations added to the catalogue later never extend an existing key. Revoking a key stops its\nnext request, in every process. A key can be replaced: the new key gets\nthe same grants and delegation and both work until the old one is revoked.\n\n## Sign-in sessions (pages served by the service)\nPeople use the service's own pages (the analytics dashboard at `/dashboard`) through a member\nsession instead of a key. An operator prints a one-time link for a member (`npm run admin --\nsignin-link --workspace ws_... --member mb_... [--next /dashboard?site=bn_...]`): it works once\nand for 15 minutes (its 256-bit token is stored only as a SHA-256 hash and never logged). Opening\nit sets the cookie `wso_session` (HttpOnly, SameSite=Lax, Path=/, Secure over https) for a\n12-hour session and redirects to `next`, which must be a path on this service. A used, expired or\nunknown link gets an HTML page (`410` / `404`) saying how to get a new one.\n\nWhen a `/v1` request has no `Authorization` header, the `wso_session` cookie is the credential.\nA session acts as its member (no `Service-Act-As` needed; naming another member is `403`) and may\ncall exactly the operations whose `security` lists `SessionCookie`: today the query operations of\nthe `analytics` and `workspace` namespaces, plus discovery (`GET /v1/operations` lists them). Every\nother operation (the document's default `security` is `ApiKey` alone) is `403 forbidden`. Only a\nquery that can run as a member (`x-service-kind: query`, `x-service-act-as` optional or required)\nmay list `SessionCookie`; `npm run generate` refuses the document otherwise, so no command is ever\nreachable from a browser cookie. For record operations the member's role\n(`x-service-member-roles`) must also allow the declared access, and record rules apply as when a\nkey acts for that member. A session is rate-limited like a key, with its own budget. It ends\n(`401 invalid_key`) after 12 hours, when revoked (`npm run admin -- session revoke`, or the page's\nsign-out), when its member is disabled, and when anything changes the workspace's auth version\n(keys, grants, members): the next request is refused, in every process. Against cross-site\nrequests: the cookie is SameSite=Lax (sent on a top-level navigation from another site, such as\nthe link clicked in a mail, which Strict would not do, but never on a cross-site `POST`, fetch or\nframe), operations take only `application/json` bodies, sessions call only queries, and a\ncookie-authenticated request whose `Origin` header names another host is `403 forbidden`.\n\n## Member delegation (`Service-Act-As`)\nA key may act for no member (default), selected members, or all current and future members of its\nworkspace. `GET /v1/delegation/members` lists the active members the key may name. With\n`Service-Act-As: <member id>` a request must pass both the key's grants and that member's own\npermissions (`x-service-member-roles` at the root of this document: owners and admins read and\nwrite every shared record type; members read and write shared companies and deals and read\nshared sales pipelines; everyone reads and writes their own private records). Naming a member outside the key's delegation, a disabled member or a\nmember of another workspace is `403 forbidden`. Without the header the request has workspace\naccess, even on a delegating key. Private records exist only for their owner: they are visible\nonly when acting as that member and are otherwise indistinguishable from absent records.\n\n## Idempotency (`Idempotency-Key`, every command)\nModelled on Stripe and the IETF `Idempotency-Key` header draft. Commands require the header\n(1 to 200 characters; a UUID v4 is a good choice). Keys are scoped to the credential and the member\nacted for, so two keys or two members never collide. The service stores the first completed\nresponse (status and body) in the same database transaction as the change it made and replays it\nfor a retry with the same key, operation and body (the replay carries `Idempotency-Replayed:\ntrue`). The same key with a different operation or a different body is refused with `400\ninvalid_input` and has no effect. A retry that arrives while the first request is still running\ngets `409 conflict` and no second effect; retry it after a moment. Responses decided before the\noperation starts (`400` validation, `401`, `403`, `429`) are not stored, so a corrected retry may\nreuse the key; responses decided by the operation itself (`200`, `404`, `409` expected-value\nmismatch) are stored. A request that failed with `500` stored nothing and may be retried with the\nsame key. Receipts are kept at least 24 hours (`IDEMPOTENCY_RETENTION_HOURS`, default 24).\n\n## Rate limits\nRequests are limited per credential and workspace (not per member: changing `Service-Act-As` does\nnot reset them), with a generic cell-rate algorithm kept in the database so that every API process\nshares one budget: a sustained rate (`RATE_LIMIT_PER_SECOND`, default 100) and a burst\n(`RATE_LIMIT_BURST`, default 200). Past it the answer is `429 rate_limited` with `Retry-After` in\nwhole seconds; retry a command with its original `Idempotency-Key`.\n\n## Strings\nOne rule for every string a request carries, in every operation present and future: body values\nand object keys at any depth, header values (`Service-Act-As`, `Idempotency-Key`) and paging\ncursors. A string must be well-formed Unicode and must not contain U+0000 (NUL): a lone UTF-16\nsurrogate (`\\ud800` to `\\udfff` in JSON without its pair) or a `\\u0000` is refused with `400\ninvalid_input`, whatever the field's own schema says, and nothing is stored. (PostgreSQL cannot\nstore NUL, and would store a lone surrogate as U+FFFD, making two different names one; refusing\nboth keeps every database and every field the same.) Every other character is accepted, control\ncharacters included, and kept exactly as sent. `minLength` and `maxLength` count Unicode code\npoints, as JSON Schema does (a character outside the Basic Multilingual Plane, such as most\nemoji, counts as one). The collection endpoint applies the same rule to its body and to the\n`utm_source` and `utm_campaign` it reads from `url`.\n\n## Paging cursors\n`next_cursor` is opaque: the position after the page's last row, bound to the operation and the\nfilters of the listing and signed with a secret of the deployment (HMAC-SHA256; every process\nsharing the database uses the same one), so it works on any process. Send it back exactly as\nreceived, with the same filters: a changed, truncated or made-up cursor, or one from another\noperation or listing, is `400 invalid_input`.\n\n## Errors\nEvery error is a JSON object `{error, message}`: `400 invalid_json` (body not a JSON object, or\nContent-Type not `application/json`), `400 invalid_input` (fields, types, headers, a missing or\nmalformed `Idempotency-Key`, or an idempotency key reused for a different request), `401\ninvalid_key`, `403 forbidden`, `404 not_found` (unknown operation, or a record this credential\ncannot see), `409 conflict`, `429 rate_limited`, `503 unavailable` (collection only: too many\nevents waiting) and `500 internal_error` (no details; retry queries freely, retry commands with\nthe same idempotency key).\n\n## Records and change events\nShared records come in an envelope (`id`, `created_at`, `updated_at` in Unix milliseconds,\n`created_by`, `private`, `data`). Every committed create, update or delete of a record writes a\nchange event (`resource.created`, `resource.updated` with `changed_fields`, `resource.deleted`)\nwith a stable `evt_` id in the same transaction; a rolled-back write, or an update that changes\nnothing, writes none and leaves `updated_at` as it was. Webhook delivery reads these events.\n`changed_fields` are keys of the record's `data` as the API returns it, read-only fields the\nservice derives included.\n\nRecords refer to each other by id (a deal to its pipeline, stage and company). A reference must\nname a record the caller can read (else `400 invalid_input`), and a shared record refers only to\nshared records. What is referred to stays: deleting a pipeline or a company that deals refer to,\nor removing (or changing the kind of) a stage that deals are in, is `409 conflict` with a\nmessage naming how many deals, and nothing is written. The database enforces the same with\nforeign keys.\n",
     "contact": {
       "name": "Workspace Operations team"
     },
@@ -37,7 +37,7 @@ export const document = {
     },
     {
       "name": "customers",
-      "description": "Shared customer records (sales pipelines)."
+      "description": "Shared customer records (sales pipelines, companies and deals), all with the same record operations (list, get, create, upsert where a match key exists, update, delete)."
     },
     {
       "name": "analytics",
@@ -64,6 +64,14 @@ export const document = {
     "member": {
       "core:SalesPipeline": [
         "read"
+      ],
+      "core:Company": [
+        "read",
+        "write"
+      ],
+      "core:Deal": [
+        "read",
+        "write"
       ]
     }
   },
@@ -753,7 +761,7 @@ export const document = {
       "post": {
         "operationId": "customers.UpsertSalesPipeline",
         "summary": "Create or update a sales pipeline matched by name",
-        "description": "Finds the pipeline whose `name` equals `data.name` exactly (case and spaces count) in the scope\nthe request names: the workspace's shared pipelines, or with `private: true` the private\npipelines of the member acted for. No match: creates it exactly as\n`customers.CreateSalesPipeline` would (`created: true`). One match: updates it exactly as\n`customers.UpdateSalesPipeline` would, with `unset` and `expected` (`created: false`). More\nthan one pipeline with that name: `409 conflict`, nothing written; update by `id` instead.\nConcurrent upserts of one name are serialized, so they never create two pipelines.\n\nWhen nothing matches, `expected` is checked against an empty record: only `{\"$absent\": true}`\nmarkers match, any value is `409 conflict`. Writes `resource.created`, or `resource.updated`\nwhen a field changed, or no event when the update changes nothing.\n",
+        "description": "Finds the pipeline whose `name` equals `data.name` exactly (case and spaces count) in the scope\nthe request names: the workspace's shared pipelines, or with `private: true` the private\npipelines of the member acted for. No match: creates it exactly as\n`customers.CreateSalesPipeline` would (`created: true`). One match: updates it exactly as\n`customers.UpdateSalesPipeline` would, with `unset` and `expected` (`created: false`). More\nthan one pipeline with that name: `409 conflict`, nothing written; update by `id` instead.\nConcurrent upserts of one name are serialized, so they never create two pipelines. An update\nthat would remove a stage deals are in, or change its `kind`, is `409 conflict` as in\n`customers.UpdateSalesPipeline`.\n\nWhen nothing matches, `expected` is checked against an empty record: only `{\"$absent\": true}`\nmarkers match, any value is `409 conflict`. Writes `resource.created`, or `resource.updated`\nwhen a field changed, or no event when the update changes nothing.\n",
         "tags": [
           "customers"
         ],
@@ -873,7 +881,7 @@ export const document = {
             "$ref": "#/components/responses/Forbidden"
           },
           "409": {
-            "$ref": "#/components/responses/Conflict"
+            "$ref": "#/components/responses/ConflictInUse"
           },
           "429": {
             "$ref": "#/components/responses/RateLimited"
@@ -888,7 +896,7 @@ export const document = {
       "post": {
         "operationId": "customers.UpdateSalesPipeline",
         "summary": "Update a sales pipeline, optionally compare-and-set",
-        "description": "Changes the visible pipeline `id` (`404 not_found` otherwise). Needs the operation grant, and\n`read` and `write` on `core:SalesPipeline`.\n\n1. Fields in `data` are set; omitted fields stay unchanged.\n2. `unset` removes optional fields (`stages`, `is_default`); no field accepts `null`.\n   A key may not be both in `data` and in `unset`.\n3. `expected` holds prior values that must still match, read under a row lock in the same\n   transaction as the write; `{\"$absent\": true}` means the field must be missing. Any mismatch:\n   `409 conflict`, nothing written; re-read the record and decide again.\n4. Retry the same action with the same `Idempotency-Key` and body; a revised action needs a new\n   key.\n\nStage rules are those of `customers.CreateSalesPipeline`, checked on the resulting record.\nSetting `is_default: true` on a private pipeline is `400 invalid_input`; on a shared one it clears\nthe previous default. An update that changes nothing writes no event and keeps `updated_at`;\notherwise a `resource.updated` event lists `changed_fields` (keys of `data`).\n",
+        "description": "Changes the visible pipeline `id` (`404 not_found` otherwise). Needs the operation grant, and\n`read` and `write` on `core:SalesPipeline`.\n\n1. Fields in `data` are set; omitted fields stay unchanged.\n2. `unset` removes optional fields (`stages`, `is_default`); no field accepts `null`.\n   A key may not be both in `data` and in `unset`.\n3. `expected` holds prior values that must still match, read under a row lock in the same\n   transaction as the write; `{\"$absent\": true}` means the field must be missing. Any mismatch:\n   `409 conflict`, nothing written; re-read the record and decide again.\n4. Retry the same action with the same `Idempotency-Key` and body; a revised action needs a new\n   key.\n\nStage rules are those of `customers.CreateSalesPipeline`, checked on the resulting record. Stage\nids are what deals refer to: a change that removes a stage deals are in (a new `stages` list\nwithout its id, or `unset: [stages]`), or changes such a stage's `kind`, is `409 conflict` naming\nthe stages and how many deals each holds (private deals of other members included), and nothing\nis written; move those deals first. Labels, tones, order and probabilities may change freely\n(deals' `weighted_amount` follows the new probabilities).\nSetting `is_default: true` on a private pipeline is `400 invalid_input`; on a shared one it clears\nthe previous default. An update that changes nothing writes no event and keeps `updated_at`;\notherwise a `resource.updated` event lists `changed_fields` (keys of `data`).\n",
         "tags": [
           "customers"
         ],
@@ -976,7 +984,7 @@ export const document = {
             "$ref": "#/components/responses/NotFound"
           },
           "409": {
-            "$ref": "#/components/responses/Conflict"
+            "$ref": "#/components/responses/ConflictInUse"
           },
           "429": {
             "$ref": "#/components/responses/RateLimited"
@@ -991,7 +999,7 @@ export const document = {
       "post": {
         "operationId": "customers.DeleteSalesPipeline",
         "summary": "Delete a sales pipeline",
-        "description": "Deletes the visible pipeline `id`. The answer says whether this request removed it (`deleted:\ntrue`, with a `resource.deleted` event) or it was already absent or not visible to the caller\n(`deleted: false`, nothing written), so a retried or repeated delete is harmless and never tells\none member about another's private records. `expected` makes the delete conditional on current\nvalues (`409 conflict` on mismatch, nothing deleted). Deleting the default pipeline leaves the\nworkspace without a default until another pipeline is made default.\n",
+        "description": "Deletes the visible pipeline `id`. The answer says whether this request removed it (`deleted:\ntrue`, with a `resource.deleted` event) or it was already absent or not visible to the caller\n(`deleted: false`, nothing written), so a retried or repeated delete is harmless and never tells\none member about another's private records. `expected` makes the delete conditional on current\nvalues (`409 conflict` on mismatch, nothing deleted). Deleting the default pipeline leaves the\nworkspace without a default until another pipeline is made default.\n\nA pipeline that deals are in (private deals of other members included) is not deleted: `409\nconflict` naming how many deals it holds, nothing written. Move those deals to another pipeline\nor delete them first.\n",
         "tags": [
           "customers"
         ],
@@ -1067,6 +1075,1209 @@ export const document = {
                 },
                 "example": {
                   "id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s",
+                  "deleted": true
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "409": {
+            "$ref": "#/components/responses/ConflictInUse"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.ListCompanies": {
+      "post": {
+        "operationId": "customers.ListCompanies",
+        "summary": "List companies, paged, with updated_at windows for incremental reads",
+        "description": "Lists the companies visible to the caller: every shared company of the workspace (when acting for\na member, if that member's role reads `core:Company`) and, when acting for a member, that\nmember's private companies. Another member's private companies are never listed.\n\nOrder and paging: ascending by `updated_at`, then `id`, so a page boundary is stable under\nconcurrent writes. `limit` (1 to 100, default 50) is the page size. When `has_more` is true,\nsend `next_cursor` as `cursor` with the same filters (and the same `Service-Act-As`) to get the\nnext page; a cursor sent with other filters, or a malformed or changed one, is `400 invalid_input`.\n\nIncremental reads: `updated_since` (inclusive) and `updated_before` (exclusive) bound\n`updated_at` in Unix milliseconds. To sync, remember the greatest `updated_at` you processed and\nnext time ask from a few seconds before it (overlapping windows): a write that committed late may\ncarry a slightly earlier `updated_at`, and records seen twice are harmless because ids are stable.\nDeleted companies are not listed; learn of deletions from `resource.deleted` events.\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Company",
+        "x-service-resource-access": [
+          "read"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  },
+                  "updated_since": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/UnixMillis"
+                      }
+                    ],
+                    "description": "Only records with `updated_at` at or after this time."
+                  },
+                  "updated_before": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/UnixMillis"
+                      }
+                    ],
+                    "description": "Only records with `updated_at` before this time."
+                  }
+                }
+              },
+              "example": {
+                "limit": 50,
+                "updated_since": 1795312800000
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of companies.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "items",
+                    "has_more",
+                    "next_cursor"
+                  ],
+                  "properties": {
+                    "items": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/Company"
+                      }
+                    },
+                    "has_more": {
+                      "type": "boolean",
+                      "description": "Whether another page follows."
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true,
+                      "description": "Cursor of the next page; null when `has_more` is false."
+                    }
+                  }
+                },
+                "example": {
+                  "items": [
+                    {
+                      "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+                      "created_at": 1795312800000,
+                      "updated_at": 1795399200000,
+                      "created_by": null,
+                      "private": false,
+                      "data": {
+                        "name": "Globex Corporation",
+                        "domain": "globex.com",
+                        "employee_count": null,
+                        "lifecycle_stage": "prospect"
+                      }
+                    }
+                  ],
+                  "has_more": false,
+                  "next_cursor": null
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.GetCompany": {
+      "post": {
+        "operationId": "customers.GetCompany",
+        "summary": "Read one company",
+        "description": "Returns the company with this `id` when it is visible to the caller: a shared company of the\nworkspace, or a private company of the member acted for. Anything else, including another\nmember's private company, is `404 not_found`. Acting for a member whose role does not read\n`core:Company` is `403 forbidden` for a shared company.\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Company",
+        "x-service-resource-access": [
+          "read"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "id"
+                ],
+                "properties": {
+                  "id": {
+                    "$ref": "#/components/schemas/RecordId"
+                  }
+                }
+              },
+              "example": {
+                "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The company.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/CompanyItem"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.CreateCompany": {
+      "post": {
+        "operationId": "customers.CreateCompany",
+        "summary": "Create a company",
+        "description": "Creates a company with a new stable `id` (`co_...`). `data.name` is required. Field rules (each\nviolation is `400 invalid_input`, nothing written):\n\n- `domain` is normalised (lower case, no scheme, path, port or leading `www.`; see\n  `CompanyDomain`) and must be unique in the scope: another shared company (or, for a private\n  company, another of the member's private companies) with the same domain is `409 conflict`\n  naming it; use `customers.UpsertCompany` to create-or-update by domain.\n- `employee_count` is an integer of 0 or more, or `null` (\"known to be unknown\"); leaving it out\n  means \"not given\".\n- `annual_revenue` is exact money: a decimal string with at most the currency's decimals\n  (`Money`), returned with exactly that many.\n- `owner_member_id` is `null` or the id of an active member of the workspace.\n- `address.country` is an ISO 3166-1 alpha-2 code; `website` an `http(s)` URL.\n\n`private: true` makes a company owned by the member acted for (it needs `Service-Act-As`; without\nit the request is `400 invalid_input`), visible only when acting as that member. Otherwise the\ncompany is shared, and when acting for a member, that member's role must allow writing\n`core:Company` (`403 forbidden`). `created_by` records the member acted for, or null with\nworkspace access. Writes a `resource.created` event.\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Company",
+        "x-service-resource-access": [
+          "read",
+          "write"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "data"
+                ],
+                "properties": {
+                  "data": {
+                    "$ref": "#/components/schemas/CompanyData"
+                  },
+                  "private": {
+                    "type": "boolean",
+                    "default": false,
+                    "description": "Create a private company owned by the member acted for."
+                  }
+                }
+              },
+              "example": {
+                "data": {
+                  "name": "Globex Corporation",
+                  "domain": "https://www.Globex.com/",
+                  "industry": "Manufacturing",
+                  "employee_count": 250,
+                  "annual_revenue": {
+                    "amount": "12500000",
+                    "currency": "USD"
+                  },
+                  "website": "https://www.globex.com/",
+                  "address": {
+                    "city": "Springfield",
+                    "country": "US"
+                  },
+                  "lifecycle_stage": "prospect"
+                }
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The created company (domain normalised, money with the currency's decimals).",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/CompanyItem"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "409": {
+            "$ref": "#/components/responses/ConflictUnique"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.UpsertCompany": {
+      "post": {
+        "operationId": "customers.UpsertCompany",
+        "summary": "Create or update a company matched by domain",
+        "description": "Finds the company whose normalised `domain` equals the normalised `data.domain` (`Globex.com`,\n`https://www.globex.com/` and `globex.com` are one domain) in the scope the request names: the\nworkspace's shared companies, or with `private: true` the private companies of the member acted\nfor. Domains are unique per scope, so at most one matches.\n\n- No match: creates it exactly as `customers.CreateCompany` would (`created: true`); `data.name`\n  is then required (`400 invalid_input` without it).\n- One match: updates it exactly as `customers.UpdateCompany` would, with `unset` and `expected`\n  (`created: false`).\n\nConcurrent upserts of one domain are serialized, so they never create two companies. When\nnothing matches, `expected` is checked against an empty record: only `{\"$absent\": true}` markers\nmatch, any value is `409 conflict`. Writes `resource.created`, or `resource.updated` when a field\nchanged, or no event when the update changes nothing.\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Company",
+        "x-service-resource-access": [
+          "read",
+          "write"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "data"
+                ],
+                "properties": {
+                  "data": {
+                    "$ref": "#/components/schemas/CompanyUpsertData"
+                  },
+                  "unset": {
+                    "$ref": "#/components/schemas/CompanyUnset"
+                  },
+                  "expected": {
+                    "$ref": "#/components/schemas/CompanyExpected"
+                  },
+                  "private": {
+                    "type": "boolean",
+                    "default": false,
+                    "description": "Match and create among the private companies of the member acted for."
+                  }
+                }
+              },
+              "example": {
+                "data": {
+                  "name": "Initech",
+                  "domain": "initech.com",
+                  "industry": "Software",
+                  "employee_count": null,
+                  "lifecycle_stage": "lead"
+                }
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The created or updated company.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "item",
+                    "created"
+                  ],
+                  "properties": {
+                    "item": {
+                      "$ref": "#/components/schemas/Company"
+                    },
+                    "created": {
+                      "type": "boolean",
+                      "description": "True when no company matched and this request created one."
+                    }
+                  }
+                },
+                "example": {
+                  "item": {
+                    "id": "co_3q8m1k7x2v9c4b6n5z0a8s1d",
+                    "created_at": 1795312800000,
+                    "updated_at": 1795312800000,
+                    "created_by": null,
+                    "private": false,
+                    "data": {
+                      "name": "Initech",
+                      "domain": "initech.com",
+                      "industry": "Software",
+                      "employee_count": null,
+                      "lifecycle_stage": "lead"
+                    }
+                  },
+                  "created": true
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.UpdateCompany": {
+      "post": {
+        "operationId": "customers.UpdateCompany",
+        "summary": "Update a company, optionally compare-and-set",
+        "description": "Changes the visible company `id` (`404 not_found` otherwise). Needs the operation grant, and\n`read` and `write` on `core:Company`; when acting for a member, that member's role must allow\nwriting shared companies (`403 forbidden`; their own private companies are always theirs).\n\n1. Fields in `data` are set; omitted fields stay unchanged. `employee_count: null` records \"known\n   to be unknown\" and `owner_member_id: null` \"no owner\"; no other field accepts `null`.\n2. `unset` removes optional fields (`name` cannot be removed). A key may not be both in `data`\n   and in `unset`.\n3. `expected` holds prior values that must still match, read under a row lock in the same\n   transaction as the write, compared after the same normalisation as `data`; `{\"$absent\":\n   true}` means the field must be missing (not `null`). Any mismatch: `409 conflict`, nothing\n   written; re-read the record and decide again.\n4. Retry the same action with the same `Idempotency-Key` and body; a revised action needs a new\n   key.\n\nField rules are those of `customers.CreateCompany`. A changed `domain` must be unique in the\ncompany's scope (`409 conflict` naming the company that has it). `owner_member_id` is checked\nwhen it is set to a new id, so a company keeps an owner who was disabled later. An update that\nchanges nothing (including a value given in another form that normalises to the stored one)\nwrites no event and keeps `updated_at`; otherwise a `resource.updated` event lists\n`changed_fields` (keys of `data`).\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Company",
+        "x-service-resource-access": [
+          "read",
+          "write"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "id"
+                ],
+                "properties": {
+                  "id": {
+                    "$ref": "#/components/schemas/RecordId"
+                  },
+                  "data": {
+                    "$ref": "#/components/schemas/CompanyPatch"
+                  },
+                  "unset": {
+                    "$ref": "#/components/schemas/CompanyUnset"
+                  },
+                  "expected": {
+                    "$ref": "#/components/schemas/CompanyExpected"
+                  }
+                }
+              },
+              "example": {
+                "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+                "data": {
+                  "lifecycle_stage": "customer",
+                  "employee_count": 310
+                },
+                "unset": [
+                  "phone"
+                ],
+                "expected": {
+                  "lifecycle_stage": "prospect"
+                }
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The company after the update.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/CompanyItem"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/ConflictUnique"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.DeleteCompany": {
+      "post": {
+        "operationId": "customers.DeleteCompany",
+        "summary": "Delete a company",
+        "description": "Deletes the visible company `id`. The answer says whether this request removed it (`deleted:\ntrue`, with a `resource.deleted` event) or it was already absent or not visible to the caller\n(`deleted: false`, nothing written), so a retried or repeated delete is harmless and never tells\none member about another's private records. `expected` makes the delete conditional on current\nvalues (`409 conflict` on mismatch, nothing deleted).\n\nA company that deals refer to (`data.company_id`, private deals of other members included) is\nnot deleted: `409 conflict` naming how many deals refer to it, nothing written. Remove\n`company_id` from those deals (or delete them) first.\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Company",
+        "x-service-resource-access": [
+          "read",
+          "write"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "id"
+                ],
+                "properties": {
+                  "id": {
+                    "$ref": "#/components/schemas/RecordId"
+                  },
+                  "expected": {
+                    "$ref": "#/components/schemas/CompanyExpected"
+                  }
+                }
+              },
+              "example": {
+                "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+                "expected": {
+                  "domain": "globex.com"
+                }
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "Whether this request deleted the company.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "id",
+                    "deleted"
+                  ],
+                  "properties": {
+                    "id": {
+                      "$ref": "#/components/schemas/RecordId"
+                    },
+                    "deleted": {
+                      "type": "boolean",
+                      "description": "True when this request removed the record; false when it was already absent."
+                    }
+                  }
+                },
+                "example": {
+                  "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+                  "deleted": true
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "409": {
+            "$ref": "#/components/responses/ConflictInUse"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.ListDeals": {
+      "post": {
+        "operationId": "customers.ListDeals",
+        "summary": "List deals, paged, with updated_at windows for incremental reads",
+        "description": "Lists the deals visible to the caller: every shared deal of the workspace (when acting for a\nmember, if that member's role reads `core:Deal`) and, when acting for a member, that member's\nprivate deals. `pipeline_id` and `company_id` keep only the deals of that pipeline or company.\n\nOrder and paging: ascending by `updated_at`, then `id`. `limit` (1 to 100, default 50) is the\npage size. When `has_more` is true, send `next_cursor` as `cursor` with the same filters (and the\nsame `Service-Act-As`) to get the next page; a cursor sent with other filters, or a malformed or\nchanged one, is `400 invalid_input`.\n\nIncremental reads: `updated_since` (inclusive) and `updated_before` (exclusive) bound\n`updated_at` in Unix milliseconds; ask with overlapping windows (a few seconds before the\ngreatest `updated_at` you processed). `weighted_amount` is computed when read from the pipeline's\ncurrent probabilities, so a pipeline change can alter it without changing the deal's\n`updated_at`: watch the pipeline's `resource.updated` events for that. Deleted deals are not\nlisted; learn of deletions from `resource.deleted` events.\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Deal",
+        "x-service-resource-access": [
+          "read"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  },
+                  "updated_since": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/UnixMillis"
+                      }
+                    ],
+                    "description": "Only records with `updated_at` at or after this time."
+                  },
+                  "updated_before": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/UnixMillis"
+                      }
+                    ],
+                    "description": "Only records with `updated_at` before this time."
+                  },
+                  "pipeline_id": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/RecordId"
+                      }
+                    ],
+                    "description": "Only deals in this sales pipeline."
+                  },
+                  "company_id": {
+                    "allOf": [
+                      {
+                        "$ref": "#/components/schemas/RecordId"
+                      }
+                    ],
+                    "description": "Only deals with this company."
+                  }
+                }
+              },
+              "example": {
+                "limit": 50,
+                "pipeline_id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of deals.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "items",
+                    "has_more",
+                    "next_cursor"
+                  ],
+                  "properties": {
+                    "items": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/Deal"
+                      }
+                    },
+                    "has_more": {
+                      "type": "boolean",
+                      "description": "Whether another page follows."
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true,
+                      "description": "Cursor of the next page; null when `has_more` is false."
+                    }
+                  }
+                },
+                "example": {
+                  "items": [
+                    {
+                      "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+                      "created_at": 1795312800000,
+                      "updated_at": 1795399200000,
+                      "created_by": null,
+                      "private": false,
+                      "data": {
+                        "name": "Globex fleet renewal 2027",
+                        "amount": {
+                          "amount": "48000.00",
+                          "currency": "EUR"
+                        },
+                        "pipeline_id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s",
+                        "stage_id": "won",
+                        "closed_at": 1795399200000,
+                        "weighted_amount": {
+                          "amount": "48000.00",
+                          "currency": "EUR"
+                        }
+                      }
+                    }
+                  ],
+                  "has_more": false,
+                  "next_cursor": null
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.GetDeal": {
+      "post": {
+        "operationId": "customers.GetDeal",
+        "summary": "Read one deal",
+        "description": "Returns the deal with this `id` when it is visible to the caller: a shared deal of the workspace,\nor a private deal of the member acted for. Anything else, including another member's private\ndeal, is `404 not_found`. `weighted_amount` is computed from the current probability of the\ndeal's stage.\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Deal",
+        "x-service-resource-access": [
+          "read"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "id"
+                ],
+                "properties": {
+                  "id": {
+                    "$ref": "#/components/schemas/RecordId"
+                  }
+                }
+              },
+              "example": {
+                "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The deal.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/DealItem"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.CreateDeal": {
+      "post": {
+        "operationId": "customers.CreateDeal",
+        "summary": "Create a deal",
+        "description": "Creates a deal with a new stable `id` (`dl_...`). `data.name`, `data.pipeline_id` and\n`data.stage_id` are required. Rules (each violation is `400 invalid_input`, nothing written):\n\n- `pipeline_id` names a sales pipeline the caller can read (a shared one, or a private pipeline of\n  the member acted for), and `stage_id` one of its stages.\n- `company_id`, when given, names a company the caller can read.\n- A shared deal refers only to shared records: a private pipeline or company is for the owner's\n  private deals.\n- `amount` is exact money (`Money`): a decimal string with at most the currency's decimals,\n  returned with exactly that many.\n- `close_date` is a real UTC calendar day `YYYY-MM-DD`.\n\nThe service derives two read-only fields: `weighted_amount` (`amount` × the stage's probability,\nexact, at read time) and `closed_at` (now, when the deal is created in the pipeline's `won` or\n`lost` stage). There is no upsert: a deal has no natural key (names repeat; HubSpot matches deals\nonly on a unique property the integration defines), so integrations keep the returned `id`.\n\n`private: true` makes a deal owned by the member acted for (it needs `Service-Act-As`; without it\nthe request is `400 invalid_input`). Otherwise the deal is shared, and when acting for a member,\nthat member's role must allow writing `core:Deal` (`403 forbidden`). Writes a `resource.created`\nevent.\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Deal",
+        "x-service-resource-access": [
+          "read",
+          "write"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "data"
+                ],
+                "properties": {
+                  "data": {
+                    "$ref": "#/components/schemas/DealInput"
+                  },
+                  "private": {
+                    "type": "boolean",
+                    "default": false,
+                    "description": "Create a private deal owned by the member acted for."
+                  }
+                }
+              },
+              "example": {
+                "data": {
+                  "name": "Globex fleet renewal 2027",
+                  "amount": {
+                    "amount": "48000",
+                    "currency": "EUR"
+                  },
+                  "pipeline_id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s",
+                  "stage_id": "lead",
+                  "company_id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+                  "close_date": "2027-03-31"
+                }
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The created deal, with its derived fields.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/DealItem"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.UpdateDeal": {
+      "post": {
+        "operationId": "customers.UpdateDeal",
+        "summary": "Update a deal, optionally compare-and-set",
+        "description": "Changes the visible deal `id` (`404 not_found` otherwise). Needs the operation grant, and `read`\nand `write` on `core:Deal`; when acting for a member, that member's role must allow writing\nshared deals (`403 forbidden`; their own private deals are always theirs).\n\n1. Fields in `data` are set; omitted fields stay unchanged. No field accepts `null`.\n2. `unset` removes optional fields (`amount`, `company_id`, `close_date`); `name`, `pipeline_id`\n   and `stage_id` cannot be removed. A key may not be both in `data` and in `unset`.\n3. `expected` holds prior values that must still match, read under a row lock in the same\n   transaction as the write; `{\"$absent\": true}` means the field must be missing. Any mismatch:\n   `409 conflict`, nothing written; re-read the record and decide again.\n4. Retry the same action with the same `Idempotency-Key` and body; a revised action needs a new\n   key.\n\nThe rules of `customers.CreateDeal` hold for the resulting deal: after the update, `stage_id` is\na stage of `pipeline_id` (moving to another pipeline needs a stage of that pipeline), and a\nchanged `pipeline_id` or `company_id` must name a record the caller can read (`400\ninvalid_input`). Moving the deal into the `won` or `lost` stage sets `closed_at` to now, moving it\nback to an `open` stage removes it. An update that changes nothing writes no event and keeps\n`updated_at`; otherwise a `resource.updated` event lists `changed_fields` in the record API's\nnames, derived fields included (`weighted_amount`, `closed_at`).\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Deal",
+        "x-service-resource-access": [
+          "read",
+          "write"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "id"
+                ],
+                "properties": {
+                  "id": {
+                    "$ref": "#/components/schemas/RecordId"
+                  },
+                  "data": {
+                    "$ref": "#/components/schemas/DealPatch"
+                  },
+                  "unset": {
+                    "$ref": "#/components/schemas/DealUnset"
+                  },
+                  "expected": {
+                    "$ref": "#/components/schemas/DealExpected"
+                  }
+                }
+              },
+              "example": {
+                "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+                "data": {
+                  "stage_id": "won"
+                },
+                "expected": {
+                  "stage_id": "lead"
+                }
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The deal after the update.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/DealItem"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/customers.DeleteDeal": {
+      "post": {
+        "operationId": "customers.DeleteDeal",
+        "summary": "Delete a deal",
+        "description": "Deletes the visible deal `id`. The answer says whether this request removed it (`deleted: true`,\nwith a `resource.deleted` event) or it was already absent or not visible to the caller\n(`deleted: false`, nothing written), so a retried or repeated delete is harmless and never tells\none member about another's private records. `expected` makes the delete conditional on current\nvalues (`409 conflict` on mismatch, nothing deleted). Deleting a deal frees its pipeline, stage\nand company for deletion.\n",
+        "tags": [
+          "customers"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-resource": "core:Deal",
+        "x-service-resource-access": [
+          "read",
+          "write"
+        ],
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "id"
+                ],
+                "properties": {
+                  "id": {
+                    "$ref": "#/components/schemas/RecordId"
+                  },
+                  "expected": {
+                    "$ref": "#/components/schemas/DealExpected"
+                  }
+                }
+              },
+              "example": {
+                "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "Whether this request deleted the deal.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "id",
+                    "deleted"
+                  ],
+                  "properties": {
+                    "id": {
+                      "$ref": "#/components/schemas/RecordId"
+                    },
+                    "deleted": {
+                      "type": "boolean",
+                      "description": "True when this request removed the record; false when it was already absent."
+                    }
+                  }
+                },
+                "example": {
+                  "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
                   "deleted": true
                 }
               }
@@ -1769,6 +2980,7 @@ export const document = {
         "deprecated": false,
         "requestBody": {
           "required": true,
+          "description": "One event as a JSON object (`TrackEvent`), sent either as `application/json` or as\n`text/plain` (UTF-8) with the same JSON text and the same schema. `text/plain` is what\n`navigator.sendBeacon` sends for a string, and a \"simple\" CORS request that needs no preflight,\nso the tracker's beacon still arrives while the page is being closed.\n",
           "content": {
             "application/json": {
               "schema": {
@@ -1785,7 +2997,6 @@ export const document = {
               "schema": {
                 "$ref": "#/components/schemas/TrackEvent"
               },
-              "description": "The same JSON object, sent as `text/plain` (UTF-8): what `navigator.sendBeacon` sends for a\nstring, and a \"simple\" CORS request that needs no preflight, so a beacon from a page being\nclosed still arrives. The body is parsed as JSON and checked against the same schema.\n",
               "example": {
                 "key": "pk_4f9q2w8e6r1t3y5u7i0o2p4a",
                 "type": "engagement",
@@ -1805,7 +3016,7 @@ export const document = {
             }
           },
           "400": {
-            "description": "`invalid_json`: the body is not a JSON object, or `Content-Type` is neither\n`application/json` nor `text/plain` (UTF-8). `invalid_input`: a field is missing, unknown,\nof the wrong type or out of bounds, `url` is not an absolute http(s) URL, `engaged_ms` is\nmissing on an engagement or present on a pageview. Nothing is stored.\n",
+            "description": "`invalid_json`: the body is not a JSON object, or `Content-Type` is neither\n`application/json` nor `text/plain` (UTF-8). `invalid_input`: a field is missing, unknown,\nof the wrong type or out of bounds, a string breaks the string rule (U+0000 or a lone\nsurrogate, also in the `utm_source` and `utm_campaign` read from `url`), `url` is not an\nabsolute http(s) URL, `engaged_ms` is missing on an engagement or present on a pageview.\nNothing is stored.\n",
             "headers": {
               "Access-Control-Allow-Origin": {
                 "$ref": "#/components/headers/AllowOriginAny"
@@ -2171,6 +3382,12 @@ export const document = {
         "description": "Name of the pipeline, 1 to 200 characters.",
         "example": "New business"
       },
+      "StageId": {
+        "type": "string",
+        "description": "Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.",
+        "pattern": "^[A-Za-z0-9_-]{1,64}$",
+        "example": "qualified"
+      },
       "Stage": {
         "type": "object",
         "description": "A funnel stage. The `id` is chosen by the caller and is stable: keep it when renaming the stage\n(deals refer to it). A `won` stage's probability, when given, is 100; a `lost` stage's is 0.\n",
@@ -2182,10 +3399,7 @@ export const document = {
         ],
         "properties": {
           "id": {
-            "type": "string",
-            "description": "Stable stage id, unique within the pipeline; letters, digits, `_` and `-`.",
-            "pattern": "^[A-Za-z0-9_-]{1,64}$",
-            "example": "qualified"
+            "$ref": "#/components/schemas/StageId"
           },
           "label": {
             "type": "string",
@@ -2470,6 +3684,1010 @@ export const document = {
           }
         }
       },
+      "CompanyName": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "description": "Name of the company, 1 to 200 characters.",
+        "example": "Globex Corporation"
+      },
+      "CompanyDomain": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 253,
+        "description": "The company's web domain, the upsert key of `core:Company`. Given as a host name or an `http(s)`\nURL; stored and returned normalised: lower case, an internationalised name in its ASCII (`xn--`)\nform, without scheme, user, port, path, query, trailing dot or one leading `www.`. So `Globex.com`,\n`https://www.globex.com/about?x=1` and `globex.com.` are all `globex.com`. The result must be a\ndomain name of at least two labels whose last label is not all digits (not an IP address);\nanything else is `400 invalid_input`. Unique among the workspace's shared companies, and among\neach member's private companies.\n",
+        "example": "globex.com"
+      },
+      "Industry": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "description": "The company's industry, free text.",
+        "example": "Manufacturing"
+      },
+      "EmployeeCount": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 100000000,
+        "nullable": true,
+        "description": "Number of employees, 0 to 100,000,000, or `null` when it is known to be unknown (for example the\ncompany does not disclose it). Absence means \"not given\"; `null` is a value, and `unset` removes it\n(seed 2.1: a field accepts null only where its type includes null; this one does).\n",
+        "example": 250
+      },
+      "Currency": {
+        "type": "string",
+        "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
+        "enum": [
+          "AED",
+          "AFN",
+          "ALL",
+          "AMD",
+          "AOA",
+          "ARS",
+          "AUD",
+          "AWG",
+          "AZN",
+          "BAM",
+          "BBD",
+          "BDT",
+          "BGN",
+          "BHD",
+          "BIF",
+          "BMD",
+          "BND",
+          "BOB",
+          "BRL",
+          "BSD",
+          "BTN",
+          "BWP",
+          "BYN",
+          "BZD",
+          "CAD",
+          "CDF",
+          "CHF",
+          "CLP",
+          "CNY",
+          "COP",
+          "CRC",
+          "CUP",
+          "CVE",
+          "CZK",
+          "DJF",
+          "DKK",
+          "DOP",
+          "DZD",
+          "EGP",
+          "ERN",
+          "ETB",
+          "EUR",
+          "FJD",
+          "FKP",
+          "GBP",
+          "GEL",
+          "GHS",
+          "GIP",
+          "GMD",
+          "GNF",
+          "GTQ",
+          "GYD",
+          "HKD",
+          "HNL",
+          "HTG",
+          "HUF",
+          "IDR",
+          "ILS",
+          "INR",
+          "IQD",
+          "IRR",
+          "ISK",
+          "JMD",
+          "JOD",
+          "JPY",
+          "KES",
+          "KGS",
+          "KHR",
+          "KMF",
+          "KPW",
+          "KRW",
+          "KWD",
+          "KYD",
+          "KZT",
+          "LAK",
+          "LBP",
+          "LKR",
+          "LRD",
+          "LSL",
+          "LYD",
+          "MAD",
+          "MDL",
+          "MGA",
+          "MKD",
+          "MMK",
+          "MNT",
+          "MOP",
+          "MRU",
+          "MUR",
+          "MVR",
+          "MWK",
+          "MXN",
+          "MYR",
+          "MZN",
+          "NAD",
+          "NGN",
+          "NIO",
+          "NOK",
+          "NPR",
+          "NZD",
+          "OMR",
+          "PAB",
+          "PEN",
+          "PGK",
+          "PHP",
+          "PKR",
+          "PLN",
+          "PYG",
+          "QAR",
+          "RON",
+          "RSD",
+          "RUB",
+          "RWF",
+          "SAR",
+          "SBD",
+          "SCR",
+          "SDG",
+          "SEK",
+          "SGD",
+          "SHP",
+          "SLE",
+          "SOS",
+          "SRD",
+          "SSP",
+          "STN",
+          "SVC",
+          "SYP",
+          "SZL",
+          "THB",
+          "TJS",
+          "TMT",
+          "TND",
+          "TOP",
+          "TRY",
+          "TTD",
+          "TWD",
+          "TZS",
+          "UAH",
+          "UGX",
+          "USD",
+          "UYU",
+          "UZS",
+          "VED",
+          "VES",
+          "VND",
+          "VUV",
+          "WST",
+          "XAF",
+          "XCD",
+          "XCG",
+          "XOF",
+          "XPF",
+          "YER",
+          "ZAR",
+          "ZMW",
+          "ZWG"
+        ],
+        "example": "EUR"
+      },
+      "Money": {
+        "type": "object",
+        "description": "An exact amount of money: a decimal string (never a JSON number, so no binary floating point\ntouches it) and its currency. `amount` is zero or positive, with at most 15 digits before the\ndecimal point and at most as many decimals as the currency has (see `currency`): more is `400\ninvalid_input`. It is stored and returned with exactly the currency's decimals: `\"1200\"` EUR is\nreturned as `\"1200.00\"`, and `expected` values compare in that form.\n",
+        "additionalProperties": false,
+        "required": [
+          "amount",
+          "currency"
+        ],
+        "properties": {
+          "amount": {
+            "type": "string",
+            "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,3})?$",
+            "description": "Decimal amount in the currency's main unit, e.g. `\"1200.50\"`; no sign, exponent or thousands separator.",
+            "example": "48000.00"
+          },
+          "currency": {
+            "$ref": "#/components/schemas/Currency"
+          }
+        },
+        "example": {
+          "amount": "48000.00",
+          "currency": "EUR"
+        }
+      },
+      "Phone": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 50,
+        "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required).",
+        "example": "+15415550100"
+      },
+      "Website": {
+        "type": "string",
+        "minLength": 8,
+        "maxLength": 2048,
+        "pattern": "^https?://[^\\s]+$",
+        "description": "The company's website, an `http` or `https` URL, stored as given.",
+        "example": "https://www.globex.com/"
+      },
+      "Address": {
+        "type": "object",
+        "description": "A postal address; every part optional, at least one given.",
+        "additionalProperties": false,
+        "minProperties": 1,
+        "properties": {
+          "street": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 500,
+            "description": "Street and number, possibly several lines."
+          },
+          "city": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "City or town."
+          },
+          "region": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "State, province or region."
+          },
+          "postal_code": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 40,
+            "description": "Postal code as written locally."
+          },
+          "country": {
+            "type": "string",
+            "pattern": "^[A-Z]{2}$",
+            "description": "ISO 3166-1 alpha-2 country code, upper case."
+          }
+        },
+        "example": {
+          "street": "1 Globex Way",
+          "city": "Springfield",
+          "region": "OR",
+          "postal_code": "97475",
+          "country": "US"
+        }
+      },
+      "LifecycleStage": {
+        "type": "string",
+        "enum": [
+          "lead",
+          "prospect",
+          "customer",
+          "churned"
+        ],
+        "description": "Where the company stands with the workspace.",
+        "example": "prospect"
+      },
+      "MemberReference": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 64,
+        "nullable": true,
+        "description": "A member account id of the workspace (as listed by `GET /delegation/members`), or `null` for none.\nWhen set to an id, it must name an active (not disabled) member of the caller's workspace, else\n`400 invalid_input`; a value already stored is not checked again when other fields change.\n",
+        "example": "mb_4t8m2k6q1x9v3c7b5n0z2a8s"
+      },
+      "CompanyData": {
+        "type": "object",
+        "description": "Business fields of a company (`core:Company`). Only `name` is required; other fields may be absent,\nand absence does not mean zero, empty or unknown. Only `employee_count` and `owner_member_id` accept\n`null`. `domain` is normalised (see `CompanyDomain`) and unique per scope; money is exact (see\n`Money`).\n",
+        "additionalProperties": false,
+        "required": [
+          "name"
+        ],
+        "properties": {
+          "name": {
+            "$ref": "#/components/schemas/CompanyName"
+          },
+          "domain": {
+            "$ref": "#/components/schemas/CompanyDomain"
+          },
+          "industry": {
+            "$ref": "#/components/schemas/Industry"
+          },
+          "employee_count": {
+            "$ref": "#/components/schemas/EmployeeCount"
+          },
+          "annual_revenue": {
+            "$ref": "#/components/schemas/Money"
+          },
+          "phone": {
+            "$ref": "#/components/schemas/Phone"
+          },
+          "website": {
+            "$ref": "#/components/schemas/Website"
+          },
+          "address": {
+            "$ref": "#/components/schemas/Address"
+          },
+          "lifecycle_stage": {
+            "$ref": "#/components/schemas/LifecycleStage"
+          },
+          "owner_member_id": {
+            "$ref": "#/components/schemas/MemberReference"
+          }
+        },
+        "example": {
+          "name": "Globex Corporation",
+          "domain": "globex.com",
+          "industry": "Manufacturing",
+          "employee_count": 250,
+          "annual_revenue": {
+            "amount": "12500000.00",
+            "currency": "USD"
+          },
+          "lifecycle_stage": "prospect"
+        }
+      },
+      "Company": {
+        "type": "object",
+        "description": "A company record in the shared record envelope.",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "created_at",
+          "updated_at",
+          "created_by",
+          "private",
+          "data"
+        ],
+        "properties": {
+          "id": {
+            "$ref": "#/components/schemas/RecordId"
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "updated_at": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/UnixMillis"
+              }
+            ],
+            "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+          },
+          "created_by": {
+            "type": "string",
+            "nullable": true,
+            "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+          },
+          "private": {
+            "type": "boolean",
+            "description": "True for a member-owned private record, visible only when acting as its owner."
+          },
+          "data": {
+            "$ref": "#/components/schemas/CompanyData"
+          }
+        }
+      },
+      "CompanyItem": {
+        "type": "object",
+        "description": "One company.",
+        "additionalProperties": false,
+        "required": [
+          "item"
+        ],
+        "properties": {
+          "item": {
+            "$ref": "#/components/schemas/Company"
+          }
+        },
+        "example": {
+          "item": {
+            "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+            "created_at": 1795312800000,
+            "updated_at": 1795399200000,
+            "created_by": "mb_4t8m2k6q1x9v3c7b5n0z2a8s",
+            "private": false,
+            "data": {
+              "name": "Globex Corporation",
+              "domain": "globex.com",
+              "industry": "Manufacturing",
+              "employee_count": 250,
+              "annual_revenue": {
+                "amount": "12500000.00",
+                "currency": "USD"
+              },
+              "phone": "+15415550100",
+              "website": "https://www.globex.com/",
+              "address": {
+                "street": "1 Globex Way",
+                "city": "Springfield",
+                "region": "OR",
+                "postal_code": "97475",
+                "country": "US"
+              },
+              "lifecycle_stage": "prospect",
+              "owner_member_id": "mb_4t8m2k6q1x9v3c7b5n0z2a8s"
+            }
+          }
+        }
+      },
+      "CompanyUpsertData": {
+        "type": "object",
+        "description": "The fields of an upsert: `domain` is required (it is what the upsert matches on); `name` is required\nonly when no company matches and one is created.\n",
+        "additionalProperties": false,
+        "required": [
+          "domain"
+        ],
+        "properties": {
+          "name": {
+            "$ref": "#/components/schemas/CompanyName"
+          },
+          "domain": {
+            "$ref": "#/components/schemas/CompanyDomain"
+          },
+          "industry": {
+            "$ref": "#/components/schemas/Industry"
+          },
+          "employee_count": {
+            "$ref": "#/components/schemas/EmployeeCount"
+          },
+          "annual_revenue": {
+            "$ref": "#/components/schemas/Money"
+          },
+          "phone": {
+            "$ref": "#/components/schemas/Phone"
+          },
+          "website": {
+            "$ref": "#/components/schemas/Website"
+          },
+          "address": {
+            "$ref": "#/components/schemas/Address"
+          },
+          "lifecycle_stage": {
+            "$ref": "#/components/schemas/LifecycleStage"
+          },
+          "owner_member_id": {
+            "$ref": "#/components/schemas/MemberReference"
+          }
+        }
+      },
+      "CompanyField": {
+        "type": "string",
+        "description": "A key of a company's `data`.",
+        "enum": [
+          "name",
+          "domain",
+          "industry",
+          "employee_count",
+          "annual_revenue",
+          "phone",
+          "website",
+          "address",
+          "lifecycle_stage",
+          "owner_member_id"
+        ]
+      },
+      "CompanyUnset": {
+        "type": "array",
+        "description": "Keys of `data` to remove. `name` is required in every company and cannot be removed (naming it is\n`400 invalid_input`); a key may not be both set in `data` and unset. Removing a field that is\nalready absent changes nothing.\n",
+        "maxItems": 10,
+        "uniqueItems": true,
+        "items": {
+          "$ref": "#/components/schemas/CompanyField"
+        }
+      },
+      "CompanyExpected": {
+        "type": "object",
+        "description": "Prior values that must still hold before the write (compare-and-set). Keys are `data` keys without a\n`data.` prefix. A value matches when it is deeply equal to the current field after the same\nnormalisation as `data` (a domain in any accepted form, money with the currency's decimals; object\nkey order ignored); `null` matches only `null`, and `{\"$absent\": true}` matches only a missing field.\nWhen any key does not match, nothing is written and the answer is `409 conflict`.\n",
+        "additionalProperties": false,
+        "properties": {
+          "name": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/CompanyName"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "domain": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/CompanyDomain"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "industry": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/Industry"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "employee_count": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/EmployeeCount"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "annual_revenue": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/Money"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "phone": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/Phone"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "website": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/Website"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "address": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/Address"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "lifecycle_stage": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/LifecycleStage"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "owner_member_id": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/MemberReference"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          }
+        }
+      },
+      "CompanyPatch": {
+        "type": "object",
+        "description": "Fields to set; omitted fields stay unchanged. `null` is accepted only by `employee_count` (\"known to\nbe unknown\") and `owner_member_id` (no owner); use `unset` to remove a field.\n",
+        "additionalProperties": false,
+        "properties": {
+          "name": {
+            "$ref": "#/components/schemas/CompanyName"
+          },
+          "domain": {
+            "$ref": "#/components/schemas/CompanyDomain"
+          },
+          "industry": {
+            "$ref": "#/components/schemas/Industry"
+          },
+          "employee_count": {
+            "$ref": "#/components/schemas/EmployeeCount"
+          },
+          "annual_revenue": {
+            "$ref": "#/components/schemas/Money"
+          },
+          "phone": {
+            "$ref": "#/components/schemas/Phone"
+          },
+          "website": {
+            "$ref": "#/components/schemas/Website"
+          },
+          "address": {
+            "$ref": "#/components/schemas/Address"
+          },
+          "lifecycle_stage": {
+            "$ref": "#/components/schemas/LifecycleStage"
+          },
+          "owner_member_id": {
+            "$ref": "#/components/schemas/MemberReference"
+          }
+        }
+      },
+      "DealName": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "description": "Name of the deal, 1 to 200 characters.",
+        "example": "Globex fleet renewal 2027"
+      },
+      "CloseDate": {
+        "type": "string",
+        "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$",
+        "description": "Expected (or actual) close date, a UTC calendar day as `YYYY-MM-DD` (ISO 8601), 1970-01-01 to\n9999-12-31. A day that does not exist (`2027-02-30`) is `400 invalid_input`.\n",
+        "example": "2027-03-31"
+      },
+      "WeightedMoney": {
+        "type": "object",
+        "description": "An exact amount derived by the service (read-only): `amount` × stage probability / 100, computed in\ndecimal, never rounded. It has the currency's decimals, and up to two more when the product needs\nthem (`\"10.01\"` EUR at 15 % is `\"1.5015\"`).\n",
+        "additionalProperties": false,
+        "required": [
+          "amount",
+          "currency"
+        ],
+        "properties": {
+          "amount": {
+            "type": "string",
+            "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,5})?$",
+            "description": "Exact decimal amount in the currency's main unit.",
+            "example": "28800.00"
+          },
+          "currency": {
+            "$ref": "#/components/schemas/Currency"
+          }
+        },
+        "example": {
+          "amount": "28800.00",
+          "currency": "EUR"
+        }
+      },
+      "DealData": {
+        "type": "object",
+        "description": "Business fields of a deal (`core:Deal`) as returned: the written fields (`DealInput`) and two\nread-only fields the service derives. Optional fields may be absent; absence does not mean zero.\n",
+        "additionalProperties": false,
+        "required": [
+          "name",
+          "pipeline_id",
+          "stage_id"
+        ],
+        "properties": {
+          "name": {
+            "$ref": "#/components/schemas/DealName"
+          },
+          "amount": {
+            "$ref": "#/components/schemas/Money"
+          },
+          "pipeline_id": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/RecordId"
+              }
+            ],
+            "description": "Id of the deal's sales pipeline, visible to the caller; a shared deal needs a shared pipeline."
+          },
+          "stage_id": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/StageId"
+              }
+            ],
+            "description": "Id of a stage of `pipeline_id` (stage ids are stable, so a renamed stage keeps its deals)."
+          },
+          "company_id": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/RecordId"
+              }
+            ],
+            "description": "Id of the company the deal is with, visible to the caller; a shared deal needs a shared company."
+          },
+          "close_date": {
+            "$ref": "#/components/schemas/CloseDate"
+          },
+          "weighted_amount": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/WeightedMoney"
+              }
+            ],
+            "readOnly": true,
+            "description": "Read-only: `amount` × the probability of the deal's stage / 100, exact, computed when the deal\nis read, so it follows the pipeline's current probabilities. A `won` stage without a probability\ncounts as 100 %, a `lost` one as 0 %; absent when the deal has no `amount` or its stage is an\n`open` stage without a probability.\n"
+          },
+          "closed_at": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/UnixMillis"
+              }
+            ],
+            "readOnly": true,
+            "description": "Read-only: when the deal entered its `won` or `lost` stage (the time of the write that moved it\nthere, or created it there). Set again when a write moves the deal from one of those stages to\nthe other, removed when a write moves it back to an `open` stage, kept when other fields change.\n"
+          }
+        },
+        "example": {
+          "name": "Globex fleet renewal 2027",
+          "amount": {
+            "amount": "48000.00",
+            "currency": "EUR"
+          },
+          "pipeline_id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s",
+          "stage_id": "proposal",
+          "company_id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+          "close_date": "2027-03-31",
+          "weighted_amount": {
+            "amount": "28800.00",
+            "currency": "EUR"
+          }
+        }
+      },
+      "Deal": {
+        "type": "object",
+        "description": "A deal record in the shared record envelope.",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "created_at",
+          "updated_at",
+          "created_by",
+          "private",
+          "data"
+        ],
+        "properties": {
+          "id": {
+            "$ref": "#/components/schemas/RecordId"
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "updated_at": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/UnixMillis"
+              }
+            ],
+            "description": "Time of the last write that altered the record; unchanged by an update that changes nothing, and by pipeline changes that alter `weighted_amount`."
+          },
+          "created_by": {
+            "type": "string",
+            "nullable": true,
+            "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+          },
+          "private": {
+            "type": "boolean",
+            "description": "True for a member-owned private record, visible only when acting as its owner."
+          },
+          "data": {
+            "$ref": "#/components/schemas/DealData"
+          }
+        }
+      },
+      "DealItem": {
+        "type": "object",
+        "description": "One deal.",
+        "additionalProperties": false,
+        "required": [
+          "item"
+        ],
+        "properties": {
+          "item": {
+            "$ref": "#/components/schemas/Deal"
+          }
+        },
+        "example": {
+          "item": {
+            "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+            "created_at": 1795312800000,
+            "updated_at": 1795399200000,
+            "created_by": null,
+            "private": false,
+            "data": {
+              "name": "Globex fleet renewal 2027",
+              "amount": {
+                "amount": "48000.00",
+                "currency": "EUR"
+              },
+              "pipeline_id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s",
+              "stage_id": "proposal",
+              "company_id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+              "close_date": "2027-03-31",
+              "weighted_amount": {
+                "amount": "28800.00",
+                "currency": "EUR"
+              }
+            }
+          }
+        }
+      },
+      "DealInput": {
+        "type": "object",
+        "description": "The fields a caller writes when creating a deal (`core:Deal`). `name`, `pipeline_id` and `stage_id`\nare required; `amount`, `company_id` and `close_date` are optional and never `null`.\n",
+        "additionalProperties": false,
+        "required": [
+          "name",
+          "pipeline_id",
+          "stage_id"
+        ],
+        "properties": {
+          "name": {
+            "$ref": "#/components/schemas/DealName"
+          },
+          "amount": {
+            "$ref": "#/components/schemas/Money"
+          },
+          "pipeline_id": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/RecordId"
+              }
+            ],
+            "description": "Id of the deal's sales pipeline, visible to the caller; a shared deal needs a shared pipeline."
+          },
+          "stage_id": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/StageId"
+              }
+            ],
+            "description": "Id of a stage of `pipeline_id` (stage ids are stable, so a renamed stage keeps its deals)."
+          },
+          "company_id": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/RecordId"
+              }
+            ],
+            "description": "Id of the company the deal is with, visible to the caller; a shared deal needs a shared company."
+          },
+          "close_date": {
+            "$ref": "#/components/schemas/CloseDate"
+          }
+        }
+      },
+      "DealPatch": {
+        "type": "object",
+        "description": "Fields to set; omitted fields stay unchanged. No field accepts `null`; use `unset` to remove an\noptional field. The read-only fields (`weighted_amount`, `closed_at`) cannot be written.\n",
+        "additionalProperties": false,
+        "properties": {
+          "name": {
+            "$ref": "#/components/schemas/DealName"
+          },
+          "amount": {
+            "$ref": "#/components/schemas/Money"
+          },
+          "pipeline_id": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/RecordId"
+              }
+            ],
+            "description": "Id of the deal's sales pipeline, visible to the caller; a shared deal needs a shared pipeline."
+          },
+          "stage_id": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/StageId"
+              }
+            ],
+            "description": "Id of a stage of `pipeline_id` (stage ids are stable, so a renamed stage keeps its deals)."
+          },
+          "company_id": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/RecordId"
+              }
+            ],
+            "description": "Id of the company the deal is with, visible to the caller; a shared deal needs a shared company."
+          },
+          "close_date": {
+            "$ref": "#/components/schemas/CloseDate"
+          }
+        }
+      },
+      "DealField": {
+        "type": "string",
+        "description": "A writable key of a deal's `data`.",
+        "enum": [
+          "name",
+          "amount",
+          "pipeline_id",
+          "stage_id",
+          "company_id",
+          "close_date"
+        ]
+      },
+      "DealUnset": {
+        "type": "array",
+        "description": "Keys of `data` to remove. `name`, `pipeline_id` and `stage_id` are required in every deal and cannot\nbe removed (naming one is `400 invalid_input`); a key may not be both set in `data` and unset.\nRemoving a field that is already absent changes nothing.\n",
+        "maxItems": 6,
+        "uniqueItems": true,
+        "items": {
+          "$ref": "#/components/schemas/DealField"
+        }
+      },
+      "DealExpected": {
+        "type": "object",
+        "description": "Prior values that must still hold before the write (compare-and-set). Keys are writable `data` keys\nwithout a `data.` prefix. A value matches when it is deeply equal to the current field (money with\nthe currency's decimals; object key order ignored); `{\"$absent\": true}` matches only a missing\nfield. When any key does not match, nothing is written and the answer is `409 conflict`.\n",
+        "additionalProperties": false,
+        "properties": {
+          "name": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/DealName"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "amount": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/Money"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "pipeline_id": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/RecordId"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "stage_id": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/StageId"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "company_id": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/RecordId"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          },
+          "close_date": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/CloseDate"
+              },
+              {
+                "$ref": "#/components/schemas/AbsentMarker"
+              }
+            ]
+          }
+        }
+      },
       "BundleId": {
         "type": "string",
         "minLength": 1,
@@ -2652,7 +4870,7 @@ export const document = {
             "type": "string",
             "nullable": true,
             "maxLength": 2000,
-            "description": "`document.referrer` of the page. A referrer on the page's own host is internal and counts as\nnone (`Direct / None`).\n"
+            "description": "`document.referrer` of the page. A referrer on the page's own host is internal and counts as\nnone (`Direct / None`), as does one without a host name of at most 253 characters.\n"
           },
           "engaged_ms": {
             "type": "integer",
@@ -2769,6 +4987,34 @@ export const document = {
             "example": {
               "error": "conflict",
               "message": "expected.name does not match the current record; re-read it and decide again."
+            }
+          }
+        }
+      },
+      "ConflictInUse": {
+        "description": "`conflict`, nothing was written, for one of three reasons (the message says which): a supplied\n`expected` value no longer matches (re-read and decide again); a request with the same\n`Idempotency-Key` is still in progress; or the change would leave deals referring to something that\nno longer exists: the pipeline, the stage or the company is in use. The message names how many deals\n(private deals of other members included) and which stages; move or delete those deals first. The\nsame request succeeds once nothing refers to it, sent with a new `Idempotency-Key` (a 409 is stored\nand replayed like every answer the operation decides). HubSpot blocks the same deletes.\n",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            },
+            "example": {
+              "error": "conflict",
+              "message": "Stage \"proposal\" still holds 3 deals; move them to another stage or delete them first. Nothing was written."
+            }
+          }
+        }
+      },
+      "ConflictUnique": {
+        "description": "`conflict`, nothing was written, for one of three reasons (the message says which): a supplied\n`expected` value no longer matches (re-read and decide again); a request with the same\n`Idempotency-Key` is still in progress; or `data.domain` already belongs to another company in the\nsame scope (the message names its id; update that one, or use `customers.UpsertCompany`).\n",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            },
+            "example": {
+              "error": "conflict",
+              "message": "domain \"globex.com\" already belongs to company co_7h3k9m2q4x8v1c6b5n0z3a7s in this scope (the shared records); update that one instead. Nothing was written."
             }
           }
         }

@@ -192,7 +192,9 @@ export interface paths {
          *     `customers.CreateSalesPipeline` would (`created: true`). One match: updates it exactly as
          *     `customers.UpdateSalesPipeline` would, with `unset` and `expected` (`created: false`). More
          *     than one pipeline with that name: `409 conflict`, nothing written; update by `id` instead.
-         *     Concurrent upserts of one name are serialized, so they never create two pipelines.
+         *     Concurrent upserts of one name are serialized, so they never create two pipelines. An update
+         *     that would remove a stage deals are in, or change its `kind`, is `409 conflict` as in
+         *     `customers.UpdateSalesPipeline`.
          *
          *     When nothing matches, `expected` is checked against an empty record: only `{"$absent": true}`
          *     markers match, any value is `409 conflict`. Writes `resource.created`, or `resource.updated`
@@ -228,7 +230,12 @@ export interface paths {
          *     4. Retry the same action with the same `Idempotency-Key` and body; a revised action needs a new
          *        key.
          *
-         *     Stage rules are those of `customers.CreateSalesPipeline`, checked on the resulting record.
+         *     Stage rules are those of `customers.CreateSalesPipeline`, checked on the resulting record. Stage
+         *     ids are what deals refer to: a change that removes a stage deals are in (a new `stages` list
+         *     without its id, or `unset: [stages]`), or changes such a stage's `kind`, is `409 conflict` naming
+         *     the stages and how many deals each holds (private deals of other members included), and nothing
+         *     is written; move those deals first. Labels, tones, order and probabilities may change freely
+         *     (deals' `weighted_amount` follows the new probabilities).
          *     Setting `is_default: true` on a private pipeline is `400 invalid_input`; on a shared one it clears
          *     the previous default. An update that changes nothing writes no event and keeps `updated_at`;
          *     otherwise a `resource.updated` event lists `changed_fields` (keys of `data`).
@@ -257,8 +264,368 @@ export interface paths {
          *     one member about another's private records. `expected` makes the delete conditional on current
          *     values (`409 conflict` on mismatch, nothing deleted). Deleting the default pipeline leaves the
          *     workspace without a default until another pipeline is made default.
+         *
+         *     A pipeline that deals are in (private deals of other members included) is not deleted: `409
+         *     conflict` naming how many deals it holds, nothing written. Move those deals to another pipeline
+         *     or delete them first.
          */
         post: operations["customers.DeleteSalesPipeline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.ListCompanies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List companies, paged, with updated_at windows for incremental reads
+         * @description Lists the companies visible to the caller: every shared company of the workspace (when acting for
+         *     a member, if that member's role reads `core:Company`) and, when acting for a member, that
+         *     member's private companies. Another member's private companies are never listed.
+         *
+         *     Order and paging: ascending by `updated_at`, then `id`, so a page boundary is stable under
+         *     concurrent writes. `limit` (1 to 100, default 50) is the page size. When `has_more` is true,
+         *     send `next_cursor` as `cursor` with the same filters (and the same `Service-Act-As`) to get the
+         *     next page; a cursor sent with other filters, or a malformed or changed one, is `400 invalid_input`.
+         *
+         *     Incremental reads: `updated_since` (inclusive) and `updated_before` (exclusive) bound
+         *     `updated_at` in Unix milliseconds. To sync, remember the greatest `updated_at` you processed and
+         *     next time ask from a few seconds before it (overlapping windows): a write that committed late may
+         *     carry a slightly earlier `updated_at`, and records seen twice are harmless because ids are stable.
+         *     Deleted companies are not listed; learn of deletions from `resource.deleted` events.
+         */
+        post: operations["customers.ListCompanies"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.GetCompany": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read one company
+         * @description Returns the company with this `id` when it is visible to the caller: a shared company of the
+         *     workspace, or a private company of the member acted for. Anything else, including another
+         *     member's private company, is `404 not_found`. Acting for a member whose role does not read
+         *     `core:Company` is `403 forbidden` for a shared company.
+         */
+        post: operations["customers.GetCompany"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.CreateCompany": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a company
+         * @description Creates a company with a new stable `id` (`co_...`). `data.name` is required. Field rules (each
+         *     violation is `400 invalid_input`, nothing written):
+         *
+         *     - `domain` is normalised (lower case, no scheme, path, port or leading `www.`; see
+         *       `CompanyDomain`) and must be unique in the scope: another shared company (or, for a private
+         *       company, another of the member's private companies) with the same domain is `409 conflict`
+         *       naming it; use `customers.UpsertCompany` to create-or-update by domain.
+         *     - `employee_count` is an integer of 0 or more, or `null` ("known to be unknown"); leaving it out
+         *       means "not given".
+         *     - `annual_revenue` is exact money: a decimal string with at most the currency's decimals
+         *       (`Money`), returned with exactly that many.
+         *     - `owner_member_id` is `null` or the id of an active member of the workspace.
+         *     - `address.country` is an ISO 3166-1 alpha-2 code; `website` an `http(s)` URL.
+         *
+         *     `private: true` makes a company owned by the member acted for (it needs `Service-Act-As`; without
+         *     it the request is `400 invalid_input`), visible only when acting as that member. Otherwise the
+         *     company is shared, and when acting for a member, that member's role must allow writing
+         *     `core:Company` (`403 forbidden`). `created_by` records the member acted for, or null with
+         *     workspace access. Writes a `resource.created` event.
+         */
+        post: operations["customers.CreateCompany"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.UpsertCompany": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create or update a company matched by domain
+         * @description Finds the company whose normalised `domain` equals the normalised `data.domain` (`Globex.com`,
+         *     `https://www.globex.com/` and `globex.com` are one domain) in the scope the request names: the
+         *     workspace's shared companies, or with `private: true` the private companies of the member acted
+         *     for. Domains are unique per scope, so at most one matches.
+         *
+         *     - No match: creates it exactly as `customers.CreateCompany` would (`created: true`); `data.name`
+         *       is then required (`400 invalid_input` without it).
+         *     - One match: updates it exactly as `customers.UpdateCompany` would, with `unset` and `expected`
+         *       (`created: false`).
+         *
+         *     Concurrent upserts of one domain are serialized, so they never create two companies. When
+         *     nothing matches, `expected` is checked against an empty record: only `{"$absent": true}` markers
+         *     match, any value is `409 conflict`. Writes `resource.created`, or `resource.updated` when a field
+         *     changed, or no event when the update changes nothing.
+         */
+        post: operations["customers.UpsertCompany"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.UpdateCompany": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Update a company, optionally compare-and-set
+         * @description Changes the visible company `id` (`404 not_found` otherwise). Needs the operation grant, and
+         *     `read` and `write` on `core:Company`; when acting for a member, that member's role must allow
+         *     writing shared companies (`403 forbidden`; their own private companies are always theirs).
+         *
+         *     1. Fields in `data` are set; omitted fields stay unchanged. `employee_count: null` records "known
+         *        to be unknown" and `owner_member_id: null` "no owner"; no other field accepts `null`.
+         *     2. `unset` removes optional fields (`name` cannot be removed). A key may not be both in `data`
+         *        and in `unset`.
+         *     3. `expected` holds prior values that must still match, read under a row lock in the same
+         *        transaction as the write, compared after the same normalisation as `data`; `{"$absent":
+         *        true}` means the field must be missing (not `null`). Any mismatch: `409 conflict`, nothing
+         *        written; re-read the record and decide again.
+         *     4. Retry the same action with the same `Idempotency-Key` and body; a revised action needs a new
+         *        key.
+         *
+         *     Field rules are those of `customers.CreateCompany`. A changed `domain` must be unique in the
+         *     company's scope (`409 conflict` naming the company that has it). `owner_member_id` is checked
+         *     when it is set to a new id, so a company keeps an owner who was disabled later. An update that
+         *     changes nothing (including a value given in another form that normalises to the stored one)
+         *     writes no event and keeps `updated_at`; otherwise a `resource.updated` event lists
+         *     `changed_fields` (keys of `data`).
+         */
+        post: operations["customers.UpdateCompany"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.DeleteCompany": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete a company
+         * @description Deletes the visible company `id`. The answer says whether this request removed it (`deleted:
+         *     true`, with a `resource.deleted` event) or it was already absent or not visible to the caller
+         *     (`deleted: false`, nothing written), so a retried or repeated delete is harmless and never tells
+         *     one member about another's private records. `expected` makes the delete conditional on current
+         *     values (`409 conflict` on mismatch, nothing deleted).
+         *
+         *     A company that deals refer to (`data.company_id`, private deals of other members included) is
+         *     not deleted: `409 conflict` naming how many deals refer to it, nothing written. Remove
+         *     `company_id` from those deals (or delete them) first.
+         */
+        post: operations["customers.DeleteCompany"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.ListDeals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List deals, paged, with updated_at windows for incremental reads
+         * @description Lists the deals visible to the caller: every shared deal of the workspace (when acting for a
+         *     member, if that member's role reads `core:Deal`) and, when acting for a member, that member's
+         *     private deals. `pipeline_id` and `company_id` keep only the deals of that pipeline or company.
+         *
+         *     Order and paging: ascending by `updated_at`, then `id`. `limit` (1 to 100, default 50) is the
+         *     page size. When `has_more` is true, send `next_cursor` as `cursor` with the same filters (and the
+         *     same `Service-Act-As`) to get the next page; a cursor sent with other filters, or a malformed or
+         *     changed one, is `400 invalid_input`.
+         *
+         *     Incremental reads: `updated_since` (inclusive) and `updated_before` (exclusive) bound
+         *     `updated_at` in Unix milliseconds; ask with overlapping windows (a few seconds before the
+         *     greatest `updated_at` you processed). `weighted_amount` is computed when read from the pipeline's
+         *     current probabilities, so a pipeline change can alter it without changing the deal's
+         *     `updated_at`: watch the pipeline's `resource.updated` events for that. Deleted deals are not
+         *     listed; learn of deletions from `resource.deleted` events.
+         */
+        post: operations["customers.ListDeals"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.GetDeal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read one deal
+         * @description Returns the deal with this `id` when it is visible to the caller: a shared deal of the workspace,
+         *     or a private deal of the member acted for. Anything else, including another member's private
+         *     deal, is `404 not_found`. `weighted_amount` is computed from the current probability of the
+         *     deal's stage.
+         */
+        post: operations["customers.GetDeal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.CreateDeal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a deal
+         * @description Creates a deal with a new stable `id` (`dl_...`). `data.name`, `data.pipeline_id` and
+         *     `data.stage_id` are required. Rules (each violation is `400 invalid_input`, nothing written):
+         *
+         *     - `pipeline_id` names a sales pipeline the caller can read (a shared one, or a private pipeline of
+         *       the member acted for), and `stage_id` one of its stages.
+         *     - `company_id`, when given, names a company the caller can read.
+         *     - A shared deal refers only to shared records: a private pipeline or company is for the owner's
+         *       private deals.
+         *     - `amount` is exact money (`Money`): a decimal string with at most the currency's decimals,
+         *       returned with exactly that many.
+         *     - `close_date` is a real UTC calendar day `YYYY-MM-DD`.
+         *
+         *     The service derives two read-only fields: `weighted_amount` (`amount` × the stage's probability,
+         *     exact, at read time) and `closed_at` (now, when the deal is created in the pipeline's `won` or
+         *     `lost` stage). There is no upsert: a deal has no natural key (names repeat; HubSpot matches deals
+         *     only on a unique property the integration defines), so integrations keep the returned `id`.
+         *
+         *     `private: true` makes a deal owned by the member acted for (it needs `Service-Act-As`; without it
+         *     the request is `400 invalid_input`). Otherwise the deal is shared, and when acting for a member,
+         *     that member's role must allow writing `core:Deal` (`403 forbidden`). Writes a `resource.created`
+         *     event.
+         */
+        post: operations["customers.CreateDeal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.UpdateDeal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Update a deal, optionally compare-and-set
+         * @description Changes the visible deal `id` (`404 not_found` otherwise). Needs the operation grant, and `read`
+         *     and `write` on `core:Deal`; when acting for a member, that member's role must allow writing
+         *     shared deals (`403 forbidden`; their own private deals are always theirs).
+         *
+         *     1. Fields in `data` are set; omitted fields stay unchanged. No field accepts `null`.
+         *     2. `unset` removes optional fields (`amount`, `company_id`, `close_date`); `name`, `pipeline_id`
+         *        and `stage_id` cannot be removed. A key may not be both in `data` and in `unset`.
+         *     3. `expected` holds prior values that must still match, read under a row lock in the same
+         *        transaction as the write; `{"$absent": true}` means the field must be missing. Any mismatch:
+         *        `409 conflict`, nothing written; re-read the record and decide again.
+         *     4. Retry the same action with the same `Idempotency-Key` and body; a revised action needs a new
+         *        key.
+         *
+         *     The rules of `customers.CreateDeal` hold for the resulting deal: after the update, `stage_id` is
+         *     a stage of `pipeline_id` (moving to another pipeline needs a stage of that pipeline), and a
+         *     changed `pipeline_id` or `company_id` must name a record the caller can read (`400
+         *     invalid_input`). Moving the deal into the `won` or `lost` stage sets `closed_at` to now, moving it
+         *     back to an `open` stage removes it. An update that changes nothing writes no event and keeps
+         *     `updated_at`; otherwise a `resource.updated` event lists `changed_fields` in the record API's
+         *     names, derived fields included (`weighted_amount`, `closed_at`).
+         */
+        post: operations["customers.UpdateDeal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/customers.DeleteDeal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete a deal
+         * @description Deletes the visible deal `id`. The answer says whether this request removed it (`deleted: true`,
+         *     with a `resource.deleted` event) or it was already absent or not visible to the caller
+         *     (`deleted: false`, nothing written), so a retried or repeated delete is harmless and never tells
+         *     one member about another's private records. `expected` makes the delete conditional on current
+         *     values (`409 conflict` on mismatch, nothing deleted). Deleting a deal frees its pipeline, stage
+         *     and company for deletion.
+         */
+        post: operations["customers.DeleteDeal"];
         delete?: never;
         options?: never;
         head?: never;
@@ -676,15 +1043,16 @@ export interface components {
          */
         PipelineName: string;
         /**
+         * @description Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.
+         * @example qualified
+         */
+        StageId: string;
+        /**
          * @description A funnel stage. The `id` is chosen by the caller and is stable: keep it when renaming the stage
          *     (deals refer to it). A `won` stage's probability, when given, is 100; a `lost` stage's is 0.
          */
         Stage: {
-            /**
-             * @description Stable stage id, unique within the pipeline; letters, digits, `_` and `-`.
-             * @example qualified
-             */
-            id: string;
+            id: components["schemas"]["StageId"];
             /**
              * @description Human-readable name.
              * @example Qualified
@@ -850,6 +1218,413 @@ export interface components {
             is_default?: boolean;
         };
         /**
+         * @description Name of the company, 1 to 200 characters.
+         * @example Globex Corporation
+         */
+        CompanyName: string;
+        /**
+         * @description The company's web domain, the upsert key of `core:Company`. Given as a host name or an `http(s)`
+         *     URL; stored and returned normalised: lower case, an internationalised name in its ASCII (`xn--`)
+         *     form, without scheme, user, port, path, query, trailing dot or one leading `www.`. So `Globex.com`,
+         *     `https://www.globex.com/about?x=1` and `globex.com.` are all `globex.com`. The result must be a
+         *     domain name of at least two labels whose last label is not all digits (not an IP address);
+         *     anything else is `400 invalid_input`. Unique among the workspace's shared companies, and among
+         *     each member's private companies.
+         * @example globex.com
+         */
+        CompanyDomain: string;
+        /**
+         * @description The company's industry, free text.
+         * @example Manufacturing
+         */
+        Industry: string;
+        /**
+         * @description Number of employees, 0 to 100,000,000, or `null` when it is known to be unknown (for example the
+         *     company does not disclose it). Absence means "not given"; `null` is a value, and `unset` removes it
+         *     (seed 2.1: a field accepts null only where its type includes null; this one does).
+         * @example 250
+         */
+        EmployeeCount: number | null;
+        /**
+         * @description ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals
+         *     as the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,
+         *     VND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.
+         * @example EUR
+         * @enum {string}
+         */
+        Currency: "AED" | "AFN" | "ALL" | "AMD" | "AOA" | "ARS" | "AUD" | "AWG" | "AZN" | "BAM" | "BBD" | "BDT" | "BGN" | "BHD" | "BIF" | "BMD" | "BND" | "BOB" | "BRL" | "BSD" | "BTN" | "BWP" | "BYN" | "BZD" | "CAD" | "CDF" | "CHF" | "CLP" | "CNY" | "COP" | "CRC" | "CUP" | "CVE" | "CZK" | "DJF" | "DKK" | "DOP" | "DZD" | "EGP" | "ERN" | "ETB" | "EUR" | "FJD" | "FKP" | "GBP" | "GEL" | "GHS" | "GIP" | "GMD" | "GNF" | "GTQ" | "GYD" | "HKD" | "HNL" | "HTG" | "HUF" | "IDR" | "ILS" | "INR" | "IQD" | "IRR" | "ISK" | "JMD" | "JOD" | "JPY" | "KES" | "KGS" | "KHR" | "KMF" | "KPW" | "KRW" | "KWD" | "KYD" | "KZT" | "LAK" | "LBP" | "LKR" | "LRD" | "LSL" | "LYD" | "MAD" | "MDL" | "MGA" | "MKD" | "MMK" | "MNT" | "MOP" | "MRU" | "MUR" | "MVR" | "MWK" | "MXN" | "MYR" | "MZN" | "NAD" | "NGN" | "NIO" | "NOK" | "NPR" | "NZD" | "OMR" | "PAB" | "PEN" | "PGK" | "PHP" | "PKR" | "PLN" | "PYG" | "QAR" | "RON" | "RSD" | "RUB" | "RWF" | "SAR" | "SBD" | "SCR" | "SDG" | "SEK" | "SGD" | "SHP" | "SLE" | "SOS" | "SRD" | "SSP" | "STN" | "SVC" | "SYP" | "SZL" | "THB" | "TJS" | "TMT" | "TND" | "TOP" | "TRY" | "TTD" | "TWD" | "TZS" | "UAH" | "UGX" | "USD" | "UYU" | "UZS" | "VED" | "VES" | "VND" | "VUV" | "WST" | "XAF" | "XCD" | "XCG" | "XOF" | "XPF" | "YER" | "ZAR" | "ZMW" | "ZWG";
+        /**
+         * @description An exact amount of money: a decimal string (never a JSON number, so no binary floating point
+         *     touches it) and its currency. `amount` is zero or positive, with at most 15 digits before the
+         *     decimal point and at most as many decimals as the currency has (see `currency`): more is `400
+         *     invalid_input`. It is stored and returned with exactly the currency's decimals: `"1200"` EUR is
+         *     returned as `"1200.00"`, and `expected` values compare in that form.
+         * @example {
+         *       "amount": "48000.00",
+         *       "currency": "EUR"
+         *     }
+         */
+        Money: {
+            /**
+             * @description Decimal amount in the currency's main unit, e.g. `"1200.50"`; no sign, exponent or thousands separator.
+             * @example 48000.00
+             */
+            amount: string;
+            currency: components["schemas"]["Currency"];
+        };
+        /**
+         * @description Main phone number as written (E.164, such as `+15415550100`, is recommended but not required).
+         * @example +15415550100
+         */
+        Phone: string;
+        /**
+         * @description The company's website, an `http` or `https` URL, stored as given.
+         * @example https://www.globex.com/
+         */
+        Website: string;
+        /**
+         * @description A postal address; every part optional, at least one given.
+         * @example {
+         *       "street": "1 Globex Way",
+         *       "city": "Springfield",
+         *       "region": "OR",
+         *       "postal_code": "97475",
+         *       "country": "US"
+         *     }
+         */
+        Address: {
+            /** @description Street and number, possibly several lines. */
+            street?: string;
+            /** @description City or town. */
+            city?: string;
+            /** @description State, province or region. */
+            region?: string;
+            /** @description Postal code as written locally. */
+            postal_code?: string;
+            /** @description ISO 3166-1 alpha-2 country code, upper case. */
+            country?: string;
+        };
+        /**
+         * @description Where the company stands with the workspace.
+         * @example prospect
+         * @enum {string}
+         */
+        LifecycleStage: "lead" | "prospect" | "customer" | "churned";
+        /**
+         * @description A member account id of the workspace (as listed by `GET /delegation/members`), or `null` for none.
+         *     When set to an id, it must name an active (not disabled) member of the caller's workspace, else
+         *     `400 invalid_input`; a value already stored is not checked again when other fields change.
+         * @example mb_4t8m2k6q1x9v3c7b5n0z2a8s
+         */
+        MemberReference: string | null;
+        /**
+         * @description Business fields of a company (`core:Company`). Only `name` is required; other fields may be absent,
+         *     and absence does not mean zero, empty or unknown. Only `employee_count` and `owner_member_id` accept
+         *     `null`. `domain` is normalised (see `CompanyDomain`) and unique per scope; money is exact (see
+         *     `Money`).
+         * @example {
+         *       "name": "Globex Corporation",
+         *       "domain": "globex.com",
+         *       "industry": "Manufacturing",
+         *       "employee_count": 250,
+         *       "annual_revenue": {
+         *         "amount": "12500000.00",
+         *         "currency": "USD"
+         *       },
+         *       "lifecycle_stage": "prospect"
+         *     }
+         */
+        CompanyData: {
+            name: components["schemas"]["CompanyName"];
+            domain?: components["schemas"]["CompanyDomain"];
+            industry?: components["schemas"]["Industry"];
+            employee_count?: components["schemas"]["EmployeeCount"];
+            annual_revenue?: components["schemas"]["Money"];
+            phone?: components["schemas"]["Phone"];
+            website?: components["schemas"]["Website"];
+            address?: components["schemas"]["Address"];
+            lifecycle_stage?: components["schemas"]["LifecycleStage"];
+            owner_member_id?: components["schemas"]["MemberReference"];
+        };
+        /** @description A company record in the shared record envelope. */
+        Company: {
+            id: components["schemas"]["RecordId"];
+            created_at: components["schemas"]["UnixMillis"];
+            /** @description Time of the last change that altered the record; unchanged by an update that changes nothing. */
+            updated_at: components["schemas"]["UnixMillis"];
+            /** @description Member account that created the record (when acting for a member); null when created with workspace access. Provenance only. */
+            created_by: string | null;
+            /** @description True for a member-owned private record, visible only when acting as its owner. */
+            private: boolean;
+            data: components["schemas"]["CompanyData"];
+        };
+        /**
+         * @description One company.
+         * @example {
+         *       "item": {
+         *         "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+         *         "created_at": 1795312800000,
+         *         "updated_at": 1795399200000,
+         *         "created_by": "mb_4t8m2k6q1x9v3c7b5n0z2a8s",
+         *         "private": false,
+         *         "data": {
+         *           "name": "Globex Corporation",
+         *           "domain": "globex.com",
+         *           "industry": "Manufacturing",
+         *           "employee_count": 250,
+         *           "annual_revenue": {
+         *             "amount": "12500000.00",
+         *             "currency": "USD"
+         *           },
+         *           "phone": "+15415550100",
+         *           "website": "https://www.globex.com/",
+         *           "address": {
+         *             "street": "1 Globex Way",
+         *             "city": "Springfield",
+         *             "region": "OR",
+         *             "postal_code": "97475",
+         *             "country": "US"
+         *           },
+         *           "lifecycle_stage": "prospect",
+         *           "owner_member_id": "mb_4t8m2k6q1x9v3c7b5n0z2a8s"
+         *         }
+         *       }
+         *     }
+         */
+        CompanyItem: {
+            item: components["schemas"]["Company"];
+        };
+        /**
+         * @description The fields of an upsert: `domain` is required (it is what the upsert matches on); `name` is required
+         *     only when no company matches and one is created.
+         */
+        CompanyUpsertData: {
+            name?: components["schemas"]["CompanyName"];
+            domain: components["schemas"]["CompanyDomain"];
+            industry?: components["schemas"]["Industry"];
+            employee_count?: components["schemas"]["EmployeeCount"];
+            annual_revenue?: components["schemas"]["Money"];
+            phone?: components["schemas"]["Phone"];
+            website?: components["schemas"]["Website"];
+            address?: components["schemas"]["Address"];
+            lifecycle_stage?: components["schemas"]["LifecycleStage"];
+            owner_member_id?: components["schemas"]["MemberReference"];
+        };
+        /**
+         * @description A key of a company's `data`.
+         * @enum {string}
+         */
+        CompanyField: "name" | "domain" | "industry" | "employee_count" | "annual_revenue" | "phone" | "website" | "address" | "lifecycle_stage" | "owner_member_id";
+        /**
+         * @description Keys of `data` to remove. `name` is required in every company and cannot be removed (naming it is
+         *     `400 invalid_input`); a key may not be both set in `data` and unset. Removing a field that is
+         *     already absent changes nothing.
+         */
+        CompanyUnset: components["schemas"]["CompanyField"][];
+        /**
+         * @description Prior values that must still hold before the write (compare-and-set). Keys are `data` keys without a
+         *     `data.` prefix. A value matches when it is deeply equal to the current field after the same
+         *     normalisation as `data` (a domain in any accepted form, money with the currency's decimals; object
+         *     key order ignored); `null` matches only `null`, and `{"$absent": true}` matches only a missing field.
+         *     When any key does not match, nothing is written and the answer is `409 conflict`.
+         */
+        CompanyExpected: {
+            name?: components["schemas"]["CompanyName"] | components["schemas"]["AbsentMarker"];
+            domain?: components["schemas"]["CompanyDomain"] | components["schemas"]["AbsentMarker"];
+            industry?: components["schemas"]["Industry"] | components["schemas"]["AbsentMarker"];
+            employee_count?: components["schemas"]["EmployeeCount"] | components["schemas"]["AbsentMarker"];
+            annual_revenue?: components["schemas"]["Money"] | components["schemas"]["AbsentMarker"];
+            phone?: components["schemas"]["Phone"] | components["schemas"]["AbsentMarker"];
+            website?: components["schemas"]["Website"] | components["schemas"]["AbsentMarker"];
+            address?: components["schemas"]["Address"] | components["schemas"]["AbsentMarker"];
+            lifecycle_stage?: components["schemas"]["LifecycleStage"] | components["schemas"]["AbsentMarker"];
+            owner_member_id?: components["schemas"]["MemberReference"] | components["schemas"]["AbsentMarker"];
+        };
+        /**
+         * @description Fields to set; omitted fields stay unchanged. `null` is accepted only by `employee_count` ("known to
+         *     be unknown") and `owner_member_id` (no owner); use `unset` to remove a field.
+         */
+        CompanyPatch: {
+            name?: components["schemas"]["CompanyName"];
+            domain?: components["schemas"]["CompanyDomain"];
+            industry?: components["schemas"]["Industry"];
+            employee_count?: components["schemas"]["EmployeeCount"];
+            annual_revenue?: components["schemas"]["Money"];
+            phone?: components["schemas"]["Phone"];
+            website?: components["schemas"]["Website"];
+            address?: components["schemas"]["Address"];
+            lifecycle_stage?: components["schemas"]["LifecycleStage"];
+            owner_member_id?: components["schemas"]["MemberReference"];
+        };
+        /**
+         * @description Name of the deal, 1 to 200 characters.
+         * @example Globex fleet renewal 2027
+         */
+        DealName: string;
+        /**
+         * @description Expected (or actual) close date, a UTC calendar day as `YYYY-MM-DD` (ISO 8601), 1970-01-01 to
+         *     9999-12-31. A day that does not exist (`2027-02-30`) is `400 invalid_input`.
+         * @example 2027-03-31
+         */
+        CloseDate: string;
+        /**
+         * @description An exact amount derived by the service (read-only): `amount` × stage probability / 100, computed in
+         *     decimal, never rounded. It has the currency's decimals, and up to two more when the product needs
+         *     them (`"10.01"` EUR at 15 % is `"1.5015"`).
+         * @example {
+         *       "amount": "28800.00",
+         *       "currency": "EUR"
+         *     }
+         */
+        WeightedMoney: {
+            /**
+             * @description Exact decimal amount in the currency's main unit.
+             * @example 28800.00
+             */
+            amount: string;
+            currency: components["schemas"]["Currency"];
+        };
+        /**
+         * @description Business fields of a deal (`core:Deal`) as returned: the written fields (`DealInput`) and two
+         *     read-only fields the service derives. Optional fields may be absent; absence does not mean zero.
+         * @example {
+         *       "name": "Globex fleet renewal 2027",
+         *       "amount": {
+         *         "amount": "48000.00",
+         *         "currency": "EUR"
+         *       },
+         *       "pipeline_id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s",
+         *       "stage_id": "proposal",
+         *       "company_id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+         *       "close_date": "2027-03-31",
+         *       "weighted_amount": {
+         *         "amount": "28800.00",
+         *         "currency": "EUR"
+         *       }
+         *     }
+         */
+        DealData: {
+            name: components["schemas"]["DealName"];
+            amount?: components["schemas"]["Money"];
+            /** @description Id of the deal's sales pipeline, visible to the caller; a shared deal needs a shared pipeline. */
+            pipeline_id: components["schemas"]["RecordId"];
+            /** @description Id of a stage of `pipeline_id` (stage ids are stable, so a renamed stage keeps its deals). */
+            stage_id: components["schemas"]["StageId"];
+            /** @description Id of the company the deal is with, visible to the caller; a shared deal needs a shared company. */
+            company_id?: components["schemas"]["RecordId"];
+            close_date?: components["schemas"]["CloseDate"];
+            /**
+             * @description Read-only: `amount` × the probability of the deal's stage / 100, exact, computed when the deal
+             *     is read, so it follows the pipeline's current probabilities. A `won` stage without a probability
+             *     counts as 100 %, a `lost` one as 0 %; absent when the deal has no `amount` or its stage is an
+             *     `open` stage without a probability.
+             */
+            readonly weighted_amount?: components["schemas"]["WeightedMoney"];
+            /**
+             * @description Read-only: when the deal entered its `won` or `lost` stage (the time of the write that moved it
+             *     there, or created it there). Set again when a write moves the deal from one of those stages to
+             *     the other, removed when a write moves it back to an `open` stage, kept when other fields change.
+             */
+            readonly closed_at?: components["schemas"]["UnixMillis"];
+        };
+        /** @description A deal record in the shared record envelope. */
+        Deal: {
+            id: components["schemas"]["RecordId"];
+            created_at: components["schemas"]["UnixMillis"];
+            /** @description Time of the last write that altered the record; unchanged by an update that changes nothing, and by pipeline changes that alter `weighted_amount`. */
+            updated_at: components["schemas"]["UnixMillis"];
+            /** @description Member account that created the record (when acting for a member); null when created with workspace access. Provenance only. */
+            created_by: string | null;
+            /** @description True for a member-owned private record, visible only when acting as its owner. */
+            private: boolean;
+            data: components["schemas"]["DealData"];
+        };
+        /**
+         * @description One deal.
+         * @example {
+         *       "item": {
+         *         "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+         *         "created_at": 1795312800000,
+         *         "updated_at": 1795399200000,
+         *         "created_by": null,
+         *         "private": false,
+         *         "data": {
+         *           "name": "Globex fleet renewal 2027",
+         *           "amount": {
+         *             "amount": "48000.00",
+         *             "currency": "EUR"
+         *           },
+         *           "pipeline_id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s",
+         *           "stage_id": "proposal",
+         *           "company_id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+         *           "close_date": "2027-03-31",
+         *           "weighted_amount": {
+         *             "amount": "28800.00",
+         *             "currency": "EUR"
+         *           }
+         *         }
+         *       }
+         *     }
+         */
+        DealItem: {
+            item: components["schemas"]["Deal"];
+        };
+        /**
+         * @description The fields a caller writes when creating a deal (`core:Deal`). `name`, `pipeline_id` and `stage_id`
+         *     are required; `amount`, `company_id` and `close_date` are optional and never `null`.
+         */
+        DealInput: {
+            name: components["schemas"]["DealName"];
+            amount?: components["schemas"]["Money"];
+            /** @description Id of the deal's sales pipeline, visible to the caller; a shared deal needs a shared pipeline. */
+            pipeline_id: components["schemas"]["RecordId"];
+            /** @description Id of a stage of `pipeline_id` (stage ids are stable, so a renamed stage keeps its deals). */
+            stage_id: components["schemas"]["StageId"];
+            /** @description Id of the company the deal is with, visible to the caller; a shared deal needs a shared company. */
+            company_id?: components["schemas"]["RecordId"];
+            close_date?: components["schemas"]["CloseDate"];
+        };
+        /**
+         * @description Fields to set; omitted fields stay unchanged. No field accepts `null`; use `unset` to remove an
+         *     optional field. The read-only fields (`weighted_amount`, `closed_at`) cannot be written.
+         */
+        DealPatch: {
+            name?: components["schemas"]["DealName"];
+            amount?: components["schemas"]["Money"];
+            /** @description Id of the deal's sales pipeline, visible to the caller; a shared deal needs a shared pipeline. */
+            pipeline_id?: components["schemas"]["RecordId"];
+            /** @description Id of a stage of `pipeline_id` (stage ids are stable, so a renamed stage keeps its deals). */
+            stage_id?: components["schemas"]["StageId"];
+            /** @description Id of the company the deal is with, visible to the caller; a shared deal needs a shared company. */
+            company_id?: components["schemas"]["RecordId"];
+            close_date?: components["schemas"]["CloseDate"];
+        };
+        /**
+         * @description A writable key of a deal's `data`.
+         * @enum {string}
+         */
+        DealField: "name" | "amount" | "pipeline_id" | "stage_id" | "company_id" | "close_date";
+        /**
+         * @description Keys of `data` to remove. `name`, `pipeline_id` and `stage_id` are required in every deal and cannot
+         *     be removed (naming one is `400 invalid_input`); a key may not be both set in `data` and unset.
+         *     Removing a field that is already absent changes nothing.
+         */
+        DealUnset: components["schemas"]["DealField"][];
+        /**
+         * @description Prior values that must still hold before the write (compare-and-set). Keys are writable `data` keys
+         *     without a `data.` prefix. A value matches when it is deeply equal to the current field (money with
+         *     the currency's decimals; object key order ignored); `{"$absent": true}` matches only a missing
+         *     field. When any key does not match, nothing is written and the answer is `409 conflict`.
+         */
+        DealExpected: {
+            name?: components["schemas"]["DealName"] | components["schemas"]["AbsentMarker"];
+            amount?: components["schemas"]["Money"] | components["schemas"]["AbsentMarker"];
+            pipeline_id?: components["schemas"]["RecordId"] | components["schemas"]["AbsentMarker"];
+            stage_id?: components["schemas"]["StageId"] | components["schemas"]["AbsentMarker"];
+            company_id?: components["schemas"]["RecordId"] | components["schemas"]["AbsentMarker"];
+            close_date?: components["schemas"]["CloseDate"] | components["schemas"]["AbsentMarker"];
+        };
+        /**
          * @description The website's `content_id` from `workspace.ListBundles` (not a host name or a workspace id).
          * @example bn_4f9q2w8e6r1t3y5u7i0o2p4a
          */
@@ -931,7 +1706,7 @@ export interface components {
             url: string;
             /**
              * @description `document.referrer` of the page. A referrer on the page's own host is internal and counts as
-             *     none (`Direct / None`).
+             *     none (`Direct / None`), as does one without a host name of at most 253 characters.
              */
             referrer?: string | null;
             /** @description Active time on the page (tab visible) in ms. Required for `engagement`, refused on `pageview`. */
@@ -1044,6 +1819,49 @@ export interface components {
                  * @example {
                  *       "error": "conflict",
                  *       "message": "expected.name does not match the current record; re-read it and decide again."
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `conflict`, nothing was written, for one of three reasons (the message says which): a supplied
+         *     `expected` value no longer matches (re-read and decide again); a request with the same
+         *     `Idempotency-Key` is still in progress; or the change would leave deals referring to something that
+         *     no longer exists: the pipeline, the stage or the company is in use. The message names how many deals
+         *     (private deals of other members included) and which stages; move or delete those deals first. The
+         *     same request succeeds once nothing refers to it, sent with a new `Idempotency-Key` (a 409 is stored
+         *     and replayed like every answer the operation decides). HubSpot blocks the same deletes.
+         */
+        ConflictInUse: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "conflict",
+                 *       "message": "Stage \"proposal\" still holds 3 deals; move them to another stage or delete them first. Nothing was written."
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `conflict`, nothing was written, for one of three reasons (the message says which): a supplied
+         *     `expected` value no longer matches (re-read and decide again); a request with the same
+         *     `Idempotency-Key` is still in progress; or `data.domain` already belongs to another company in the
+         *     same scope (the message names its id; update that one, or use `customers.UpsertCompany`).
+         */
+        ConflictUnique: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "conflict",
+                 *       "message": "domain \"globex.com\" already belongs to company co_7h3k9m2q4x8v1c6b5n0z3a7s in this scope (the shared records); update that one instead. Nothing was written."
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1581,7 +2399,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["InvalidKey"];
             403: components["responses"]["Forbidden"];
-            409: components["responses"]["Conflict"];
+            409: components["responses"]["ConflictInUse"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
@@ -1641,7 +2459,7 @@ export interface operations {
             401: components["responses"]["InvalidKey"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
+            409: components["responses"]["ConflictInUse"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
@@ -1689,6 +2507,724 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": {
+                        id: components["schemas"]["RecordId"];
+                        /** @description True when this request removed the record; false when it was already absent. */
+                        deleted: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["ConflictInUse"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.ListCompanies": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "limit": 50,
+                 *       "updated_since": 1795312800000
+                 *     }
+                 */
+                "application/json": {
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                    /** @description Only records with `updated_at` at or after this time. */
+                    updated_since?: components["schemas"]["UnixMillis"];
+                    /** @description Only records with `updated_at` before this time. */
+                    updated_before?: components["schemas"]["UnixMillis"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of companies. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+                     *           "created_at": 1795312800000,
+                     *           "updated_at": 1795399200000,
+                     *           "created_by": null,
+                     *           "private": false,
+                     *           "data": {
+                     *             "name": "Globex Corporation",
+                     *             "domain": "globex.com",
+                     *             "employee_count": null,
+                     *             "lifecycle_stage": "prospect"
+                     *           }
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": {
+                        items: components["schemas"]["Company"][];
+                        /** @description Whether another page follows. */
+                        has_more: boolean;
+                        /** @description Cursor of the next page; null when `has_more` is false. */
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.GetCompany": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s"
+                 *     }
+                 */
+                "application/json": {
+                    id: components["schemas"]["RecordId"];
+                };
+            };
+        };
+        responses: {
+            /** @description The company. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompanyItem"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.CreateCompany": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "data": {
+                 *         "name": "Globex Corporation",
+                 *         "domain": "https://www.Globex.com/",
+                 *         "industry": "Manufacturing",
+                 *         "employee_count": 250,
+                 *         "annual_revenue": {
+                 *           "amount": "12500000",
+                 *           "currency": "USD"
+                 *         },
+                 *         "website": "https://www.globex.com/",
+                 *         "address": {
+                 *           "city": "Springfield",
+                 *           "country": "US"
+                 *         },
+                 *         "lifecycle_stage": "prospect"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    data: components["schemas"]["CompanyData"];
+                    /**
+                     * @description Create a private company owned by the member acted for.
+                     * @default false
+                     */
+                    private?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The created company (domain normalised, money with the currency's decimals). */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompanyItem"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["ConflictUnique"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.UpsertCompany": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "data": {
+                 *         "name": "Initech",
+                 *         "domain": "initech.com",
+                 *         "industry": "Software",
+                 *         "employee_count": null,
+                 *         "lifecycle_stage": "lead"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    data: components["schemas"]["CompanyUpsertData"];
+                    unset?: components["schemas"]["CompanyUnset"];
+                    expected?: components["schemas"]["CompanyExpected"];
+                    /**
+                     * @description Match and create among the private companies of the member acted for.
+                     * @default false
+                     */
+                    private?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The created or updated company. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "item": {
+                     *         "id": "co_3q8m1k7x2v9c4b6n5z0a8s1d",
+                     *         "created_at": 1795312800000,
+                     *         "updated_at": 1795312800000,
+                     *         "created_by": null,
+                     *         "private": false,
+                     *         "data": {
+                     *           "name": "Initech",
+                     *           "domain": "initech.com",
+                     *           "industry": "Software",
+                     *           "employee_count": null,
+                     *           "lifecycle_stage": "lead"
+                     *         }
+                     *       },
+                     *       "created": true
+                     *     }
+                     */
+                    "application/json": {
+                        item: components["schemas"]["Company"];
+                        /** @description True when no company matched and this request created one. */
+                        created: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.UpdateCompany": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+                 *       "data": {
+                 *         "lifecycle_stage": "customer",
+                 *         "employee_count": 310
+                 *       },
+                 *       "unset": [
+                 *         "phone"
+                 *       ],
+                 *       "expected": {
+                 *         "lifecycle_stage": "prospect"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    id: components["schemas"]["RecordId"];
+                    data?: components["schemas"]["CompanyPatch"];
+                    unset?: components["schemas"]["CompanyUnset"];
+                    expected?: components["schemas"]["CompanyExpected"];
+                };
+            };
+        };
+        responses: {
+            /** @description The company after the update. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompanyItem"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["ConflictUnique"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.DeleteCompany": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+                 *       "expected": {
+                 *         "domain": "globex.com"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    id: components["schemas"]["RecordId"];
+                    expected?: components["schemas"]["CompanyExpected"];
+                };
+            };
+        };
+        responses: {
+            /** @description Whether this request deleted the company. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": {
+                        id: components["schemas"]["RecordId"];
+                        /** @description True when this request removed the record; false when it was already absent. */
+                        deleted: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["ConflictInUse"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.ListDeals": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "limit": 50,
+                 *       "pipeline_id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s"
+                 *     }
+                 */
+                "application/json": {
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                    /** @description Only records with `updated_at` at or after this time. */
+                    updated_since?: components["schemas"]["UnixMillis"];
+                    /** @description Only records with `updated_at` before this time. */
+                    updated_before?: components["schemas"]["UnixMillis"];
+                    /** @description Only deals in this sales pipeline. */
+                    pipeline_id?: components["schemas"]["RecordId"];
+                    /** @description Only deals with this company. */
+                    company_id?: components["schemas"]["RecordId"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of deals. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+                     *           "created_at": 1795312800000,
+                     *           "updated_at": 1795399200000,
+                     *           "created_by": null,
+                     *           "private": false,
+                     *           "data": {
+                     *             "name": "Globex fleet renewal 2027",
+                     *             "amount": {
+                     *               "amount": "48000.00",
+                     *               "currency": "EUR"
+                     *             },
+                     *             "pipeline_id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s",
+                     *             "stage_id": "won",
+                     *             "closed_at": 1795399200000,
+                     *             "weighted_amount": {
+                     *               "amount": "48000.00",
+                     *               "currency": "EUR"
+                     *             }
+                     *           }
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": {
+                        items: components["schemas"]["Deal"][];
+                        /** @description Whether another page follows. */
+                        has_more: boolean;
+                        /** @description Cursor of the next page; null when `has_more` is false. */
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.GetDeal": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d"
+                 *     }
+                 */
+                "application/json": {
+                    id: components["schemas"]["RecordId"];
+                };
+            };
+        };
+        responses: {
+            /** @description The deal. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DealItem"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.CreateDeal": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "data": {
+                 *         "name": "Globex fleet renewal 2027",
+                 *         "amount": {
+                 *           "amount": "48000",
+                 *           "currency": "EUR"
+                 *         },
+                 *         "pipeline_id": "pl_8d2k4m1q9x7v3c5b6n0z2a4s",
+                 *         "stage_id": "lead",
+                 *         "company_id": "co_7h3k9m2q4x8v1c6b5n0z3a7s",
+                 *         "close_date": "2027-03-31"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    data: components["schemas"]["DealInput"];
+                    /**
+                     * @description Create a private deal owned by the member acted for.
+                     * @default false
+                     */
+                    private?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The created deal, with its derived fields. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DealItem"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.UpdateDeal": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+                 *       "data": {
+                 *         "stage_id": "won"
+                 *       },
+                 *       "expected": {
+                 *         "stage_id": "lead"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    id: components["schemas"]["RecordId"];
+                    data?: components["schemas"]["DealPatch"];
+                    unset?: components["schemas"]["DealUnset"];
+                    expected?: components["schemas"]["DealExpected"];
+                };
+            };
+        };
+        responses: {
+            /** @description The deal after the update. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DealItem"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "customers.DeleteDeal": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d"
+                 *     }
+                 */
+                "application/json": {
+                    id: components["schemas"]["RecordId"];
+                    expected?: components["schemas"]["DealExpected"];
+                };
+            };
+        };
+        responses: {
+            /** @description Whether this request deleted the deal. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
                      *       "deleted": true
                      *     }
                      */
@@ -2056,6 +3592,12 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description One event as a JSON object (`TrackEvent`), sent either as `application/json` or as
+         *     `text/plain` (UTF-8) with the same JSON text and the same schema. `text/plain` is what
+         *     `navigator.sendBeacon` sends for a string, and a "simple" CORS request that needs no preflight,
+         *     so the tracker's beacon still arrives while the page is being closed.
+         */
         requestBody: {
             content: {
                 /**
@@ -2068,9 +3610,6 @@ export interface operations {
                  */
                 "application/json": components["schemas"]["TrackEvent"];
                 /**
-                 * @description The same JSON object, sent as `text/plain` (UTF-8): what `navigator.sendBeacon` sends for a
-                 *     string, and a "simple" CORS request that needs no preflight, so a beacon from a page being
-                 *     closed still arrives. The body is parsed as JSON and checked against the same schema.
                  * @example {
                  *       "key": "pk_4f9q2w8e6r1t3y5u7i0o2p4a",
                  *       "type": "engagement",
@@ -2093,8 +3632,10 @@ export interface operations {
             /**
              * @description `invalid_json`: the body is not a JSON object, or `Content-Type` is neither
              *     `application/json` nor `text/plain` (UTF-8). `invalid_input`: a field is missing, unknown,
-             *     of the wrong type or out of bounds, `url` is not an absolute http(s) URL, `engaged_ms` is
-             *     missing on an engagement or present on a pageview. Nothing is stored.
+             *     of the wrong type or out of bounds, a string breaks the string rule (U+0000 or a lone
+             *     surrogate, also in the `utm_source` and `utm_campaign` read from `url`), `url` is not an
+             *     absolute http(s) URL, `engaged_ms` is missing on an engagement or present on a pageview.
+             *     Nothing is stored.
              */
             400: {
                 headers: {

@@ -48,9 +48,12 @@ import {
 } from './bench-support.ts';
 import { reachablePostgres, redactUrl } from './postgres.ts';
 
-const OPERATION = 'customers.UpdateSalesPipeline';
-const OP_PATH = `/v1/operations/${OPERATION}`;
+/** The commands measured, each on its own records: a pipeline update, and a deal update that also reads the deal's pipeline. */
+const OPERATIONS = { pipelines: 'customers.UpdateSalesPipeline', deals: 'customers.UpdateDeal' } as const;
+type Measured = (typeof OPERATIONS)[keyof typeof OPERATIONS];
+const OP_PATH = `/v1/operations/${OPERATIONS.pipelines}`;
 const PIPELINES = 50;
+const DEALS = 200;
 const CONNECTIONS = positive('BENCH_CONNECTIONS', 50);
 const WARMUP_S = positive('BENCH_WARMUP_S', 3);
 const MEASURE_S = positive('BENCH_DURATION_S', 15);
@@ -69,13 +72,13 @@ function postgresTarget(): Promise<{ url: string } | { why: string }> {
   return reachablePostgres(PG_URL, !process.env.BENCH_POSTGRES_URL, log);
 }
 
-/** Migrates, creates the bench workspace, returns the secret of a key allowed to update pipelines. */
+/** Migrates, creates the bench workspace, returns the secret of a key allowed to write pipelines, companies and deals. */
 async function seedWorkspace(databaseUrl: string): Promise<string> {
   const db = openDatabase(databaseUrl);
   try {
     await db.migrate();
     const result = await applyWorkspace(db, systemClock, { ...acme(), workspace: { name: 'Bench' } });
-    return result.keys.ci!.secret;
+    return result.keys.sales!.secret; // customers.* with read and write on pipelines, companies and deals
   } finally {
     await db.close();
   }
@@ -86,14 +89,15 @@ interface WriteCheck {
   updateEvents: number;
 }
 
-async function countWrites(databaseUrl: string): Promise<WriteCheck> {
+async function countWrites(databaseUrl: string, operation: Measured): Promise<WriteCheck> {
   const db = openDatabase(databaseUrl);
   try {
     const receipts = await db.sql.one<{ n: number }>(
       `SELECT COUNT(*) AS n FROM idempotency_receipts WHERE operation_id = ? AND status_code = 200 AND completed_at IS NOT NULL`,
-      [OPERATION],
+      [operation],
     );
-    const events = await db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM record_events WHERE type = 'resource.updated'`);
+    const resourceType = operation === OPERATIONS.deals ? 'core:Deal' : 'core:SalesPipeline';
+    const events = await db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM record_events WHERE type = 'resource.updated' AND resource_type = ?`, [resourceType]);
     return { updateReceipts: Number(receipts?.n ?? 0), updateEvents: Number(events?.n ?? 0) };
   } finally {
     await db.close();
@@ -106,21 +110,29 @@ async function countWrites(databaseUrl: string): Promise<WriteCheck> {
 interface TargetResult {
   name: string;
   kind: 'echo' | 'sqlite' | 'postgres';
+  operation?: Measured;
   warmup: Phase;
   measured: Phase;
   failureSamples: Array<{ status: number; body: string }>;
   writes?: WriteCheck & { responses2xx: number };
 }
 
-/** Each request: a fresh Idempotency-Key and a new name for one of the pipelines, round robin. */
-function updateRequest(ids: readonly string[], secret: string): { setup: autocannon.Request; sent: () => number } {
+/**
+ * Each request: a fresh Idempotency-Key and, round robin over the records, a new pipeline name
+ * (UpdateSalesPipeline) or a new deal name and the next stage, lead and proposal in turn (UpdateDeal).
+ */
+function updateRequest(ids: readonly string[], secret: string, operation: Measured = OPERATIONS.pipelines): { setup: autocannon.Request; sent: () => number } {
   let n = 0;
   const run = crypto.randomBytes(3).toString('hex');
+  const data =
+    operation === OPERATIONS.deals
+      ? (k: number, i: number) => ({ name: `Bench deal ${k} ${run}-${i}`, stage_id: Math.floor(i / ids.length) % 2 ? 'lead' : 'proposal' })
+      : (k: number, i: number) => ({ name: `Bench pipeline ${k} ${run}-${i}` });
   return {
     sent: () => n,
     setup: {
       method: 'POST',
-      path: OP_PATH,
+      path: `/v1/operations/${operation}`,
       setupRequest: (req: autocannon.Request) => {
         const i = n++;
         const k = i % ids.length;
@@ -129,7 +141,7 @@ function updateRequest(ids: readonly string[], secret: string): { setup: autocan
           authorization: `Bearer ${secret}`,
           'idempotency-key': crypto.randomUUID(),
         };
-        req.body = JSON.stringify({ id: ids[k], data: { name: `Bench pipeline ${k} ${run}-${i}` } });
+        req.body = JSON.stringify({ id: ids[k], data: data(k, i) });
         return req;
       },
     } as autocannon.Request,
@@ -137,7 +149,7 @@ function updateRequest(ids: readonly string[], secret: string): { setup: autocan
 }
 
 
-async function measure(name: string, kind: TargetResult['kind'], server: Server, request: autocannon.Request): Promise<TargetResult> {
+async function measure(name: string, kind: TargetResult['kind'], server: Server, request: autocannon.Request, operation?: Measured): Promise<TargetResult> {
   const failureSamples: TargetResult['failureSamples'] = [];
   log(`${name}: warm-up ${WARMUP_S} s`);
   const warmup = await runPhase(server, request, WARMUP_S, failureSamples, CONNECTIONS);
@@ -148,7 +160,7 @@ async function measure(name: string, kind: TargetResult['kind'], server: Server,
     `${name}: ${measured.reqPerS.toFixed(0)} req/s, p50 ${measured.latencyMs.p50.toFixed(2)} ms, p99 ${measured.latencyMs.p99.toFixed(2)} ms` +
       (bad ? `, ${bad} FAILED requests` : ''),
   );
-  return { name, kind, warmup, measured, failureSamples };
+  return { name, kind, ...(operation ? { operation } : {}), warmup, measured, failureSamples };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -163,7 +175,8 @@ const serviceEnv = (databaseUrl: string): Record<string, string> => ({
   LOG_LEVEL,
 });
 
-async function benchService(kind: 'sqlite' | 'postgres', databaseUrl: string, pinning: Pinning): Promise<TargetResult> {
+/** One service process: UpdateSalesPipeline, then UpdateDeal, each with its own warm-up. */
+async function benchService(kind: 'sqlite' | 'postgres', databaseUrl: string, pinning: Pinning): Promise<TargetResult[]> {
   const name = kind === 'sqlite' ? 'service, SQLite' : 'service, PostgreSQL';
   log(`${name}: preparing ${kind === 'sqlite' ? databaseUrl : redactUrl(databaseUrl)}`);
   const secret = await seedWorkspace(databaseUrl);
@@ -177,13 +190,25 @@ async function benchService(kind: 'sqlite' | 'postgres', databaseUrl: string, pi
       if (!data) throw new Error(`${name}: creating pipeline ${i} failed: HTTP ${response.status} ${JSON.stringify(error)}`);
       ids.push(data.item.id);
     }
-    log(`${name}: ${PIPELINES} pipelines created`);
-    const { setup } = updateRequest(ids, secret);
-    const result = await measure(name, kind, server, setup);
+    const company = await client.customers.CreateCompany({ data: { name: 'Bench Co', domain: 'bench.example' } });
+    if (!company.data) throw new Error(`${name}: creating the company failed: HTTP ${company.response.status} ${JSON.stringify(company.error)}`);
+    const dealIds: string[] = [];
+    for (let i = 0; i < DEALS; i++) {
+      const { data, error, response } = await client.customers.CreateDeal({
+        data: { name: `Bench deal ${i}`, amount: { amount: `${1000 + i}.00`, currency: 'EUR' }, pipeline_id: ids[i % ids.length]!, stage_id: 'lead', company_id: company.data.item.id },
+      });
+      if (!data) throw new Error(`${name}: creating deal ${i} failed: HTTP ${response.status} ${JSON.stringify(error)}`);
+      dealIds.push(data.item.id);
+    }
+    log(`${name}: ${PIPELINES} pipelines, 1 company and ${DEALS} deals created`);
+    const pipelines = await measure(`${name}: UpdateSalesPipeline`, kind, server, updateRequest(ids, secret, OPERATIONS.pipelines).setup, OPERATIONS.pipelines);
+    const deals = await measure(`${name}: UpdateDeal`, kind, server, updateRequest(dealIds, secret, OPERATIONS.deals).setup, OPERATIONS.deals);
     await stopServer(server);
-    const writes = await countWrites(databaseUrl);
-    result.writes = { ...writes, responses2xx: result.warmup.ok2xx + result.measured.ok2xx };
-    return result;
+    for (const result of [pipelines, deals]) {
+      const writes = await countWrites(databaseUrl, result.operation!);
+      result.writes = { ...writes, responses2xx: result.warmup.ok2xx + result.measured.ok2xx };
+    }
+    return [pipelines, deals];
   } finally {
     await stopServer(server);
   }
@@ -208,12 +233,13 @@ interface Check {
 async function main(): Promise<number> {
   const started = new Date();
   const pinning = pinCpus();
-  const planned = 5 * (WARMUP_S + MEASURE_S);
+  const planned = 7 * (WARMUP_S + MEASURE_S);
   console.log(`Benchmark: POST ${OP_PATH} vs a bare express 5 JSON echo server`);
   console.log(`  ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, node ${process.version}`);
   console.log(`  pinning: ${pinning.note}`);
   console.log(`  load: autocannon, ${CONNECTIONS} connections, ${WARMUP_S} s warm-up + ${MEASURE_S} s measured per target (about ${Math.round((planned + 10) / 10) * 10} s in all)`);
-  console.log(`  each update: fresh Idempotency-Key, new pipeline name, round robin over ${PIPELINES} pipelines; the echo server gets the same requests`);
+  console.log(`  then POST /v1/operations/${OPERATIONS.deals} in the same service process (each with its own warm-up)`);
+  console.log(`  each update: fresh Idempotency-Key; a new pipeline name, round robin over ${PIPELINES} pipelines, or a new deal name and stage, round robin over ${DEALS} deals; the echo server gets the pipeline requests`);
   console.log(
     `  service: NODE_ENV=production (no response validation), RATE_LIMIT_PER_SECOND=1000000 RATE_LIMIT_BURST=1000000, JOBS=off, ` +
       `LOG_LEVEL=${LOG_LEVEL}: pino JSON logs written as in production, stdout redirected to /dev/null` +
@@ -237,7 +263,7 @@ async function main(): Promise<number> {
 
     results.push(await benchEcho('#1', echo, echoRequest));
     try {
-      results.push(await benchService('sqlite', sqliteUrl, pinning));
+      results.push(...(await benchService('sqlite', sqliteUrl, pinning)));
     } catch (err) {
       problems.push(`SQLite run failed: ${(err as Error).message}`);
       log(problems.at(-1)!);
@@ -251,7 +277,7 @@ async function main(): Promise<number> {
     } else {
       try {
         await resetPostgres(target.url);
-        results.push(await benchService('postgres', target.url, pinning));
+        results.push(...(await benchService('postgres', target.url, pinning)));
       } catch (err) {
         problems.push(`PostgreSQL run failed: ${(err as Error).message}`);
         log(problems.at(-1)!);
@@ -265,14 +291,18 @@ async function main(): Promise<number> {
 
   // Each service run against the mean of the echo runs just before and after it.
   const echoes = results.filter((r) => r.kind === 'echo');
+  /** The echo runs just before and just after a service run (other service runs may stand between). */
   const around = (r: TargetResult) => {
     const i = results.indexOf(r);
-    return [results[i - 1], results[i + 1]].filter((x): x is TargetResult => x?.kind === 'echo');
+    const before = results.slice(0, i).reverse().find((x) => x.kind === 'echo');
+    const after = results.slice(i + 1).find((x) => x.kind === 'echo');
+    return [before, after].filter((x): x is TargetResult => x !== undefined);
   };
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const echoMean = mean(echoes.map((e) => e.measured.reqPerS));
   const rows: string[][] = [['target', 'requests/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'ratio to echo', 'CPU ms/req', 'CPU ratio']];
   const ratios: Record<string, { ratio: number; baselineReqPerS: number; cpuRatio: number | null }> = {};
+  const key = (kind: string, operation: string | undefined) => `${kind} ${operation ?? ''}`;
   for (const r of results) {
     const m = r.measured;
     const nonOk = r.warmup.non2xx + m.non2xx;
@@ -284,7 +314,7 @@ async function main(): Promise<number> {
       const base = mean(echoRuns.map((e) => e.measured.reqPerS));
       const echoCpu = echoRuns.map((e) => e.measured.serverCpuMsPerReq).filter((x): x is number => x !== null);
       const cpuRatio = m.serverCpuMsPerReq && echoCpu.length ? mean(echoCpu) / m.serverCpuMsPerReq : null;
-      ratios[r.kind] = { ratio: m.reqPerS / base, baselineReqPerS: base, cpuRatio };
+      ratios[key(r.kind, r.operation)] = { ratio: m.reqPerS / base, baselineReqPerS: base, cpuRatio };
       ratioCell = fmt(m.reqPerS / base, 3);
       cpuRatioCell = cpuRatio === null ? 'n/a' : fmt(cpuRatio, 3);
     }
@@ -293,8 +323,8 @@ async function main(): Promise<number> {
   }
 
   const checks: Check[] = [];
-  const ratioCheck = (kind: 'sqlite' | 'postgres', label: string, min: number) => {
-    const r = ratios[kind];
+  const ratioCheck = (kind: 'sqlite' | 'postgres', operation: Measured, label: string, min: number) => {
+    const r = ratios[key(kind, operation)];
     if (!r) {
       checks.push({ target: `${label}: ratio >= ${fmt(min)}`, value: 'not measured', ok: false, measured: false, detail: kind === 'postgres' && pgSkipped ? 'PostgreSQL part did not run' : 'run failed' });
       return;
@@ -307,8 +337,8 @@ async function main(): Promise<number> {
       detail: ok ? `${fmt(r.ratio / min)}x the target` : `short by ${fmt(min - r.ratio, 3)} (needs ${fmt((min / r.ratio - 1) * 100, 0)}% more req/s)`,
     });
   };
-  const p99Check = (kind: 'sqlite' | 'postgres', label: string) => {
-    const r = results.find((x) => x.kind === kind);
+  const p99Check = (kind: 'sqlite' | 'postgres', operation: Measured, label: string) => {
+    const r = results.find((x) => x.kind === kind && x.operation === operation);
     const target = `${label}: p99 <= ${TARGETS.p99OfEcho}x the echo's p99`;
     if (!r) {
       checks.push({ target, value: 'not measured', ok: false, measured: false, detail: kind === 'postgres' && pgSkipped ? 'PostgreSQL part did not run' : 'run failed' });
@@ -319,10 +349,13 @@ async function main(): Promise<number> {
     const ok = p99 <= limit;
     checks.push({ target, value: `${fmt(p99)} ms`, ok, detail: ok ? `limit ${fmt(limit)} ms` : `over the limit of ${fmt(limit)} ms by ${fmt(p99 - limit)} ms` });
   };
-  ratioCheck('sqlite', 'SQLite', TARGETS.sqliteRatio);
-  p99Check('sqlite', 'SQLite');
-  ratioCheck('postgres', 'PostgreSQL', TARGETS.pgRatio);
-  p99Check('postgres', 'PostgreSQL');
+  for (const operation of Object.values(OPERATIONS)) {
+    const short = operation.split('.')[1]!;
+    ratioCheck('sqlite', operation, `SQLite ${short}`, TARGETS.sqliteRatio);
+    p99Check('sqlite', operation, `SQLite ${short}`);
+    ratioCheck('postgres', operation, `PostgreSQL ${short}`, TARGETS.pgRatio);
+    p99Check('postgres', operation, `PostgreSQL ${short}`);
+  }
 
   // Request failures and write verification.
   for (const r of results) {
@@ -378,7 +411,7 @@ async function main(): Promise<number> {
         finished: new Date().toISOString(),
         machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, loadavg: os.loadavg(), node: process.version, platform: `${os.platform()} ${os.release()}` },
         config: {
-          operation: OPERATION,
+          operations: Object.values(OPERATIONS),
           connections: CONNECTIONS,
           warmupS: WARMUP_S,
           measureS: MEASURE_S,

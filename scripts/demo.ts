@@ -1,6 +1,7 @@
 /**
- * `npm run demo`: a demo workspace with a sales pipeline, five sites holding 90 days of generated
- * traffic (DEMO_EVENTS events, default 1,000,000, ending now; 0 for none), and the calls to try it.
+ * `npm run demo`: a demo workspace with a sales pipeline, a few companies and deals, five sites holding
+ * 90 days of generated traffic (DEMO_EVENTS events, default 1,000,000, ending now; 0 for none), and
+ * the calls to try it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -8,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
 import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
-import { createClient } from '../generated/client.ts';
+import { createClient, type RequestBody } from '../generated/client.ts';
 import { applyWorkspace, trackerTag } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { bulkLoadEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
@@ -74,11 +75,45 @@ const created = await client.customers
     },
   })
   .catch(() => null);
+const records = created?.data
+  ? await demoRecords(created.data.item.id).catch((err: Error) => {
+      console.error(`Could not create the demo companies and deals: ${err.message}`);
+      return null;
+    })
+  : null;
+
+/** A few companies (upserted by domain) and deals in the new pipeline, through the generated client. */
+async function demoRecords(pipelineId: string) {
+  const companies: Array<RequestBody<'customers.UpsertCompany'>['data']> = [
+    { name: 'Globex Corporation', domain: 'https://www.globex.com/', industry: 'Manufacturing', employee_count: 250, annual_revenue: { amount: '12500000', currency: 'USD' }, lifecycle_stage: 'customer', address: { city: 'Springfield', country: 'US' } },
+    { name: 'Initech', domain: 'initech.com', industry: 'Software', employee_count: null, lifecycle_stage: 'prospect' },
+    { name: 'Umbrella Nordic AB', domain: 'umbrella.se', industry: 'Pharmaceuticals', annual_revenue: { amount: '48000000', currency: 'SEK' }, lifecycle_stage: 'lead', address: { city: 'Malmö', country: 'SE' } },
+  ];
+  const ids: string[] = [];
+  for (const data of companies) {
+    const { data: res, error } = await client.customers.UpsertCompany({ data });
+    if (error) throw new Error(`demo company ${data.name}: ${error.message}`);
+    ids.push(res.item.id);
+  }
+  const deals: Array<RequestBody<'customers.CreateDeal'>['data']> = [
+    { name: 'Globex fleet renewal 2027', pipeline_id: pipelineId, stage_id: 'proposal', company_id: ids[0]!, amount: { amount: '48000', currency: 'USD' }, close_date: '2027-03-31' },
+    { name: 'Globex spare parts', pipeline_id: pipelineId, stage_id: 'won', company_id: ids[0]!, amount: { amount: '7250.50', currency: 'USD' } },
+    { name: 'Initech pilot', pipeline_id: pipelineId, stage_id: 'lead', company_id: ids[1]!, amount: { amount: '15000', currency: 'EUR' }, close_date: '2027-01-15' },
+    { name: 'Umbrella Nordic framework', pipeline_id: pipelineId, stage_id: 'proposal', company_id: ids[2]!, amount: { amount: '1200000', currency: 'SEK' } },
+  ];
+  const dealIds: string[] = [];
+  for (const data of deals) {
+    const { data: res, error } = await client.customers.CreateDeal({ data });
+    if (error) throw new Error(`demo deal ${data.name}: ${error.message}`);
+    dealIds.push(res.item.id);
+  }
+  return { companies: ids, deals: dealIds };
+}
 
 console.log(JSON.stringify(result, null, 2));
 console.log(`
 Demo workspace "${spec.workspace.name}" created. The key secret above is shown only once.
-${created?.data ? `Created pipeline ${created.data.item.id} through the generated client.` : `(Start the service with \`npm start\` to call it.)`}
+${created?.data ? `Created pipeline ${created.data.item.id}, ${records?.companies.length ?? 0} companies and ${records?.deals.length ?? 0} deals through the generated client.` : `(Start the service with \`npm start\` to call it.)`}
 
 Try it:
   curl -s -X POST ${base}/operations/customers.ListSalesPipelines \\
@@ -87,7 +122,22 @@ Try it:
   curl -s -X POST ${base}/operations/customers.UpdateSalesPipeline \\
     -H 'Authorization: Bearer ${secret}' -H 'Content-Type: application/json' \\
     -H "Idempotency-Key: $(uuidgen 2>/dev/null || date +%s%N)" \\
-    -d '{"id":"<pipeline id>","data":{"name":"New business (EMEA)"},"expected":{"name":"New business"}}'
+    -d '{"id":"${created?.data?.item.id ?? '<pipeline id>'}","data":{"name":"New business (EMEA)"},"expected":{"name":"New business"}}'
+
+  curl -s -X POST ${base}/operations/customers.ListDeals \\
+    -H 'Authorization: Bearer ${secret}' -H 'Content-Type: application/json' -d '{"limit":10}'
+
+  # win a deal, only if it is still at the proposal stage (409 conflict otherwise)
+  curl -s -X POST ${base}/operations/customers.UpdateDeal \\
+    -H 'Authorization: Bearer ${secret}' -H 'Content-Type: application/json' \\
+    -H "Idempotency-Key: $(uuidgen 2>/dev/null || date +%s%N)" \\
+    -d '{"id":"${records?.deals[0] ?? '<deal id>'}","data":{"stage_id":"won"},"expected":{"stage_id":"proposal"}}'
+
+  # create or update a company by its domain (any form of it)
+  curl -s -X POST ${base}/operations/customers.UpsertCompany \\
+    -H 'Authorization: Bearer ${secret}' -H 'Content-Type: application/json' \\
+    -H "Idempotency-Key: $(uuidgen 2>/dev/null || date +%s%N)" \\
+    -d '{"data":{"domain":"WWW.Initech.com","employee_count":120,"lifecycle_stage":"customer"}}'
 
 Collect traffic: paste the tag into every page of a site (its publishable collect key can only send events):
 ${Object.entries(result.collect_keys)

@@ -13,3 +13,9 @@ export function listApps(sql: Sql, workspaceId: string): Promise<DbAppRow[]> {
 export async function bumpAuthVersion(sql: Sql, workspaceId: string): Promise<void> {
   await sql.run(`UPDATE workspaces SET auth_version = auth_version + 1 WHERE id = ?`, [workspaceId]);
 }
+
+/** Whether a member of this workspace with this id exists and is not disabled. */
+export async function isActiveMember(sql: Sql, workspaceId: string, memberId: string): Promise<boolean> {
+  const row = await sql.one(`SELECT 1 AS ok FROM members WHERE workspace_id = ? AND id = ? AND disabled_at IS NULL`, [workspaceId, memberId]);
+  return row !== undefined;
+}

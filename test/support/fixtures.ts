@@ -15,6 +15,15 @@ export const createPipeline = (name = 'New business'): RequestBody<'customers.Cr
   data: { name, stages: stages.basic },
 });
 
+export const createCompany = (name = 'Globex', domain = 'globex.com'): RequestBody<'customers.CreateCompany'> => ({
+  data: { name, domain },
+});
+
+/** A deal in a pipeline created with `stages.basic` (stage `proposal`: 60 %). */
+export const createDeal = (pipelineId: string, stageId = 'proposal', more: Partial<RequestBody<'customers.CreateDeal'>['data']> = {}): RequestBody<'customers.CreateDeal'> => ({
+  data: { name: 'Fleet renewal', pipeline_id: pipelineId, stage_id: stageId, amount: { amount: '1000', currency: 'EUR' }, ...more },
+});
+
 /** The workspace most suites start from: an owner, a member, a disabled member, a site, an app and keys. */
 export const acme = (): WorkspaceSpec => ({
   workspace: { name: 'Acme' },
@@ -36,5 +45,12 @@ export const acme = (): WorkspaceSpec => ({
     all: { name: 'Delegates to everyone', operations: ['customers.*'], resources: { 'core:SalesPipeline': ['read', 'write'] }, delegation: 'all' },
     reader: { name: 'Read only', operations: ['customers.ListSalesPipelines', 'customers.GetSalesPipeline', 'customers.UpdateSalesPipeline'], resources: { 'core:SalesPipeline': ['read'] } },
     bare: { name: 'No grants', operations: [] },
+    // Companies and deals (and pipelines): customers.* with read and write on all three types.
+    sales: {
+      name: 'Sales integration',
+      operations: ['customers.*'],
+      resources: { 'core:SalesPipeline': ['read', 'write'], 'core:Company': ['read', 'write'], 'core:Deal': ['read', 'write'] },
+      delegation: ['ada', 'olga', 'bob', 'max'],
+    },
   },
 });
