@@ -212,13 +212,32 @@ export class RecordType<S extends object, V extends object = S, R extends DbReco
   async readable(ctx: OperationContext, id: string, lock: RowLock = null): Promise<StoredRecord<S, R> | undefined> {
     const rec = await this.find(ctx, id, lock);
     if (!rec) return undefined;
+    // Locked until the transaction ends, so it cannot change under this request: byIds reuses it.
+    if (lock !== null) this.lockedFor(ctx).set(id, rec);
     return rec.row.private_owner_id !== null || readsShared(ctx, this.resource) ? rec : undefined;
   }
 
   /** Stored records by id, whatever their visibility: for fields derived from records the caller already reaches. */
   async byIds(ctx: OperationContext, ids: Iterable<string>): Promise<Map<string, StoredRecord<S, R>>> {
-    const rows = await findRecords<R>(ctx.sql, this.spec.table, ctx.workspaceId, [...new Set(ids)]);
-    return new Map(rows.map((r) => [r.id, this.stored(r)]));
+    const locked = this.locked.get(ctx);
+    const out = new Map<string, StoredRecord<S, R>>();
+    const missing: string[] = [];
+    for (const id of new Set(ids)) {
+      const held = locked?.get(id);
+      if (held) out.set(id, held);
+      else missing.push(id);
+    }
+    if (missing.length) for (const r of await findRecords<R>(ctx.sql, this.spec.table, ctx.workspaceId, missing)) out.set(r.id, this.stored(r));
+    return out;
+  }
+
+  /** Records of this type read under a row lock by the request of `ctx` (the lock keeps them as read). */
+  private readonly locked = new WeakMap<OperationContext, Map<string, StoredRecord<S, R>>>();
+
+  private lockedFor(ctx: OperationContext): Map<string, StoredRecord<S, R>> {
+    let map = this.locked.get(ctx);
+    if (!map) this.locked.set(ctx, (map = new Map()));
+    return map;
   }
 
   // ---- The operations -----------------------------------------------------------------------------
@@ -303,6 +322,7 @@ export class RecordType<S extends object, V extends object = S, R extends DbReco
     await this.rules.beforeDelete?.(ctx, rec);
     try {
       await deleteRecord(ctx.sql, this.spec.table, rec.row.id);
+      this.locked.get(ctx)?.delete(rec.row.id);
     } catch (err) {
       // The rules count references under row locks first; the database's foreign keys are the backstop.
       if (isReferenceViolation(err)) throw conflict(`Other records refer to this ${this.spec.noun}; change or delete them first. Nothing was written.`);
@@ -354,6 +374,7 @@ export class RecordType<S extends object, V extends object = S, R extends DbReco
     await updateRecord(ctx.sql, this.spec.table, rec.row.id, json, updatedAt, typed);
     await this.rules.afterWrite?.(w);
     const after: StoredRecord<S, R> = { row: { ...rec.row, ...typed, data: json, updated_at: updatedAt }, data: w.next };
+    if (this.locked.get(ctx)?.has(rec.row.id)) this.locked.get(ctx)!.set(rec.row.id, after);
     const [before, now] = await this.views(ctx, [rec, after]);
     await recordChanged(ctx, {
       type: 'resource.updated',
