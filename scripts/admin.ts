@@ -10,6 +10,8 @@ import { modules } from '../app.ts';
 import { AdminError, applyWorkspace, disableMember, replaceKey, revokeKey } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import type { AdminDeps } from '../server/module.ts';
+import { skipOutboxEvent } from '../server/outbox.ts';
+import { listOutboxConsumers } from '../db/queries/outbox.ts';
 import { createSigninLink, revokeSession, SigninError } from '../server/signin.ts';
 
 async function withDb<T>(fn: (db: ReturnType<typeof openDatabase>) => Promise<T>): Promise<void> {
@@ -72,6 +74,39 @@ session
     withDb(async (db) => {
       if ((o.id === undefined) === (o.member === undefined)) throw new AdminError('give exactly one of --id or --member');
       return revokeSession(db, systemClock, o.id !== undefined ? { id: o.id } : { memberId: o.member! });
+    }),
+  );
+
+const outbox = program.command('outbox').description('change-event consumers (automation, webhooks)');
+outbox
+  .command('status')
+  .description('each consumer: its position, who holds its lease, and the event it is stuck on with the last error')
+  .action(() =>
+    withDb(async (db) =>
+      (await listOutboxConsumers(db.sql)).map((c) => ({
+        name: c.name,
+        position: { xid: c.position_xid, seq: Number(c.position_seq) },
+        leased_by: c.leased_by,
+        lease_until: c.lease_until,
+        failing_event_id: c.failing_event_id,
+        attempts: c.attempts,
+        retry_at: c.retry_at,
+        last_error: c.last_error,
+        last_error_at: c.last_error_at,
+      })),
+    ),
+  );
+outbox
+  .command('skip')
+  .requiredOption('--consumer <name>', 'consumer name (see outbox status)')
+  .requiredOption('--event <id>', 'the event it is stuck on (evt_...); only that one is skipped')
+  .description('move a consumer past the one event it is stuck on (after deciding it can never be handled)')
+  .action((o: { consumer: string; event: string }) =>
+    withDb(async (db) => {
+      if (!(await skipOutboxEvent(db, systemClock, o.consumer, o.event))) {
+        throw new AdminError(`consumer ${o.consumer} is not stuck on ${o.event} (see npm run admin -- outbox status)`);
+      }
+      return { consumer: o.consumer, skipped: o.event };
     }),
   );
 

@@ -1,3 +1,7 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
@@ -107,6 +111,22 @@ async function runUntil(runners: OutboxRunner | OutboxRunner[], done: () => Prom
     if (await done()) return;
     if (Date.now() > deadline) throw new Error('the outbox did not deliver within 10 s');
     await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** `npm run admin -- ...` on the test's database, as an operator runs it. */
+async function admin(databaseUrl: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(path.join(root, 'node_modules/.bin/tsx'), [path.join(root, 'scripts/admin.ts'), ...args], {
+      env: { ...process.env, DATABASE_URL: databaseUrl },
+      cwd: root,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
 }
 
@@ -235,7 +255,8 @@ forEachDatabase('change-event outbox', (svc) => {
     await outbox.stop();
   });
 
-  it('says when a consumer is stuck on one event, and an operator may skip that event', async () => {
+  it('says when a consumer is stuck on one event, and an operator may skip that event (npm run admin -- outbox status | skip)', async function () {
+    this.timeout(90_000);
     const before = await committedIds(svc().db.sql);
     const [poison, after] = await writeEvents(svc().db, 2);
     const stuck = probe(consumerName('stuck'), (event) => {
@@ -252,8 +273,18 @@ forEachDatabase('change-event outbox', (svc) => {
     assert.match(entries.at(-1)!.msg, /stuck/);
     assert.deepEqual(await effects(svc().db.sql, stuck.name), before, 'nothing after the stuck event');
 
-    assert.equal(await skipOutboxEvent(svc().db, svc().clock, stuck.name, after!), false, 'only the event it is stuck on can be skipped');
-    assert.equal(await skipOutboxEvent(svc().db, svc().clock, stuck.name, poison!), true);
+    const status = await admin(svc().databaseUrl, 'outbox', 'status');
+    assert.equal(status.code, 0, status.stderr);
+    const listed = (JSON.parse(status.stdout) as Array<{ name: string; failing_event_id: string | null; attempts: number; last_error: string | null }>).find((c) => c.name === stuck.name)!;
+    assert.deepEqual([listed.failing_event_id, listed.attempts], [poison, 4]);
+    assert.match(listed.last_error!, /never works/);
+    const wrong = await admin(svc().databaseUrl, 'outbox', 'skip', '--consumer', stuck.name, '--event', after!);
+    assert.equal(wrong.code, 1, 'only the event it is stuck on can be skipped');
+    assert.match(wrong.stderr, /is not stuck on/);
+    const skipped = await admin(svc().databaseUrl, 'outbox', 'skip', '--consumer', stuck.name, '--event', poison!);
+    assert.equal(skipped.code, 0, skipped.stderr);
+    assert.deepEqual(JSON.parse(skipped.stdout), { consumer: stuck.name, skipped: poison });
+    assert.equal(await skipOutboxEvent(svc().db, svc().clock, stuck.name, poison!), false, 'skipped once');
     await runUntil(outbox, async () => (await effects(svc().db.sql, stuck.name)).length === before.length + 1);
     assert.deepEqual(await effects(svc().db.sql, stuck.name), [...before, after]);
     const row = (await outbox.status()).find((r) => r.name === stuck.name)!;
