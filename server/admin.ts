@@ -1,6 +1,5 @@
 import { Ajv, type JSONSchemaType } from 'ajv';
 import type { Database, Sql } from '../db/database.ts';
-import { collectKeyOf, setCollectKey } from '../db/queries/collection.ts';
 import { bumpAuthVersion } from '../db/queries/workspaces.ts';
 import type { Delegation, DbApiKeyRow, MemberRole } from '../db/rows.ts';
 import { type Access, catalogue, memberRoleNames, namespaces, resourceTypes } from '../generated/catalogue.ts';
@@ -214,18 +213,6 @@ export async function applyWorkspace(db: Database, clock: Clock, input: unknown)
   return result;
 }
 
-/** A site's publishable collect key; `rotate` replaces it (the old one is refused within a minute, in every process). */
-export async function collectKey(db: Database, bundleId: string, rotate: boolean): Promise<{ bundle_id: string; collect_key: string; rotated: boolean }> {
-  return db.tx(async (sql) => {
-    const row = await collectKeyOf(sql, bundleId);
-    if (!row) throw new AdminError(`no site (bundle) ${bundleId}`);
-    if (!rotate && row.collect_key) return { bundle_id: bundleId, collect_key: row.collect_key, rotated: false };
-    const key = newId('pk');
-    await setCollectKey(sql, bundleId, key);
-    return { bundle_id: bundleId, collect_key: key, rotated: true };
-  });
-}
-
 async function activeKey(sql: Sql, id: string): Promise<DbApiKeyRow> {
   const row = await sql.one<DbApiKeyRow>(`SELECT * FROM api_keys WHERE id = ?`, [id]);
   if (!row) throw new AdminError(`no API key ${id}`);
@@ -267,6 +254,3 @@ export async function disableMember(db: Database, clock: Clock, id: string): Pro
   });
   return { id, disabled_at: now };
 }
-
-/** The tag a site pastes to collect: the tracker script with its collect key (`base` ends in /v1). */
-export const trackerTag = (base: string, collectKey: string) => `<script defer src="${base}/track.js" data-key="${collectKey}"></script>`;

@@ -2,9 +2,27 @@ import fs from 'node:fs';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { findBundle } from '../../db/queries/analytics.ts';
-import { AdminError, collectKey, trackerTag } from '../../server/admin.ts';
+import { collectKeyOf, setCollectKey } from '../../db/queries/collection.ts';
+import type { Database } from '../../db/database.ts';
+import { AdminError } from '../../server/admin.ts';
+import { newId } from '../../server/ids.ts';
 import type { AdminDeps } from '../../server/module.ts';
 import { BULK_IMPORT_MIN, bulkLoadEvents, ImportError, importEvents, parseEventLines } from './ingest.ts';
+
+/** A site's publishable collect key; `rotate` replaces it (the old one is refused within a minute, in every process). */
+export async function collectKey(db: Database, bundleId: string, rotate: boolean): Promise<{ bundle_id: string; collect_key: string; rotated: boolean }> {
+  return db.tx(async (sql) => {
+    const row = await collectKeyOf(sql, bundleId);
+    if (!row) throw new AdminError(`no site (bundle) ${bundleId}`);
+    if (!rotate && row.collect_key) return { bundle_id: bundleId, collect_key: row.collect_key, rotated: false };
+    const key = newId('pk');
+    await setCollectKey(sql, bundleId, key);
+    return { bundle_id: bundleId, collect_key: key, rotated: true };
+  });
+}
+
+/** The tag a site pastes to collect: the tracker script with its collect key (`base` ends in /v1). */
+export const trackerTag = (base: string, collectKey: string) => `<script defer src="${base}/track.js" data-key="${collectKey}"></script>`;
 
 /** `npm run admin -- analytics collect-key | import`. */
 export function analyticsAdmin(program: Command, { withDb }: AdminDeps): void {

@@ -324,7 +324,7 @@ forEachDatabase(
     it('a rotated collect key is refused once the cache expires; the new one works', async () => {
       const { docs, key } = await setup();
       assert.equal((await send(svc(), pageview(key))).status, 202);
-      const { collectKey } = await import('../../server/admin.ts');
+      const { collectKey } = await import('../../handlers/analytics/admin.ts');
       const rotated = await collectKey(svc().db, docs, true);
       assert.notEqual(rotated.collect_key, key);
       svc().clock.advance(61_000);
