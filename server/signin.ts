@@ -5,6 +5,7 @@
  * `wso_session` cookie, which the /v1 platform accepts as a member credential (credentials.ts).
  */
 import crypto from 'node:crypto';
+import { parse as parseCookies } from 'cookie';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
@@ -123,14 +124,10 @@ export async function revokeSession(db: Database, clock: Clock, by: { id: string
   return { revoked: await revokeSessions(db.sql, by, clock.now()) };
 }
 
-/** The `wso_session` cookie value of a request, if any. */
+/** The `wso_session` cookie value of a request's Cookie header, if any (parsed by the `cookie` package, as express does). */
 export function sessionCookie(header: string | undefined): string | undefined {
   if (!header) return undefined;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return part.slice(eq + 1).trim();
-  }
-  return undefined;
+  return parseCookies(header)[SESSION_COOKIE] || undefined;
 }
 
 /**
