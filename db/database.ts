@@ -191,6 +191,16 @@ export function parseDatabaseUrl(url: string): { dialect: Dialect; filename?: st
 
 export const DEFAULT_DATABASE_URL = 'sqlite:data/service.sqlite';
 
+/**
+ * Whether an error only says the database is busy for now: SQLite's write lock held by another
+ * process past `busy_timeout` (an import, the demo's bulk load), or a PostgreSQL lock that could not
+ * be had or a deadlock victim. Background work waits and tries again; it is not a failure.
+ */
+export function isBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED') || code === '55P03' || code === '40P01');
+}
+
 /** Opens the database named by a DATABASE_URL (knex pool; one connection on SQLite). */
 export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_DATABASE_URL, options: { poolMax?: number } = {}): Database {
   const parsed = parseDatabaseUrl(url);

@@ -1,4 +1,8 @@
-/** `npm start`: migrate, serve on PORT, run background jobs, shut down gracefully on SIGTERM / SIGINT. */
+/**
+ * `npm start`: migrate, serve on PORT, run background jobs, shut down gracefully on SIGTERM / SIGINT.
+ * Under a process manager or in a container run it as `node --import tsx scripts/start.ts` (npm and its
+ * shell do not pass signals on), so SIGTERM and SIGINT reach this process.
+ */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createService } from '../app.ts';
@@ -14,16 +18,33 @@ await db.migrate();
 db.startCheckpointer();
 const service = createService({ db, clock: systemClock, config, logger });
 const { handler, jobs, outbox } = service;
+const server = http.createServer(handler);
+try {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+} catch (err) {
+  const code = (err as NodeJS.ErrnoException).code;
+  const why =
+    code === 'EADDRINUSE' ? `port ${config.port} is already in use (another copy of the service?); set PORT to a free port`
+    : code === 'EACCES' ? `port ${config.port} needs privileges this process lacks; set PORT to 1024 or above`
+    : `cannot listen on port ${config.port}: ${(err as Error).message}`;
+  process.stderr.write(`start: ${why}\n`);
+  logger.flush();
+  await db.close();
+  process.exit(1);
+}
+const { port } = server.address() as AddressInfo;
+logger.info({ port, database: db.description }, `listening on http://localhost:${port}/v1`);
 await jobs.scheduleRecurring();
 if (process.env.JOBS !== 'off') {
   jobs.start();
   outbox.start();
 }
-
-const server = http.createServer(handler).listen(config.port, () => {
-  const { port } = server.address() as AddressInfo;
-  logger.info({ port, database: db.description }, `listening on http://localhost:${port}/v1`);
-});
 server.keepAliveTimeout = 65_000;
 
 const workspaces = await db.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM workspaces');

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Database } from '../db/database.ts';
+import { type Database, isBusy } from '../db/database.ts';
 import { claimDueJob, enqueueJob, finishJob, rescheduleJob } from '../db/queries/jobs.ts';
 import type { Clock } from './clock.ts';
 import { randomIdPart } from './ids.ts';
@@ -59,19 +59,36 @@ export class JobRunner {
         else await finishJob(this.db.sql, job.id);
       } catch (err) {
         const delay = Math.min(3_600_000, 1000 * 2 ** Math.min(job.attempts, 12));
-        this.logger.warn({ err, job: job.kind, attempts: job.attempts }, 'job failed; retrying later');
+        if (isBusy(err)) this.logger.info({ job: job.kind, code: (err as { code: string }).code }, 'job deferred: the database is busy (another process is writing)');
+        else this.logger.warn({ err, job: job.kind, attempts: job.attempts }, 'job failed; retrying later');
         await rescheduleJob(this.db.sql, job.id, this.clock.now() + delay, String(err instanceof Error ? err.message : err), false);
       }
+    }
+  }
+
+  private busy = false;
+
+  /**
+   * One poll: runs the due jobs; never throws. A database that is busy for now (another process holds
+   * the write lock) is said once, quietly, and the next poll tries again; other errors are logged.
+   */
+  async poll(): Promise<number> {
+    try {
+      const count = await this.runDue();
+      this.busy = false;
+      return count;
+    } catch (err) {
+      if (!isBusy(err)) this.logger.error({ err }, 'job runner failed');
+      else if (!this.busy) this.logger.info({ code: (err as { code: string }).code }, 'jobs wait: the database is busy (another process is writing); trying again at the next poll');
+      this.busy = isBusy(err);
+      return 0;
     }
   }
 
   /** Polls for due jobs every `intervalMs` until stopped. */
   start(intervalMs = 1000): void {
     const tick = () => {
-      this.running = this.runDue().catch((err) => {
-        this.logger.error({ err }, 'job runner failed');
-        return 0;
-      });
+      this.running = this.poll();
       void this.running.finally(() => {
         if (this.timer) this.timer = setTimeout(tick, intervalMs);
       });

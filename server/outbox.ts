@@ -43,7 +43,7 @@
  * Retention: events are kept (webhook replay will need 30 days); nothing prunes them yet.
  */
 import type { Logger } from 'pino';
-import type { Database, Sql } from '../db/database.ts';
+import { type Database, isBusy, type Sql } from '../db/database.ts';
 import {
   advanceOutboxConsumer,
   claimOutboxConsumer,
@@ -184,7 +184,10 @@ export class OutboxRunner {
     if (!this.names.length || this.timer) return;
     const tick = () => {
       void this.runOnce()
-        .catch((err: unknown) => this.logger.error({ err }, 'outbox runner failed'))
+        .catch((err: unknown) => {
+          if (isBusy(err)) this.logger.info({ code: (err as { code: string }).code }, 'outbox waits: the database is busy (another process is writing)');
+          else this.logger.error({ err }, 'outbox runner failed');
+        })
         .finally(() => {
           if (this.timer) this.timer = setTimeout(tick, intervalMs);
         });
@@ -235,7 +238,8 @@ export class OutboxRunner {
           total += handled;
           if (more) next.push(name);
         } catch (err) {
-          this.logger.error({ err, consumer: name }, 'outbox consumer could not run; trying again at the next poll');
+          if (isBusy(err)) this.logger.info({ consumer: name, code: (err as { code: string }).code }, 'outbox consumer waits: the database is busy (another process is writing)');
+          else this.logger.error({ err, consumer: name }, 'outbox consumer could not run; trying again at the next poll');
         }
       }
       active = next;

@@ -92,3 +92,43 @@ for (const database of databases) {
     });
   });
 }
+
+describe('starting the server', function () {
+  this.timeout(60_000);
+  const sqliteUrl = () => databases.find((d) => d.name === 'sqlite')!.url();
+
+  it('says in one line, without a stack trace, that the port is taken, and exits with 1', async () => {
+    const blocker = net.createServer();
+    const port = await freePort();
+    await new Promise<void>((resolve) => blocker.listen(port, resolve));
+    try {
+      const server = startServer(sqliteUrl(), port);
+      const code = await server.exited;
+      assert.equal(code, 1);
+      assert.match(server.output(), new RegExp(`start: port ${port} is already in use \\(another copy of the service\\?\\); set PORT to a free port`));
+      assert.doesNotMatch(server.output(), /\n\s+at /, 'no stack trace');
+    } finally {
+      blocker.close();
+    }
+  });
+
+  it('npm start passes SIGINT and SIGTERM on to the server, which stops gracefully (process managers signal npm)', async () => {
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      const port = await freePort();
+      let output = '';
+      const npm = spawn('npm', ['start', '--silent'], {
+        cwd: root,
+        env: { ...process.env, DATABASE_URL: sqliteUrl(), PORT: String(port), JOBS: 'off' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      npm.stdout!.on('data', (d) => (output += d));
+      npm.stderr!.on('data', (d) => (output += d));
+      const exited = new Promise<number | null>((resolve) => npm.on('exit', (code) => resolve(code)));
+      await waitForHealth(port);
+      npm.kill(signal);
+      assert.equal(await exited, 0, output);
+      assert.match(output, new RegExp(`"signal":"${signal}".*shutting down`));
+      assert.match(output, /"msg":"stopped"/);
+    }
+  });
+});
