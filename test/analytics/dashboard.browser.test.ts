@@ -163,6 +163,11 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
       await page.click('button[data-days="7"]');
       await page.waitForFunction(() => new URL(location.href).searchParams.get('days') === '7' && !document.body.classList.contains('busy'));
       assert.equal(await page.locator('#range').textContent(), '2026-11-16 – 2026-11-22 (UTC)');
+      // Its chart ticks are days, labelled by date (not hours of a day).
+      const ticks = (await page.locator('#chart').getAttribute('data-ticks'))!.split('|');
+      assert.ok(ticks.length >= 2, ticks.join(','));
+      for (const t of ticks) assert.match(t, /^Nov (1[6-9]|2[0-2])$/);
+      await page.screenshot({ path: path.join(root, 'test-output', 'dashboard-7-days.png') });
       assert.equal(await page.locator('[data-tile="pageviews"] .value').textContent(), '10');
       // Another site: no traffic, zero tiles, empty breakdowns.
       await page.selectOption('#site', ws.bundles.shop!);
@@ -195,6 +200,25 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
     } finally {
       await context.close();
       other.close();
+    }
+  });
+
+  it('says so when the link names a site this workspace does not have, and shows its first site', async function () {
+    this.timeout(60_000);
+    const ws = await svc().apply(spec());
+    const origin = svc().baseUrl.replace(/\/v1$/, '');
+    const { url } = await createSigninLink(svc().db, svc().clock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, next: '/dashboard?site=bn_notthisworkspace', baseUrl: origin });
+    const context = await browser!.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(url);
+      await page.waitForSelector('body[data-ready="true"]', { timeout: 20_000 });
+      await page.waitForSelector('#banner:not([hidden])');
+      assert.equal(await page.locator('#banner').textContent(), 'This workspace has no site bn_notthisworkspace; showing Docs site (docs.dash.test) instead.');
+      assert.equal(await page.locator('#site').inputValue(), ws.bundles.docs!);
+      await page.screenshot({ path: path.join(root, 'test-output', 'dashboard-unknown-site.png') });
+    } finally {
+      await context.close();
     }
   });
 

@@ -54,6 +54,11 @@ export function formatDuration(ms: number): string {
 }
 
 const dayLabel = (day: number) => new Date(day * DAY_S * 1000).toISOString().slice(0, 10);
+const tickFormat = new Intl.DateTimeFormat('en', { month: 'short', day: 'numeric', timeZone: 'UTC' });
+/** Whole-number tick steps of the count axis: 1, 2, 5, 10, 20, 50, ... */
+const COUNT_STEPS = Array.from({ length: 30 }, (_, i) => [1, 2, 5][i % 3]! * 10 ** Math.floor(i / 3));
+/** A chart tick: the UTC day as "Nov 16". */
+const tickLabel = (day: number) => tickFormat.format(new Date(day * DAY_S * 1000));
 
 class ApiProblem extends Error {
   constructor(
@@ -176,7 +181,21 @@ function renderChart(s: Summary): void {
       tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
       cursor: { drag: { x: false, y: false } },
       scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
-      axes: [{ stroke: '#667085', grid: { stroke: '#eef0f3' } }, { stroke: '#667085', grid: { stroke: '#eef0f3' } }],
+      axes: [
+        {
+          stroke: '#667085',
+          grid: { stroke: '#eef0f3' },
+          // One point per UTC day: ticks fall on whole days (1, 2, 7, 14 or 30 apart), labelled by date.
+          incrs: [DAY_S, 2 * DAY_S, 7 * DAY_S, 14 * DAY_S, 30 * DAY_S],
+          values: (_u, splits) => {
+            const labels = splits.map((v) => tickLabel(Math.round(v / DAY_S)));
+            chartBox.dataset.ticks = labels.join('|');
+            return labels;
+          },
+        },
+        // Counts: whole-number ticks only.
+        { stroke: '#667085', grid: { stroke: '#eef0f3' }, incrs: COUNT_STEPS, values: (_u, splits) => splits.map((v) => formatCount(v)) },
+      ],
       series: [
         { label: 'Day', value: (_u, v) => (v == null ? '' : dayLabel(Math.round(v / DAY_S))) },
         { label: 'Visitors', stroke: '#4f46e5', fill: 'rgba(79,70,229,0.08)', width: 2, points: { show: xs.length <= 31 } },
@@ -274,9 +293,12 @@ async function start(): Promise<void> {
   }
   siteSelect.replaceChildren(...bundles.map((b) => h('option', { value: b.content_id }, `${b.name} (${b.domain})`)));
   const wanted = params.get('site');
-  state.site = bundles.some((b) => b.content_id === wanted) ? wanted! : bundles[0]!.content_id;
+  const known = wanted === null || bundles.some((b) => b.content_id === wanted);
+  state.site = wanted !== null && known ? wanted : bundles[0]!.content_id;
   siteSelect.value = state.site;
   await refresh();
+  // A link naming a site this workspace does not have says so, instead of quietly showing another.
+  if (!known) showProblem(new Error(`This workspace has no site ${wanted}; showing ${bundles[0]!.name} (${bundles[0]!.domain}) instead.`));
   state.realtimeTimer = window.setInterval(() => void refreshRealtime(), REALTIME_EVERY_MS);
   let resizeTimer = 0;
   window.addEventListener('resize', () => {
