@@ -972,7 +972,7 @@ export interface components {
              * @description Machine-readable error code.
              * @enum {string}
              */
-            error: "invalid_json" | "invalid_input" | "invalid_key" | "forbidden" | "not_found" | "conflict" | "rate_limited" | "unavailable" | "internal_error";
+            error: "invalid_json" | "invalid_input" | "invalid_key" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "rate_limited" | "unavailable" | "internal_error";
             /** @description Human-readable explanation; never contains secrets or stack traces. */
             message: string;
         };
@@ -1733,16 +1733,21 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The API key is missing, malformed, unknown or revoked (`invalid_key`). */
+        /**
+         * @description The API key is missing, malformed, unknown or revoked (`invalid_key`). The message says which, and
+         *     how to send a key (`Authorization: Bearer <API key>`); the `WWW-Authenticate` challenge comes with
+         *     every 401.
+         */
         InvalidKey: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
                 [name: string]: unknown;
             };
             content: {
                 /**
                  * @example {
                  *       "error": "invalid_key",
-                 *       "message": "The API key is missing, invalid or revoked."
+                 *       "message": "The API key is unknown or revoked."
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1883,6 +1888,8 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /** @description The authentication scheme to use (RFC 9110): `Bearer realm="workspace-operations"`, a workspace API key as a Bearer token. */
+        WwwAuthenticate: "Bearer realm=\"workspace-operations\"";
         /** @description Whole seconds to wait before retrying. */
         RetryAfter: number;
         /** @description `true` when this response is the stored answer to an earlier request with the same `Idempotency-Key`. */

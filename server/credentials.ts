@@ -15,6 +15,9 @@ const SESSION_TOKEN = /^wss_([0-9a-z]{24})_([A-Za-z0-9_-]{43})$/;
 /** What a sign-in session may call: the catalogued operations whose `security` lists SessionCookie (the generator allows that only on queries that can run as a member). */
 export const sessionOperations: ReadonlySet<string> = new Set((catalogue as readonly CatalogueEntry[]).filter((e) => e.listed && e.sessions).map((e) => e.id));
 
+const NO_KEY = 'No API key: send the header Authorization: Bearer <API key> (a workspace key, wso_...).';
+const MALFORMED_KEY = 'The Authorization header must be exactly "Bearer <API key>", with a workspace key (wso_<24 characters>_<43 characters>).';
+
 const SESSION_ENDED = 'The sign-in session is missing, expired or ended; ask an operator for a new sign-in link.';
 
 export interface MemberInfo {
@@ -95,7 +98,8 @@ export class CredentialStore {
     const match = /^Bearer (\S+)$/i.exec(authorization ?? '');
     const token = match?.[1];
     const parts = token ? TOKEN.exec(token) : null;
-    if (!token || !parts) throw invalidKey();
+    if (authorization === undefined || authorization.trim() === '') throw invalidKey(NO_KEY);
+    if (!token || !parts) throw invalidKey(MALFORMED_KEY);
     const keyId = `ak_${parts[1]}`;
     const presented = crypto.createHash('sha256').update(token).digest();
 

@@ -1,7 +1,7 @@
 import type { ErrorRequestHandler } from 'express';
 import type { Logger } from 'pino';
 
-export type ErrorCode = 'invalid_json' | 'invalid_input' | 'invalid_key' | 'forbidden' | 'not_found' | 'conflict' | 'rate_limited' | 'unavailable' | 'internal_error';
+export type ErrorCode = 'invalid_json' | 'invalid_input' | 'invalid_key' | 'forbidden' | 'not_found' | 'method_not_allowed' | 'conflict' | 'rate_limited' | 'unavailable' | 'internal_error';
 
 /** An error with a documented code and status; the error middleware turns it into `{error, message}`. */
 export class ServiceError extends Error {
@@ -20,9 +20,13 @@ export class ServiceError extends Error {
 
 export const invalidJson = (message: string) => new ServiceError(400, 'invalid_json', message);
 export const invalidInput = (message: string) => new ServiceError(400, 'invalid_input', message);
-export const invalidKey = (message = 'The API key is missing, invalid or revoked.') => new ServiceError(401, 'invalid_key', message);
+/** 401 with the challenge every 401 carries (RFC 9110): a workspace API key as a Bearer token. */
+export const invalidKey = (message = 'The API key is unknown or revoked.') =>
+  new ServiceError(401, 'invalid_key', message, { 'WWW-Authenticate': 'Bearer realm="workspace-operations"' });
 export const forbidden = (message: string) => new ServiceError(403, 'forbidden', message);
 export const notFound = (message: string) => new ServiceError(404, 'not_found', message);
+/** 405 for a path that exists with another method; `Allow` names it. */
+export const methodNotAllowed = (message: string, allow: string) => new ServiceError(405, 'method_not_allowed', message, { Allow: allow });
 export const conflict = (message: string) => new ServiceError(409, 'conflict', message);
 export const rateLimited = (retryAfterSeconds: number) =>
   new ServiceError(429, 'rate_limited', `Rate limit exceeded for this credential; retry after ${retryAfterSeconds} s.`, {

@@ -9,7 +9,7 @@ import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import { readJsonObject } from './body.ts';
 import { type Credential, CredentialStore } from './credentials.ts';
-import { errorMiddleware, invalidJson, notFound, toServiceError } from './errors.ts';
+import { errorMiddleware, invalidJson, methodNotAllowed, notFound, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
 import { redactUrl } from './logger.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
@@ -31,6 +31,39 @@ export interface PlatformOptions {
 }
 
 const byRoute = new Map<string, CatalogueEntry>(catalogue.map((e) => [`${e.method.toUpperCase()} ${e.path}`, e]));
+const byPath = new Map<string, CatalogueEntry>(catalogue.map((e) => [e.path, e]));
+
+/** Edit distance (Levenshtein), for suggesting the operation a caller meant. */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+/**
+ * Why no operation answers a request: the path exists with another method (405 with `Allow`), or no
+ * such operation (404, naming the nearest operation id when one is close, case-insensitively).
+ */
+function noRoute(method: string, path: string): never {
+  const other = byPath.get(path);
+  if (other) {
+    const allow = other.method.toUpperCase();
+    throw methodNotAllowed(`${path} is called with ${allow}, not ${method}.`, allow);
+  }
+  const asked = path.replace(/^\/operations\//, '');
+  let best: { id: string; d: number } | null = null;
+  for (const e of catalogue) {
+    if (!e.listed) continue;
+    const d = distance(asked.toLowerCase(), e.id.toLowerCase());
+    if (!best || d < best.d) best = { id: e.id, d };
+  }
+  const hint = path.startsWith('/operations/') && best && best.d <= Math.max(2, Math.floor(asked.length / 4)) ? ` Did you mean ${best.id}?` : '';
+  throw notFound(`No operation ${method} ${path}.${hint} GET /v1/operations lists the operations this key may call.`);
+}
 
 /**
  * Builds the express app every operation goes through, in this order: request log, authentication
@@ -104,8 +137,7 @@ export function createPlatform(options: PlatformOptions) {
   const v1 = express.Router();
   v1.use(async (req: Request, res: Response<unknown, Locals>) => {
     const credential = (res.locals.credential = await authenticate(req));
-    const entry = byRoute.get(`${req.method} ${req.path}`);
-    if (!entry) throw notFound(`No operation ${req.method} ${req.path}.`);
+    const entry = byRoute.get(`${req.method} ${req.path}`) ?? noRoute(req.method, req.path);
     res.locals.entry = entry;
     let input: unknown;
     if (entry.method === 'post') {

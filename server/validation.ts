@@ -103,6 +103,10 @@ export function describe(where: string, e: ErrorObject): string {
   const path = `${where}${e.instancePath.replace(/\//g, '.')}`;
   if (e.keyword === 'additionalProperties') return `${path}.${String(e.params.additionalProperty)} is not a known field`;
   if (e.keyword === 'required') return `${path}.${String(e.params.missingProperty)} is required`;
+  if (e.keyword === 'enum') {
+    const allowed = (e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v));
+    return `${path} must be one of ${allowed.length > 12 ? `${allowed.slice(0, 12).join(', ')}, ... (${allowed.length} values)` : allowed.join(', ')}`;
+  }
   return `${path} ${e.message ?? 'is invalid'}`;
 }
 

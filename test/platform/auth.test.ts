@@ -55,11 +55,50 @@ forEachDatabase('API keys, grants and discovery', (svc) => {
     const ws = await svc().apply(acme());
     const secret = ws.keys.ci!.secret;
     const tampered = secret.slice(0, -4) + (secret.endsWith('AAAA') ? 'BBBB' : 'AAAA');
-    for (const auth of [undefined, '', 'Bearer', `Basic ${secret}`, `Bearer ${tampered}`, 'Bearer wso_aaaaaaaaaaaaaaaaaaaaaaaa_' + 'x'.repeat(43), `Bearer ${secret} extra`]) {
+    const missing = 'No API key: send the header Authorization: Bearer <API key> (a workspace key, wso_...).';
+    const malformed = 'The Authorization header must be exactly "Bearer <API key>", with a workspace key (wso_<24 characters>_<43 characters>).';
+    const unknown = 'The API key is unknown or revoked.';
+    const cases: Array<[string | undefined, string]> = [
+      [undefined, missing],
+      ['', missing],
+      ['Bearer', malformed],
+      [`Basic ${secret}`, malformed],
+      [`Bearer ${secret} extra`, malformed],
+      [`Bearer ${tampered}`, unknown],
+      ['Bearer wso_aaaaaaaaaaaaaaaaaaaaaaaa_' + 'x'.repeat(43), unknown],
+    ];
+    for (const [auth, message] of cases) {
       const res = await svc().post('workspace.ListBundles', {}, auth === undefined ? {} : { Authorization: auth });
       assert.equal(res.status, 401, String(auth));
-      assert.deepEqual(res.body, { error: 'invalid_key', message: 'The API key is missing, invalid or revoked.' });
+      assert.deepEqual(res.body, { error: 'invalid_key', message });
+      assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="workspace-operations"');
     }
+  });
+
+  it('teaches: a wrong method is 405 with Allow, an unknown operation names the nearest one, an enum error lists the values', async () => {
+    const ws = await svc().apply(acme());
+    const auth = { Authorization: `Bearer ${ws.keys.ci!.secret}` };
+    const get = await fetch(`${svc().baseUrl}/operations/workspace.ListBundles`, { headers: auth });
+    assert.equal(get.status, 405);
+    assert.equal(get.headers.get('allow'), 'POST');
+    assert.deepEqual(await get.json(), { error: 'method_not_allowed', message: '/operations/workspace.ListBundles is called with POST, not GET.' });
+    const post = await fetch(`${svc().baseUrl}/operations`, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: '{}' });
+    assert.equal(post.status, 405);
+    assert.equal(post.headers.get('allow'), 'GET');
+    const typo = await svc().post('customers.ListSalesPipeline', {}, auth);
+    assert.equal(typo.status, 404);
+    assert.match(typo.body.message, /Did you mean customers\.ListSalesPipelines\?/);
+    const lower = await svc().post('workspace.listbundles', {}, auth);
+    assert.match(lower.body.message, /Did you mean workspace\.ListBundles\?/);
+    const far = await svc().post('nothing.LikeThis', {}, auth);
+    assert.equal(far.status, 404);
+    assert.doesNotMatch(far.body.message, /Did you mean/);
+    // Without a key the route is not revealed: 401 first.
+    assert.equal((await fetch(`${svc().baseUrl}/operations/workspace.ListBundles`)).status, 401);
+    const bundle = ws.bundles.docs!;
+    const enumError = await svc().post('analytics.GetSiteAnalyticsBreakdown', { bundle_id: bundle, dimension: 'pages' }, { Authorization: `Bearer ${ws.keys.ci!.secret}` });
+    assert.equal(enumError.status, 400);
+    assert.match(enumError.body.message, /body\.dimension must be one of "page", "entry_page", "source", "referrer", "campaign", "country", "device", "browser", "os"/);
   });
 
   it('stops a revoked key on its next request; a replacement works alongside until then', async () => {

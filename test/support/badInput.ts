@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import type { Database } from '../../db/database.ts';
-import { memberRoles, namespaces, resourceTypes } from '../../generated/catalogue.ts';
+import { catalogue, memberRoles, namespaces, resourceTypes } from '../../generated/catalogue.ts';
 import { document } from '../../generated/document.ts';
 import { type ApplyResult, revokeKey, type WorkspaceSpec } from '../../server/admin.ts';
 import type { ErrorCode } from '../../server/errors.ts';
@@ -447,8 +447,9 @@ export function casesOf(op: DocOperation, fx: Fixture, base: unknown): CaseGroup
       for (const [what, member] of forbidden) groups.headers.push(c(`Service-Act-As naming ${what}`, { 'Service-Act-As': member }, json, 403, 'forbidden'));
     }
     groups.routing.push(c('an unknown query parameter', {}, json, 400, 'invalid_input', `${op.path}?dry_run=1`));
-    if (op.method === 'post') groups.routing.push(c('GET on the operation path', { 'Content-Type': null }, undefined, 404, 'not_found', op.path, 'GET'));
-    else groups.routing.push(c('POST on the path', { 'Content-Type': 'application/json' }, '{}', 404, 'not_found', op.path, 'POST'));
+    // The path exists with another method: 405 method_not_allowed (with Allow naming it).
+    if (op.method === 'post') groups.routing.push(c('GET on the operation path', { 'Content-Type': null }, undefined, 405, 'method_not_allowed', op.path, 'GET'));
+    else groups.routing.push(c('POST on the path', { 'Content-Type': 'application/json' }, '{}', 405, 'method_not_allowed', op.path, 'POST'));
   }
   return groups;
 }
@@ -473,14 +474,15 @@ export function routeCases(fx: Fixture): HttpCase[] {
     ['GET on the /v1 root', 'GET', '/'],
     ['GET on an unknown path below /delegation', 'GET', '/delegation'],
   ];
+  // An existing path with another method is 405 method_not_allowed; anything else is 404 not_found.
+  const existing = new Set<string>(catalogue.map((e) => e.path));
   return routes.map(([what, method, path]) => ({
     what: `${method} ${path}: ${what}`,
     method,
     path,
     headers: { Authorization: `Bearer ${fx.key}`, ...(method === 'GET' ? {} : { 'Content-Type': 'application/json' }) },
     ...(method === 'GET' ? {} : { body: '{}' }),
-    status: 404,
-    error: 'not_found' as const,
+    ...(existing.has(path) ? { status: 405, error: 'method_not_allowed' as const } : { status: 404, error: 'not_found' as const }),
   }));
 }
 
