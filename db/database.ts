@@ -241,6 +241,7 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
   }
   const dialect = parsed.dialect;
   let checkpointer: Worker | null = null;
+  let checkpointerExit: Promise<unknown> = Promise.resolve();
   const client = knex.client as { acquireConnection(): Promise<unknown>; releaseConnection(c: unknown): unknown };
   const access = dialect === 'sqlite' ? new SqliteConnection(client) : new PgConnections(client, parsed, options.poolMax);
 
@@ -274,14 +275,17 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
     startCheckpointer(intervalMs = 250) {
       if (!(access instanceof SqliteConnection) || checkpointer || parsed.filename === ':memory:') return;
       access.pragma('wal_autocheckpoint = 0');
-      checkpointer = new Worker(new URL('./checkpointer.mjs', import.meta.url), { workerData: { filename: parsed.filename, intervalMs } });
-      checkpointer.unref();
+      const worker = new Worker(new URL('./checkpointer.mjs', import.meta.url), { workerData: { filename: parsed.filename, intervalMs } });
+      // A failing checkpointer must not take the process down: commits then checkpoint as before.
+      worker.on('error', () => access.pragma('wal_autocheckpoint = 20000'));
+      checkpointerExit = new Promise((resolve) => worker.once('exit', resolve));
+      worker.unref();
+      checkpointer = worker;
     },
     close: async () => {
       if (checkpointer) {
-        const exited = new Promise((resolve) => checkpointer!.once('exit', resolve));
         checkpointer.postMessage('close');
-        await exited;
+        await checkpointerExit;
         checkpointer = null;
       }
       await access.release();

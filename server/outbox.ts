@@ -365,7 +365,7 @@ export class OutboxRunner {
 export async function skipOutboxEvent(db: Database, clock: Clock, name: string, eventId: string): Promise<boolean> {
   return db.tx(async (sql) => {
     const row = await lockOutboxConsumer(sql, name);
-    if (!row) return false;
+    if (!row || row.failing_event_id !== eventId) return false;
     const [next] = await readOutboxEvents(sql, positionOf(row), 1);
     if (next?.id !== eventId) return false;
     await advanceOutboxConsumer(sql, name, { xid: next.txid, seq: Number(next.seq) }, clock.now());

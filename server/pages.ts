@@ -76,12 +76,16 @@ export function sessionTokenOf(req: Request): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
 
-/** Whether a request with an `Origin` header comes from this service (compared by host). */
+/**
+ * Whether a request with an `Origin` header comes from this service: compared by host with the host
+ * the request was sent to (`req.host`: `X-Forwarded-Host` when a proxy trusted by TRUST_PROXY rewrote
+ * `Host`, else `Host`). The one origin rule of cookie-authenticated requests (pages and /v1).
+ */
 export function sameOrigin(req: Request): boolean {
   const origin = req.headers.origin;
   if (origin === undefined) return true;
   try {
-    return new URL(origin).host === req.headers.host;
+    return new URL(origin).host === req.host;
   } catch {
     return false;
   }

@@ -210,6 +210,8 @@ export class RecordType<S extends object, V extends object = S, R extends DbReco
    * away until the transaction ends.
    */
   async readable(ctx: OperationContext, id: string, lock: RowLock = null): Promise<StoredRecord<S, R> | undefined> {
+    // The key must be granted read on this type too (the platform checked only the operation's own type).
+    if (!ctx.credential.resources.get(this.resource)?.has('read')) return undefined;
     const rec = await this.find(ctx, id, lock);
     if (!rec) return undefined;
     // Locked until the transaction ends, so it cannot change under this request: byIds reuses it.
@@ -248,7 +250,7 @@ export class RecordType<S extends object, V extends object = S, R extends DbReco
     const where: Record<string, SqlValue> = {};
     for (const f of this.spec.filters ?? []) if (input[f] !== undefined) where[f] = input[f] as SqlValue;
     // A cursor is bound to who lists (private records differ per member) and to every filter.
-    const filters = [ctx.member?.id ?? null, input.updated_since ?? null, input.updated_before ?? null, ...(this.spec.filters?.length ? [where] : [])];
+    const filters = [ctx.workspaceId, ctx.member?.id ?? null, input.updated_since ?? null, input.updated_before ?? null, ...(this.spec.filters?.length ? [where] : [])];
     const after = input.cursor ? await decodeCursor(ctx, input.cursor, CURSOR, filters, CURSOR_MISMATCH) : null;
     const rows = await listRecordPage<R>(ctx.sql, this.spec.table, {
       workspaceId: ctx.workspaceId,

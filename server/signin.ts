@@ -14,7 +14,7 @@ import type { Clock } from './clock.ts';
 import { newSessionSecret, sessionIdOf } from './credentials.ts';
 import { ServiceError } from './errors.ts';
 import { sha256Hex } from './ids.ts';
-import { HOW_TO_SIGN_IN, type PageKit, SESSION_COOKIE, sessionTokenOf } from './pages.ts';
+import { HOW_TO_SIGN_IN, type PageKit, SESSION_COOKIE, sameOrigin, sessionTokenOf } from './pages.ts';
 
 export { SESSION_COOKIE };
 
@@ -135,15 +135,7 @@ export function sessionCookie(header: string | undefined): string | undefined {
  * (compared by host, so a TLS-terminating proxy in front does not matter); throws 403 otherwise.
  */
 export function checkOrigin(req: Request): void {
-  const origin = req.headers.origin;
-  if (origin === undefined) return;
-  let host: string | null = null;
-  try {
-    host = new URL(origin).host;
-  } catch {
-    host = null;
-  }
-  if (!host || host !== req.headers.host) throw new ServiceError(403, 'forbidden', 'A sign-in session may only be used from pages of this service (Origin differs).');
+  if (!sameOrigin(req)) throw new ServiceError(403, 'forbidden', 'A sign-in session may only be used from pages of this service (Origin differs).');
 }
 
 /** `GET /signin/<token>` (opens a session and redirects) and `POST /signout` (a CSRF-protected form). */

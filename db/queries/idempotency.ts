@@ -37,13 +37,14 @@ export async function completeReceipt(sql: Sql, k: ReceiptKey, status: number, b
   );
 }
 
-/** Stores a completed response whether or not a lock row exists (after a rolled-back transaction). */
+/** Stores a completed response whether or not a lock row exists (after a rolled-back transaction); never replaces a completed one. */
 export async function storeReceipt(sql: Sql, k: ReceiptKey, operationId: string, fingerprint: string, status: number, body: string, now: number): Promise<void> {
   await sql.run(
     `INSERT INTO idempotency_receipts (scope, idem_key, operation_id, fingerprint, locked_at, completed_at, status_code, response_body, created_at)
      VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?)
      ON CONFLICT (scope, idem_key) DO UPDATE SET completed_at = excluded.completed_at, status_code = excluded.status_code,
-       response_body = excluded.response_body, locked_at = NULL`,
+       response_body = excluded.response_body, locked_at = NULL
+     WHERE idempotency_receipts.completed_at IS NULL`,
     [k.scope, k.key, operationId, fingerprint, now, status, body, now],
   );
 }

@@ -93,7 +93,7 @@ function inlineWriter(db: Database): BatchWriter {
 }
 
 /**
- * Writes on a worker thread (server/ingestWorker.ts) with its own connection: the HTTP thread keeps
+ * Writes on a worker thread (ingestWorker.ts) with its own connection: the HTTP thread keeps
  * answering while a batch is written, and the sessionization runs on another core. A thread that
  * dies fails its pending batches (they stay queued) and is started again for the next one.
  */

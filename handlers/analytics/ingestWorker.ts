@@ -1,5 +1,5 @@
 /**
- * The collection writer thread: runs ingestEvents for the batches the collector (server/collect.ts)
+ * The collection writer thread: runs ingestEvents for the batches the collector (collect.ts)
  * queues, on its own database connection, so that the HTTP thread keeps answering while a batch is
  * written (better-sqlite3 writes synchronously) and a second core can do the sessionization.
  * Protocol: {id, events} -> {id, ok: true} | {id, ok: false, message}; {close: true} closes the
@@ -14,7 +14,7 @@ export type WriterRequest = { id: number; events: NewAnalyticsEvent[] } | { clos
 export type WriterReply = { id: number; ok: true } | { id: number; ok: false; message: string; stack?: string };
 
 const port = parentPort;
-if (!port) throw new Error('server/ingestWorker.ts runs as a worker thread');
+if (!port) throw new Error('ingestWorker.ts runs as a worker thread');
 const db = openDatabase((workerData as { databaseUrl: string }).databaseUrl, { poolMax: 2 });
 
 port.on('message', (message: WriterRequest) => {

@@ -339,3 +339,37 @@ forEachDatabase('deals', (svc) => {
     assertRefused(await svc().client(ws.keys.sales!.secret, ws.members.ada).customers.ListDeals({ limit: 1, cursor: first.next_cursor!, pipeline_id: pipeline.id }), 400, 'invalid_input');
   });
 });
+
+forEachDatabase('deal references and key grants', (svc) => {
+  it('treats a pipeline or company the key has no read grant on as not there (no stages or probabilities leak)', async () => {
+    const spec = acme();
+    spec.keys = {
+      ...spec.keys,
+      dealsOnly: { name: 'Deals only', operations: ['customers.*'], resources: { 'core:Deal': ['read', 'write'] } },
+    };
+    const ws = await svc().apply(spec);
+    const sales = svc().client(ws.keys.sales!.secret);
+    const pipeline = (await sales.customers.CreateSalesPipeline({ data: { name: 'New business', stages: stages.basic } })).data!.item;
+    const company = (await sales.customers.CreateCompany(createCompany('Globex', 'globex.com'))).data!.item;
+    const narrow = svc().client(ws.keys.dealsOnly!.secret);
+    assert.equal((await narrow.customers.GetSalesPipeline({ id: pipeline.id })).response.status, 403);
+    const before = await eventsOf(svc(), ws.workspace_id);
+    const noPipeline = await narrow.customers.CreateDeal(createDeal(pipeline.id, 'nope'));
+    assert.equal(noPipeline.response.status, 400);
+    assert.equal(noPipeline.error!.message, `data.pipeline_id: no sales pipeline ${pipeline.id} is visible to this credential.`);
+    const withStage = await narrow.customers.CreateDeal(createDeal(pipeline.id, 'proposal'));
+    assert.equal(withStage.response.status, 400);
+    assert.doesNotMatch(withStage.error!.message, /stages|proposal/);
+    assert.deepEqual(await eventsOf(svc(), ws.workspace_id), before, 'nothing written');
+    // With the grant on pipelines but not companies, the company is not there either.
+    const spec2 = acme();
+    spec2.keys = { ...spec2.keys, noCompanies: { name: 'No companies', operations: ['customers.*'], resources: { 'core:Deal': ['read', 'write'], 'core:SalesPipeline': ['read'] } } };
+    const ws2 = await svc().apply(spec2);
+    const sales2 = svc().client(ws2.keys.sales!.secret);
+    const p2 = (await sales2.customers.CreateSalesPipeline({ data: { name: 'New business', stages: stages.basic } })).data!.item;
+    const c2 = (await sales2.customers.CreateCompany(createCompany('Initech', 'initech.com'))).data!.item;
+    const refused = await svc().client(ws2.keys.noCompanies!.secret).customers.CreateDeal(createDeal(p2.id, 'proposal', { company_id: c2.id }));
+    assert.equal(refused.response.status, 400);
+    assert.equal(refused.error!.message, `data.company_id: no company ${c2.id} is visible to this credential.`);
+  });
+});

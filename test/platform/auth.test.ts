@@ -1,3 +1,4 @@
+import zlib from 'node:zlib';
 import assert from 'node:assert/strict';
 import { disableMember, replaceKey, revokeKey } from '../../server/admin.ts';
 import { acme, createPipeline } from '../support/fixtures.ts';
@@ -99,6 +100,26 @@ forEachDatabase('API keys, grants and discovery', (svc) => {
     const enumError = await svc().post('analytics.GetSiteAnalyticsBreakdown', { bundle_id: bundle, dimension: 'pages' }, { Authorization: `Bearer ${ws.keys.ci!.secret}` });
     assert.equal(enumError.status, 400);
     assert.match(enumError.body.message, /body\.dimension must be one of "page", "entry_page", "source", "referrer", "campaign", "country", "device", "browser", "os"/);
+  });
+
+  it('reads gzip, deflate and br bodies, as body-parser did, and refuses other encodings and broken data (400)', async () => {
+    const ws = await svc().apply(acme());
+    const headers = { Authorization: `Bearer ${ws.keys.ci!.secret}`, 'Content-Type': 'application/json' };
+    const body = Buffer.from(JSON.stringify({ limit: 5 }));
+    const send = (encoding: string, data: Buffer) =>
+      fetch(`${svc().baseUrl}/operations/customers.ListSalesPipelines`, { method: 'POST', headers: { ...headers, 'Content-Encoding': encoding }, body: new Uint8Array(data) });
+    for (const [encoding, data] of [['gzip', zlib.gzipSync(body)], ['deflate', zlib.deflateSync(body)], ['br', zlib.brotliCompressSync(body)]] as const) {
+      assert.equal((await send(encoding, data)).status, 200, encoding);
+    }
+    const unknown = await send('compress', body);
+    assert.equal(unknown.status, 400);
+    assert.equal(((await unknown.json()) as { error: string }).error, 'invalid_json');
+    const broken = await send('gzip', body);
+    assert.equal(broken.status, 400);
+    assert.deepEqual(await broken.json(), { error: 'invalid_json', message: 'The body is not valid gzip data.' });
+    const bomb = await send('gzip', zlib.gzipSync(Buffer.from(JSON.stringify({ pad: ' '.repeat(2 * 1024 * 1024) }))));
+    assert.equal(bomb.status, 400);
+    assert.match(((await bomb.json()) as { message: string }).message, /larger than 1 MB/);
   });
 
   it('stops a revoked key on its next request; a replacement works alongside until then', async () => {

@@ -266,6 +266,22 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.equal((await svc().post('workspace.ListBundles', {}, { Authorization: `Bearer ${ws.keys.ci!.secret}`, Origin: 'https://evil.example' })).status, 200);
   });
 
+  it('compares Origin with the host a trusted proxy forwarded (X-Forwarded-Host), not the rewritten Host', async () => {
+    const ws = await svc().apply(acme());
+    const proxied = await startTestService(svc().databaseUrl, { trustProxy: 'loopback' });
+    try {
+      const cookie = await signIn(proxied, ws);
+      const behindProxy = { Cookie: cookie, Origin: 'https://ops.example.com', 'X-Forwarded-Host': 'ops.example.com', 'X-Forwarded-Proto': 'https' };
+      assert.equal((await proxied.post('workspace.ListBundles', {}, behindProxy)).status, 200);
+      assert.equal((await proxied.post('workspace.ListBundles', {}, { ...behindProxy, Origin: 'https://evil.example' })).status, 403);
+    } finally {
+      await proxied.close({ keepData: true });
+    }
+    // Without TRUST_PROXY the forwarded host is not believed.
+    const cookie = await signIn(svc(), ws);
+    assert.equal((await call(svc(), 'workspace.ListBundles', cookie, {}, { Origin: 'https://ops.example.com', 'X-Forwarded-Host': 'ops.example.com' })).status, 403);
+  });
+
   it('serves the dashboard only with a session (401 page saying how to get a link); sign-out ends the session', async () => {
     const ws = await svc().apply(acme());
     const anonymous = await fetch(`${originOf(svc())}/dashboard`);
