@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
@@ -102,6 +103,18 @@ export function createPlatform(options: PlatformOptions) {
       );
     });
     next();
+  });
+
+  // The document itself, without a key: it holds no secrets, and clients and people start from it.
+  const documentYaml = fs.readFileSync(new URL('../generated/openapi.yaml', import.meta.url));
+  const documentJson = JSON.stringify(document);
+  app.get('/v1/openapi.yaml', (_req, res) => {
+    res.setHeader('Cache-Control', 'public, max-age=300');
+    res.type('application/yaml').send(documentYaml);
+  });
+  app.get('/v1/openapi.json', (_req, res) => {
+    res.setHeader('Cache-Control', 'public, max-age=300');
+    res.type('application/json').send(documentJson);
   });
 
   app.get('/healthz', async (_req, res) => {

@@ -1,10 +1,15 @@
 import { type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
 import { delegableMembers, keyMayCall } from '../../server/access.ts';
 import type { ServiceModule } from '../../server/module.ts';
+import { referenceRoutes } from './reference.ts';
 
-/** What a credential may do: the operations it may call (`GET /operations`) and the members it may act for. */
+/**
+ * What a credential may do: the operations it may call (`GET /operations`) and the members it may act
+ * for; and for people, the API reference page (`/docs`).
+ */
 export const discovery: ServiceModule<'discovery'> = {
   namespace: 'discovery',
+  routes: referenceRoutes,
   handlers: {
     'discovery.ListOperations': async (_input, ctx) => ({
       items: (catalogue as readonly CatalogueEntry[])
