@@ -7,7 +7,8 @@ import { Command } from 'commander';
 import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
 import { modules } from '../app.ts';
-import { AdminError, applyWorkspace, disableMember, replaceKey, revokeKey } from '../server/admin.ts';
+import { AdminError, addToWorkspace, applyWorkspace, disableMember, listBundles, listKeys, listMembers, listWorkspaces, replaceKey, revokeKey } from '../server/admin.ts';
+import { memberRoleNames } from '../generated/catalogue.ts';
 import { systemClock } from '../server/clock.ts';
 import type { AdminDeps } from '../server/module.ts';
 import { skipOutboxEvent } from '../server/outbox.ts';
@@ -45,10 +46,71 @@ program
   .argument('<file>', 'workspace file (YAML or JSON)')
   .description('create a workspace with members, sites, apps and API keys; prints the ids and the key secrets (shown once)')
   .action((file: string) => withDb((db) => applyWorkspace(db, systemClock, readSpec(file))));
+const workspace = program.command('workspace').description('workspaces');
+workspace.command('list').description('every workspace with its number of members, sites and live keys').action(() => withDb((db) => listWorkspaces(db)));
+workspace
+  .command('add')
+  .requiredOption('--workspace <id>', 'workspace id (ws_...)')
+  .argument('<file>', 'members, bundles and keys to add, in the format of apply (YAML or JSON; no workspace or apps)')
+  .description('add members, sites and API keys to an existing workspace; prints the new ids and key secrets (shown once)')
+  .action((file: string, o: { workspace: string }) => withDb((db) => addToWorkspace(db, systemClock, o.workspace, readSpec(file))));
 const key = program.command('key').description('API keys');
+key.command('list').requiredOption('--workspace <id>', 'workspace id (ws_...)').description("a workspace's keys: grants, delegation, revocation (never a secret)").action((o: { workspace: string }) => withDb((db) => listKeys(db, o.workspace)));
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+key
+  .command('create')
+  .requiredOption('--workspace <id>', 'workspace id (ws_...)')
+  .requiredOption('--name <name>', 'what the key is for')
+  .requiredOption('--operations <grants>', 'comma-separated operation ids or namespace.* (e.g. customers.*,workspace.ListBundles)')
+  .option('--resource <type=access>', 'resource grant, repeatable (e.g. core:Deal=read,write)', collect)
+  .option('--delegation <who>', 'none (default), all, or comma-separated member ids', 'none')
+  .option('--created-by <member>', 'member id recorded as the creator')
+  .description('create an API key in an existing workspace; prints its secret once')
+  .action((o: { workspace: string; name: string; operations: string; resource?: string[]; delegation: string; createdBy?: string }) =>
+    withDb(async (db) => {
+      const resources: Record<string, string[]> = {};
+      for (const r of o.resource ?? []) {
+        const [type, access] = r.split('=');
+        if (!type || !access) throw new AdminError(`--resource must be type=read,write (got "${r}")`);
+        resources[type] = access.split(',').map((a) => a.trim());
+      }
+      const delegation = o.delegation === 'none' || o.delegation === 'all' ? o.delegation : o.delegation.split(',').map((m) => m.trim());
+      const spec = { keys: { key: { name: o.name, operations: o.operations.split(',').map((g) => g.trim()), resources, delegation, ...(o.createdBy ? { created_by: o.createdBy } : {}) } } };
+      const added = await addToWorkspace(db, systemClock, o.workspace, spec);
+      return { workspace_id: o.workspace, ...added.keys.key! };
+    }),
+  );
 key.command('revoke').requiredOption('--id <id>', 'key id (ak_...)').description('revoke a key; its next request is refused').action((o: { id: string }) => withDb((db) => revokeKey(db, systemClock, o.id)));
 key.command('replace').requiredOption('--id <id>', 'key id (ak_...)').description('make a new key with the same grants; revoke the old one once deployed').action((o: { id: string }) => withDb((db) => replaceKey(db, systemClock, o.id)));
 const member = program.command('member').description('workspace members');
+member.command('list').requiredOption('--workspace <id>', 'workspace id (ws_...)').description("a workspace's members").action((o: { workspace: string }) => withDb((db) => listMembers(db, o.workspace)));
+member
+  .command('add')
+  .requiredOption('--workspace <id>', 'workspace id (ws_...)')
+  .requiredOption('--name <name>', 'display name')
+  .requiredOption('--email <email>', 'e-mail address (unique in the workspace; never used as an id)')
+  .option('--role <role>', `one of ${memberRoleNames.join(', ')}`, 'member')
+  .description('add a member to an existing workspace; prints the member id')
+  .action((o: { workspace: string; name: string; email: string; role: string }) =>
+    withDb(async (db) => {
+      const added = await addToWorkspace(db, systemClock, o.workspace, { members: { member: { name: o.name, email: o.email, role: o.role } } });
+      return { workspace_id: o.workspace, id: added.members.member! };
+    }),
+  );
+const bundle = program.command('bundle').description('sites (bundles) for analytics');
+bundle.command('list').requiredOption('--workspace <id>', 'workspace id (ws_...)').description("a workspace's sites with their publishable collect keys").action((o: { workspace: string }) => withDb((db) => listBundles(db, o.workspace)));
+bundle
+  .command('add')
+  .requiredOption('--workspace <id>', 'workspace id (ws_...)')
+  .requiredOption('--name <name>', 'site name')
+  .requiredOption('--domain <domain>', 'the site\'s host name, e.g. docs.example.com')
+  .description('add a site to an existing workspace; prints its id and publishable collect key')
+  .action((o: { workspace: string; name: string; domain: string }) =>
+    withDb(async (db) => {
+      const added = await addToWorkspace(db, systemClock, o.workspace, { bundles: { site: { name: o.name, domain: o.domain } } });
+      return { workspace_id: o.workspace, id: added.bundles.site!, collect_key: added.collect_keys.site! };
+    }),
+  );
 member.command('disable').requiredOption('--id <id>', 'member id (mb_...)').description('disable a member; keys can no longer act for them').action((o: { id: string }) => withDb((db) => disableMember(db, systemClock, o.id)));
 
 const signinError = (err: unknown) => {

@@ -254,3 +254,127 @@ export async function disableMember(db: Database, clock: Clock, id: string): Pro
   });
   return { id, disabled_at: now };
 }
+
+// ---- Listing and adding to an existing workspace ---------------------------------------------------
+
+async function existingWorkspace(sql: Sql, id: string): Promise<{ id: string; name: string }> {
+  const ws = await sql.one<{ id: string; name: string }>(`SELECT id, name FROM workspaces WHERE id = ?`, [id]);
+  if (!ws) throw new AdminError(`no workspace ${id} (npm run admin -- workspace list)`);
+  return ws;
+}
+
+/** Every workspace with how many members, sites and live keys it has. */
+export function listWorkspaces(db: Database): Promise<Array<{ id: string; name: string; created_at: number; members: number; bundles: number; keys: number }>> {
+  return db.sql.all(
+    `SELECT w.id, w.name, w.created_at,
+       (SELECT COUNT(*) FROM members m WHERE m.workspace_id = w.id) AS members,
+       (SELECT COUNT(*) FROM bundles b WHERE b.workspace_id = w.id) AS bundles,
+       (SELECT COUNT(*) FROM api_keys k WHERE k.workspace_id = w.id AND k.revoked_at IS NULL) AS keys
+     FROM workspaces w ORDER BY w.created_at, w.id`,
+  );
+}
+
+/** A workspace's members (id, name, e-mail, role, disabled). */
+export async function listMembers(db: Database, workspaceId: string) {
+  await existingWorkspace(db.sql, workspaceId);
+  const rows = await db.sql.all<{ id: string; name: string; email: string; role: string; disabled_at: number | null; created_at: number }>(
+    `SELECT id, name, email, role, disabled_at, created_at FROM members WHERE workspace_id = ? ORDER BY created_at, id`,
+    [workspaceId],
+  );
+  return rows.map((m) => ({ ...m, disabled: m.disabled_at !== null }));
+}
+
+/** A workspace's API keys with their grants and delegation; never a secret (only its hash is stored). */
+export async function listKeys(db: Database, workspaceId: string) {
+  await existingWorkspace(db.sql, workspaceId);
+  const rows = await db.sql.all<DbApiKeyRow>(`SELECT * FROM api_keys WHERE workspace_id = ? ORDER BY created_at, id`, [workspaceId]);
+  const delegates = await db.sql.all<{ key_id: string; member_id: string }>(
+    `SELECT d.key_id, d.member_id FROM api_key_delegates d JOIN api_keys k ON k.id = d.key_id WHERE k.workspace_id = ? ORDER BY d.member_id`,
+    [workspaceId],
+  );
+  return rows.map((k) => ({
+    id: k.id,
+    name: k.name,
+    operations: JSON.parse(k.operations) as string[],
+    resources: JSON.parse(k.resources) as Record<string, Access[]>,
+    delegation: k.delegation === 'selected' ? delegates.filter((d) => d.key_id === k.id).map((d) => d.member_id) : k.delegation,
+    created_by: k.created_by,
+    replaces_key_id: k.replaces_key_id,
+    created_at: k.created_at,
+    revoked_at: k.revoked_at,
+  }));
+}
+
+/** A workspace's sites with their publishable (browser-safe) collect keys. */
+export async function listBundles(db: Database, workspaceId: string) {
+  await existingWorkspace(db.sql, workspaceId);
+  return db.sql.all<{ id: string; name: string; domain: string; collect_key: string | null; created_at: number }>(
+    `SELECT id, name, domain, collect_key, created_at FROM bundles WHERE workspace_id = ? ORDER BY created_at, id`,
+    [workspaceId],
+  );
+}
+
+/**
+ * Adds members, sites, apps and keys to an existing workspace, from the same file format as `apply`
+ * (its `workspace` names the workspace by `id`); keys may delegate to, and be created by, members of
+ * the file (by handle) or existing members (by id). Returns the new ids and key secrets (shown once).
+ */
+export async function addToWorkspace(db: Database, clock: Clock, workspaceId: string, input: unknown): Promise<ApplyResult> {
+  const spec = { workspace: { name: 'unused' }, ...(typeof input === 'object' && input !== null ? input : {}) };
+  if (!validateSpec(spec)) {
+    const first = validateSpec.errors?.[0];
+    throw new AdminError(`invalid additions: ${first ? `${first.instancePath || '/'} ${first.message}` : 'not an object'}`);
+  }
+  if (Object.keys(spec.apps ?? {}).length) throw new AdminError('apps are added with apply (a new workspace) only');
+  const now = clock.now();
+  return db.tx(async (sql) => {
+    await existingWorkspace(sql, workspaceId);
+    const existing = new Map((await sql.all<{ id: string; email: string }>(`SELECT id, email FROM members WHERE workspace_id = ?`, [workspaceId])).map((m) => [m.id, m.email.toLowerCase()]));
+    const result: ApplyResult = { workspace_id: workspaceId, members: {}, bundles: {}, collect_keys: {}, apps: {}, keys: {} };
+    const emails = new Set(existing.values());
+    for (const [h, m] of Object.entries(spec.members ?? {})) {
+      if (emails.has(m.email.toLowerCase())) throw new AdminError(`members.${h}: e-mail ${m.email} already belongs to a member of this workspace`);
+      emails.add(m.email.toLowerCase());
+      const id = newId('mb');
+      result.members[h] = id;
+      await sql.run(`INSERT INTO members (id, workspace_id, name, email, role, disabled_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`, [id, workspaceId, m.name, m.email, m.role, m.disabled ? now : null, now]);
+    }
+    for (const [h, b] of Object.entries(spec.bundles ?? {})) {
+      const id = newId('bn');
+      result.bundles[h] = id;
+      result.collect_keys[h] = newId('pk');
+      await sql.run(`INSERT INTO bundles (id, workspace_id, name, domain, collect_key, created_at) VALUES (?, ?, ?, ?, ?, ?)`, [id, workspaceId, b.name, b.domain, result.collect_keys[h], now]);
+    }
+    const member = (handle: string, where: string) => {
+      const id = result.members[handle] ?? (existing.has(handle) ? handle : undefined);
+      if (!id) throw new AdminError(`${where}: no member "${handle}" in this file or this workspace`);
+      return id;
+    };
+    const apps = await sql.all<{ app_key: string; resource_types: string }>(`SELECT app_key, resource_types FROM apps WHERE workspace_id = ?`, [workspaceId]);
+    const known = new Set<string>([...resourceTypes, ...apps.flatMap((a) => JSON.parse(a.resource_types) as string[])]);
+    for (const [h, k] of Object.entries(spec.keys ?? {})) {
+      const delegation: Delegation = Array.isArray(k.delegation) ? 'selected' : k.delegation === 'all' ? 'all' : 'none';
+      const delegates = Array.isArray(k.delegation) ? k.delegation.map((m) => member(m, `keys.${h}.delegation`)) : [];
+      const { keyId, secret, secretHash } = newKeySecret();
+      await insertKey(
+        sql,
+        {
+          id: keyId,
+          workspace_id: workspaceId,
+          name: k.name,
+          secret_hash: secretHash,
+          created_by: k.created_by === undefined ? null : member(k.created_by, `keys.${h}.created_by`),
+          replaces_key_id: null,
+          operations: JSON.stringify(expandOperationGrants(k.operations)),
+          resources: JSON.stringify(normalizeResources(k.resources, known)),
+          delegation,
+          created_at: now,
+        },
+        delegates,
+      );
+      result.keys[h] = { id: keyId, secret };
+    }
+    await bumpAuthVersion(sql, workspaceId);
+    return result;
+  });
+}

@@ -84,6 +84,57 @@ forEachDatabase('admin CLI', (svc) => {
     assert.equal((await fresh.workspace.ListBundles({})).response.status, 200);
   });
 
+  it('lists workspaces, members, keys (never a secret) and sites, and adds a member, a site and a key to an existing workspace', async function () {
+    this.timeout(120_000);
+    const result = JSON.parse((await admin(svc().databaseUrl, 'apply', tempFile('acme.yaml', SPEC))).stdout);
+    const ws = result.workspace_id as string;
+    const run = async (...args: string[]) => {
+      const out = await admin(svc().databaseUrl, ...args);
+      assert.equal(out.code, 0, `${args.join(' ')}: ${out.stderr}`);
+      return JSON.parse(out.stdout);
+    };
+    const listed = (await run('workspace', 'list')).find((w: { id: string }) => w.id === ws);
+    assert.deepEqual({ ...listed, created_at: 0 }, { id: ws, name: 'Acme', created_at: 0, members: 3, bundles: 1, keys: 1 });
+
+    const bob = await run('member', 'add', '--workspace', ws, '--name', 'Bob Admin', '--email', 'bob@acme.test', '--role', 'admin');
+    assert.match(bob.id, /^mb_/);
+    const members = await run('member', 'list', '--workspace', ws);
+    assert.deepEqual(members.map((m: { name: string; role: string; disabled: boolean }) => [m.name, m.role, m.disabled]).sort(), [
+      ['Ada Member', 'member', false],
+      ['Bob Admin', 'admin', false],
+      ['Max Gone', 'member', true],
+      ['Olga Owner', 'owner', false],
+    ]);
+    const site = await run('bundle', 'add', '--workspace', ws, '--name', 'Shop', '--domain', 'shop.acme.test');
+    assert.match(site.collect_key, /^pk_/);
+    assert.deepEqual((await run('bundle', 'list', '--workspace', ws)).map((b: { name: string }) => b.name), ['Docs site', 'Shop']);
+
+    const created = await run('key', 'create', '--workspace', ws, '--name', 'Deals sync', '--operations', 'customers.*', '--resource', 'core:Deal=read,write', '--resource', 'core:SalesPipeline=read', '--delegation', bob.id, '--created-by', bob.id);
+    assert.match(created.secret, /^wso_[0-9a-z]{24}_[A-Za-z0-9_-]{43}$/);
+    // The new key and member work in the running service at once.
+    const api = svc().client(created.secret);
+    assert.deepEqual((await api.listDelegationMembers()).data!.items, [{ id: bob.id, name: 'Bob Admin' }]);
+    assert.equal((await api.customers.ListDeals({})).response.status, 200);
+    assert.equal((await api.customers.ListCompanies({})).response.status, 403);
+    const keys = await run('key', 'list', '--workspace', ws);
+    const listedKey = keys.find((k: { id: string }) => k.id === created.id);
+    assert.deepEqual(listedKey.resources, { 'core:Deal': ['read', 'write'], 'core:SalesPipeline': ['read'] });
+    assert.deepEqual(listedKey.delegation, [bob.id]);
+    assert.equal(listedKey.created_by, bob.id);
+    assert.ok(!JSON.stringify(keys).includes(created.secret) && !JSON.stringify(keys).includes(result.keys.ci.secret), 'no secret is listed');
+    assert.ok(keys.every((k: Record<string, unknown>) => !('secret' in k) && !('secret_hash' in k)));
+
+    for (const [args, message] of [
+      [['member', 'add', '--workspace', ws, '--name', 'Again', '--email', 'BOB@acme.test'], /already belongs to a member/],
+      [['member', 'list', '--workspace', 'ws_missing'], /no workspace ws_missing/],
+      [['key', 'create', '--workspace', ws, '--name', 'K', '--operations', 'customers.*', '--delegation', 'mb_ghost'], /no member "mb_ghost"/],
+    ] as Array<[string[], RegExp]>) {
+      const out = await admin(svc().databaseUrl, ...args);
+      assert.equal(out.code, 1, args.join(' '));
+      assert.match(out.stderr, message);
+    }
+  });
+
   it('answers bad input with one line on stderr and a non-zero exit', async function () {
     this.timeout(60_000);
     const cases: Array<[string[], RegExp]> = [
