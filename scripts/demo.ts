@@ -11,15 +11,34 @@ import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
 import { createClient, type RequestBody } from '../generated/client.ts';
 import { trackerTag } from '../handlers/analytics/admin.ts';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { createService } from '../app.ts';
 import { applyWorkspace } from '../server/admin.ts';
+import { loadConfig } from '../server/config.ts';
+import { createSigninLink } from '../server/signin.ts';
 import { systemClock } from '../server/clock.ts';
 import { bulkLoadEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
 import { demoTraffic } from './demo-traffic.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
+const again = process.argv.includes('--again');
 const db = openDatabase();
 await db.migrate();
 const spec = YAML.parse(fs.readFileSync(path.join(here, 'demo-workspace.yaml'), 'utf8'));
+// One demo workspace is enough: a second one doubles the sites on the dashboard and confuses the counts.
+const earlier = await db.sql.all<{ id: string }>('SELECT id FROM workspaces WHERE name = ? ORDER BY created_at', [spec.workspace.name]);
+if (earlier.length && !again) {
+  console.error(
+    `A demo workspace "${spec.workspace.name}" exists already (${earlier.map((w) => w.id).join(', ')}); nothing was created.\n` +
+      `  See it with: npm run admin -- workspace list   (keys: npm run admin -- key list --workspace ${earlier[0]!.id})\n` +
+      `  A new key for it: npm run admin -- key replace --id <key id>\n` +
+      `  Or create another one anyway: npm run demo -- --again`,
+  );
+  await db.close();
+  process.exit(1);
+}
 // Five sites for the analytics demo: the file's own, then more up to five.
 const extraSites: Record<string, { name: string; domain: string }> = {
   blog: { name: 'Blog', domain: 'blog.acme.test' },
@@ -32,7 +51,6 @@ spec.bundles ??= {};
 for (const [handle, site] of Object.entries(extraSites)) if (Object.keys(spec.bundles).length < 5 && !spec.bundles[handle]) spec.bundles[handle] = site;
 const result = await applyWorkspace(db, systemClock, spec);
 await loadDemoTraffic(Object.values(result.bundles));
-await db.close();
 
 /** 90 days of traffic over the sites (the first the busiest), bulk loaded with a progress bar. */
 async function loadDemoTraffic(bundleIds: string[]): Promise<void> {
@@ -60,8 +78,13 @@ async function loadDemoTraffic(bundleIds: string[]): Promise<void> {
 const secret = result.keys.ci!.secret;
 const base = process.env.BASE_URL ?? `http://localhost:${process.env.PORT ?? 8080}/v1`;
 
-// If the service is running, create a first pipeline through the generated client.
-const client = createClient({ baseUrl: base, apiKey: secret });
+// The demo records are made through the generated client against this process's own instance of the
+// service (on a free loopback port), so they exist, and the calls below carry real ids, whether or
+// not the server is running yet.
+const local = createService({ db, clock: systemClock, config: { ...loadConfig(), validateResponses: true, collectFlushIntervalMs: 0 }, logger: pino({ level: 'silent' }) });
+const localServer = http.createServer(local.handler);
+await new Promise<void>((resolve) => localServer.listen(0, '127.0.0.1', resolve));
+const client = createClient({ baseUrl: `http://127.0.0.1:${(localServer.address() as AddressInfo).port}/v1`, apiKey: secret });
 const created = await client.customers
   .CreateSalesPipeline({
     data: {
@@ -111,10 +134,22 @@ async function demoRecords(pipelineId: string) {
   return { companies: ids, deals: dealIds };
 }
 
+await new Promise((resolve) => localServer.close(resolve));
+await local.closeEndpoints();
+const owner = Object.entries(spec.members ?? {}).find(([, m]) => (m as { role: string }).role === 'owner')?.[0];
+const origin = new URL(base).origin + new URL(base).pathname.replace(/\/v1\/?$/, '');
+const signin = owner
+  ? await createSigninLink(db, systemClock, { workspaceId: result.workspace_id, memberId: result.members[owner]!, next: `/dashboard?site=${Object.values(result.bundles)[0]}`, baseUrl: origin })
+  : null;
+await db.close();
+
 console.log(JSON.stringify(result, null, 2));
 console.log(`
 Demo workspace "${spec.workspace.name}" created. The key secret above is shown only once.
-${created?.data ? `Created pipeline ${created.data.item.id}, ${records?.companies.length ?? 0} companies and ${records?.deals.length ?? 0} deals through the generated client.` : `(Start the service with \`npm start\` to call it.)`}
+${created?.data ? `Created pipeline ${created.data.item.id}, ${records?.companies.length ?? 0} companies and ${records?.deals.length ?? 0} deals through the generated client.` : `Could not create the demo pipeline: ${JSON.stringify(created?.error ?? null)}`}
+Start the service with \`npm start\` (base URL ${base}; set BASE_URL or PORT when it differs), then:
+${signin ? `\nDashboard: open this one-time sign-in link within 15 minutes (as ${spec.members[owner!].name}):\n  ${signin.url}\n  a new one: npm run admin -- signin-link --workspace ${result.workspace_id} --member ${signin.member_id} --base-url ${origin}\n` : ''}
+API reference: ${origin}/docs
 
 Try it:
   curl -s -X POST ${base}/operations/customers.ListSalesPipelines \\
