@@ -53,6 +53,8 @@ export interface Database {
    * checkpoint every `intervalMs`. For long-running service processes; no-op on PostgreSQL.
    */
   startCheckpointer(intervalMs?: number): void;
+  /** Connections of this process: open, idle and requests waiting for one (PostgreSQL pools; SQLite: one connection, busy while a transaction holds it). */
+  poolStats(): { total: number; idle: number; waiting: number };
   close(): Promise<void>;
   /** Where the data lives, without credentials, for logs. */
   readonly description: string;
@@ -282,6 +284,7 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
       worker.unref();
       checkpointer = worker;
     },
+    poolStats: () => access.stats(),
     close: async () => {
       if (checkpointer) {
         checkpointer.postMessage('close');
@@ -395,6 +398,10 @@ class SqliteConnection {
     }
   }
 
+  stats(): { total: number; idle: number; waiting: number } {
+    return { total: this.conn ? 1 : 0, idle: this.conn && !this.gate ? 1 : 0, waiting: 0 };
+  }
+
   /** Sets a pragma on the connection now and on any later one. */
   pragma(text: string): void {
     this.pragmas.push(text);
@@ -454,6 +461,15 @@ class PgConnections {
       }),
     );
     return using(await this.relaxedPool.connect(), fn);
+  }
+
+  stats(): { total: number; idle: number; waiting: number } {
+    const pools = [this.mainPool, this.relaxedPool].filter((p): p is pg.Pool => p !== null);
+    return {
+      total: pools.reduce((n, p) => n + p.totalCount, 0),
+      idle: pools.reduce((n, p) => n + p.idleCount, 0),
+      waiting: pools.reduce((n, p) => n + p.waitingCount, 0),
+    };
   }
 
   async release(): Promise<void> {

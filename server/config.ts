@@ -31,6 +31,8 @@ export interface ServiceConfig {
    * (none, the default), true (all), a hop count, or addresses/subnets such as `loopback, 10.0.0.0/8`.
    */
   trustProxy: boolean | number | string;
+  /** Bearer token that `GET /metrics` requires; null (METRICS_TOKEN unset) turns metrics off. */
+  metricsToken: string | null;
 }
 
 function trustProxyFrom(raw: string | undefined): boolean | number | string {
@@ -80,5 +82,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     collectBufferMax: numberFrom(env, 'COLLECT_BUFFER_MAX', 20_000, 1),
     collectWriter: collectWriterFrom(env.COLLECT_WRITER),
     trustProxy: trustProxyFrom(env.TRUST_PROXY),
+    metricsToken: env.METRICS_TOKEN?.trim() || null,
   };
 }

@@ -37,6 +37,8 @@ export interface RawEndpoint {
   close(): Promise<void>;
   /** Items held in memory and not yet stored (logged at shutdown). */
   readonly queued: number;
+  /** Items refused because the queue was full, since the process started (metrics). */
+  readonly refused: number;
 }
 
 /** What the admin CLI gives a module's commands: the database of DATABASE_URL, opened and migrated. */

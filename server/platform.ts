@@ -14,6 +14,7 @@ import { errorMiddleware, invalidJson, methodNotAllowed, notFound, toServiceErro
 import { Idempotency } from './idempotency.ts';
 import { redactUrl } from './logger.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
+import { Metrics } from './metrics.ts';
 import { PageKit } from './pages.ts';
 import { checkOrigin, sessionCookie, signinRoutes } from './signin.ts';
 import { ContractValidator } from './validation.ts';
@@ -29,6 +30,8 @@ export interface PlatformOptions {
   config: ServiceConfig;
   logger: Logger;
   handlers: HandlerMap;
+  /** The modules' lean endpoints, by namespace (for the metrics). */
+  endpoints: () => Record<string, { queued: number; refused: number }>;
 }
 
 const byRoute = new Map<string, CatalogueEntry>(catalogue.map((e) => [`${e.method.toUpperCase()} ${e.path}`, e]));
@@ -73,6 +76,7 @@ function noRoute(method: string, path: string): never {
  */
 export function createPlatform(options: PlatformOptions) {
   const { db, clock, config, logger, handlers } = options;
+  const metrics = new Metrics(config.metricsToken, { db, clock, endpoints: options.endpoints });
   const credentials = new CredentialStore(db, clock, { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst });
   const idempotency = new Idempotency(db, clock, config.idempotencyLockTimeoutMs);
   const validator = new ContractValidator(document, catalogue);
@@ -90,6 +94,8 @@ export function createPlatform(options: PlatformOptions) {
     const id = crypto.randomUUID();
     res.setHeader('Request-Id', id);
     res.on('finish', () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      metrics.observe(res.locals.entry?.id ?? 'other', res.statusCode, seconds);
       logger.info(
         {
           req: { id, method: req.method, url: redactUrl(req.originalUrl) },
@@ -116,6 +122,8 @@ export function createPlatform(options: PlatformOptions) {
     res.setHeader('Cache-Control', 'public, max-age=300');
     res.type('application/json').send(documentJson);
   });
+
+  app.get('/metrics', metrics.handler);
 
   app.get('/healthz', async (_req, res) => {
     await db.sql.one('SELECT 1 AS ok');

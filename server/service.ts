@@ -24,7 +24,8 @@ export interface ServiceDeps {
  */
 export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModule[]) {
   const handlers = Object.assign({}, ...modules.map((m) => m.handlers)) as HandlerMap;
-  const platform = createPlatform({ ...deps, handlers });
+  const byNamespace: Record<string, RawEndpoint> = {};
+  const platform = createPlatform({ ...deps, handlers, endpoints: () => byNamespace });
   const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials, pages: platform.pages };
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps));
   platform.finish();
@@ -48,7 +49,6 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   }
   const outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers);
 
-  const byNamespace: Record<string, RawEndpoint> = {};
   for (const m of modules) if (m.endpoints) byNamespace[m.namespace] = m.endpoints(moduleDeps);
   const endpoints = Object.values(byNamespace);
   const handler = (req: IncomingMessage, res: ServerResponse) => {

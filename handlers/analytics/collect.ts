@@ -156,6 +156,8 @@ export interface Collector {
   close(): Promise<void>;
   /** Events queued and not yet written. */
   readonly queued: number;
+  /** Events refused (503) because the queue was full, since the process started. */
+  readonly refused: number;
 }
 
 /** The collection endpoints of one process. */
@@ -304,6 +306,7 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
   let deciding: Promise<void> = Promise.resolve();
   // While the queue is full: since when, and how many events were refused (logged when it ends).
   let shedding: { since: number; refused: number } | null = null;
+  let refusedTotal = 0;
   async function drain(all: boolean): Promise<void> {
     const inFlight = new Set<Promise<void>>();
     let failure: unknown = null;
@@ -464,6 +467,7 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
         logger.warn({ queued: queue.length }, 'collection: the queue is full; refusing events (503) until the writer catches up');
       }
       shedding.refused++;
+      refusedTotal++;
       req.resume();
       req.on('end', () => sendError(res, QUEUE_FULL));
       return;
@@ -551,6 +555,9 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
     },
     get queued() {
       return queue.length;
+    },
+    get refused() {
+      return refusedTotal;
     },
   };
 }
