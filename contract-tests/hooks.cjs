@@ -367,6 +367,12 @@ async function prepare(t) {
     case 401:
       t.request.headers.Authorization = bearer(unknownKey());
       return;
+    case 413: {
+      // A valid request padded past the 1 MB body limit.
+      scenarioFor(operation, 200)?.(t, kit);
+      kit.setBody(t, { ...kit.bodyOf(t), contract_padding: 'x'.repeat(1_100_000) });
+      return;
+    }
     case 403:
       if (!ctx.keys.restricted) return skip(t, '403 needs a key without grants; pass --restricted-key.');
       t.request.headers.Authorization = bearer(ctx.keys.restricted);

@@ -1,10 +1,11 @@
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import zlib from 'node:zlib';
-import { invalidInput, invalidJson } from './errors.ts';
+import { invalidJson, payloadTooLarge } from './errors.ts';
 
 /** Largest request body accepted on /v1 (the document says so in the Errors section). */
 export const MAX_BODY_BYTES = 1024 * 1024;
+const TOO_LARGE = `The body is larger than 1 MB (${MAX_BODY_BYTES.toLocaleString('en')} bytes); send at most that much.`;
 
 /** Content-Encodings a body may come in (body-parser inflated the same ones). */
 const DECODERS: Record<string, () => zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress> = {
@@ -20,7 +21,7 @@ const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)"?/i;
  * Reads a `/v1` request body (Content-Type already checked as application/json) and parses it as one
  * JSON object. What body-parser did, without its general machinery on the hot path: UTF-8 (another
  * charset is `400 invalid_json`), as is or gzip / deflate / br encoded (another Content-Encoding, or
- * data that does not decode, is `400 invalid_json`), at most 1 MB after decoding (`400 invalid_input`,
+ * data that does not decode, is `400 invalid_json`), at most 1 MB after decoding (`413 invalid_input`,
  * checked on Content-Length first and again while reading), and
  * a body that is empty, not JSON, or JSON but not an object is `400 invalid_json`.
  */
@@ -33,7 +34,7 @@ export async function readJsonObject(req: IncomingMessage): Promise<Record<strin
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > MAX_BODY_BYTES) {
     req.resume(); // drain, so the connection can answer and stay usable
-    throw invalidInput('The body is larger than 1 MB.');
+    throw payloadTooLarge(TOO_LARGE);
   }
   const decoding = decoder?.();
   const source: Readable = decoding ? req.pipe(decoding) : req;
@@ -50,7 +51,7 @@ export async function readJsonObject(req: IncomingMessage): Promise<Record<strin
         decoding.destroy();
       }
       req.resume();
-      reject(invalidInput('The body is larger than 1 MB.'));
+      reject(payloadTooLarge(TOO_LARGE));
     };
     source.on('data', onData);
     source.once('end', () => resolve((chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8')));

@@ -19,6 +19,8 @@ export class ServiceError extends Error {
 }
 
 export const invalidJson = (message: string) => new ServiceError(400, 'invalid_json', message);
+/** 413: a body over the limit (the status says so; the code stays the seed's `invalid_input`). */
+export const payloadTooLarge = (message: string) => new ServiceError(413, 'invalid_input', message);
 export const invalidInput = (message: string) => new ServiceError(400, 'invalid_input', message);
 /** 401 with the challenge every 401 carries (RFC 9110): a workspace API key as a Bearer token. */
 export const invalidKey = (message = 'The API key is unknown or revoked.') =>
