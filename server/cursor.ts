@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type { Database } from '../db/database.ts';
 import { serviceSecret } from '../db/queries/secrets.ts';
 import type { CatalogueEntry } from '../generated/catalogue.ts';
+import { document } from '../generated/document.ts';
 import { invalidInput } from './errors.ts';
 import { textProblem } from './validation.ts';
 
@@ -24,6 +25,21 @@ export interface CursorScope {
   readonly operation: Pick<CatalogueEntry, 'id'>;
   readonly db: Database;
 }
+
+const schemas = document.components.schemas;
+
+/** Page size when a listing's request omits `limit` (components/schemas/PageLimit.yaml). */
+export const DEFAULT_PAGE_LIMIT: number = schemas.PageLimit.default;
+
+/** Position fields with the bounds of the document's schemas, for cursor shapes. */
+export const positionField = {
+  /** A UTC day index (UtcDay). */
+  day: { type: 'integer', minimum: schemas.UtcDay.minimum, maximum: schemas.UtcDay.maximum },
+  /** Unix milliseconds (UnixMillis). */
+  millis: { type: 'integer', minimum: schemas.UnixMillis.minimum, maximum: schemas.UnixMillis.maximum },
+  /** A record id (RecordId). */
+  recordId: { type: 'string', maxLength: schemas.RecordId.maxLength },
+} as const satisfies Record<string, FieldSpec>;
 
 const MAX_STRING = 2000;
 const MAC_BYTES = 16;

@@ -20,7 +20,7 @@ import { deleteRecord, findByColumn, findRecord, findRecords, insertRecord, list
 import type { DbRecordRow } from '../db/rows.ts';
 import { type Access, type AnyOperationId, type CatalogueEntry, catalogue } from '../generated/catalogue.ts';
 import { document } from '../generated/document.ts';
-import { decodeCursor, encodeCursor } from './cursor.ts';
+import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from './cursor.ts';
 import { conflict, forbidden, invalidInput, notFound } from './errors.ts';
 import { recordChanged } from './events.ts';
 import { newId } from './ids.ts';
@@ -116,7 +116,7 @@ type Json = Record<string, unknown>;
 interface ListInput { limit?: number; cursor?: string; updated_since?: number; updated_before?: number; [filter: string]: unknown }
 interface ChangeInput { data?: Json; unset?: readonly string[]; expected?: Json }
 
-const CURSOR = { u: { type: 'integer', minimum: 0 }, i: { type: 'string', maxLength: 64 } } as const;
+const CURSOR = { u: positionField.millis, i: positionField.recordId } as const;
 const CURSOR_MISMATCH = 'cursor belongs to a listing with other filters (or another member); send the same filters.';
 
 // ---- Who may see and do what: the one place ------------------------------------------------------
@@ -246,7 +246,7 @@ export class RecordType<S extends object, V extends object = S, R extends DbReco
 
   private async list(input: ListInput, ctx: OperationContext) {
     const resource = this.resourceOf(ctx);
-    const limit = input.limit ?? 50;
+    const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
     const where: Record<string, SqlValue> = {};
     for (const f of this.spec.filters ?? []) if (input[f] !== undefined) where[f] = input[f] as SqlValue;
     // A cursor is bound to who lists (private records differ per member) and to every filter.

@@ -1,6 +1,6 @@
 import { breakdownPage, findWorkspaceBundle, realtimeVisitors, siteDaily, workspaceDaily } from '../../db/queries/analytics.ts';
 import type { DbAnalyticsDailyRow } from '../../db/rows.ts';
-import { decodeCursor, encodeCursor } from '../../server/cursor.ts';
+import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
 import { DAY_MS, type DayFigures, REALTIME_WINDOW_MS } from './ingest.ts';
 import { notFound } from '../../server/errors.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
@@ -67,8 +67,7 @@ function series(rows: DbAnalyticsDailyRow[]) {
 const active = (r: DbAnalyticsDailyRow) => Number(r.pageviews) > 0 || Number(r.visitors) > 0 || Number(r.sessions) > 0;
 
 /** A breakdown cursor: the last row's position, and the interval of the first page (kept while paging). */
-const DAY = { type: 'integer', minimum: 0, maximum: 2_932_896 } as const; // components/schemas/UtcDay.yaml
-const CURSOR = { p: { type: 'integer', minimum: 0 }, v: 'string', from: DAY, to: DAY } as const;
+const CURSOR = { p: { type: 'integer', minimum: 0 }, v: 'string', from: positionField.day, to: positionField.day } as const;
 
 export const analyticsQueryHandlers = {
   'analytics.GetSiteAnalyticsSummary': async (input, ctx) => {
@@ -99,7 +98,7 @@ export const analyticsQueryHandlers = {
 
   'analytics.GetSiteAnalyticsBreakdown': async (input, ctx) => {
     await siteOf(ctx, input.bundle_id);
-    const limit = input.limit ?? 50;
+    const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
     const filters = [input.bundle_id, input.dimension, input.from ?? null, input.to ?? null];
     const after = input.cursor
       ? await decodeCursor(ctx, input.cursor, CURSOR, filters, 'cursor belongs to a breakdown with other filters; send the same bundle_id, dimension, from and to.')
