@@ -40,7 +40,8 @@ export function toServiceError(err: unknown): ServiceError | null {
   if (err instanceof ServiceError) return err;
   const type = (err as { type?: unknown } | null)?.type;
   if (type === 'entity.parse.failed') return invalidJson('The body is not valid JSON.');
-  if (type === 'entity.too.large') return invalidInput('The body is larger than 1 MB.');
+  // Only the pages' form parser uses body-parser now (/v1 reads its bodies in body.ts): say its own limit.
+  if (type === 'entity.too.large') return invalidInput(`The body is larger than ${String((err as { limit?: unknown }).limit ?? 'allowed')} bytes.`);
   if (type === 'encoding.unsupported' || type === 'charset.unsupported') return invalidJson('The body must be UTF-8 JSON.');
   return null;
 }

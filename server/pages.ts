@@ -15,6 +15,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { parse as parseCookies } from 'cookie';
 import cookieParser from 'cookie-parser';
 import { doubleCsrf } from 'csrf-csrf';
 import { Eta } from 'eta';
@@ -70,9 +71,13 @@ export interface Views {
   render(name: string, data: Record<string, unknown>): string;
 }
 
-/** The session token a request carries in its `wso_session` cookie, if any (parsed by express's cookie-parser). */
+/**
+ * The session token of a request's `wso_session` cookie, if any: from cookie-parser on pages, else
+ * parsed from the header with the same `cookie` package (the /v1 pipeline parses no cookies for keys).
+ */
 export function sessionTokenOf(req: Request): string | undefined {
-  const value: unknown = (req.cookies as Record<string, unknown> | undefined)?.[SESSION_COOKIE];
+  const parsed = req.cookies as Record<string, unknown> | undefined;
+  const value: unknown = parsed ? parsed[SESSION_COOKIE] : req.headers.cookie ? parseCookies(req.headers.cookie)[SESSION_COOKIE] : undefined;
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
 

@@ -15,8 +15,8 @@ import { Idempotency } from './idempotency.ts';
 import { redactUrl } from './logger.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
 import { Metrics } from './metrics.ts';
-import { PageKit } from './pages.ts';
-import { checkOrigin, sessionCookie, signinRoutes } from './signin.ts';
+import { PageKit, sessionTokenOf } from './pages.ts';
+import { checkOrigin, signinRoutes } from './signin.ts';
 import { ContractValidator } from './validation.ts';
 
 interface Locals {
@@ -147,7 +147,7 @@ export function createPlatform(options: PlatformOptions) {
   /** The credential of a /v1 request: the API key when there is one, else a member's sign-in session cookie. */
   const authenticate = (req: Request): Promise<Credential> => {
     const authorization = req.headers.authorization;
-    const session = authorization === undefined ? sessionCookie(req.headers.cookie) : undefined;
+    const session = authorization === undefined ? sessionTokenOf(req) : undefined;
     if (session === undefined) return credentials.authenticate(authorization);
     checkOrigin(req);
     return credentials.authenticateSession(session);

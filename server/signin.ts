@@ -5,7 +5,6 @@
  * `wso_session` cookie, which the /v1 platform accepts as a member credential (credentials.ts).
  */
 import crypto from 'node:crypto';
-import { parse as parseCookies } from 'cookie';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
@@ -122,12 +121,6 @@ export async function useSigninLink(db: Database, clock: Clock, token: string): 
 /** Ends one session, or all of a member's sessions; they are refused from their next request on. */
 export async function revokeSession(db: Database, clock: Clock, by: { id: string; secretHash?: string } | { memberId: string }): Promise<{ revoked: number }> {
   return { revoked: await revokeSessions(db.sql, by, clock.now()) };
-}
-
-/** The `wso_session` cookie value of a request's Cookie header, if any (parsed by the `cookie` package, as express does). */
-export function sessionCookie(header: string | undefined): string | undefined {
-  if (!header) return undefined;
-  return parseCookies(header)[SESSION_COOKIE] || undefined;
 }
 
 /**
