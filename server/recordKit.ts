@@ -25,7 +25,7 @@ import { conflict, forbidden, invalidInput, notFound } from './errors.ts';
 import { recordChanged } from './events.ts';
 import { newId } from './ids.ts';
 import type { Handler, OperationContext } from './operation.ts';
-import { applyPatch, assertExpected, changedFields, isAbsentMarker, setAndUnset } from './records.ts';
+import { applyPatch, assertExpected, assertNotSetAndUnset, changedFields, isAbsentMarker } from './records.ts';
 import { roleAllows } from './roles.ts';
 
 /** The shared record envelope (seed 2.1). */
@@ -429,8 +429,7 @@ export class RecordType<S extends object, V extends object = S, R extends DbReco
   private checkChange(input: { data?: Json; unset?: readonly string[] }): void {
     const required = input.unset?.find((k) => this.required.includes(k));
     if (required) throw invalidInput(`unset: ${required} is required in every ${this.spec.noun} and cannot be removed.`);
-    const both = setAndUnset(input.data, input.unset);
-    if (both.length) throw invalidInput(`${both.join(', ')} cannot be both set in data and listed in unset.`);
+    assertNotSetAndUnset(input.data, input.unset);
     if (input.data) this.rules.checkInput?.(input.data as Partial<S>);
   }
 

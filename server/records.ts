@@ -29,15 +29,14 @@ export function assertExpected(current: Record<string, unknown>, expected: Recor
   }
 }
 
-/** Keys that a request both sets in `data` and lists in `unset` (refused: 400). */
-export function setAndUnset(set: object | undefined, unset: readonly string[] | undefined): string[] {
-  return (unset ?? []).filter((k) => set !== undefined && Object.prototype.hasOwnProperty.call(set, k));
+/** Refuses (400) a request that both sets a key in `data` and lists it in `unset`. */
+export function assertNotSetAndUnset(set: object | undefined, unset: readonly string[] | undefined): void {
+  const both = (unset ?? []).filter((k) => set !== undefined && Object.prototype.hasOwnProperty.call(set, k));
+  if (both.length) throw invalidInput(`${both.join(', ')} cannot be both set in data and listed in unset.`);
 }
 
-/** Applies `data` (set) and `unset` (remove) to a copy of the current fields. */
+/** Applies `data` (set) and `unset` (remove) to a copy of the current fields (assertNotSetAndUnset ran first). */
 export function applyPatch<T extends Record<string, unknown>>(current: T, set: Partial<T> | undefined, unset: readonly string[] | undefined): T {
-  const both = setAndUnset(set, unset);
-  if (both.length) throw invalidInput(`${both.join(', ')} cannot be both set in data and listed in unset.`);
   const next: Record<string, unknown> = { ...current };
   for (const [key, value] of Object.entries(set ?? {})) if (value !== undefined) next[key] = value;
   for (const key of unset ?? []) delete next[key];
