@@ -6,7 +6,7 @@ export const document = {
   "info": {
     "title": "Workspace Operations API",
     "version": "1",
-    "description": "The public HTTP JSON interface of the Workspace Operations service. This document is the single\nsource of truth: types, request validation, the typed client and the operations catalogue are\ngenerated from it (`npm run generate`), and Dredd checks the running service against it.\n\n## Calling an operation\nEvery operation is `POST /v1/operations/<namespace>.<OperationName>` with a JSON object body\n(`Content-Type: application/json`; send `{}` when there is nothing to say). Bodies reject unknown\nfields. Each operation declares, as documented `x-service-*` fields (see `openapi/EXTENSIONS.md`),\nits kind (`query` reads, `command` changes state), contract version, whether it runs with\nworkspace access, whether `Service-Act-As` is required, optional or not accepted, and for record\noperations the resource type and the access it needs. `GET /v1/operations` lists what a key may\ncall.\n\nThis document is served without a key at `GET /v1/openapi.yaml` and `GET /v1/openapi.json`, and\nrendered for people at `/docs` (each operation with its rules, examples and `x-service-*` facts).\n\nThe collection endpoints (`POST /v1/track`, `GET /v1/track.js`, kind `collection`) are the one\nexception: public, called by browsers with a site's publishable collect key, outside this\nconvention, the catalogue and the typed client (see `collection.Track`).\n\n## Authentication and grants\n`Authorization: Bearer <API key>` on every request. Keys are workspace credentials created by an\noperator; the secret is shown once and stored only as a SHA-256 hash (secrets are 256-bit random,\nso a slow hash would add latency without adding safety), compared in constant time. A key holds\nexplicit grants: operations (an id such as `customers.GetSalesPipeline` or a whole namespace\n`customers.*`) and resource types with `read` and/or `write`. A call needs the operation grant and,\nfor record operations, the access named in `x-service-resource-access` on `x-service-resource`.\nA namespace grant is expanded to that namespace's operations when the key is created, so\noperations added to the catalogue later never extend an existing key. Revoking a key stops its\nnext request, in every process. A key can be replaced: the new key gets\nthe same grants and delegation and both work until the old one is revoked.\n\n## Sign-in sessions (pages served by the service)\nPeople use the service's own pages (the analytics dashboard at `/dashboard`) through a member\nsession instead of a key. An operator prints a one-time link for a member (`npm run admin --\nsignin-link --workspace ws_... --member mb_... [--next /dashboard?site=bn_...]`): it works once\nand for 15 minutes (its 256-bit token is stored only as a SHA-256 hash and never logged). Opening\nit sets the cookie `wso_session` (HttpOnly, SameSite=Lax, Path=/, Secure over https) for a\n12-hour session and redirects to `next`, which must be a path on this service. A used, expired or\nunknown link gets an HTML page (`410` / `404`) saying how to get a new one.\n\nWhen a `/v1` request has no `Authorization` header, the `wso_session` cookie is the credential.\nA session acts as its member (no `Service-Act-As` needed; naming another member is `403`) and may\ncall exactly the operations whose `security` lists `SessionCookie`: today the query operations of\nthe `analytics` and `workspace` namespaces, plus discovery (`GET /v1/operations` lists them). Every\nother operation (the document's default `security` is `ApiKey` alone) is `403 forbidden`. Only a\nquery that can run as a member (`x-service-kind: query`, `x-service-act-as` optional or required)\nmay list `SessionCookie`; `npm run generate` refuses the document otherwise, so no command is ever\nreachable from a browser cookie. For record operations the member's role\n(`x-service-member-roles`) must also allow the declared access, and record rules apply as when a\nkey acts for that member. A session is rate-limited like a key, with its own budget. It ends\n(`401 invalid_key`) after 12 hours, when revoked (`npm run admin -- session revoke`, or the page's\nsign-out), when its member is disabled, and when anything changes the workspace's auth version\n(keys, grants, members): the next request is refused, in every process. Against cross-site\nrequests: the cookie is SameSite=Lax (sent on a top-level navigation from another site, such as\nthe link clicked in a mail, which Strict would not do, but never on a cross-site `POST`, fetch or\nframe), operations take only `application/json` bodies, sessions call only queries, and a\ncookie-authenticated request whose `Origin` header names another host is `403 forbidden`.\n\n## Member delegation (`Service-Act-As`)\nA key may act for no member (default), selected members, or all current and future members of its\nworkspace. `GET /v1/delegation/members` lists the active members the key may name. With\n`Service-Act-As: <member id>` a request must pass both the key's grants and that member's own\npermissions (`x-service-member-roles` at the root of this document: owners and admins read and\nwrite every shared record type; members read and write shared companies and deals and read\nshared sales pipelines; everyone reads and writes their own private records). Naming a member outside the key's delegation, a disabled member or a\nmember of another workspace is `403 forbidden`. Without the header the request has workspace\naccess, even on a delegating key. Private records exist only for their owner: they are visible\nonly when acting as that member and are otherwise indistinguishable from absent records.\n\n## Idempotency (`Idempotency-Key`, every command)\nModelled on Stripe and the IETF `Idempotency-Key` header draft. Commands require the header\n(1 to 200 characters; a UUID v4 is a good choice). Keys are scoped to the credential and the member\nacted for, so two keys or two members never collide. The service stores the first completed\nresponse (status and body) in the same database transaction as the change it made and replays it\nfor a retry with the same key, operation and body (the replay carries `Idempotency-Replayed:\ntrue`). The same key with a different operation or a different body is refused with `400\ninvalid_input` and has no effect. A retry that arrives while the first request is still running\ngets `409 conflict` and no second effect; retry it after a moment. (On the embedded SQLite\ndatabase, where one process runs one write at a time, such a retry waits for the first to finish\nand gets its stored response instead.) Responses decided before the\noperation starts (`400` validation, `401`, `403`, `429`) are not stored, so a corrected retry may\nreuse the key; responses decided by the operation itself (`200`, `404`, `409` expected-value\nmismatch) are stored. A request that failed with `500` stored nothing and may be retried with the\nsame key. Receipts are kept at least 24 hours (`IDEMPOTENCY_RETENTION_HOURS`, default 24).\n\n## Rate limits\nRequests are limited per credential and workspace (not per member: changing `Service-Act-As` does\nnot reset them), with a generic cell-rate algorithm kept in the database so that every API process\nshares one budget: a sustained rate (`RATE_LIMIT_PER_SECOND`, default 100) and a burst\n(`RATE_LIMIT_BURST`, default 200). Past it the answer is `429 rate_limited` with `Retry-After` in\nwhole seconds; retry a command with its original `Idempotency-Key`.\n\n## Strings\nOne rule for every string a request carries, in every operation present and future: body values\nand object keys at any depth, header values (`Service-Act-As`, `Idempotency-Key`) and paging\ncursors. A string must be well-formed Unicode and must not contain U+0000 (NUL): a lone UTF-16\nsurrogate (`\\ud800` to `\\udfff` in JSON without its pair) or a `\\u0000` is refused with `400\ninvalid_input`, whatever the field's own schema says, and nothing is stored. (PostgreSQL cannot\nstore NUL, and would store a lone surrogate as U+FFFD, making two different names one; refusing\nboth keeps every database and every field the same.) Every other character is accepted, control\ncharacters included, and kept exactly as sent. `minLength` and `maxLength` count Unicode code\npoints, as JSON Schema does (a character outside the Basic Multilingual Plane, such as most\nemoji, counts as one). The collection endpoint applies the same rule to its body and to the\n`utm_source` and `utm_campaign` it reads from `url`.\n\n## Paging cursors\n`next_cursor` is opaque: the position after the page's last row, bound to the operation and the\nfilters of the listing and signed with a secret of the deployment (HMAC-SHA256; every process\nsharing the database uses the same one), so it works on any process. Send it back exactly as\nreceived, with the same filters: a changed, truncated or made-up cursor, or one from another\noperation or listing, is `400 invalid_input`.\n\n## Errors\nEvery error is a JSON object `{error, message}`: `400 invalid_json` (body not a JSON object, or\nContent-Type not `application/json`), `400 invalid_input` (fields, types, headers, a missing or\nmalformed `Idempotency-Key`, or an idempotency key reused for a different request; an enum\nfield's message lists the allowed values), `401 invalid_key` (the message says whether the key\nis missing, malformed, or unknown and revoked, and how to send one; every 401 carries\n`WWW-Authenticate: Bearer realm=\"workspace-operations\"`), `403 forbidden`, `404 not_found`\n(unknown operation, naming the nearest operation id when one is close, or a record this\ncredential cannot see), `405 method_not_allowed` (an operation or endpoint called with another\nmethod: `Allow` names the right one, `POST` for every operation), `409 conflict`, `429\nrate_limited`, `503 unavailable` (collection only: too many events waiting) and `500\ninternal_error` (no details; retry queries freely, retry commands with the same idempotency\nkey). The route is decided after the credential: a request without a valid key gets `401`\nwhatever its path or method. Request bodies are UTF-8 JSON of at most 1 MB (after decoding),\nsent as is or with `Content-Encoding: gzip`, `deflate` or `br`; a larger body is `413\ninvalid_input` (the limit is in the message), another charset or encoding, or data that does\nnot decode, `400 invalid_json`.\n\n## Records and change events\nShared records come in an envelope (`id`, `created_at`, `updated_at` in Unix milliseconds,\n`created_by`, `private`, `data`). Every committed create, update or delete of a record writes a\nchange event (`resource.created`, `resource.updated` with `changed_fields`, `resource.deleted`)\nwith a stable `evt_` id in the same transaction; a rolled-back write, or an update that changes\nnothing, writes none and leaves `updated_at` as it was. Webhook delivery reads these events.\n`changed_fields` are keys of the record's `data` as the API returns it, read-only fields the\nservice derives included.\n\nRecords refer to each other by id (a deal to its pipeline, stage and company). A reference must\nname a record the caller can read (else `400 invalid_input`), and a shared record refers only to\nshared records. What is referred to stays: deleting a pipeline or a company that deals refer to,\nor removing (or changing the kind of) a stage that deals are in, is `409 conflict` with a\nmessage naming how many deals, and nothing is written. The database enforces the same with\nforeign keys.\n",
+    "description": "The public HTTP JSON interface of the Workspace Operations service. This document is the single\nsource of truth: types, request validation, the typed client and the operations catalogue are\ngenerated from it (`npm run generate`), and Dredd checks the running service against it.\n\n## Calling an operation\nEvery operation is `POST /v1/operations/<namespace>.<OperationName>` with a JSON object body\n(`Content-Type: application/json`; send `{}` when there is nothing to say). Bodies reject unknown\nfields. Each operation declares, as documented `x-service-*` fields (see `openapi/EXTENSIONS.md`),\nits kind (`query` reads, `command` changes state), contract version, whether it runs with\nworkspace access, whether `Service-Act-As` is required, optional or not accepted, and for record\noperations the resource type and the access it needs. `GET /v1/operations` lists what a key may\ncall.\n\nThis document is served without a key at `GET /v1/openapi.yaml` and `GET /v1/openapi.json`, and\nrendered for people at `/docs` (each operation with its rules, examples and `x-service-*` facts).\n\nThe collection endpoints (`POST /v1/track`, `GET /v1/track.js`, kind `collection`) are the one\nexception: public, called by browsers with a site's publishable collect key, outside this\nconvention, the catalogue and the typed client (see `collection.Track`).\n\n## Authentication and grants\n`Authorization: Bearer <API key>` on every request. Keys are workspace credentials created by an\noperator; the secret is shown once and stored only as a SHA-256 hash (secrets are 256-bit random,\nso a slow hash would add latency without adding safety), compared in constant time. A key holds\nexplicit grants: operations (an id such as `customers.GetSalesPipeline` or a whole namespace\n`customers.*`) and resource types with `read` and/or `write`. A call needs the operation grant and,\nfor record operations, the access named in `x-service-resource-access` on `x-service-resource`.\nA namespace grant is expanded to that namespace's operations when the key is created, so\noperations added to the catalogue later never extend an existing key. Revoking a key stops its\nnext request, in every process. A key can be replaced: the new key gets\nthe same grants and delegation and both work until the old one is revoked.\n\n## Sign-in sessions (pages served by the service)\nPeople use the service's own pages (the analytics dashboard at `/dashboard`) through a member\nsession instead of a key. An operator prints a one-time link for a member (`npm run admin --\nsignin-link --workspace ws_... --member mb_... [--next /dashboard?site=bn_...]`): it works once\nand for 15 minutes (its 256-bit token is stored only as a SHA-256 hash and never logged). Opening\nit sets the cookie `wso_session` (HttpOnly, SameSite=Lax, Path=/, Secure over https) for a\n12-hour session and redirects to `next`, which must be a path on this service. A used, expired or\nunknown link gets an HTML page (`410` / `404`) saying how to get a new one.\n\nWhen a `/v1` request has no `Authorization` header, the `wso_session` cookie is the credential.\nA session acts as its member (no `Service-Act-As` needed; naming another member is `403`) and may\ncall exactly the operations whose `security` lists `SessionCookie`: today the query operations of\nthe `analytics` and `workspace` namespaces, plus discovery (`GET /v1/operations` lists them). Every\nother operation (the document's default `security` is `ApiKey` alone) is `403 forbidden`. Only a\nquery that can run as a member (`x-service-kind: query`, `x-service-act-as` optional or required)\nmay list `SessionCookie`; `npm run generate` refuses the document otherwise, so no command is ever\nreachable from a browser cookie. For record operations the member's role\n(`x-service-member-roles`) must also allow the declared access, and record rules apply as when a\nkey acts for that member. A session is rate-limited like a key, with its own budget. It ends\n(`401 invalid_key`) after 12 hours, when revoked (`npm run admin -- session revoke`, or the page's\nsign-out), when its member is disabled, and when anything changes the workspace's auth version\n(keys, grants, members): the next request is refused, in every process. Against cross-site\nrequests: the cookie is SameSite=Lax (sent on a top-level navigation from another site, such as\nthe link clicked in a mail, which Strict would not do, but never on a cross-site `POST`, fetch or\nframe), operations take only `application/json` bodies, sessions call only queries, and a\ncookie-authenticated request whose `Origin` header names another host is `403 forbidden`.\n\n## Member delegation (`Service-Act-As`)\nA key may act for no member (default), selected members, or all current and future members of its\nworkspace. `GET /v1/delegation/members` lists the active members the key may name. With\n`Service-Act-As: <member id>` a request must pass both the key's grants and that member's own\npermissions (`x-service-member-roles` at the root of this document: owners and admins read and\nwrite every shared record type; members read and write shared companies and deals and read\nshared sales pipelines; everyone reads and writes their own private records). Naming a member outside the key's delegation, a disabled member or a\nmember of another workspace is `403 forbidden`. Without the header the request has workspace\naccess, even on a delegating key. Private records exist only for their owner: they are visible\nonly when acting as that member and are otherwise indistinguishable from absent records.\n\n## Idempotency (`Idempotency-Key`, every command)\nModelled on Stripe and the IETF `Idempotency-Key` header draft. Commands require the header\n(1 to 200 characters; a UUID v4 is a good choice). Keys are scoped to the credential and the member\nacted for, so two keys or two members never collide. The service stores the first completed\nresponse (status and body) in the same database transaction as the change it made and replays it\nfor a retry with the same key, operation and body (the replay carries `Idempotency-Replayed:\ntrue`). The same key with a different operation or a different body is refused with `400\ninvalid_input` and has no effect. A retry that arrives while the first request is still running\ngets `409 conflict` and no second effect; retry it after a moment. (On the embedded SQLite\ndatabase, where one process runs one write at a time, such a retry waits for the first to finish\nand gets its stored response instead.) Responses decided before the\noperation starts (`400` validation, `401`, `403`, `429`) are not stored, so a corrected retry may\nreuse the key; responses decided by the operation itself (`200`, `404`, `409` expected-value\nmismatch) are stored. A request that failed with `500` stored nothing and may be retried with the\nsame key. Receipts are kept at least 24 hours (`IDEMPOTENCY_RETENTION_HOURS`, default 24).\n\n## Rate limits\nRequests are limited per credential and workspace (not per member: changing `Service-Act-As` does\nnot reset them), with a generic cell-rate algorithm kept in the database so that every API process\nshares one budget: a sustained rate (`RATE_LIMIT_PER_SECOND`, default 100) and a burst\n(`RATE_LIMIT_BURST`, default 200). Past it the answer is `429 rate_limited` with `Retry-After` in\nwhole seconds; retry a command with its original `Idempotency-Key`.\n\n## Strings\nOne rule for every string a request carries, in every operation present and future: body values\nand object keys at any depth, header values (`Service-Act-As`, `Idempotency-Key`) and paging\ncursors. A string must be well-formed Unicode and must not contain U+0000 (NUL): a lone UTF-16\nsurrogate (`\\ud800` to `\\udfff` in JSON without its pair) or a `\\u0000` is refused with `400\ninvalid_input`, whatever the field's own schema says, and nothing is stored. (PostgreSQL cannot\nstore NUL, and would store a lone surrogate as U+FFFD, making two different names one; refusing\nboth keeps every database and every field the same.) Every other character is accepted, control\ncharacters included, and kept exactly as sent. `minLength` and `maxLength` count Unicode code\npoints, as JSON Schema does (a character outside the Basic Multilingual Plane, such as most\nemoji, counts as one). The collection endpoint applies the same rule to its body and to the\n`utm_source` and `utm_campaign` it reads from `url`.\n\n## Paging cursors\n`next_cursor` is opaque: the position after the page's last row, bound to the operation and the\nfilters of the listing and signed with a secret of the deployment (HMAC-SHA256; every process\nsharing the database uses the same one), so it works on any process. Send it back exactly as\nreceived, with the same filters: a changed, truncated or made-up cursor, or one from another\noperation or listing, is `400 invalid_input`.\n\n## Request ids and health\nEvery response of the service carries a `Request-Id` header (a UUID made for that request), every\nerror body repeats it as `request_id`, and every log line the service writes while answering the\nrequest carries it as `request_id`: quote it when asking for help, and search the logs with it.\n`GET /healthz` (outside `/v1`, no key) answers `200 {\"status\":\"ok\"}` while the process serves and\nits database answers, and `503 {\"status\":\"unavailable\",\"message\":...}` when the database does not:\nfor load balancers, container health checks and orchestrators.\n\n## Errors\nEvery error is a JSON object `{error, message, request_id}`: `400 invalid_json` (body not a JSON object, or\nContent-Type not `application/json`), `400 invalid_input` (fields, types, headers, a missing or\nmalformed `Idempotency-Key`, or an idempotency key reused for a different request; an enum\nfield's message lists the allowed values), `401 invalid_key` (the message says whether the key\nis missing, malformed, or unknown and revoked, and how to send one; every 401 carries\n`WWW-Authenticate: Bearer realm=\"workspace-operations\"`), `403 forbidden`, `404 not_found`\n(unknown operation, naming the nearest operation id when one is close, or a record this\ncredential cannot see), `405 method_not_allowed` (an operation or endpoint called with another\nmethod: `Allow` names the right one, `POST` for every operation), `409 conflict`, `429\nrate_limited`, `503 unavailable` (collection only: too many events waiting) and `500\ninternal_error` (no details; retry queries freely, retry commands with the same idempotency\nkey). The route is decided after the credential: a request without a valid key gets `401`\nwhatever its path or method. Request bodies are UTF-8 JSON of at most 1 MB (after decoding),\nsent as is or with `Content-Encoding: gzip`, `deflate` or `br`; a larger body is `413\ninvalid_input` (the limit is in the message), another charset or encoding, or data that does\nnot decode, `400 invalid_json`.\n\n## Records and change events\nShared records come in an envelope (`id`, `created_at`, `updated_at` in Unix milliseconds,\n`created_by`, `private`, `data`). Every committed create, update or delete of a record writes a\nchange event (`resource.created`, `resource.updated` with `changed_fields`, `resource.deleted`)\nwith a stable `evt_` id in the same transaction; a rolled-back write, or an update that changes\nnothing, writes none and leaves `updated_at` as it was. Webhook delivery reads these events.\n`changed_fields` are keys of the record's `data` as the API returns it, read-only fields the\nservice derives included.\n\nRecords refer to each other by id (a deal to its pipeline, stage and company). A reference must\nname a record the caller can read (else `400 invalid_input`), and a shared record refers only to\nshared records. What is referred to stays: deleting a pipeline or a company that deals refer to,\nor removing (or changing the kind of) a stage that deals are in, is `409 conflict` with a\nmessage naming how many deals, and nothing is written. The database enforces the same with\nforeign keys.\n",
     "contact": {
       "name": "Workspace Operations team"
     },
@@ -160,7 +160,8 @@ export const document = {
                 },
                 "example": {
                   "error": "forbidden",
-                  "message": "A sign-in session may only be used from pages of this service (Origin differs)."
+                  "message": "A sign-in session may only be used from pages of this service (Origin differs).",
+                  "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                 }
               }
             }
@@ -242,7 +243,8 @@ export const document = {
                 },
                 "example": {
                   "error": "forbidden",
-                  "message": "A sign-in session may only be used from pages of this service (Origin differs)."
+                  "message": "A sign-in session may only be used from pages of this service (Origin differs).",
+                  "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                 }
               }
             }
@@ -3098,7 +3100,8 @@ export const document = {
                 },
                 "example": {
                   "error": "invalid_input",
-                  "message": "body.url must be an absolute http(s) URL"
+                  "message": "body.url must be an absolute http(s) URL",
+                  "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                 }
               }
             }
@@ -3117,7 +3120,8 @@ export const document = {
                 },
                 "example": {
                   "error": "not_found",
-                  "message": "No site has this collect key."
+                  "message": "No site has this collect key.",
+                  "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                 }
               }
             }
@@ -3136,7 +3140,8 @@ export const document = {
                 },
                 "example": {
                   "error": "invalid_input",
-                  "message": "The body is larger than 8 KB."
+                  "message": "The body is larger than 8 KB.",
+                  "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                 }
               }
             }
@@ -3161,7 +3166,8 @@ export const document = {
                 },
                 "example": {
                   "error": "unavailable",
-                  "message": "Too many events are waiting to be written; retry after 1 s."
+                  "message": "Too many events are waiting to be written; retry after 1 s.",
+                  "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                 }
               }
             }
@@ -3304,11 +3310,12 @@ export const document = {
       },
       "Error": {
         "type": "object",
-        "description": "The body of every error response.",
+        "description": "The body of every error response. `request_id` is the id of the request that answered (the same\nvalue as its `Request-Id` response header, and the `request_id` of every log line the service wrote\nwhile answering it): quote it when asking for help. A replayed error receipt (same\n`Idempotency-Key`) carries the id of the replaying request.\n",
         "additionalProperties": false,
         "required": [
           "error",
-          "message"
+          "message",
+          "request_id"
         ],
         "properties": {
           "error": {
@@ -3330,6 +3337,11 @@ export const document = {
           "message": {
             "type": "string",
             "description": "Human-readable explanation; never contains secrets or stack traces."
+          },
+          "request_id": {
+            "type": "string",
+            "description": "Id of the request that answered (its `Request-Id` header), for support and log search.",
+            "example": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
           }
         }
       },
@@ -4967,7 +4979,8 @@ export const document = {
             },
             "example": {
               "error": "invalid_input",
-              "message": "request/body must NOT have additional properties: colour"
+              "message": "request/body must NOT have additional properties: colour",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }
         }
@@ -4986,7 +4999,8 @@ export const document = {
             },
             "example": {
               "error": "invalid_key",
-              "message": "The API key is unknown or revoked."
+              "message": "The API key is unknown or revoked.",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }
         }
@@ -5005,7 +5019,8 @@ export const document = {
             },
             "example": {
               "error": "rate_limited",
-              "message": "Rate limit exceeded for this credential; retry after 1 s."
+              "message": "Rate limit exceeded for this credential; retry after 1 s.",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }
         }
@@ -5019,7 +5034,8 @@ export const document = {
             },
             "example": {
               "error": "internal_error",
-              "message": "Internal server error."
+              "message": "Internal server error.",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }
         }
@@ -5033,7 +5049,8 @@ export const document = {
             },
             "example": {
               "error": "forbidden",
-              "message": "This key is not granted customers.UpdateSalesPipeline."
+              "message": "This key is not granted customers.UpdateSalesPipeline.",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }
         }
@@ -5047,7 +5064,8 @@ export const document = {
             },
             "example": {
               "error": "invalid_input",
-              "message": "The body is larger than 1 MB (1,048,576 bytes); send at most that much."
+              "message": "The body is larger than 1 MB (1,048,576 bytes); send at most that much.",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }
         }
@@ -5061,7 +5079,8 @@ export const document = {
             },
             "example": {
               "error": "not_found",
-              "message": "No sales pipeline with this id is visible to this credential."
+              "message": "No sales pipeline with this id is visible to this credential.",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }
         }
@@ -5075,7 +5094,8 @@ export const document = {
             },
             "example": {
               "error": "conflict",
-              "message": "expected.name does not match the current record; re-read it and decide again."
+              "message": "expected.name does not match the current record; re-read it and decide again.",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }
         }
@@ -5089,7 +5109,8 @@ export const document = {
             },
             "example": {
               "error": "conflict",
-              "message": "Stage \"proposal\" still holds 3 deals; move them to another stage or delete them first. Nothing was written."
+              "message": "Stage \"proposal\" still holds 3 deals; move them to another stage or delete them first. Nothing was written.",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }
         }
@@ -5103,7 +5124,8 @@ export const document = {
             },
             "example": {
               "error": "conflict",
-              "message": "domain \"globex.com\" already belongs to company co_7h3k9m2q4x8v1c6b5n0z3a7s in this scope (the shared records); update that one instead. Nothing was written."
+              "message": "domain \"globex.com\" already belongs to company co_7h3k9m2q4x8v1c6b5n0z3a7s in this scope (the shared records); update that one instead. Nothing was written.",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }
         }

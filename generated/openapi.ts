@@ -966,7 +966,12 @@ export interface components {
             /** @description Access the operation needs on `resource`. */
             access?: ("read" | "write")[];
         };
-        /** @description The body of every error response. */
+        /**
+         * @description The body of every error response. `request_id` is the id of the request that answered (the same
+         *     value as its `Request-Id` response header, and the `request_id` of every log line the service wrote
+         *     while answering it): quote it when asking for help. A replayed error receipt (same
+         *     `Idempotency-Key`) carries the id of the replaying request.
+         */
         Error: {
             /**
              * @description Machine-readable error code.
@@ -975,6 +980,11 @@ export interface components {
             error: "invalid_json" | "invalid_input" | "invalid_key" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "rate_limited" | "unavailable" | "internal_error";
             /** @description Human-readable explanation; never contains secrets or stack traces. */
             message: string;
+            /**
+             * @description Id of the request that answered (its `Request-Id` header), for support and log search.
+             * @example 5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f
+             */
+            request_id: string;
         };
         /** @description A member the key may act for with `Service-Act-As`. */
         DelegationMember: {
@@ -1727,7 +1737,8 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "invalid_input",
-                 *       "message": "request/body must NOT have additional properties: colour"
+                 *       "message": "request/body must NOT have additional properties: colour",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1747,7 +1758,8 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "invalid_key",
-                 *       "message": "The API key is unknown or revoked."
+                 *       "message": "The API key is unknown or revoked.",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1763,7 +1775,8 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "rate_limited",
-                 *       "message": "Rate limit exceeded for this credential; retry after 1 s."
+                 *       "message": "Rate limit exceeded for this credential; retry after 1 s.",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1778,7 +1791,8 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "internal_error",
-                 *       "message": "Internal server error."
+                 *       "message": "Internal server error.",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1793,7 +1807,8 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "forbidden",
-                 *       "message": "This key is not granted customers.UpdateSalesPipeline."
+                 *       "message": "This key is not granted customers.UpdateSalesPipeline.",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1811,7 +1826,8 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "invalid_input",
-                 *       "message": "The body is larger than 1 MB (1,048,576 bytes); send at most that much."
+                 *       "message": "The body is larger than 1 MB (1,048,576 bytes); send at most that much.",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1826,7 +1842,8 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "not_found",
-                 *       "message": "No sales pipeline with this id is visible to this credential."
+                 *       "message": "No sales pipeline with this id is visible to this credential.",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1841,7 +1858,8 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "conflict",
-                 *       "message": "expected.name does not match the current record; re-read it and decide again."
+                 *       "message": "expected.name does not match the current record; re-read it and decide again.",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1864,7 +1882,8 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "conflict",
-                 *       "message": "Stage \"proposal\" still holds 3 deals; move them to another stage or delete them first. Nothing was written."
+                 *       "message": "Stage \"proposal\" still holds 3 deals; move them to another stage or delete them first. Nothing was written.",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1884,7 +1903,8 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "conflict",
-                 *       "message": "domain \"globex.com\" already belongs to company co_7h3k9m2q4x8v1c6b5n0z3a7s in this scope (the shared records); update that one instead. Nothing was written."
+                 *       "message": "domain \"globex.com\" already belongs to company co_7h3k9m2q4x8v1c6b5n0z3a7s in this scope (the shared records); update that one instead. Nothing was written.",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1980,7 +2000,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "forbidden",
-                     *       "message": "A sign-in session may only be used from pages of this service (Origin differs)."
+                     *       "message": "A sign-in session may only be used from pages of this service (Origin differs).",
+                     *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -2035,7 +2056,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "forbidden",
-                     *       "message": "A sign-in session may only be used from pages of this service (Origin differs)."
+                     *       "message": "A sign-in session may only be used from pages of this service (Origin differs).",
+                     *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -3694,7 +3716,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "invalid_input",
-                     *       "message": "body.url must be an absolute http(s) URL"
+                     *       "message": "body.url must be an absolute http(s) URL",
+                     *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -3710,7 +3733,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "not_found",
-                     *       "message": "No site has this collect key."
+                     *       "message": "No site has this collect key.",
+                     *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -3726,7 +3750,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "invalid_input",
-                     *       "message": "The body is larger than 8 KB."
+                     *       "message": "The body is larger than 8 KB.",
+                     *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -3744,7 +3769,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "unavailable",
-                     *       "message": "Too many events are waiting to be written; retry after 1 s."
+                     *       "message": "Too many events are waiting to be written; retry after 1 s.",
+                     *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];

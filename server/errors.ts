@@ -13,9 +13,27 @@ export class ServiceError extends Error {
   ) {
     super(message);
   }
+  /** The body as stored in an idempotency receipt (the request id is added when it is sent). */
   body(): { error: ErrorCode; message: string } {
     return { error: this.code, message: this.message };
   }
+  /** The body as sent: with the id of the request that answers it (its `Request-Id` header). */
+  bodyFor(requestId: string): ErrorBody {
+    return { error: this.code, message: this.message, request_id: requestId };
+  }
+}
+
+/** The documented error body (`Error` in the document). */
+export interface ErrorBody {
+  error: ErrorCode;
+  message: string;
+  request_id: string;
+}
+
+/** The `Request-Id` a response already carries (set first thing for every request). */
+export function requestIdOf(res: { getHeader(name: string): unknown }): string {
+  const id = res.getHeader('Request-Id');
+  return typeof id === 'string' ? id : '';
 }
 
 export const invalidJson = (message: string) => new ServiceError(400, 'invalid_json', message);
@@ -55,6 +73,6 @@ export function errorMiddleware(logger: Logger): ErrorRequestHandler {
     }
     const out = mapped ?? new ServiceError(500, 'internal_error', 'Internal server error.');
     if (res.headersSent) return;
-    res.status(out.status).set(out.headers).json(out.body());
+    res.status(out.status).set(out.headers).json(out.bodyFor(requestIdOf(res)));
   };
 }

@@ -1,4 +1,5 @@
-import pino, { type Logger } from 'pino';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import pino, { type Logger, type LoggerOptions } from 'pino';
 
 /** Paths that may hold secrets; pino replaces them before anything is written. */
 export const REDACT_PATHS = [
@@ -12,12 +13,23 @@ export const REDACT_PATHS = [
   '*.apiKey',
 ];
 
+/** The request being answered, for every log line written while it runs (pino's mixin reads it). */
+export const requestScope = new AsyncLocalStorage<{ requestId: string }>();
+
+/** Adds `request_id` to a log line written inside a request (the id its `Request-Id` header and error body carry). */
+export function requestIdMixin(): { request_id?: string } {
+  const scope = requestScope.getStore();
+  return scope ? { request_id: scope.requestId } : {};
+}
+
+/** The options of every service logger: secrets redacted, the request id on lines written inside a request. */
+export function loggerOptions(level: string): LoggerOptions {
+  return { level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { service: 'workspace-operations' }, mixin: requestIdMixin };
+}
+
 /** JSON logs on stdout, written asynchronously (lines queue while a write is in flight); call `logger.flush()` before exiting. */
 export function createLogger(level = process.env.LOG_LEVEL || 'info'): Logger {
-  return pino(
-    { level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { service: 'workspace-operations' } },
-    pino.destination({ sync: false }),
-  );
+  return pino(loggerOptions(level), pino.destination({ sync: false }));
 }
 
 const SIGNIN_URL = /^(\/+signin)(?:\/|%2f)/i;

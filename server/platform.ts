@@ -10,9 +10,9 @@ import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import { readJsonObject } from './body.ts';
 import { type Credential, CredentialStore } from './credentials.ts';
-import { errorMiddleware, invalidJson, methodNotAllowed, notFound, toServiceError } from './errors.ts';
+import { errorMiddleware, invalidJson, methodNotAllowed, notFound, requestIdOf, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
-import { redactUrl } from './logger.ts';
+import { redactUrl, requestScope } from './logger.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
 import { Metrics } from './metrics.ts';
 import { PageKit, sessionTokenOf } from './pages.ts';
@@ -98,6 +98,7 @@ export function createPlatform(options: PlatformOptions) {
       metrics.observe(res.locals.entry?.id ?? 'other', res.statusCode, seconds);
       logger.info(
         {
+          request_id: id,
           req: { id, method: req.method, url: redactUrl(req.originalUrl) },
           res: { statusCode: res.statusCode },
           key: res.locals.credential?.kind === 'key' ? res.locals.credential.keyId : undefined,
@@ -108,7 +109,7 @@ export function createPlatform(options: PlatformOptions) {
         'request completed',
       );
     });
-    next();
+    requestScope.run({ requestId: id }, next);
   });
 
   // The document itself, without a key: it holds no secrets, and clients and people start from it.
@@ -125,13 +126,22 @@ export function createPlatform(options: PlatformOptions) {
 
   app.get('/metrics', metrics.handler);
 
+  // For load balancers and orchestrators: 200 while the database answers, 503 when it does not.
   app.get('/healthz', async (_req, res) => {
-    await db.sql.one('SELECT 1 AS ok');
-    res.json({ status: 'ok' });
+    res.setHeader('Cache-Control', 'no-store');
+    try {
+      await db.sql.one('SELECT 1 AS ok');
+      res.json({ status: 'ok' });
+    } catch (err) {
+      logger.warn({ err }, 'health check: the database does not answer');
+      res.status(503).json({ status: 'unavailable', message: 'The database does not answer.' });
+    }
   });
 
   /** Sends a JSON body, checking it against the document first in development and tests. */
   const send = (res: Response<unknown, Locals>, status: number, body: unknown) => {
+    // A replayed error receipt is answered with this request's id, like every error body.
+    if (status >= 400 && body && typeof body === 'object') body = { ...body, request_id: requestIdOf(res) };
     if (config.validateResponses) {
       const problem = validator.responseProblem(res.locals.entry, status, body);
       if (problem) {
@@ -184,7 +194,7 @@ export function createPlatform(options: PlatformOptions) {
   v1.use((err: unknown, _req: Request, res: Response<unknown, Partial<Locals>>, next: NextFunction) => {
     const mapped = toServiceError(err);
     if (mapped && res.locals.entry && config.validateResponses) {
-      const problem = validator.responseProblem(res.locals.entry, mapped.status, mapped.body());
+      const problem = validator.responseProblem(res.locals.entry, mapped.status, mapped.bodyFor(requestIdOf(res)));
       if (problem) logger.error({ operation: res.locals.entry.id, status: mapped.status, problem }, 'error response breaks the document');
     }
     next(err);

@@ -380,10 +380,12 @@ export function createCollector({ db, clock, config, logger }: CollectorDeps): C
 
   // --- HTTP ---------------------------------------------------------------------------------
   function sendError(res: ServerResponse, e: ServiceError, close = false): void {
-    const body = JSON.stringify(e.body());
+    const requestId = crypto.randomUUID();
+    const body = JSON.stringify(e.bodyFor(requestId));
     res.writeHead(e.status, {
       ...CORS,
       ...e.headers,
+      'Request-Id': requestId,
       'Content-Type': 'application/json; charset=utf-8',
       'Content-Length': Buffer.byteLength(body),
       ...(close ? { Connection: 'close' } : {}),

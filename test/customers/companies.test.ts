@@ -173,7 +173,7 @@ forEachDatabase('companies', (svc) => {
     for (const [i, bad] of [-1, 1.5, '12', 100_000_001, true].entries()) {
       const res = await svc().post('customers.CreateCompany', { data: { name: 'Bad', employee_count: bad } }, { ...auth, 'Idempotency-Key': `ec-${i}` });
       assert.equal(res.status, 400, JSON.stringify(bad));
-      assert.deepEqual(Object.keys(res.body).sort(), ['error', 'message']);
+      assert.deepEqual(Object.keys(res.body).sort(), ['error', 'message', 'request_id']);
       assert.equal(res.body.error, 'invalid_input');
     }
     // Fields whose type does not include null refuse it.
@@ -237,7 +237,7 @@ forEachDatabase('companies', (svc) => {
     for (const [i, [what, money]] of bad.entries()) {
       const res = await svc().post('customers.CreateCompany', { data: { name: 'Bad', annual_revenue: money } }, { ...auth, 'Idempotency-Key': `money-${i}` });
       assert.equal(res.status, 400, `${what}: ${JSON.stringify(res.body)}`);
-      assert.deepEqual(Object.keys(res.body).sort(), ['error', 'message'], what);
+      assert.deepEqual(Object.keys(res.body).sort(), ['error', 'message', 'request_id'], what);
       assert.equal(res.body.error, 'invalid_input', what);
     }
     assert.equal((await api.customers.ListCompanies({ limit: 100 })).data!.items.length, cases.length + 1);
@@ -316,7 +316,7 @@ forEachDatabase('companies', (svc) => {
     ].entries()) {
       const res = await svc().post('customers.UpdateCompany', body, { ...auth, 'Idempotency-Key': `bad-${i}` });
       assert.equal(res.status, 400, JSON.stringify(body));
-      assert.deepEqual(Object.keys(res.body).sort(), ['error', 'message']);
+      assert.deepEqual(Object.keys(res.body).sort(), ['error', 'message', 'request_id']);
       assert.equal(res.body.error, 'invalid_input');
     }
     assert.deepEqual((await api.customers.GetCompany({ id: item.id })).data!.item, item);

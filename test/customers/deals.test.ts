@@ -158,7 +158,7 @@ forEachDatabase('deals', (svc) => {
     ].entries()) {
       const res = await svc().post('customers.UpdateDeal', { id: deal.id, data }, { ...auth, 'Idempotency-Key': `ro-${i}` });
       assert.equal(res.status, 400, JSON.stringify(data));
-      assert.deepEqual(Object.keys(res.body).sort(), ['error', 'message']);
+      assert.deepEqual(Object.keys(res.body).sort(), ['error', 'message', 'request_id']);
       assert.equal(res.body.error, 'invalid_input');
     }
     const events = await eventsOf(svc(), ws.workspace_id);

@@ -71,7 +71,7 @@ forEachDatabase('API keys, grants and discovery', (svc) => {
     for (const [auth, message] of cases) {
       const res = await svc().post('workspace.ListBundles', {}, auth === undefined ? {} : { Authorization: auth });
       assert.equal(res.status, 401, String(auth));
-      assert.deepEqual(res.body, { error: 'invalid_key', message });
+      assert.deepEqual(res.body, { error: 'invalid_key', message, request_id: res.headers.get('request-id') });
       assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="workspace-operations"');
     }
   });
@@ -82,7 +82,7 @@ forEachDatabase('API keys, grants and discovery', (svc) => {
     const get = await fetch(`${svc().baseUrl}/operations/workspace.ListBundles`, { headers: auth });
     assert.equal(get.status, 405);
     assert.equal(get.headers.get('allow'), 'POST');
-    assert.deepEqual(await get.json(), { error: 'method_not_allowed', message: '/operations/workspace.ListBundles is called with POST, not GET.' });
+    assert.deepEqual(await get.json(), { error: 'method_not_allowed', message: '/operations/workspace.ListBundles is called with POST, not GET.', request_id: get.headers.get('request-id') });
     const post = await fetch(`${svc().baseUrl}/operations`, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: '{}' });
     assert.equal(post.status, 405);
     assert.equal(post.headers.get('allow'), 'GET');
@@ -116,7 +116,7 @@ forEachDatabase('API keys, grants and discovery', (svc) => {
     assert.equal(((await unknown.json()) as { error: string }).error, 'invalid_json');
     const broken = await send('gzip', body);
     assert.equal(broken.status, 400);
-    assert.deepEqual(await broken.json(), { error: 'invalid_json', message: 'The body is not valid gzip data.' });
+    assert.deepEqual(await broken.json(), { error: 'invalid_json', message: 'The body is not valid gzip data.', request_id: broken.headers.get('request-id') });
     const bomb = await send('gzip', zlib.gzipSync(Buffer.from(JSON.stringify({ pad: ' '.repeat(2 * 1024 * 1024) }))));
     assert.equal(bomb.status, 413);
     assert.match(((await bomb.json()) as { message: string }).message, /larger than 1 MB/);

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { loggerOptions, requestScope } from '../../server/logger.ts';
 import { acme, createPipeline } from '../support/fixtures.ts';
 import { forEachDatabase } from '../support/service.ts';
 
@@ -17,5 +20,37 @@ forEachDatabase('logs', (svc) => {
     assert.equal(create.key, ws.keys.ci!.id);
     assert.equal(create.res.statusCode, 200);
     assert.ok(lines.some((l) => l.res?.statusCode === 401));
+  });
+
+  it('carries the Request-Id in the error body and in the request\'s log line', async () => {
+    const ws = await svc().apply(acme());
+    const res = await svc().post('customers.GetSalesPipeline', { id: 'sp_missing' }, { Authorization: `Bearer ${ws.keys.ci!.secret}` });
+    assert.equal(res.status, 404);
+    const id = res.headers.get('request-id');
+    assert.match(id ?? '', /^[0-9a-f-]{36}$/);
+    assert.equal(res.body.request_id, id);
+    const line = svc().logs().trim().split('\n').map((l) => JSON.parse(l)).find((l) => l.request_id === id);
+    assert.ok(line, 'no log line carries the request id');
+    assert.equal(line.res.statusCode, 404);
+    const ok = await svc().post('workspace.ListBundles', {}, { Authorization: `Bearer ${ws.keys.ci!.secret}` });
+    assert.match(ok.headers.get('request-id') ?? '', /^[0-9a-f-]{36}$/);
+    assert.notEqual(ok.headers.get('request-id'), id);
+  });
+});
+
+describe('logger', () => {
+  it('adds request_id to every line written inside a request, and none outside', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const sink = new Writable({ write: (chunk, _enc, done) => (lines.push(JSON.parse(String(chunk))), done()) });
+    const logger = pino(loggerOptions('info'), sink);
+    logger.info('outside');
+    await requestScope.run({ requestId: 'req-1' }, async () => {
+      await new Promise((resolve) => setImmediate(resolve));
+      logger.warn({ detail: 1 }, 'inside, after an await');
+      logger.child({ module: 'x' }).error('from a child logger');
+    });
+    assert.equal(lines[0]!.request_id, undefined);
+    assert.equal(lines[1]!.request_id, 'req-1');
+    assert.equal(lines[2]!.request_id, 'req-1');
   });
 });

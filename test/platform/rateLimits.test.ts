@@ -11,7 +11,7 @@ forEachDatabase(
       for (let i = 0; i < 3; i++) assert.equal((await api.workspace.ListBundles({})).response.status, 200, `request ${i}`);
       const limited = await api.workspace.ListBundles({});
       assert.equal(limited.response.status, 429);
-      assert.deepEqual(limited.error, { error: 'rate_limited', message: 'Rate limit exceeded for this credential; retry after 1 s.' });
+      assert.deepEqual(limited.error, { error: 'rate_limited', message: 'Rate limit exceeded for this credential; retry after 1 s.', request_id: limited.response.headers.get('request-id') });
       assert.equal(limited.response.headers.get('Retry-After'), '1');
       svc().clock.advance(500);
       assert.equal((await api.workspace.ListBundles({})).response.status, 200);

@@ -53,7 +53,7 @@ export function assertErrorShape(res: RawResponse, detail: string, secrets: read
   assert.match(res.contentType, /^application\/json\b/, `not JSON: ${detail}`);
   const body = res.body as Record<string, unknown> | null | undefined;
   assert.ok(body !== null && typeof body === 'object' && !Array.isArray(body), `body is not an object: ${detail}`);
-  assert.deepEqual(Object.keys(body).sort(), ['error', 'message'], `body keys: ${detail}`);
+  assert.deepEqual(Object.keys(body).sort(), ['error', 'message', 'request_id'], `body keys: ${detail}`);
   assert.equal(typeof body.error, 'string', `error is not a string: ${detail}`);
   assert.equal(typeof body.message, 'string', `message is not a string: ${detail}`);
   assert.ok((body.message as string).length > 0, `empty message: ${detail}`);

@@ -9,14 +9,16 @@ interface ClientAnswer {
 }
 
 /**
- * The documented refusal: this status, and a body of exactly `{error, message}` with this code (and,
+ * The documented refusal: this status, and a body of exactly `{error, message, request_id}` with this code,
+ * the request id of its `Request-Id` header (and,
  * when given, a message matching `message`).
  */
 export function assertRefused(res: ClientAnswer, status: number, code: string, message?: RegExp): void {
   const body = res.error as Record<string, unknown> | undefined;
   assert.equal(res.response.status, status, `expected ${status} ${code}, got ${res.response.status} ${JSON.stringify(body)}`);
   assert.ok(body && typeof body === 'object', 'the refusal has no JSON body');
-  assert.deepEqual(Object.keys(body).sort(), ['error', 'message']);
+  assert.deepEqual(Object.keys(body).sort(), ['error', 'message', 'request_id']);
+  assert.equal(body.request_id, res.response.headers.get('request-id'), 'the body carries the Request-Id of its response');
   assert.equal(body.error, code, JSON.stringify(body));
   assert.equal(typeof body.message, 'string');
   if (message) assert.match(body.message as string, message);

@@ -12,7 +12,7 @@ import { createClient, type ServiceClient } from '../../generated/client.ts';
 import { type ApplyResult, applyWorkspace, type WorkspaceSpec } from '../../server/admin.ts';
 import { FakeClock } from '../../server/clock.ts';
 import { loadConfig, type ServiceConfig } from '../../server/config.ts';
-import { REDACT_PATHS } from '../../server/logger.ts';
+import { loggerOptions } from '../../server/logger.ts';
 
 /** A fresh schema per test service, so runs never see each other's rows; dropped when the service closes. */
 function withSchema(url: string): string {
@@ -89,7 +89,7 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
       done();
     },
   });
-  const logger = pino({ level: 'info', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
+  const logger = pino(loggerOptions('info'), sink);
   const db = openDatabase(databaseUrl);
   await db.migrate();
   const service = createService({ db, clock, config, logger });
