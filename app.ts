@@ -4,12 +4,19 @@
  */
 import type { AnyOperationId } from './generated/catalogue.ts';
 import { analytics } from './handlers/analytics/index.ts';
+import { automation } from './handlers/automation/index.ts';
 import { customers } from './handlers/customers/index.ts';
 import { discovery } from './handlers/discovery/index.ts';
+import { inbox } from './handlers/inbox/index.ts';
 import { workspace } from './handlers/workspace/index.ts';
+import { registerWorkspaceSections } from './server/admin.ts';
+import type { AnyServiceModule } from './server/module.ts';
 import { buildService, type ServiceDeps } from './server/service.ts';
 
-export const modules = [discovery, workspace, customers, analytics] as const;
+export const modules = [discovery, workspace, customers, analytics, automation, inbox] as const;
+
+// The modules' sections of the workspace file (`automations:`), for every caller of the admin functions.
+registerWorkspaceSections(modules.flatMap((m: AnyServiceModule) => (m.workspaceFile ? [m.workspaceFile] : [])));
 
 // Every operation of the document belongs to a listed module (each module's handlers are complete for its namespace).
 type Uncovered = Exclude<AnyOperationId, `${(typeof modules)[number]['namespace']}.${string}`>;

@@ -115,6 +115,10 @@ export interface DbRecordEventRow {
   actor_key_id: string | null;
   actor_member_id: string | null;
   occurred_at: number;
+  /** The automation run whose action made this change (null for API writes), its rule (`app_id/rule_id`) and chain depth. */
+  cause_run_id: string | null;
+  cause_rule: string | null;
+  cause_depth: number | null;
 }
 
 export interface DbIdempotencyReceiptRow {

@@ -99,6 +99,74 @@ export const catalogue = [
     "summary": "Daily pageviews, visitors and sessions of all the workspace's sites, with per-site totals"
   },
   {
+    "id": "automation.DeleteRule",
+    "namespace": "automation",
+    "name": "DeleteRule",
+    "method": "post",
+    "path": "/operations/automation.DeleteRule",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": false,
+    "deprecated": false,
+    "actAs": "required",
+    "listed": true,
+    "sessions": false,
+    "resource": null,
+    "access": [],
+    "summary": "Delete a rule"
+  },
+  {
+    "id": "automation.GetRule",
+    "namespace": "automation",
+    "name": "GetRule",
+    "method": "post",
+    "path": "/operations/automation.GetRule",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": null,
+    "access": [],
+    "summary": "Read a rule's configuration and its recent runs"
+  },
+  {
+    "id": "automation.ListRules",
+    "namespace": "automation",
+    "name": "ListRules",
+    "method": "post",
+    "path": "/operations/automation.ListRules",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": null,
+    "access": [],
+    "summary": "List automation rules, paged"
+  },
+  {
+    "id": "automation.UpdateRule",
+    "namespace": "automation",
+    "name": "UpdateRule",
+    "method": "post",
+    "path": "/operations/automation.UpdateRule",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": null,
+    "access": [],
+    "summary": "Pause a rule"
+  },
+  {
     "id": "customers.CreateCompany",
     "namespace": "customers",
     "name": "CreateCompany",
@@ -545,4 +613,4 @@ export const memberRoles: Readonly<Record<string, Readonly<Record<string, Readon
 export const resourceTypes = ["core:Company","core:Deal","core:SalesPipeline"] as const;
 
 /** Operation namespaces (grantable as `namespace.*`). */
-export const namespaces = ["analytics","customers","workspace"] as const;
+export const namespaces = ["analytics","automation","customers","workspace"] as const;

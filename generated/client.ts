@@ -63,6 +63,20 @@ export function createClient(options: ServiceClientOptions) {
       GetWorkspaceAnalyticsSummary: (body: RequestBody<'analytics.GetWorkspaceAnalyticsSummary'>, call: CallOptions = {}) =>
         raw.POST('/operations/analytics.GetWorkspaceAnalyticsSummary', { body, params: { header: actAsHeader(options, call) } }),
     },
+    automation: {
+      /** Delete a rule (command). */
+      DeleteRule: (body: RequestBody<'automation.DeleteRule'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/automation.DeleteRule', { body, params: { header: { ...(actAsHeader(options, call) as { 'Service-Act-As': string }), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Read a rule's configuration and its recent runs (query). */
+      GetRule: (body: RequestBody<'automation.GetRule'>, call: CallOptions = {}) =>
+        raw.POST('/operations/automation.GetRule', { body, params: { header: actAsHeader(options, call) } }),
+      /** List automation rules, paged (query). */
+      ListRules: (body: RequestBody<'automation.ListRules'>, call: CallOptions = {}) =>
+        raw.POST('/operations/automation.ListRules', { body, params: { header: actAsHeader(options, call) } }),
+      /** Pause a rule (command). */
+      UpdateRule: (body: RequestBody<'automation.UpdateRule'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/automation.UpdateRule', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+    },
     customers: {
       /** Create a company (command). */
       CreateCompany: (body: RequestBody<'customers.CreateCompany'>, call: CommandOptions = {}) =>

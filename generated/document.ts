@@ -44,6 +44,10 @@ export const document = {
       "description": "Website analytics (pageviews, visitors, sessions) of the workspace's sites."
     },
     {
+      "name": "automation",
+      "description": "Automation rules (built-in and operator-authored) that act on committed record changes, and their runs."
+    },
+    {
       "name": "collection",
       "description": "Public traffic collection from browsers (tracker script and event endpoint), keyed by a site's publishable collect key."
     }
@@ -2350,6 +2354,528 @@ export const document = {
           },
           "409": {
             "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/automation.ListRules": {
+      "post": {
+        "operationId": "automation.ListRules",
+        "summary": "List automation rules, paged",
+        "description": "Lists the workspace's automation rules: the built-in rules every workspace has (`built_in: true`,\n`can_manage: false`) and the rules operators authored. `app_id` keeps one app's rules (`core` for\nworkspace-native ones); `enabled` keeps enabled or paused ones.\n\nOrder and paging: ascending by `app_id`, then `rule_id`. `limit` (1 to 100, default 50) is the\npage size; when `has_more` is true, send `next_cursor` as `cursor` with the same filters.\n\nRules are authored by people, not through this interface: operators add them in the workspace\nfile of `npm run admin -- apply` (or `npm run admin -- automation add`), and owners and admins\npause and resume them on the settings page (`/settings/automation`). Through this interface a rule\ncan only be read, paused (`automation.UpdateRule`) and deleted (`automation.DeleteRule`).\n",
+        "tags": [
+          "automation"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                  "app_id": {
+                    "$ref": "#/components/schemas/RuleAppId"
+                  },
+                  "enabled": {
+                    "type": "boolean",
+                    "description": "Only enabled (true) or paused (false) rules."
+                  },
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  }
+                }
+              },
+              "example": {
+                "app_id": "core"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of rules.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "items",
+                    "has_more",
+                    "next_cursor"
+                  ],
+                  "properties": {
+                    "items": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/AutomationRule"
+                      }
+                    },
+                    "has_more": {
+                      "type": "boolean",
+                      "description": "Whether another page follows."
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true,
+                      "description": "Cursor of the next page; null on the last page."
+                    }
+                  }
+                },
+                "example": {
+                  "items": [
+                    {
+                      "rule_id": "builtin.deal-closed",
+                      "app_id": "core",
+                      "name": "Tell owners and admins when a deal closes",
+                      "enabled": true,
+                      "can_manage": false,
+                      "built_in": true,
+                      "trigger": {
+                        "resource_type": "core:Deal",
+                        "event": "updated",
+                        "fields": [
+                          "closed_at"
+                        ],
+                        "conditions": [
+                          {
+                            "field": "closed_at",
+                            "op": "exists"
+                          }
+                        ]
+                      },
+                      "actions": [
+                        {
+                          "type": "notify",
+                          "to": "owners_and_admins",
+                          "title": "Deal closed: {{record.data.name}}"
+                        }
+                      ],
+                      "created_at": 0,
+                      "updated_at": 0
+                    }
+                  ],
+                  "has_more": false,
+                  "next_cursor": null
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/automation.GetRule": {
+      "post": {
+        "operationId": "automation.GetRule",
+        "summary": "Read a rule's configuration and its recent runs",
+        "description": "The rule `rule_id` (of app `app_id` when given) with its current configuration and its runs,\nnewest first: `runs_limit` of them (1 to 100, default 20); when `runs_has_more` is true, send\n`runs_next_cursor` as `runs_cursor` (with the same `rule_id`, `app_id` and `runs_limit`) for older\nruns. Runs of a deleted rule are deleted with it. An unknown rule is `404 not_found`.\n",
+        "tags": [
+          "automation"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "rule_id"
+                ],
+                "properties": {
+                  "rule_id": {
+                    "$ref": "#/components/schemas/RuleId"
+                  },
+                  "app_id": {
+                    "$ref": "#/components/schemas/RuleAppId"
+                  },
+                  "runs_limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 100,
+                    "default": 20,
+                    "description": "Runs per page, 1 to 100 (default 20)."
+                  },
+                  "runs_cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  }
+                }
+              },
+              "example": {
+                "rule_id": "builtin.deal-closed",
+                "app_id": "core"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The rule and a page of its runs, newest first.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "item",
+                    "runs",
+                    "runs_has_more",
+                    "runs_next_cursor"
+                  ],
+                  "properties": {
+                    "item": {
+                      "$ref": "#/components/schemas/AutomationRule"
+                    },
+                    "runs": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/AutomationRun"
+                      }
+                    },
+                    "runs_has_more": {
+                      "type": "boolean"
+                    },
+                    "runs_next_cursor": {
+                      "type": "string",
+                      "nullable": true
+                    }
+                  }
+                },
+                "example": {
+                  "item": {
+                    "rule_id": "builtin.deal-closed",
+                    "app_id": "core",
+                    "name": "Tell owners and admins when a deal closes",
+                    "enabled": true,
+                    "can_manage": false,
+                    "built_in": true,
+                    "trigger": {
+                      "resource_type": "core:Deal",
+                      "event": "updated",
+                      "fields": [
+                        "closed_at"
+                      ],
+                      "conditions": [
+                        {
+                          "field": "closed_at",
+                          "op": "exists"
+                        }
+                      ]
+                    },
+                    "actions": [
+                      {
+                        "type": "notify",
+                        "to": "owners_and_admins",
+                        "title": "Deal closed: {{record.data.name}}"
+                      }
+                    ],
+                    "created_at": 0,
+                    "updated_at": 0
+                  },
+                  "runs": [],
+                  "runs_has_more": false,
+                  "runs_next_cursor": null
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/automation.UpdateRule": {
+      "post": {
+        "operationId": "automation.UpdateRule",
+        "summary": "Pause a rule",
+        "description": "Pauses the rule `rule_id` (of app `app_id` when given): `enabled` must be `false`, the only change\nthis interface makes. Resuming (`enabled: true`) or changing anything else is `400 invalid_input`:\nrules are authored and resumed by people (the workspace file, the settings page). Pausing an\nalready paused rule answers `200` with the rule, unchanged (idempotent).\n\nPausing stops future trigger handling only: changes committed while the rule is paused start no\nrun, and resuming does not replay them; runs already queued go on.\n\nWho may pause: with workspace access, any key granted this operation; acting for a member\n(`Service-Act-As`), only an owner or admin (`403 forbidden` for other roles). A built-in rule\n(`can_manage: false`) is locked: `403 forbidden`, unchanged. An unknown rule is `404 not_found`.\n",
+        "tags": [
+          "automation"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "rule_id",
+                  "enabled"
+                ],
+                "properties": {
+                  "rule_id": {
+                    "$ref": "#/components/schemas/RuleId"
+                  },
+                  "app_id": {
+                    "$ref": "#/components/schemas/RuleAppId"
+                  },
+                  "enabled": {
+                    "type": "boolean",
+                    "enum": [
+                      false
+                    ],
+                    "description": "`false` pauses the rule; `true` is refused (resume it on the settings page)."
+                  }
+                }
+              },
+              "example": {
+                "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+                "app_id": "core",
+                "enabled": false
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The rule, paused.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "item"
+                  ],
+                  "properties": {
+                    "item": {
+                      "$ref": "#/components/schemas/AutomationRule"
+                    }
+                  }
+                },
+                "example": {
+                  "item": {
+                    "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+                    "app_id": "core",
+                    "name": "Follow up on big deals",
+                    "enabled": false,
+                    "can_manage": true,
+                    "built_in": false,
+                    "trigger": {
+                      "resource_type": "core:Deal",
+                      "event": "created"
+                    },
+                    "actions": [
+                      {
+                        "type": "notify",
+                        "to": "owners_and_admins",
+                        "title": "Big deal: {{record.data.name}}"
+                      }
+                    ],
+                    "created_at": 1795507200000,
+                    "updated_at": 1795510800000
+                  }
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/automation.DeleteRule": {
+      "post": {
+        "operationId": "automation.DeleteRule",
+        "summary": "Delete a rule",
+        "description": "Deletes the rule `rule_id` (of app `app_id` when given) with its run history. `deleted` says\nwhether this request removed it (`true`) or it was already absent (`false`, `200`, nothing\nwritten), so a retried delete is harmless. Deleting stops future runs (runs still queued are\nskipped) and undoes nothing already done.\n\n`Service-Act-As` is required: a person decides to delete, and only an owner or admin of the\nworkspace may (`403 forbidden` for other roles). A built-in rule (`can_manage: false`) cannot be\ndeleted: `403 forbidden`, unchanged. When `app_id` is given and names another app than the rule's,\nthe rule is not this one: `deleted: false`.\n",
+        "tags": [
+          "automation"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": false,
+        "x-service-act-as": "required",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsRequired"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "rule_id"
+                ],
+                "properties": {
+                  "rule_id": {
+                    "$ref": "#/components/schemas/RuleId"
+                  },
+                  "app_id": {
+                    "$ref": "#/components/schemas/RuleAppId"
+                  }
+                }
+              },
+              "example": {
+                "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+                "app_id": "core"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "Whether this request deleted the rule.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "rule_id",
+                    "app_id",
+                    "deleted"
+                  ],
+                  "properties": {
+                    "rule_id": {
+                      "$ref": "#/components/schemas/RuleId"
+                    },
+                    "app_id": {
+                      "$ref": "#/components/schemas/RuleAppId"
+                    },
+                    "deleted": {
+                      "type": "boolean",
+                      "description": "True when this request removed the rule; false when it was already absent."
+                    }
+                  }
+                },
+                "example": {
+                  "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+                  "app_id": "core",
+                  "deleted": true
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"
@@ -4770,6 +5296,436 @@ export const document = {
           }
         }
       },
+      "RuleAppId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "description": "The owning app's id (`ap_...`, from `workspace.ListApps`) or `core` for workspace-native automations.",
+        "example": "core"
+      },
+      "RuleId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 64,
+        "description": "Id of an automation rule, unique in its workspace: `ru_...` for rules operators authored, `builtin.<name>`\nfor the built-in rules every workspace has.\n",
+        "example": "ru_4k8m2q9x7v3c5b6n1z0a2s4d"
+      },
+      "AutomationCondition": {
+        "type": "object",
+        "description": "One test on the record's `data` after the change, as the record API returns it. `field` is a key of\n`data` or a dotted path into it (`amount.currency`). Operators:\n`eq` / `ne` (equal or not, JSON equality; `ne` also holds when the field is absent),\n`in` / `not_in` (`value` is an array), `exists` / `not_exists` (no `value`),\n`gt` / `gte` / `lt` / `lte` (numbers, or decimal strings such as money amounts, compared as numbers;\nfalse when either side is not a number), `contains` (a string field contains `value`, or an array\nfield has an element equal to `value`).\n",
+        "additionalProperties": false,
+        "required": [
+          "field",
+          "op"
+        ],
+        "properties": {
+          "field": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "pattern": "^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$"
+          },
+          "op": {
+            "type": "string",
+            "enum": [
+              "eq",
+              "ne",
+              "in",
+              "not_in",
+              "exists",
+              "not_exists",
+              "gt",
+              "gte",
+              "lt",
+              "lte",
+              "contains"
+            ]
+          },
+          "value": {
+            "description": "The value to compare with (absent for `exists` and `not_exists`)."
+          }
+        },
+        "example": {
+          "field": "amount.currency",
+          "op": "eq",
+          "value": "EUR"
+        }
+      },
+      "AutomationTrigger": {
+        "type": "object",
+        "description": "When a rule runs: a committed change event of `resource_type` of the kind `event` (`created`,\n`updated` or `deleted`; a `private` record's change never triggers a rule). For `updated`, `fields`\n(optional) keeps only changes to at least one of these `data` fields (`changed_fields`, derived\nread-only fields included). `conditions` (optional, not for `deleted`) must all hold on the record's\n`data` after the change, read when the event is handled.\n",
+        "additionalProperties": false,
+        "required": [
+          "resource_type",
+          "event"
+        ],
+        "properties": {
+          "resource_type": {
+            "type": "string",
+            "description": "Qualified resource type (`core:Deal`).",
+            "example": "core:Deal"
+          },
+          "event": {
+            "type": "string",
+            "enum": [
+              "created",
+              "updated",
+              "deleted"
+            ]
+          },
+          "fields": {
+            "type": "array",
+            "items": {
+              "type": "string",
+              "minLength": 1,
+              "maxLength": 100
+            }
+          },
+          "conditions": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/AutomationCondition"
+            }
+          }
+        },
+        "example": {
+          "resource_type": "core:Deal",
+          "event": "updated",
+          "fields": [
+            "stage_id"
+          ],
+          "conditions": [
+            {
+              "field": "stage_id",
+              "op": "eq",
+              "value": "negotiation"
+            }
+          ]
+        }
+      },
+      "AutomationAction": {
+        "type": "object",
+        "description": "One step of a rule, run in order; a run's actions commit together or not at all.\n\n- `set_fields`: updates the triggering record through its type's update operation\n  (`<namespace>.Update<Type>`), with `data`, `unset` and `expected` as that operation takes them: the\n  same validation, record rules, `expected` check (`409` fails the run) and change event.\n- `create_record`: creates a shared record of `resource_type` through its create operation\n  (`<namespace>.Create<Type>`) with `data`.\n- `notify`: writes a notice to member inboxes: `to` is `owners_and_admins` (the workspace's active\n  owners and admins), `actor` (the member whose change triggered the run; nobody when the change was\n  made with workspace access) or `member` (`member_id`).\n\nStrings in `data`, `title` and `body` may hold placeholders: `{{record.id}}`,\n`{{record.data.<path>}}` (the triggering record after the change), `{{event.id}}`,\n`{{event.occurred_at}}` and `{{rule.name}}`. A string that is exactly one placeholder takes the\nvalue itself (an object, a number); otherwise values are written into the text (a missing one as\nan empty string).\n",
+        "additionalProperties": false,
+        "required": [
+          "type"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "enum": [
+              "set_fields",
+              "create_record",
+              "notify"
+            ]
+          },
+          "data": {
+            "type": "object",
+            "additionalProperties": true,
+            "description": "`set_fields` and `create_record`: the `data` to write."
+          },
+          "unset": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            },
+            "description": "`set_fields`: keys of `data` to remove."
+          },
+          "expected": {
+            "type": "object",
+            "additionalProperties": true,
+            "description": "`set_fields`: prior values that must still match (as the update operation's `expected`)."
+          },
+          "resource_type": {
+            "type": "string",
+            "description": "`create_record`: the type to create."
+          },
+          "to": {
+            "type": "string",
+            "enum": [
+              "owners_and_admins",
+              "actor",
+              "member"
+            ],
+            "description": "`notify`: who receives the notice."
+          },
+          "member_id": {
+            "type": "string",
+            "description": "`notify` with `to: member`: the member."
+          },
+          "title": {
+            "type": "string",
+            "maxLength": 300,
+            "description": "`notify`: the notice's title."
+          },
+          "body": {
+            "type": "string",
+            "maxLength": 4000,
+            "description": "`notify`: the notice's text."
+          }
+        },
+        "example": {
+          "type": "create_record",
+          "resource_type": "core:Deal",
+          "data": {
+            "name": "Follow-up: {{record.data.name}}",
+            "pipeline_id": "{{record.data.pipeline_id}}",
+            "stage_id": "lead"
+          }
+        }
+      },
+      "AutomationRule": {
+        "type": "object",
+        "description": "An automation rule: when its `trigger` matches a committed change, a run performs its `actions`.\n`enabled` controls future trigger handling only (it does not report earlier runs' success).\n`can_manage` says whether this caller may pause or delete it: false for built-in rules (locked,\nvisible to everyone) and when acting for a member whose role is not owner or admin.\n",
+        "additionalProperties": false,
+        "required": [
+          "rule_id",
+          "app_id",
+          "name",
+          "enabled",
+          "can_manage",
+          "built_in",
+          "trigger",
+          "actions",
+          "created_at",
+          "updated_at"
+        ],
+        "properties": {
+          "rule_id": {
+            "$ref": "#/components/schemas/RuleId"
+          },
+          "app_id": {
+            "$ref": "#/components/schemas/RuleAppId"
+          },
+          "name": {
+            "type": "string"
+          },
+          "description": {
+            "type": "string"
+          },
+          "enabled": {
+            "type": "boolean"
+          },
+          "can_manage": {
+            "type": "boolean"
+          },
+          "built_in": {
+            "type": "boolean",
+            "description": "A rule of the service itself, present in every workspace; never paused or deleted."
+          },
+          "trigger": {
+            "$ref": "#/components/schemas/AutomationTrigger"
+          },
+          "actions": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/AutomationAction"
+            }
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "updated_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          }
+        },
+        "example": {
+          "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+          "app_id": "core",
+          "name": "Follow up on big deals",
+          "enabled": true,
+          "can_manage": true,
+          "built_in": false,
+          "trigger": {
+            "resource_type": "core:Deal",
+            "event": "created",
+            "conditions": [
+              {
+                "field": "amount.amount",
+                "op": "gte",
+                "value": 10000
+              }
+            ]
+          },
+          "actions": [
+            {
+              "type": "notify",
+              "to": "owners_and_admins",
+              "title": "Big deal: {{record.data.name}}"
+            }
+          ],
+          "created_at": 1795507200000,
+          "updated_at": 1795507200000
+        }
+      },
+      "AutomationRun": {
+        "type": "object",
+        "description": "One run of a rule for one change event (at most one per rule and event). `status`: `queued` (the\nevent matched; waiting for a worker), `running` (a worker holds it; if that worker dies, another\ntakes it over and the run starts again, since its actions commit only with its outcome),\n`succeeded`, `failed` (`error` says why; no action of the run took effect) or `skipped` (the loop\nguard, a rule deleted before its run, or a record already gone: `error` says which).\n",
+        "additionalProperties": false,
+        "required": [
+          "run_id",
+          "rule_id",
+          "app_id",
+          "status",
+          "event",
+          "depth",
+          "attempts",
+          "queued_at",
+          "started_at",
+          "finished_at",
+          "error",
+          "actions"
+        ],
+        "properties": {
+          "run_id": {
+            "type": "string"
+          },
+          "rule_id": {
+            "$ref": "#/components/schemas/RuleId"
+          },
+          "app_id": {
+            "$ref": "#/components/schemas/RuleAppId"
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "queued",
+              "running",
+              "succeeded",
+              "failed",
+              "skipped"
+            ]
+          },
+          "event": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": [
+              "event_id",
+              "type",
+              "resource_type",
+              "record_id",
+              "occurred_at"
+            ],
+            "properties": {
+              "event_id": {
+                "type": "string"
+              },
+              "type": {
+                "type": "string",
+                "enum": [
+                  "resource.created",
+                  "resource.updated",
+                  "resource.deleted"
+                ]
+              },
+              "resource_type": {
+                "type": "string"
+              },
+              "record_id": {
+                "type": "string"
+              },
+              "occurred_at": {
+                "$ref": "#/components/schemas/UnixMillis"
+              }
+            }
+          },
+          "depth": {
+            "type": "integer",
+            "description": "1 for a run triggered by a change made through the API; n + 1 for a change made by a run of depth n."
+          },
+          "attempts": {
+            "type": "integer",
+            "description": "How many times a worker started it."
+          },
+          "queued_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "started_at": {
+            "type": "integer",
+            "nullable": true,
+            "minimum": 0,
+            "description": "Unix milliseconds; null until a worker starts it."
+          },
+          "finished_at": {
+            "type": "integer",
+            "nullable": true,
+            "minimum": 0,
+            "description": "Unix milliseconds; null until it finishes."
+          },
+          "error": {
+            "type": "string",
+            "nullable": true
+          },
+          "actions": {
+            "type": "array",
+            "description": "Each action's outcome, in order (empty until the run finishes).",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "type",
+                "status"
+              ],
+              "properties": {
+                "type": {
+                  "type": "string",
+                  "enum": [
+                    "set_fields",
+                    "create_record",
+                    "notify"
+                  ]
+                },
+                "status": {
+                  "type": "string",
+                  "enum": [
+                    "succeeded",
+                    "failed",
+                    "not_run"
+                  ],
+                  "description": "`not_run`: an earlier action failed, or the run was skipped."
+                },
+                "message": {
+                  "type": "string"
+                },
+                "record_id": {
+                  "type": "string",
+                  "description": "The record the action wrote."
+                },
+                "notified": {
+                  "type": "integer",
+                  "description": "`notify`: how many members received the notice."
+                }
+              }
+            }
+          }
+        },
+        "example": {
+          "run_id": "rn_7c5b6n0z2a4s8d2k4m1q9x3v",
+          "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+          "app_id": "core",
+          "status": "succeeded",
+          "event": {
+            "event_id": "evt_9x7v3c5b6n0z2a4s8d2k4m1q",
+            "type": "resource.created",
+            "resource_type": "core:Deal",
+            "record_id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+            "occurred_at": 1795507200000
+          },
+          "depth": 1,
+          "attempts": 1,
+          "queued_at": 1795507200100,
+          "started_at": 1795507200150,
+          "finished_at": 1795507200180,
+          "error": null,
+          "actions": [
+            {
+              "type": "notify",
+              "status": "succeeded",
+              "notified": 2
+            }
+          ]
+        }
+      },
       "BundleId": {
         "type": "string",
         "minLength": 1,
@@ -5192,6 +6148,17 @@ export const document = {
           "maxLength": 200
         },
         "example": "6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11"
+      },
+      "ActAsRequired": {
+        "name": "Service-Act-As",
+        "in": "header",
+        "required": true,
+        "description": "Member account id (from `GET /delegation/members`) to act for; required by this operation. The\nrequest must pass both the key's grants and that member's permissions.\n",
+        "schema": {
+          "type": "string",
+          "minLength": 1,
+          "maxLength": 64
+        }
       }
     }
   }

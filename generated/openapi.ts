@@ -632,6 +632,117 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/operations/automation.ListRules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List automation rules, paged
+         * @description Lists the workspace's automation rules: the built-in rules every workspace has (`built_in: true`,
+         *     `can_manage: false`) and the rules operators authored. `app_id` keeps one app's rules (`core` for
+         *     workspace-native ones); `enabled` keeps enabled or paused ones.
+         *
+         *     Order and paging: ascending by `app_id`, then `rule_id`. `limit` (1 to 100, default 50) is the
+         *     page size; when `has_more` is true, send `next_cursor` as `cursor` with the same filters.
+         *
+         *     Rules are authored by people, not through this interface: operators add them in the workspace
+         *     file of `npm run admin -- apply` (or `npm run admin -- automation add`), and owners and admins
+         *     pause and resume them on the settings page (`/settings/automation`). Through this interface a rule
+         *     can only be read, paused (`automation.UpdateRule`) and deleted (`automation.DeleteRule`).
+         */
+        post: operations["automation.ListRules"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/automation.GetRule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read a rule's configuration and its recent runs
+         * @description The rule `rule_id` (of app `app_id` when given) with its current configuration and its runs,
+         *     newest first: `runs_limit` of them (1 to 100, default 20); when `runs_has_more` is true, send
+         *     `runs_next_cursor` as `runs_cursor` (with the same `rule_id`, `app_id` and `runs_limit`) for older
+         *     runs. Runs of a deleted rule are deleted with it. An unknown rule is `404 not_found`.
+         */
+        post: operations["automation.GetRule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/automation.UpdateRule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a rule
+         * @description Pauses the rule `rule_id` (of app `app_id` when given): `enabled` must be `false`, the only change
+         *     this interface makes. Resuming (`enabled: true`) or changing anything else is `400 invalid_input`:
+         *     rules are authored and resumed by people (the workspace file, the settings page). Pausing an
+         *     already paused rule answers `200` with the rule, unchanged (idempotent).
+         *
+         *     Pausing stops future trigger handling only: changes committed while the rule is paused start no
+         *     run, and resuming does not replay them; runs already queued go on.
+         *
+         *     Who may pause: with workspace access, any key granted this operation; acting for a member
+         *     (`Service-Act-As`), only an owner or admin (`403 forbidden` for other roles). A built-in rule
+         *     (`can_manage: false`) is locked: `403 forbidden`, unchanged. An unknown rule is `404 not_found`.
+         */
+        post: operations["automation.UpdateRule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/automation.DeleteRule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete a rule
+         * @description Deletes the rule `rule_id` (of app `app_id` when given) with its run history. `deleted` says
+         *     whether this request removed it (`true`) or it was already absent (`false`, `200`, nothing
+         *     written), so a retried delete is harmless. Deleting stops future runs (runs still queued are
+         *     skipped) and undoes nothing already done.
+         *
+         *     `Service-Act-As` is required: a person decides to delete, and only an owner or admin of the
+         *     workspace may (`403 forbidden` for other roles). A built-in rule (`can_manage: false`) cannot be
+         *     deleted: `403 forbidden`, unchanged. When `app_id` is given and names another app than the rule's,
+         *     the rule is not this one: `deleted: false`.
+         */
+        post: operations["automation.DeleteRule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/operations/analytics.GetSiteAnalyticsSummary": {
         parameters: {
             query?: never;
@@ -1635,6 +1746,245 @@ export interface components {
             close_date?: components["schemas"]["CloseDate"] | components["schemas"]["AbsentMarker"];
         };
         /**
+         * @description The owning app's id (`ap_...`, from `workspace.ListApps`) or `core` for workspace-native automations.
+         * @example core
+         */
+        RuleAppId: string;
+        /**
+         * @description Id of an automation rule, unique in its workspace: `ru_...` for rules operators authored, `builtin.<name>`
+         *     for the built-in rules every workspace has.
+         * @example ru_4k8m2q9x7v3c5b6n1z0a2s4d
+         */
+        RuleId: string;
+        /**
+         * @description One test on the record's `data` after the change, as the record API returns it. `field` is a key of
+         *     `data` or a dotted path into it (`amount.currency`). Operators:
+         *     `eq` / `ne` (equal or not, JSON equality; `ne` also holds when the field is absent),
+         *     `in` / `not_in` (`value` is an array), `exists` / `not_exists` (no `value`),
+         *     `gt` / `gte` / `lt` / `lte` (numbers, or decimal strings such as money amounts, compared as numbers;
+         *     false when either side is not a number), `contains` (a string field contains `value`, or an array
+         *     field has an element equal to `value`).
+         * @example {
+         *       "field": "amount.currency",
+         *       "op": "eq",
+         *       "value": "EUR"
+         *     }
+         */
+        AutomationCondition: {
+            field: string;
+            /** @enum {string} */
+            op: "eq" | "ne" | "in" | "not_in" | "exists" | "not_exists" | "gt" | "gte" | "lt" | "lte" | "contains";
+            /** @description The value to compare with (absent for `exists` and `not_exists`). */
+            value?: unknown;
+        };
+        /**
+         * @description When a rule runs: a committed change event of `resource_type` of the kind `event` (`created`,
+         *     `updated` or `deleted`; a `private` record's change never triggers a rule). For `updated`, `fields`
+         *     (optional) keeps only changes to at least one of these `data` fields (`changed_fields`, derived
+         *     read-only fields included). `conditions` (optional, not for `deleted`) must all hold on the record's
+         *     `data` after the change, read when the event is handled.
+         * @example {
+         *       "resource_type": "core:Deal",
+         *       "event": "updated",
+         *       "fields": [
+         *         "stage_id"
+         *       ],
+         *       "conditions": [
+         *         {
+         *           "field": "stage_id",
+         *           "op": "eq",
+         *           "value": "negotiation"
+         *         }
+         *       ]
+         *     }
+         */
+        AutomationTrigger: {
+            /**
+             * @description Qualified resource type (`core:Deal`).
+             * @example core:Deal
+             */
+            resource_type: string;
+            /** @enum {string} */
+            event: "created" | "updated" | "deleted";
+            fields?: string[];
+            conditions?: components["schemas"]["AutomationCondition"][];
+        };
+        /**
+         * @description One step of a rule, run in order; a run's actions commit together or not at all.
+         *
+         *     - `set_fields`: updates the triggering record through its type's update operation
+         *       (`<namespace>.Update<Type>`), with `data`, `unset` and `expected` as that operation takes them: the
+         *       same validation, record rules, `expected` check (`409` fails the run) and change event.
+         *     - `create_record`: creates a shared record of `resource_type` through its create operation
+         *       (`<namespace>.Create<Type>`) with `data`.
+         *     - `notify`: writes a notice to member inboxes: `to` is `owners_and_admins` (the workspace's active
+         *       owners and admins), `actor` (the member whose change triggered the run; nobody when the change was
+         *       made with workspace access) or `member` (`member_id`).
+         *
+         *     Strings in `data`, `title` and `body` may hold placeholders: `{{record.id}}`,
+         *     `{{record.data.<path>}}` (the triggering record after the change), `{{event.id}}`,
+         *     `{{event.occurred_at}}` and `{{rule.name}}`. A string that is exactly one placeholder takes the
+         *     value itself (an object, a number); otherwise values are written into the text (a missing one as
+         *     an empty string).
+         * @example {
+         *       "type": "create_record",
+         *       "resource_type": "core:Deal",
+         *       "data": {
+         *         "name": "Follow-up: {{record.data.name}}",
+         *         "pipeline_id": "{{record.data.pipeline_id}}",
+         *         "stage_id": "lead"
+         *       }
+         *     }
+         */
+        AutomationAction: {
+            /** @enum {string} */
+            type: "set_fields" | "create_record" | "notify";
+            /** @description `set_fields` and `create_record`: the `data` to write. */
+            data?: {
+                [key: string]: unknown;
+            };
+            /** @description `set_fields`: keys of `data` to remove. */
+            unset?: string[];
+            /** @description `set_fields`: prior values that must still match (as the update operation's `expected`). */
+            expected?: {
+                [key: string]: unknown;
+            };
+            /** @description `create_record`: the type to create. */
+            resource_type?: string;
+            /**
+             * @description `notify`: who receives the notice.
+             * @enum {string}
+             */
+            to?: "owners_and_admins" | "actor" | "member";
+            /** @description `notify` with `to: member`: the member. */
+            member_id?: string;
+            /** @description `notify`: the notice's title. */
+            title?: string;
+            /** @description `notify`: the notice's text. */
+            body?: string;
+        };
+        /**
+         * @description An automation rule: when its `trigger` matches a committed change, a run performs its `actions`.
+         *     `enabled` controls future trigger handling only (it does not report earlier runs' success).
+         *     `can_manage` says whether this caller may pause or delete it: false for built-in rules (locked,
+         *     visible to everyone) and when acting for a member whose role is not owner or admin.
+         * @example {
+         *       "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+         *       "app_id": "core",
+         *       "name": "Follow up on big deals",
+         *       "enabled": true,
+         *       "can_manage": true,
+         *       "built_in": false,
+         *       "trigger": {
+         *         "resource_type": "core:Deal",
+         *         "event": "created",
+         *         "conditions": [
+         *           {
+         *             "field": "amount.amount",
+         *             "op": "gte",
+         *             "value": 10000
+         *           }
+         *         ]
+         *       },
+         *       "actions": [
+         *         {
+         *           "type": "notify",
+         *           "to": "owners_and_admins",
+         *           "title": "Big deal: {{record.data.name}}"
+         *         }
+         *       ],
+         *       "created_at": 1795507200000,
+         *       "updated_at": 1795507200000
+         *     }
+         */
+        AutomationRule: {
+            rule_id: components["schemas"]["RuleId"];
+            app_id: components["schemas"]["RuleAppId"];
+            name: string;
+            description?: string;
+            enabled: boolean;
+            can_manage: boolean;
+            /** @description A rule of the service itself, present in every workspace; never paused or deleted. */
+            built_in: boolean;
+            trigger: components["schemas"]["AutomationTrigger"];
+            actions: components["schemas"]["AutomationAction"][];
+            created_at: components["schemas"]["UnixMillis"];
+            updated_at: components["schemas"]["UnixMillis"];
+        };
+        /**
+         * @description One run of a rule for one change event (at most one per rule and event). `status`: `queued` (the
+         *     event matched; waiting for a worker), `running` (a worker holds it; if that worker dies, another
+         *     takes it over and the run starts again, since its actions commit only with its outcome),
+         *     `succeeded`, `failed` (`error` says why; no action of the run took effect) or `skipped` (the loop
+         *     guard, a rule deleted before its run, or a record already gone: `error` says which).
+         * @example {
+         *       "run_id": "rn_7c5b6n0z2a4s8d2k4m1q9x3v",
+         *       "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+         *       "app_id": "core",
+         *       "status": "succeeded",
+         *       "event": {
+         *         "event_id": "evt_9x7v3c5b6n0z2a4s8d2k4m1q",
+         *         "type": "resource.created",
+         *         "resource_type": "core:Deal",
+         *         "record_id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+         *         "occurred_at": 1795507200000
+         *       },
+         *       "depth": 1,
+         *       "attempts": 1,
+         *       "queued_at": 1795507200100,
+         *       "started_at": 1795507200150,
+         *       "finished_at": 1795507200180,
+         *       "error": null,
+         *       "actions": [
+         *         {
+         *           "type": "notify",
+         *           "status": "succeeded",
+         *           "notified": 2
+         *         }
+         *       ]
+         *     }
+         */
+        AutomationRun: {
+            run_id: string;
+            rule_id: components["schemas"]["RuleId"];
+            app_id: components["schemas"]["RuleAppId"];
+            /** @enum {string} */
+            status: "queued" | "running" | "succeeded" | "failed" | "skipped";
+            event: {
+                event_id: string;
+                /** @enum {string} */
+                type: "resource.created" | "resource.updated" | "resource.deleted";
+                resource_type: string;
+                record_id: string;
+                occurred_at: components["schemas"]["UnixMillis"];
+            };
+            /** @description 1 for a run triggered by a change made through the API; n + 1 for a change made by a run of depth n. */
+            depth: number;
+            /** @description How many times a worker started it. */
+            attempts: number;
+            queued_at: components["schemas"]["UnixMillis"];
+            /** @description Unix milliseconds; null until a worker starts it. */
+            started_at: number | null;
+            /** @description Unix milliseconds; null until it finishes. */
+            finished_at: number | null;
+            error: string | null;
+            /** @description Each action's outcome, in order (empty until the run finishes). */
+            actions: {
+                /** @enum {string} */
+                type: "set_fields" | "create_record" | "notify";
+                /**
+                 * @description `not_run`: an earlier action failed, or the run was skipped.
+                 * @enum {string}
+                 */
+                status: "succeeded" | "failed" | "not_run";
+                message?: string;
+                /** @description The record the action wrote. */
+                record_id?: string;
+                /** @description `notify`: how many members received the notice. */
+                notified?: number;
+            }[];
+        };
+        /**
          * @description The website's `content_id` from `workspace.ListBundles` (not a host name or a workspace id).
          * @example bn_4f9q2w8e6r1t3y5u7i0o2p4a
          */
@@ -1923,6 +2273,11 @@ export interface components {
          * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
          */
         IdempotencyKey: string;
+        /**
+         * @description Member account id (from `GET /delegation/members`) to act for; required by this operation. The
+         *     request must pass both the key's grants and that member's permissions.
+         */
+        ActAsRequired: string;
     };
     requestBodies: never;
     headers: {
@@ -3304,6 +3659,341 @@ export interface operations {
             401: components["responses"]["InvalidKey"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "automation.ListRules": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "app_id": "core"
+                 *     }
+                 */
+                "application/json": {
+                    app_id?: components["schemas"]["RuleAppId"];
+                    /** @description Only enabled (true) or paused (false) rules. */
+                    enabled?: boolean;
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of rules. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "rule_id": "builtin.deal-closed",
+                     *           "app_id": "core",
+                     *           "name": "Tell owners and admins when a deal closes",
+                     *           "enabled": true,
+                     *           "can_manage": false,
+                     *           "built_in": true,
+                     *           "trigger": {
+                     *             "resource_type": "core:Deal",
+                     *             "event": "updated",
+                     *             "fields": [
+                     *               "closed_at"
+                     *             ],
+                     *             "conditions": [
+                     *               {
+                     *                 "field": "closed_at",
+                     *                 "op": "exists"
+                     *               }
+                     *             ]
+                     *           },
+                     *           "actions": [
+                     *             {
+                     *               "type": "notify",
+                     *               "to": "owners_and_admins",
+                     *               "title": "Deal closed: {{record.data.name}}"
+                     *             }
+                     *           ],
+                     *           "created_at": 0,
+                     *           "updated_at": 0
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": {
+                        items: components["schemas"]["AutomationRule"][];
+                        /** @description Whether another page follows. */
+                        has_more: boolean;
+                        /** @description Cursor of the next page; null on the last page. */
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "automation.GetRule": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "rule_id": "builtin.deal-closed",
+                 *       "app_id": "core"
+                 *     }
+                 */
+                "application/json": {
+                    rule_id: components["schemas"]["RuleId"];
+                    app_id?: components["schemas"]["RuleAppId"];
+                    /**
+                     * @description Runs per page, 1 to 100 (default 20).
+                     * @default 20
+                     */
+                    runs_limit?: number;
+                    runs_cursor?: components["schemas"]["PageCursor"];
+                };
+            };
+        };
+        responses: {
+            /** @description The rule and a page of its runs, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "item": {
+                     *         "rule_id": "builtin.deal-closed",
+                     *         "app_id": "core",
+                     *         "name": "Tell owners and admins when a deal closes",
+                     *         "enabled": true,
+                     *         "can_manage": false,
+                     *         "built_in": true,
+                     *         "trigger": {
+                     *           "resource_type": "core:Deal",
+                     *           "event": "updated",
+                     *           "fields": [
+                     *             "closed_at"
+                     *           ],
+                     *           "conditions": [
+                     *             {
+                     *               "field": "closed_at",
+                     *               "op": "exists"
+                     *             }
+                     *           ]
+                     *         },
+                     *         "actions": [
+                     *           {
+                     *             "type": "notify",
+                     *             "to": "owners_and_admins",
+                     *             "title": "Deal closed: {{record.data.name}}"
+                     *           }
+                     *         ],
+                     *         "created_at": 0,
+                     *         "updated_at": 0
+                     *       },
+                     *       "runs": [],
+                     *       "runs_has_more": false,
+                     *       "runs_next_cursor": null
+                     *     }
+                     */
+                    "application/json": {
+                        item: components["schemas"]["AutomationRule"];
+                        runs: components["schemas"]["AutomationRun"][];
+                        runs_has_more: boolean;
+                        runs_next_cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "automation.UpdateRule": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+                 *       "app_id": "core",
+                 *       "enabled": false
+                 *     }
+                 */
+                "application/json": {
+                    rule_id: components["schemas"]["RuleId"];
+                    app_id?: components["schemas"]["RuleAppId"];
+                    /**
+                     * @description `false` pauses the rule; `true` is refused (resume it on the settings page).
+                     * @enum {boolean}
+                     */
+                    enabled: false;
+                };
+            };
+        };
+        responses: {
+            /** @description The rule, paused. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "item": {
+                     *         "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+                     *         "app_id": "core",
+                     *         "name": "Follow up on big deals",
+                     *         "enabled": false,
+                     *         "can_manage": true,
+                     *         "built_in": false,
+                     *         "trigger": {
+                     *           "resource_type": "core:Deal",
+                     *           "event": "created"
+                     *         },
+                     *         "actions": [
+                     *           {
+                     *             "type": "notify",
+                     *             "to": "owners_and_admins",
+                     *             "title": "Big deal: {{record.data.name}}"
+                     *           }
+                     *         ],
+                     *         "created_at": 1795507200000,
+                     *         "updated_at": 1795510800000
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        item: components["schemas"]["AutomationRule"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "automation.DeleteRule": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for; required by this operation. The
+                 *     request must pass both the key's grants and that member's permissions.
+                 */
+                "Service-Act-As": components["parameters"]["ActAsRequired"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+                 *       "app_id": "core"
+                 *     }
+                 */
+                "application/json": {
+                    rule_id: components["schemas"]["RuleId"];
+                    app_id?: components["schemas"]["RuleAppId"];
+                };
+            };
+        };
+        responses: {
+            /** @description Whether this request deleted the rule. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "rule_id": "ru_4k8m2q9x7v3c5b6n1z0a2s4d",
+                     *       "app_id": "core",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": {
+                        rule_id: components["schemas"]["RuleId"];
+                        app_id: components["schemas"]["RuleAppId"];
+                        /** @description True when this request removed the rule; false when it was already absent. */
+                        deleted: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { bundle, createConfig } from '@redocly/openapi-core';
 import openapiTS, { astToString } from 'openapi-typescript';
 import YAML from 'yaml';
+import { writeChangelog } from './contract-diff.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const outDir = path.join(root, 'generated');
@@ -264,7 +265,9 @@ function clientSource(entries: CatalogueEntry[]): string {
       const hasActAs = e.actAs !== 'none';
       if (e.kind === 'command') {
         lines.push(`      ${e.name}: (body: RequestBody<'${e.id}'>, call: CommandOptions = {}) =>`);
-        lines.push(`        raw.POST('${e.path}', { body, params: { header: { ${hasActAs ? '...actAsHeader(options, call), ' : ''}'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),`);
+        // A required Service-Act-As typed as present: without a member the service answers 400 saying it is required.
+        const actAs = e.actAs === 'required' ? "...(actAsHeader(options, call) as { 'Service-Act-As': string }), " : hasActAs ? '...actAsHeader(options, call), ' : '';
+        lines.push(`        raw.POST('${e.path}', { body, params: { header: { ${actAs}'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),`);
       } else {
         lines.push(`      ${e.name}: (body: RequestBody<'${e.id}'>, call: CallOptions = {}) =>`);
         lines.push(`        raw.POST('${e.path}', { body${hasActAs ? ', params: { header: actAsHeader(options, call) }' : ''} }),`);
@@ -289,6 +292,7 @@ async function main() {
     console.error(`openapi/ breaks the document's own rules:\n- ${problems.join('\n- ')}`);
     process.exit(1);
   }
+  writeChangelog(doc, root); // generated/CHANGELOG.md; refuses a breaking change to a released contract version
   await fs.mkdir(outDir, { recursive: true });
   const write = (name: string, text: string) => fs.writeFile(path.join(outDir, name), text);
 

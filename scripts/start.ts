@@ -41,6 +41,7 @@ try {
 const { port } = server.address() as AddressInfo;
 logger.info({ port, database: db.description }, `listening on http://localhost:${port}/v1`);
 await jobs.scheduleRecurring();
+await outbox.prepare();
 if (process.env.JOBS !== 'off') {
   jobs.start();
   outbox.start();

@@ -1,4 +1,4 @@
-import { Ajv, type JSONSchemaType } from 'ajv';
+import { Ajv, type JSONSchemaType, type ValidateFunction } from 'ajv';
 import type { Database, Sql } from '../db/database.ts';
 import { bumpAuthVersion } from '../db/queries/workspaces.ts';
 import type { Delegation, DbApiKeyRow, MemberRole } from '../db/rows.ts';
@@ -14,6 +14,54 @@ export interface WorkspaceSpec {
   bundles?: Record<string, { name: string; domain: string }>;
   apps?: Record<string, { name: string; resource_types?: string[] }>;
   keys?: Record<string, { name: string; operations: string[]; resources?: Record<string, Access[]>; delegation?: 'all' | 'none' | string[]; created_by?: string }>;
+}
+
+/**
+ * A module's section of the workspace file (e.g. `automations`): checked by its JSON schema with the
+ * rest of the file, then written in the same transaction as the workspace.
+ */
+export interface WorkspaceFileSection {
+  /** Its key at the top of the workspace file. */
+  readonly key: string;
+  /** JSON schema of the section's value. */
+  readonly schema: object;
+  /** Writes it; `members` and `apps` map the file's handles (and, when adding, existing ids) to ids. Returns what to print, by handle. */
+  apply(sql: Sql, target: SectionTarget, value: unknown): Promise<Record<string, string>>;
+}
+
+export interface SectionTarget {
+  readonly workspaceId: string;
+  /** Member handle of this file, or an existing member id, to member id (throws AdminError for unknown ones). */
+  member(handle: string, where: string): string;
+  /** App handle of this file (or an existing app key or id) to app id; `core` stays `core`. */
+  app(handle: string, where: string): string;
+  readonly now: number;
+}
+
+const sections: WorkspaceFileSection[] = [];
+let validateWithSections: ValidateFunction | null = null;
+
+/** Adds modules' sections to the workspace file (the composition root calls this once for every module that has one). */
+export function registerWorkspaceSections(list: readonly WorkspaceFileSection[]): void {
+  for (const s of list) if (!sections.some((o) => o.key === s.key)) sections.push(s);
+  validateWithSections = null;
+}
+
+function validateFile(spec: unknown): spec is WorkspaceSpec {
+  validateWithSections ??= sections.length
+    ? ajv.compile({ ...specSchema, properties: { ...specSchema.properties, ...Object.fromEntries(sections.map((s) => [s.key, s.schema])) } })
+    : validateSpec;
+  const ok = validateWithSections(spec);
+  validateFile.errors = validateWithSections.errors;
+  return ok;
+}
+validateFile.errors = null as ValidateFunction['errors'];
+
+async function applySections(sql: Sql, input: object, target: SectionTarget, result: ApplyResult): Promise<void> {
+  for (const s of sections) {
+    const value = (input as Record<string, unknown>)[s.key];
+    if (value !== undefined) (result as unknown as Record<string, unknown>)[s.key] = await s.apply(sql, target, value);
+  }
 }
 
 export interface ApplyResult {
@@ -110,7 +158,8 @@ const specSchema: JSONSchemaType<WorkspaceSpec> = {
   },
 };
 
-const validateSpec = new Ajv({ allErrors: true, allowUnionTypes: true }).compile(specSchema);
+const ajv = new Ajv({ allErrors: true, allowUnionTypes: true });
+const validateSpec = ajv.compile(specSchema);
 
 /** Expands operation grants: exact ids, or `namespace.*` as that namespace's operations today (interface rule 9.4). */
 export function expandOperationGrants(grants: readonly string[]): string[] {
@@ -146,8 +195,8 @@ async function insertKey(sql: Sql, row: Omit<DbApiKeyRow, 'revoked_at'>, delegat
 
 /** Creates a workspace from a spec in one transaction; returns its ids and the key secrets (shown once). */
 export async function applyWorkspace(db: Database, clock: Clock, input: unknown): Promise<ApplyResult> {
-  if (!validateSpec(input)) {
-    const first = validateSpec.errors?.[0];
+  if (!validateFile(input)) {
+    const first = validateFile.errors?.[0];
     throw new AdminError(`invalid workspace file: ${first ? `${first.instancePath || '/'} ${first.message}` : 'not an object'}`);
   }
   const spec = input;
@@ -209,6 +258,21 @@ export async function applyWorkspace(db: Database, clock: Clock, input: unknown)
       }, delegates);
       result.keys[h] = { id: keyId, secret };
     }
+    await applySections(sql, spec, {
+      workspaceId: result.workspace_id,
+      now,
+      member: (handle, where) => {
+        const id = result.members[handle];
+        if (!id) throw new AdminError(`${where}: no member "${handle}" in this file`);
+        return id;
+      },
+      app: (handle, where) => {
+        if (handle === 'core') return 'core';
+        const id = result.apps[handle];
+        if (!id) throw new AdminError(`${where}: no app "${handle}" in this file (or use core)`);
+        return id;
+      },
+    }, result);
   });
   return result;
 }
@@ -321,8 +385,8 @@ export async function listBundles(db: Database, workspaceId: string) {
  */
 export async function addToWorkspace(db: Database, clock: Clock, workspaceId: string, input: unknown): Promise<ApplyResult> {
   const spec = { workspace: { name: 'unused' }, ...(typeof input === 'object' && input !== null ? input : {}) };
-  if (!validateSpec(spec)) {
-    const first = validateSpec.errors?.[0];
+  if (!validateFile(spec)) {
+    const first = validateFile.errors?.[0];
     throw new AdminError(`invalid additions: ${first ? `${first.instancePath || '/'} ${first.message}` : 'not an object'}`);
   }
   if (Object.keys(spec.apps ?? {}).length) throw new AdminError('apps are added with apply (a new workspace) only');
@@ -350,7 +414,7 @@ export async function addToWorkspace(db: Database, clock: Clock, workspaceId: st
       if (!id) throw new AdminError(`${where}: no member "${handle}" in this file or this workspace`);
       return id;
     };
-    const apps = await sql.all<{ app_key: string; resource_types: string }>(`SELECT app_key, resource_types FROM apps WHERE workspace_id = ?`, [workspaceId]);
+    const apps = await sql.all<{ id: string; app_key: string; resource_types: string }>(`SELECT id, app_key, resource_types FROM apps WHERE workspace_id = ?`, [workspaceId]);
     const known = new Set<string>([...resourceTypes, ...apps.flatMap((a) => JSON.parse(a.resource_types) as string[])]);
     for (const [h, k] of Object.entries(spec.keys ?? {})) {
       const delegation: Delegation = Array.isArray(k.delegation) ? 'selected' : k.delegation === 'all' ? 'all' : 'none';
@@ -374,6 +438,17 @@ export async function addToWorkspace(db: Database, clock: Clock, workspaceId: st
       );
       result.keys[h] = { id: keyId, secret };
     }
+    await applySections(sql, spec, {
+      workspaceId,
+      now,
+      member,
+      app: (handle, where) => {
+        if (handle === 'core') return 'core';
+        const app = apps.find((a) => a.app_key === handle || a.id === handle);
+        if (!app) throw new AdminError(`${where}: no app "${handle}" in this workspace (or use core)`);
+        return app.id;
+      },
+    }, result);
     await bumpAuthVersion(sql, workspaceId);
     return result;
   });

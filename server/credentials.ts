@@ -29,8 +29,11 @@ export interface MemberInfo {
 
 /** An authenticated API key or member session with everything authorization needs, cached per process. */
 export interface Credential {
-  /** `key`: an API key. `session`: a member's sign-in session (cookie `wso_session`), acting as that member. */
-  readonly kind: 'key' | 'session';
+  /**
+   * `key`: an API key. `session`: a member's sign-in session (cookie `wso_session`), acting as that
+   * member. `system`: the service itself (automation actions), never from a request.
+   */
+  readonly kind: 'key' | 'session' | 'system';
   /** The key id (`ak_...`), or the session id (`ss_...`) of a session: its rate-limit bucket. */
   readonly keyId: string;
   readonly workspaceId: string;

@@ -26,8 +26,11 @@ export async function recordChanged(ctx: OperationContext, change: RecordChange)
     record_id: change.recordId,
     private: change.private,
     changed_fields: change.changedFields ? JSON.stringify(change.changedFields) : null,
-    actor_key_id: ctx.credential.keyId,
+    actor_key_id: ctx.credential.kind === 'system' ? null : ctx.credential.keyId,
     actor_member_id: ctx.member?.id ?? null,
     occurred_at: ctx.now,
+    cause_run_id: ctx.cause?.runId ?? null,
+    cause_rule: ctx.cause?.rule ?? null,
+    cause_depth: ctx.cause?.depth ?? null,
   });
 }

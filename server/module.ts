@@ -4,10 +4,12 @@ import type { Router } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
 import type { AnyOperationId } from '../generated/catalogue.ts';
+import type { WorkspaceFileSection } from './admin.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import type { CredentialStore } from './credentials.ts';
-import type { JobDefinition } from './jobs.ts';
+import type { InternalCalls } from './internalCalls.ts';
+import type { JobDefinition, JobRunner } from './jobs.ts';
 import type { Handler } from './operation.ts';
 import type { EventConsumer } from './outbox.ts';
 import type { PageKit } from './pages.ts';
@@ -26,6 +28,10 @@ export interface ModuleDeps {
   readonly credentials: CredentialStore;
   /** The page layer: templates, the layout, security headers, sessions and CSRF for pages. */
   readonly pages: PageKit;
+  /** Operations called by the service itself, as an API call would run them (automation actions). */
+  readonly calls: InternalCalls;
+  /** This process's job runner: `wake()` after committing a job that should start at once. */
+  readonly jobs: Pick<JobRunner, 'wake'>;
 }
 
 /**
@@ -67,6 +73,8 @@ export interface ServiceModule<NS extends string = string> {
   consumers?(deps: ModuleDeps): Record<string, EventConsumer>;
   /** Operator commands, added under `npm run admin --`. */
   admin?(program: Command, deps: AdminDeps): void;
+  /** Its section of the workspace file (`npm run admin -- apply`, `workspace add`). */
+  readonly workspaceFile?: WorkspaceFileSection;
 }
 
 /** Any module, whatever its namespace (what the platform composes). */

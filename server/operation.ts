@@ -9,6 +9,15 @@ export type Input<Op extends AnyOperationId> = operations[Op] extends { requestB
 /** 200 response body of an operation, from the generated types. */
 export type Output<Op extends AnyOperationId> = operations[Op] extends { responses: { 200: { content: { 'application/json': infer R } } } } ? R : never;
 
+/** The automation run on whose behalf a change is made: written on its change events (loop guard). */
+export interface EventCause {
+  readonly runId: string;
+  /** `app_id/rule_id` of the run's rule. */
+  readonly rule: string;
+  /** How many runs led to this one (1 for a run triggered by an API write). */
+  readonly depth: number;
+}
+
 /** What a handler knows about the call it serves. */
 export interface OperationContext {
   readonly operation: CatalogueEntry;
@@ -22,6 +31,8 @@ export interface OperationContext {
   readonly sql: Sql;
   readonly db: Database;
   readonly clock: Clock;
+  /** Set when an automation run makes this call (server/internalCalls.ts); its change events carry it. */
+  readonly cause?: EventCause;
 }
 
 export type Handler<Op extends AnyOperationId> = (input: Input<Op>, ctx: OperationContext) => Promise<Output<Op>>;

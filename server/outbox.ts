@@ -64,6 +64,7 @@ import {
   releaseOutboxConsumer,
 } from '../db/queries/outbox.ts';
 import type { Clock } from './clock.ts';
+import type { EventCause } from './operation.ts';
 import { randomIdPart } from './ids.ts';
 
 /** A committed change event as consumers read it (the `record_events` outbox). */
@@ -83,6 +84,8 @@ export interface OutboxEvent {
   readonly actorKeyId: string | null;
   readonly actorMemberId: string | null;
   readonly occurredAt: number;
+  /** The automation run whose action made the change; null for writes by API calls. */
+  readonly cause: EventCause | null;
 }
 
 /** A named reader of the outbox: every committed event reaches it at least once, in order. */
@@ -99,6 +102,8 @@ export interface EventConsumer {
    * `end` (events committed from its first run on, and any an older transaction still held back then).
    */
   readonly startAt?: 'beginning' | 'end';
+  /** Called after a batch that handled events has committed (e.g. to wake the job runner for jobs it enqueued). */
+  afterCommit?(): void;
 }
 
 export interface OutboxOptions {
@@ -135,6 +140,7 @@ function toEvent(row: DbOutboxEventRow): OutboxEvent {
     actorKeyId: row.actor_key_id,
     actorMemberId: row.actor_member_id,
     occurredAt: Number(row.occurred_at),
+    cause: row.cause_run_id ? { runId: row.cause_run_id, rule: row.cause_rule ?? '', depth: Number(row.cause_depth ?? 0) } : null,
   };
 }
 
@@ -208,6 +214,14 @@ export class OutboxRunner {
     } finally {
       this.stopping = false;
     }
+  }
+
+  /**
+   * Creates the position of every consumer new to this database (where `startAt` says), as the first
+   * poll would. A service calls it at start, so `end` means the events committed from then on.
+   */
+  prepare(): Promise<void> {
+    return this.ensure();
   }
 
   private ensure(): Promise<void> {
@@ -302,7 +316,7 @@ export class OutboxRunner {
     let events: DbOutboxEventRow[] = [];
     let index: number | null = null;
     try {
-      return await this.db.tx(async (sql): Promise<BatchOutcome> => {
+      const outcome = await this.db.tx(async (sql): Promise<BatchOutcome> => {
         const row = await lockLeasedOutboxConsumer(sql, name, this.owner, this.clock.now());
         if (!row) return { kind: 'lost' };
         events = await readOutboxEvents(sql, positionOf(row), limit);
@@ -318,6 +332,8 @@ export class OutboxRunner {
         }
         return { kind: 'done', handled: events.length };
       });
+      if (outcome.kind === 'done' && outcome.handled) consumer.afterCommit?.();
+      return outcome;
     } catch (error) {
       // Before any event was read, the failure is not the consumer's: the round logs it.
       if (!events.length) throw error;

@@ -12,6 +12,7 @@ import { readJsonObject } from './body.ts';
 import { type Credential, CredentialStore } from './credentials.ts';
 import { errorMiddleware, invalidJson, methodNotAllowed, notFound, requestIdOf, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
+import { InternalCalls } from './internalCalls.ts';
 import { redactUrl, requestScope } from './logger.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
 import { Metrics } from './metrics.ts';
@@ -206,6 +207,8 @@ export function createPlatform(options: PlatformOptions) {
     app,
     credentials,
     pages,
+    /** Operations called by the service itself (automation actions), with the same validation and handlers. */
+    calls: new InternalCalls(db, clock, handlers, validator),
     /** Adds a module's routes (pages) after the platform's own. */
     mount: (router: express.Router) => void app.use(router),
     /** Ends the chain: unknown endpoints and the documented error body. Call after every mount. */

@@ -26,11 +26,11 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   const handlers = Object.assign({}, ...modules.map((m) => m.handlers)) as HandlerMap;
   const byNamespace: Record<string, RawEndpoint> = {};
   const platform = createPlatform({ ...deps, handlers, endpoints: () => byNamespace });
-  const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials, pages: platform.pages };
+  const jobs = new JobRunner(deps.db, deps.clock, deps.logger);
+  const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, jobs };
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps));
   platform.finish();
 
-  const jobs = new JobRunner(deps.db, deps.clock, deps.logger);
   jobs.define('idempotency.prune', {
     everyMs: 10 * 60_000,
     run: async () => {

@@ -162,6 +162,12 @@ export class ContractValidator {
       const problem = textProblem(`header ${name}`, headers[name]);
       if (problem) throw invalidInput(problem);
     }
+    this.validateBody(entry, body);
+  }
+
+  /** Validates a request body alone (internal calls, which have no headers): the schema and the string rule; throws 400 invalid_input. */
+  validateBody(entry: CatalogueEntry, body: unknown): void {
+    const v = this.byOperation.get(entry.id)!;
     if (v.body && !v.body(body)) throw invalidInput(describe('body', v.body.errors![0]!));
     const problem = textProblem('body', body);
     if (problem) throw invalidInput(problem);

@@ -94,6 +94,8 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
   await db.migrate();
   const service = createService({ db, clock, config, logger });
   const { handler, jobs, outbox } = service;
+  // As a serving process does at start: consumers that begin at the end begin here, not at their first poll.
+  await outbox.prepare();
   const collector = service.endpoints.analytics as Collector;
   const server: Server = await new Promise((resolve) => {
     const s = http.createServer(handler).listen(0, '127.0.0.1', () => resolve(s));

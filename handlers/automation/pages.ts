@@ -1,0 +1,199 @@
+/**
+ * The automation settings pages for a signed-in member:
+ *
+ * - `GET /settings/automation`: every rule of the member's workspace (built-in first, then authored),
+ *   its trigger and actions in words, whether it runs, and its last run.
+ * - `GET /settings/automation/:appId/:ruleId`: one rule and its runs, newest first, paged with
+ *   `?before=<queued_at>.<run id>`.
+ * - `POST /settings/automation/:appId/:ruleId/pause` and `/resume`: CSRF-protected forms for owners
+ *   and admins (authored rules only), then a 303 back to the page the form was on with `?done=...`.
+ */
+import express, { type Request, type Response } from 'express';
+import { unreadCount } from '../../db/queries/inbox.ts';
+import type { Credential, MemberInfo } from '../../server/credentials.ts';
+import type { ModuleDeps } from '../../server/module.ts';
+import { setEnabled } from './admin.ts';
+import { findAnyRule, mayManage } from './handlers.ts';
+import { type DbAutomationRunRow, findRule, latestRuns, listRules, listRuns } from './queries.ts';
+import { BUILT_IN_RULES, type Rule, compareRules, ruleFromRow } from './rules.ts';
+import { actionDetails, actionInWords, timeInWords, triggerInWords } from './words.ts';
+
+/** Runs per page of a rule's page. */
+export const RUNS_PER_PAGE = 20;
+const MAX_RULES = 5000;
+const RUN_POSITION = /^(\d{1,16})\.([a-z]{1,8}_[0-9a-z]{1,40})$/;
+const DONE: Record<string, string> = {
+  paused: 'is paused: changes from now on do not run it.',
+  resumed: 'is running again: changes from now on run it (changes made while it was paused are not replayed).',
+};
+
+type RuleParams = { appId: string; ruleId: string };
+
+/** `?before=<queued_at>.<run id>`: absent (null), valid, or 'invalid'. */
+export function parseRunPosition(value: unknown): { at: number; id: string } | null | 'invalid' {
+  if (value === undefined) return null;
+  if (typeof value !== 'string') return 'invalid';
+  const m = RUN_POSITION.exec(value);
+  if (!m) return 'invalid';
+  const at = Number(m[1]);
+  return Number.isSafeInteger(at) ? { at, id: m[2]! } : 'invalid';
+}
+
+const ruleHref = (r: { appId: string; ruleId: string }) => `/settings/automation/${encodeURIComponent(r.appId)}/${encodeURIComponent(r.ruleId)}`;
+
+function runStatus(run: DbAutomationRunRow | undefined) {
+  return run ? { status: run.status, at: timeInWords(Number(run.finished_at ?? run.started_at ?? run.queued_at)) } : null;
+}
+
+interface ActionOutcomeRow {
+  type: string;
+  status: string;
+  message?: string;
+  record_id?: string;
+  notified?: number;
+}
+
+function outcomeInWords(o: ActionOutcomeRow): string {
+  const more = [o.notified !== undefined ? `${o.notified} notified` : '', o.record_id ?? '', o.message ?? ''].filter(Boolean);
+  return `${o.type}: ${o.status.replace('_', ' ')}${more.length ? ` · ${more.join(' · ')}` : ''}`;
+}
+
+export function automationRoutes(deps: ModuleDeps): express.Router {
+  const { db, clock, pages } = deps;
+  const views = pages.views(new URL('./pages/', import.meta.url));
+  const router = pages.router();
+
+  const memberNamer = (session: Credential) => (id: string) => session.members.get(id)?.name ?? id;
+
+  /** What every page of this module shows at the top (navigation, unread count, sign-out). */
+  async function chrome(req: Request, res: Response, member: MemberInfo) {
+    return { member: member.name, role: member.role, unread: await unreadCount(db.sql, member.id), csrf: pages.csrfToken(req, res), section: 'automation' };
+  }
+
+  function ruleSummary(rule: Rule, session: Credential, manage: boolean, last: DbAutomationRunRow | undefined) {
+    const name = memberNamer(session);
+    return {
+      appId: rule.appId,
+      ruleId: rule.ruleId,
+      name: rule.name,
+      description: rule.description ?? '',
+      href: ruleHref(rule),
+      builtIn: rule.builtIn,
+      enabled: rule.enabled,
+      trigger: triggerInWords(rule.trigger),
+      actions: rule.actions.map((a) => ({ words: actionInWords(a, name), details: actionDetails(a) })),
+      canManage: manage && !rule.builtIn,
+      lastRun: runStatus(last),
+    };
+  }
+
+  router.get('/settings/automation', async (req: Request, res: Response) => {
+    const session = await pages.session(req, res);
+    if (!session) return;
+    const member = session.sessionMember!;
+    const manage = mayManage({ member });
+    const stored: Rule[] = [];
+    let after: { appId: string; ruleId: string } | null = null;
+    for (;;) {
+      const rows = await listRules(db.sql, session.workspaceId, {}, after, 500);
+      stored.push(...rows.map(ruleFromRow));
+      const last = rows.at(-1);
+      if (rows.length < 500 || !last || stored.length >= MAX_RULES) break;
+      after = { appId: last.app_id, ruleId: last.rule_id };
+    }
+    const latest = new Map((await latestRuns(db.sql, session.workspaceId)).map((r) => [`${r.app_id}/${r.rule_id}`, r]));
+    const authored = stored.sort((a, b) => (a.appId !== b.appId ? compareRules(a, b) : a.name.localeCompare(b.name, 'en') || compareRules(a, b)));
+    const rules = [...[...BUILT_IN_RULES].sort(compareRules), ...authored].map((r) => ruleSummary(r, session, manage, latest.get(`${r.appId}/${r.ruleId}`)));
+    const done = typeof req.query.done === 'string' ? DONE[req.query.done] : undefined;
+    const doneRule = done && typeof req.query.rule === 'string' ? rules.find((r) => r.ruleId === req.query.rule) : undefined;
+    pages.send(res, 200, {
+      title: 'Automation rules',
+      bodyClass: 'page',
+      html: views.render('rules', {
+        ...(await chrome(req, res, member)),
+        manage,
+        rules,
+        flash: done ? `${doneRule ? `“${doneRule.name}”` : 'The rule'} ${done}` : '',
+      }),
+    });
+  });
+
+  router.get('/settings/automation/:appId/:ruleId', async (req: Request<RuleParams>, res: Response) => {
+    const session = await pages.session(req, res);
+    if (!session) return;
+    const member = session.sessionMember!;
+    const before = parseRunPosition(req.query.before);
+    if (before === 'invalid') {
+      pages.notice(res, 400, 'Bad request', ['The “before” position in this address is not one this page made (it looks like 1795000000000.rn_…). Open the rule from the list of rules again.']);
+      return;
+    }
+    const { appId, ruleId } = req.params;
+    const rule = await findAnyRule(db.sql, session.workspaceId, ruleId, appId);
+    if (!rule) {
+      pages.notice(res, 404, 'No such rule', [`This workspace has no automation rule ${ruleId} of app ${appId}. It may have been deleted.`]);
+      return;
+    }
+    const manage = mayManage({ member });
+    const runs = await listRuns(db.sql, session.workspaceId, rule.appId, rule.ruleId, before, RUNS_PER_PAGE + 1);
+    const page = runs.slice(0, RUNS_PER_PAGE);
+    const last = page.at(-1);
+    const older = runs.length > RUNS_PER_PAGE && last ? `${ruleHref(rule)}?before=${Number(last.queued_at)}.${last.id}` : '';
+    const row = rule.builtIn ? undefined : await findRule(db.sql, session.workspaceId, rule.ruleId, rule.appId);
+    const changedBy = row?.changed_by ? row.changed_by.replace(/^member (\S+)$/, (_m, id: string) => memberNamer(session)(id)) : '';
+    const done = typeof req.query.done === 'string' ? DONE[req.query.done] : undefined;
+    pages.send(res, 200, {
+      title: rule.name,
+      bodyClass: 'page',
+      html: views.render('rule', {
+        ...(await chrome(req, res, member)),
+        manage,
+        rule: ruleSummary(rule, session, manage, undefined),
+        changed: rule.builtIn ? '' : `${timeInWords(rule.updatedAt)}${changedBy ? ` by ${changedBy}` : ''}`,
+        created: rule.builtIn ? '' : timeInWords(rule.createdAt),
+        flash: done ? `“${rule.name}” ${done}` : '',
+        runs: page.map((r) => ({
+          id: r.id,
+          status: r.status,
+          event: r.event_type.replace(/^resource\./, ''),
+          recordId: r.record_id,
+          depth: Number(r.depth),
+          queued: timeInWords(Number(r.queued_at)),
+          finished: r.finished_at === null ? '' : timeInWords(Number(r.finished_at)),
+          error: r.error ?? '',
+          outcomes: (r.actions ? (JSON.parse(r.actions) as ActionOutcomeRow[]) : []).map(outcomeInWords),
+        })),
+        older,
+        newest: before ? ruleHref(rule) : '',
+      }),
+    });
+  });
+
+  for (const [verb, enabled] of [['pause', false], ['resume', true]] as const) {
+    router.post(`/settings/automation/:appId/:ruleId/${verb}`, pages.protectForm, async (req: Request<RuleParams>, res: Response) => {
+      const session = await pages.session(req, res);
+      if (!session) return;
+      const member = session.sessionMember!;
+      const { appId, ruleId } = req.params;
+      const rule = await findAnyRule(db.sql, session.workspaceId, ruleId, appId);
+      if (!rule) {
+        pages.notice(res, 404, 'No such rule', [`This workspace has no automation rule ${ruleId} of app ${appId}. It may have been deleted.`]);
+        return;
+      }
+      if (rule.builtIn) {
+        pages.notice(res, 403, 'Not allowed', [`“${rule.name}” is built into the service and locked: it always runs and cannot be paused or resumed.`]);
+        return;
+      }
+      if (!mayManage({ member })) {
+        pages.notice(res, 403, 'Not allowed', [`Only owners and admins may pause or resume automation rules; you are signed in as ${member.name} (${member.role}).`]);
+        return;
+      }
+      // setEnabled finds the rule by id alone; rule ids are unique in a workspace (ru_ + 120 random bits).
+      await setEnabled(db, clock, session.workspaceId, rule.ruleId, enabled, `member ${member.id}`);
+      const body = (req.body ?? {}) as Record<string, unknown>;
+      const back = body.back === 'rule' ? ruleHref(rule) : '/settings/automation';
+      res.redirect(303, `${back}?done=${enabled ? 'resumed' : 'paused'}&rule=${encodeURIComponent(rule.ruleId)}`);
+    });
+  }
+
+  return router;
+}
