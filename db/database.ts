@@ -271,8 +271,23 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
     },
     migrate: async () => {
       await access.release();
-      if (parsed.schema) await knex.raw(`CREATE SCHEMA IF NOT EXISTS ${parsed.schema}`);
-      await knex.migrate.latest({ migrationSource, ...(parsed.schema ? { schemaName: parsed.schema } : {}) });
+      const run = async () => {
+        if (parsed.schema) await knex.raw(`CREATE SCHEMA IF NOT EXISTS ${parsed.schema}`);
+        await knex.migrate.latest({ migrationSource, ...(parsed.schema ? { schemaName: parsed.schema } : {}) });
+      };
+      if (parsed.dialect !== 'pg') return run();
+      // Several processes starting at once on a new database: knex creates the schema and its own
+      // tables before it takes its migration lock, and two creators collide. A session advisory lock
+      // on a connection of its own makes the whole step one process at a time; the others then find
+      // nothing to do.
+      const lock = new pg.Client({ connectionString: parsed.connectionString });
+      await lock.connect();
+      try {
+        await lock.query(`SELECT pg_advisory_lock(hashtext('wsops:migrate'))`);
+        await run();
+      } finally {
+        await lock.end().catch(() => undefined);
+      }
     },
     startCheckpointer(intervalMs = 250) {
       if (!(access instanceof SqliteConnection) || checkpointer || parsed.filename === ':memory:') return;

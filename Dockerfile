@@ -1,0 +1,49 @@
+# Workspace Operations: one image for the API processes (the default command) and the worker
+# (`node --import tsx scripts/worker.ts`). See "Run in production" in README.md and compose.yaml.
+#
+#   docker build -t workspace-operations .
+#   docker run --rm -p 8080:8080 -v wsops-data:/data workspace-operations     # SQLite in the volume
+#
+# The service runs its TypeScript through tsx (no compile step), so the build stage installs the
+# dependencies (better-sqlite3 is compiled from source when no prebuilt binary can be had) and then
+# drops everything the service does not run.
+
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+# The SQLite driver's fallback: a build from source with node-gyp.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ \
+ && rm -rf /var/lib/apt/lists/*
+# The whole context (small, see .dockerignore) before `npm ci`: the lockfile may name workspaces.
+COPY . .
+RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund
+# Keep the production dependencies and tsx, the loader behind `node --import tsx` (a dev dependency
+# whose only dependency, esbuild, is a production one); drop the rest (Dredd, Redocly, ...). Then load
+# the whole service once, so a runtime dependency pruned by mistake fails the build, not the start.
+RUN mv node_modules/tsx /tmp/tsx \
+ && npm prune --omit=dev --no-audit --no-fund \
+ && mv /tmp/tsx node_modules/tsx \
+ && node --import tsx --input-type=module -e "await import('./app.ts')"
+
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production \
+    PORT=8080 \
+    DATABASE_URL=sqlite:/data/service.sqlite
+WORKDIR /app
+# A non-root user; the code is owned by root and read-only to it. /data holds the SQLite database.
+RUN groupadd --system --gid 10001 wsops \
+ && useradd --system --uid 10001 --gid wsops --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin wsops \
+ && mkdir -p /data \
+ && chown wsops:wsops /data
+COPY --from=build /app /app
+USER wsops
+VOLUME ["/data"]
+EXPOSE 8080
+# The worker has no HTTP listener: compose.yaml turns this check off for it.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# Exec form: node is PID 1 and gets SIGTERM itself (scripts/start.ts then finishes the requests in
+# flight, writes queued analytics events, stops jobs and exits 0).
+CMD ["node", "--import", "tsx", "scripts/start.ts"]
