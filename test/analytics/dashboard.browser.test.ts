@@ -9,7 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import type { WorkspaceSpec } from '../../server/admin.ts';
 import { type AnalyticsEventInput, ingestEvents, normalizeEvent } from '../../handlers/analytics/ingest.ts';
 import { createSigninLink } from '../../server/signin.ts';
@@ -53,12 +53,32 @@ const events: AnalyticsEventInput[] = [
   { type: 'pageview', ts: at(0, 11, 58), visitor: 'b', path: HOSTILE_PATH, ...b },
 ];
 
+/**
+ * The week before (2026-11-13 and 14, inside 2026-11-09 – 15): four visitors, one session each.
+ * p1 on the 14th: 4 pageviews over 20 min; p2 on the 14th: 3 over 10 min; p3 on the 13th: 4 over 4 min;
+ * p4 on the 13th: 1 (a bounce). Totals: 4 visitors, 12 pageviews, 4 sessions, 1 bounce (25 %), avg visit
+ * 2,040,000 / 4 = 510,000 ms (8m 30s), no engagement (0s). Against it this week (above) is visitors
+ * 6 vs 4 (+50 %), pageviews 9 vs 12 (−25 %), sessions 6 vs 4 (+50 %), bounce rate 67 % vs 25 %
+ * (+42 points), avg visit 260,000 vs 510,000 (−49.0 %), avg engagement 17s vs 0s ("new").
+ * The 14th alone against the 13th: visitors 2 vs 2, pageviews 7 vs 5 (+40 %), bounce rate 0 % vs 50 %,
+ * avg visit 900,000 vs 120,000 (+650 %). p2's country "AA" is no ISO country (user-assigned).
+ */
+const previousWeek: AnalyticsEventInput[] = [
+  ...[0, 5, 10, 20].map((m) => ({ type: 'pageview' as const, ts: at(8, 10, m), visitor: 'p1', path: m ? `/blog/${m}` : '/blog', country: 'FR' })),
+  ...[0, 5, 10].map((m) => ({ type: 'pageview' as const, ts: at(8, 12, m), visitor: 'p2', path: '/', country: 'AA' })),
+  ...[0, 1, 2, 4].map((m) => ({ type: 'pageview' as const, ts: at(9, 9, m), visitor: 'p3', path: '/docs', ...a })),
+  { type: 'pageview', ts: at(9, 14, 0), visitor: 'p4', path: '/', country: 'JP' },
+];
+
 const spec = (): WorkspaceSpec => ({
   workspace: { name: 'Dashboard Co' },
   members: { olga: { name: 'Olga <b>Owner</b>', email: 'olga@dash.test', role: 'owner' } },
   bundles: { docs: { name: 'Docs site', domain: 'docs.dash.test' }, shop: { name: 'Shop', domain: 'shop.dash.test' } },
   keys: { reader: { name: 'Analytics reader', operations: ['analytics.*'] } },
 });
+
+/** Each tile's change against the previous period, as shown ("↑ 50%", "new", "—"). */
+const changes = (page: Page) => page.$$eval('[data-tile]', (els) => Object.fromEntries(els.map((el) => [el.getAttribute('data-tile'), el.querySelector('.change .delta')!.textContent])));
 
 const expectedTiles = { visitors: '6', pageviews: '9', sessions: '6', bounce_rate: '67%', avg_visit: '4m 20s', avg_engagement: '17s' };
 
@@ -114,6 +134,9 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
 
       const tiles = await page.$$eval('[data-tile]', (els) => Object.fromEntries(els.map((el) => [el.getAttribute('data-tile'), el.querySelector('.value')!.textContent])));
       assert.deepEqual(tiles, expectedTiles);
+      // Nothing in the 30 days before: every tile says "new" rather than a division by zero.
+      assert.deepEqual(await changes(page), { visitors: 'new', pageviews: 'new', sessions: 'new', bounce_rate: 'new', avg_visit: 'new', avg_engagement: 'new' });
+      assert.equal(await page.locator('#previous').textContent(), 'vs 2026-09-24 – 2026-10-23');
       assert.equal(await page.locator('#chart canvas').count(), 1);
       assert.equal(await page.locator('#realtime [data-value]').textContent(), '2');
       assert.equal(await page.locator('#site').inputValue(), bundle);
@@ -137,10 +160,11 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
       assert.deepEqual((await rows('source')).map((r) => r[0]), ['Direct / None', 'search.example', 'news.example', 'newsletter']);
       assert.deepEqual((await rows('referrer')).map((r) => r[0]), ['Direct / None', 'search.example', 'news.example']);
       assert.deepEqual((await rows('campaign')).map((r) => r[0]), ['(none)', 'launch']);
+      // Country names beside the ISO codes (Intl.DisplayNames in the browser).
       assert.deepEqual(await rows('country'), [
-        ['SE', '3', '4'],
-        ['US', '1', '3'],
-        ['DE', '2', '2'],
+        ['SE Sweden', '3', '4'],
+        ['US United States', '1', '3'],
+        ['DE Germany', '2', '2'],
       ]);
       assert.deepEqual((await rows('device')).map((r) => r[0]), ['desktop', 'mobile', 'tablet']);
       assert.deepEqual((await rows('browser')).map((r) => r[0]), ['Chrome', 'Firefox', 'Safari']);
@@ -173,6 +197,158 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
       await page.selectOption('#site', ws.bundles.shop!);
       await page.waitForFunction(() => new URL(location.href).searchParams.get('site') !== null && document.querySelector('[data-tile="pageviews"] .value')?.textContent === '0');
       assert.equal(await page.locator('[data-breakdown="page"] .empty').textContent(), 'No data for this period.');
+      assert.deepEqual(problems, []);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('compares each tile with the previous period, takes a custom range typed in (kept in the URL) and sorts breakdown rows by a clicked header', async function () {
+    this.timeout(60_000);
+    const ws = await svc().apply(spec());
+    const bundle = ws.bundles.docs!;
+    await ingestEvents(svc().db, [...events, ...previousWeek].map((e) => normalizeEvent(bundle, e)));
+    const origin = svc().baseUrl.replace(/\/v1$/, '');
+    const { url } = await createSigninLink(svc().db, svc().clock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, next: `/dashboard?site=${bundle}&days=7`, baseUrl: origin });
+    const context = await browser!.newContext({ viewport: { width: 1280, height: 900 }, deviceScaleFactor: 1, locale: 'en-US' });
+    await context.clock.install();
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') problems.push(`console: ${msg.text()}`);
+    });
+    const tileValues = () => page.$$eval('[data-tile]', (els) => Object.fromEntries(els.map((el) => [el.getAttribute('data-tile'), el.querySelector('.value')!.textContent])));
+    /** Waits until the page shows this site from..to and is no longer loading. */
+    const shown = (from: string, to: string) =>
+      page.waitForFunction((want) => document.body.dataset.shown === want && !document.body.classList.contains('busy'), `${bundle} ${from} ${to}`);
+    const query = () => Object.fromEntries(new URL(page.url()).searchParams);
+    const rows = (dimension: string) =>
+      page.$$eval(`[data-breakdown="${dimension}"] tbody tr`, (trs) => trs.map((tr) => Array.from(tr.querySelectorAll('td')).map((td) => td.textContent)));
+    fs.mkdirSync(path.join(root, 'test-output'), { recursive: true });
+    try {
+      await page.goto(url);
+      await shown('2026-11-16', '2026-11-22');
+      // This week against the week before (2026-11-09 – 15): see previousWeek for the figures.
+      assert.deepEqual(await tileValues(), expectedTiles);
+      assert.deepEqual(await changes(page), {
+        visitors: '↑ 50%',
+        pageviews: '↓ 25%',
+        sessions: '↑ 50%',
+        bounce_rate: '↑ 42 pp',
+        avg_visit: '↓ 49%',
+        avg_engagement: 'new',
+      });
+      // Colour says good or bad: a higher bounce rate is bad although its arrow points up.
+      assert.deepEqual(
+        await page.$$eval('[data-tile] .change', (els) => els.map((el) => `${el.getAttribute('data-direction')}/${el.getAttribute('data-tone')}`)),
+        ['up/good', 'down/bad', 'up/good', 'up/bad', 'down/bad', 'new/neutral'],
+      );
+      assert.equal(await page.locator('[data-tile="bounce_rate"] .sr-only').textContent(), 'up 42 percentage points from the previous period (lower is better)');
+      assert.equal(await page.locator('#range').textContent(), '2026-11-16 – 2026-11-22 (UTC)');
+      assert.equal(await page.locator('#previous').textContent(), 'vs 2026-11-09 – 2026-11-15');
+      // The inputs show the range on screen.
+      assert.equal(await page.locator('#from').inputValue(), '2026-11-16');
+      assert.equal(await page.locator('#to').inputValue(), '2026-11-22');
+      await page.screenshot({ path: path.join(root, 'test-output', 'dashboard-compare.png'), fullPage: true });
+
+      // A custom range, typed into the date fields (month, day, year in en-US) and applied.
+      await page.locator('#from').focus();
+      await page.keyboard.type('11132026');
+      await page.locator('#to').focus();
+      await page.keyboard.type('11142026');
+      assert.equal(await page.locator('#from').inputValue(), '2026-11-13');
+      assert.equal(await page.locator('#to').inputValue(), '2026-11-14');
+      await page.click('#apply');
+      await shown('2026-11-13', '2026-11-14');
+      assert.deepEqual(query(), { site: bundle, from: '2026-11-13', to: '2026-11-14' });
+      const customTiles = { visitors: '4', pageviews: '12', sessions: '4', bounce_rate: '25%', avg_visit: '8m 30s', avg_engagement: '0s' };
+      const customChanges = { visitors: 'new', pageviews: 'new', sessions: 'new', bounce_rate: 'new', avg_visit: 'new', avg_engagement: 'new' };
+      assert.deepEqual(await tileValues(), customTiles);
+      assert.deepEqual(await changes(page), customChanges);
+      assert.equal(await page.locator('#range').textContent(), '2026-11-13 – 2026-11-14 (UTC)');
+      assert.equal(await page.locator('#previous').textContent(), 'vs 2026-11-11 – 2026-11-12');
+      assert.deepEqual(await page.$$eval('.periods button', (bs) => bs.map((b) => b.getAttribute('aria-pressed'))), ['false', 'false', 'false']);
+      // Unknown codes are shown as the code alone.
+      assert.deepEqual((await rows('country')).map((r) => r[0]), ['FR France', 'SE Sweden', 'AA', 'JP Japan']);
+
+      // The URL is the shareable state: a reload shows the same range.
+      await page.reload();
+      await shown('2026-11-13', '2026-11-14');
+      assert.deepEqual(await tileValues(), customTiles);
+      assert.deepEqual(await changes(page), customChanges);
+      assert.equal(await page.locator('#from').inputValue(), '2026-11-13');
+
+      // From after to: the API's rule (from becomes to), said on the page; Enter applies too.
+      await page.locator('#from').fill('2026-11-20');
+      await page.locator('#to').fill('2026-11-14');
+      await page.locator('#to').press('Enter');
+      await shown('2026-11-14', '2026-11-14');
+      assert.equal(await page.locator('#range-note').textContent(), 'The start date 2026-11-20 was after the end date, so the range is 2026-11-14 only.');
+      assert.deepEqual(query(), { site: bundle, from: '2026-11-14', to: '2026-11-14' });
+      assert.equal(await page.locator('#from').inputValue(), '2026-11-14');
+      // 2026-11-14 (p1, p2) against 2026-11-13 (p3, p4).
+      assert.deepEqual(await tileValues(), { visitors: '2', pageviews: '7', sessions: '2', bounce_rate: '0%', avg_visit: '15m 0s', avg_engagement: '0s' });
+      assert.deepEqual(await changes(page), { visitors: '0%', pageviews: '↑ 40%', sessions: '0%', bounce_rate: '↓ 50 pp', avg_visit: '↑ 650%', avg_engagement: '—' });
+      assert.equal(await page.locator('[data-tile="bounce_rate"] .change').getAttribute('data-tone'), 'good');
+      // One day in the chart: centred under its own date, not at the edge of an unlabelled axis.
+      assert.equal(await page.locator('#chart').getAttribute('data-ticks'), 'Nov 14');
+      await page.screenshot({ path: path.join(root, 'test-output', 'dashboard-custom-range.png'), fullPage: true });
+
+      // A day without traffic after one with: counts fall by 100 %; rates and averages of nothing are "—", not a fall.
+      await page.locator('#from').fill('2026-11-15');
+      await page.locator('#to').fill('2026-11-15');
+      await page.click('#apply');
+      await shown('2026-11-15', '2026-11-15');
+      assert.equal(await page.locator('#range-note').isHidden(), true);
+      assert.deepEqual(await changes(page), { visitors: '↓ 100%', pageviews: '↓ 100%', sessions: '↓ 100%', bounce_rate: '—', avg_visit: '—', avg_engagement: '—' });
+
+      // More than 366 days: the end stays, the start moves to end − 365.
+      await page.locator('#from').fill('2025-01-01');
+      await page.locator('#to').fill('2026-11-22');
+      await page.click('#apply');
+      await shown('2025-11-22', '2026-11-22');
+      assert.equal(await page.locator('#range-note').textContent(), 'A range covers at most 366 days, so it starts on 2025-11-22 instead of 2025-01-01.');
+      assert.deepEqual(query(), { site: bundle, from: '2025-11-22', to: '2026-11-22' });
+      assert.equal(await page.locator('[data-tile="pageviews"] .value').textContent(), '21');
+      assert.equal(await page.locator('#previous').textContent(), 'vs 2024-11-21 – 2025-11-21');
+
+      // Back to a preset: days in the URL again, no note.
+      await page.click('button[data-days="7"]');
+      await shown('2026-11-16', '2026-11-22');
+      assert.deepEqual(query(), { site: bundle, days: '7' });
+      assert.equal(await page.locator('#range-note').isHidden(), true);
+
+      // Sorting: by pageviews (the service's order) until a header is clicked.
+      const countries = async () => (await rows('country')).map((r) => r.join(' | '));
+      const sortState = () => page.$$eval('[data-breakdown="country"] thead th', (ths) => ths.map((th) => th.getAttribute('aria-sort')));
+      assert.deepEqual(await countries(), ['SE Sweden | 3 | 4', 'US United States | 1 | 3', 'DE Germany | 2 | 2']);
+      assert.deepEqual(await sortState(), [null, null, 'descending']);
+      const visitorsHeader = page.locator('[data-breakdown="country"] button[data-sort="visitors"]');
+      await visitorsHeader.click();
+      assert.deepEqual(await countries(), ['SE Sweden | 3 | 4', 'DE Germany | 2 | 2', 'US United States | 1 | 3']);
+      assert.deepEqual(await sortState(), [null, 'descending', null]);
+      await visitorsHeader.click();
+      assert.deepEqual(await countries(), ['US United States | 1 | 3', 'DE Germany | 2 | 2', 'SE Sweden | 3 | 4']);
+      assert.deepEqual(await sortState(), [null, 'ascending', null]);
+      await page.screenshot({ path: path.join(root, 'test-output', 'dashboard-sorted.png'), fullPage: true });
+      // From the keyboard: Tab reaches the next header, Enter and Space press it; focus stays on it.
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => (document.activeElement as HTMLElement).dataset.sort), 'pageviews');
+      await page.keyboard.press('Enter');
+      assert.deepEqual(await countries(), ['SE Sweden | 3 | 4', 'US United States | 1 | 3', 'DE Germany | 2 | 2']);
+      assert.deepEqual(await sortState(), [null, null, 'descending']);
+      await page.keyboard.press('Space');
+      assert.deepEqual(await countries(), ['DE Germany | 2 | 2', 'US United States | 1 | 3', 'SE Sweden | 3 | 4']);
+      assert.deepEqual(await sortState(), [null, null, 'ascending']);
+      assert.equal(await page.evaluate(() => (document.activeElement as HTMLElement).dataset.sort), 'pageviews');
+      // Other breakdowns keep their own order.
+      assert.deepEqual(await page.$$eval('[data-breakdown="page"] thead th', (ths) => ths.map((th) => th.getAttribute('aria-sort'))), [null, null, 'descending']);
+      // On a phone the controls wrap: nothing wider than the screen.
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.clock.runFor(200); // the chart follows the width after a 150 ms pause
+      assert.equal(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth), true);
+      await page.screenshot({ path: path.join(root, 'test-output', 'dashboard-phone.png'), fullPage: true });
       assert.deepEqual(problems, []);
     } finally {
       await context.close();
