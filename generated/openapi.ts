@@ -1824,8 +1824,8 @@ export interface components {
          *     Strings in `data`, `title` and `body` may hold placeholders: `{{record.id}}`,
          *     `{{record.data.<path>}}` (the triggering record after the change), `{{event.id}}`,
          *     `{{event.occurred_at}}` and `{{rule.name}}`. A string that is exactly one placeholder takes the
-         *     value itself (an object, a number); otherwise values are written into the text (a missing one as
-         *     an empty string).
+         *     value itself (an object, a number), and leaves its key out of `data` when the value is missing;
+         *     otherwise values are written into the text (a missing one as an empty string).
          * @example {
          *       "type": "create_record",
          *       "resource_type": "core:Deal",
