@@ -7,10 +7,10 @@ import { findRule, listRules, setRuleEnabled } from './queries.ts';
 import { BUILT_IN_RULES, ruleFromRow } from './rules.ts';
 
 /** Pauses or resumes an operator-authored rule; says when nothing changed. */
-export async function setEnabled(db: Database, clock: Clock, workspaceId: string, ruleId: string, enabled: boolean, by: string): Promise<{ rule_id: string; app_id: string; enabled: boolean; changed: boolean }> {
+export async function setEnabled(db: Database, clock: Clock, workspaceId: string, ruleId: string, enabled: boolean, by: string, appId?: string): Promise<{ rule_id: string; app_id: string; enabled: boolean; changed: boolean }> {
   if (BUILT_IN_RULES.some((r) => r.ruleId === ruleId)) throw new AdminError(`${ruleId} is a built-in rule: it is always enabled`);
   return db.tx(async (sql) => {
-    const row = await findRule(sql, workspaceId, ruleId, undefined, true);
+    const row = await findRule(sql, workspaceId, ruleId, appId, true);
     if (!row) throw new AdminError(`no automation rule ${ruleId} in workspace ${workspaceId}`);
     const changed = (await setRuleEnabled(sql, workspaceId, row.app_id, row.rule_id, enabled, by, clock.now())) > 0;
     return { rule_id: row.rule_id, app_id: row.app_id, enabled, changed };

@@ -9,8 +9,9 @@
  *   and admins (authored rules only), then a 303 back to the page the form was on with `?done=...`.
  */
 import express, { type Request, type Response } from 'express';
+import { listWorkspaceMembers } from '../../db/queries/credentials.ts';
 import { unreadCount } from '../../db/queries/inbox.ts';
-import type { Credential, MemberInfo } from '../../server/credentials.ts';
+import type { MemberInfo } from '../../server/credentials.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { setEnabled } from './admin.ts';
 import { findAnyRule, mayManage } from './handlers.ts';
@@ -63,15 +64,18 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
   const views = pages.views(new URL('./pages/', import.meta.url));
   const router = pages.router();
 
-  const memberNamer = (session: Credential) => (id: string) => session.members.get(id)?.name ?? id;
+  /** Names members by id (a session knows only its own member). */
+  async function memberNamer(workspaceId: string): Promise<(id: string) => string> {
+    const names = new Map((await listWorkspaceMembers(db.sql, workspaceId)).map((m) => [m.id, m.name]));
+    return (id) => names.get(id) ?? id;
+  }
 
   /** What every page of this module shows at the top (navigation, unread count, sign-out). */
   async function chrome(req: Request, res: Response, member: MemberInfo) {
     return { member: member.name, role: member.role, unread: await unreadCount(db.sql, member.id), csrf: pages.csrfToken(req, res), section: 'automation' };
   }
 
-  function ruleSummary(rule: Rule, session: Credential, manage: boolean, last: DbAutomationRunRow | undefined) {
-    const name = memberNamer(session);
+  function ruleSummary(rule: Rule, name: (id: string) => string, manage: boolean, last: DbAutomationRunRow | undefined) {
     return {
       appId: rule.appId,
       ruleId: rule.ruleId,
@@ -103,7 +107,8 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
     }
     const latest = new Map((await latestRuns(db.sql, session.workspaceId)).map((r) => [`${r.app_id}/${r.rule_id}`, r]));
     const authored = stored.sort((a, b) => (a.appId !== b.appId ? compareRules(a, b) : a.name.localeCompare(b.name, 'en') || compareRules(a, b)));
-    const rules = [...[...BUILT_IN_RULES].sort(compareRules), ...authored].map((r) => ruleSummary(r, session, manage, latest.get(`${r.appId}/${r.ruleId}`)));
+    const name = await memberNamer(session.workspaceId);
+    const rules = [...[...BUILT_IN_RULES].sort(compareRules), ...authored].map((r) => ruleSummary(r, name, manage, latest.get(`${r.appId}/${r.ruleId}`)));
     const done = typeof req.query.done === 'string' ? DONE[req.query.done] : undefined;
     const doneRule = done && typeof req.query.rule === 'string' ? rules.find((r) => r.ruleId === req.query.rule) : undefined;
     pages.send(res, 200, {
@@ -139,7 +144,8 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
     const last = page.at(-1);
     const older = runs.length > RUNS_PER_PAGE && last ? `${ruleHref(rule)}?before=${Number(last.queued_at)}.${last.id}` : '';
     const row = rule.builtIn ? undefined : await findRule(db.sql, session.workspaceId, rule.ruleId, rule.appId);
-    const changedBy = row?.changed_by ? row.changed_by.replace(/^member (\S+)$/, (_m, id: string) => memberNamer(session)(id)) : '';
+    const name = await memberNamer(session.workspaceId);
+    const changedBy = row?.changed_by ? row.changed_by.replace(/^member (\S+)$/, (_m, id: string) => name(id)) : '';
     const done = typeof req.query.done === 'string' ? DONE[req.query.done] : undefined;
     pages.send(res, 200, {
       title: rule.name,
@@ -147,7 +153,7 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
       html: views.render('rule', {
         ...(await chrome(req, res, member)),
         manage,
-        rule: ruleSummary(rule, session, manage, undefined),
+        rule: ruleSummary(rule, name, manage, undefined),
         changed: rule.builtIn ? '' : `${timeInWords(rule.updatedAt)}${changedBy ? ` by ${changedBy}` : ''}`,
         created: rule.builtIn ? '' : timeInWords(rule.createdAt),
         flash: done ? `“${rule.name}” ${done}` : '',
@@ -158,7 +164,8 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
           recordId: r.record_id,
           depth: Number(r.depth),
           queued: timeInWords(Number(r.queued_at)),
-          finished: r.finished_at === null ? '' : timeInWords(Number(r.finished_at)),
+          // The day is left out when it is the queued time's: the column stays narrow.
+          finished: r.finished_at === null ? '' : timeInWords(Number(r.finished_at)).replace(`${timeInWords(Number(r.queued_at)).slice(0, 11)}`, ''),
           error: r.error ?? '',
           outcomes: (r.actions ? (JSON.parse(r.actions) as ActionOutcomeRow[]) : []).map(outcomeInWords),
         })),
@@ -187,8 +194,7 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
         pages.notice(res, 403, 'Not allowed', [`Only owners and admins may pause or resume automation rules; you are signed in as ${member.name} (${member.role}).`]);
         return;
       }
-      // setEnabled finds the rule by id alone; rule ids are unique in a workspace (ru_ + 120 random bits).
-      await setEnabled(db, clock, session.workspaceId, rule.ruleId, enabled, `member ${member.id}`);
+      await setEnabled(db, clock, session.workspaceId, rule.ruleId, enabled, `member ${member.id}`, rule.appId);
       const body = (req.body ?? {}) as Record<string, unknown>;
       const back = body.back === 'rule' ? ruleHref(rule) : '/settings/automation';
       res.redirect(303, `${back}?done=${enabled ? 'resumed' : 'paused'}&rule=${encodeURIComponent(rule.ruleId)}`);
