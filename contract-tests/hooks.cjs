@@ -224,6 +224,14 @@ const kit = {
   setBody: (t, body) => {
     t.request.body = JSON.stringify(body);
   },
+  /**
+   * What the response body must also say (beyond its schema) when the documented status comes:
+   * `check(body)` returns a problem (fails the transaction) or null. For the cases whose point is an
+   * effect (a rule paused, a rule deleted), which a schema-valid body alone does not prove.
+   */
+  expect: (t, check) => {
+    t.expectBody = check;
+  },
   newIdempotencyKey,
 };
 
@@ -326,6 +334,12 @@ function tableOf(operation) {
 /** The namespace's own scenario for this operation and status, if it has one. */
 const scenarioFor = (operation, status) => tableOf(operation)[status]?.[operation.id];
 
+/** The 200 scenario's request (real ids, headers), for a status that only alters it; not its kit.expect check. */
+function borrow200(operation, t) {
+  scenarioFor(operation, 200)?.(t, kit);
+  delete t.expectBody;
+}
+
 /** Prepares one transaction; throws when the hooks do not know how to produce its status. */
 async function prepare(t) {
   const operation = operations.get(`${t.request.method} ${t.request.uri.split('?')[0]}`);
@@ -361,7 +375,7 @@ async function prepare(t) {
         t.request.headers['Service-Act-As'] = ctx.members.olga || 'mb_contract'; // not accepted here: 400 invalid_input
         return;
       }
-      scenarioFor(operation, 200)?.(t, kit);
+      borrow200(operation, t);
       kit.setBody(t, { ...kit.bodyOf(t), contract_unknown_field: true }); // bodies reject unknown fields
       return;
     case 401:
@@ -369,7 +383,7 @@ async function prepare(t) {
       return;
     case 413: {
       // A valid request padded past the 1 MB body limit.
-      scenarioFor(operation, 200)?.(t, kit);
+      borrow200(operation, t);
       kit.setBody(t, { ...kit.bodyOf(t), contract_padding: 'x'.repeat(1_100_000) });
       return;
     }
@@ -380,7 +394,7 @@ async function prepare(t) {
     case 429: {
       if (!ctx.keys.throttle) return skip(t, '429 needs a key whose rate budget may be used up; pass --throttle-key.');
       // Run data, not the document's examples, in case the throttle key has grants and a token slips through.
-      scenarioFor(operation, 200)?.(t, kit);
+      borrow200(operation, t);
       t.request.headers.Authorization = bearer(ctx.keys.throttle);
       const burner = startBurner(ctx.keys.throttle);
       burners.set(t, burner);
@@ -473,7 +487,17 @@ hooks.beforeEachValidation(
       if (process.env.CONTRACT_DEBUG) say(`${t.id}: throttle key requests ${JSON.stringify(burner.stats)}`);
     }
     if (!t.operation) return;
-    t.headerProblems = checkHeaders(t);
+    t.problems = checkHeaders(t);
+    // What a scenario expects of the body beyond its schema (kit.expect), when the status is the documented one.
+    if (t.expectBody && Number(t.real.statusCode) === Number(t.expected.statusCode)) {
+      let problem;
+      try {
+        problem = t.expectBody(JSON.parse(t.real.body));
+      } catch (err) {
+        problem = `body: ${err.message}`;
+      }
+      if (problem) t.problems.push(problem);
+    }
   }),
 );
 
@@ -483,9 +507,9 @@ hooks.afterEach(
       await burners.get(t).stop(); // the request itself failed
       burners.delete(t);
     }
-    if (t.headerProblems && t.headerProblems.length) {
-      if (t.test && t.test.valid) t.fail = t.headerProblems.join('; ');
-      else if (t.test) t.test.message = `${t.test.message || ''}${t.headerProblems.join('\n')}\n`;
+    if (t.problems && t.problems.length) {
+      if (t.test && t.test.valid) t.fail = t.problems.join('; ');
+      else if (t.test) t.test.message = `${t.test.message || ''}${t.problems.join('\n')}\n`;
     }
     // Remember the records 200 transactions created (any type), and forget the ones they deleted.
     if (t.real && t.real.statusCode === 200 && t.operation && t.operation.kind === 'command' && t.operation.resource) {

@@ -28,10 +28,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import YAML from 'yaml';
+// The composition root registers the modules' workspace-file sections (`automations:`) that applyWorkspace accepts.
+import '../app.ts';
 import { openDatabase } from '../db/database.ts';
 import { type Access, catalogue, namespaces, resourceTypes } from '../generated/catalogue.ts';
 import { lockReceipt, releaseReceipt } from '../db/queries/idempotency.ts';
-import { applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
+import { type ApplyResult, applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
 import { ingestEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
 import { systemClock } from '../server/clock.ts';
 import { requestFingerprint } from '../server/idempotency.ts';
@@ -75,6 +77,12 @@ export interface ContractContext {
   inProgress?: Record<string, { idempotencyKey: string; body: unknown; scope: string }>;
   /** Local mode: `wso_session=...`, a member's sign-in session (for the discovery endpoints' 403 from a foreign Origin). */
   sessionCookie?: string;
+  /**
+   * Local mode: the automation rules the fixture workspace file authored (`AUTOMATIONS`), rule id by
+   * handle, and the members the main key acts for on them (an owner, who may manage rules, and a
+   * plain member, who may not). Rules cannot be created through the API: a deployment run has none.
+   */
+  automation?: { rules: Record<keyof typeof AUTOMATIONS, string>; owner: string; member: string };
 }
 
 /** What the main key is granted: derived from the catalogue, so new namespaces and resource types need no edit here. */
@@ -141,14 +149,52 @@ const serverLog = path.join(tmp, 'server.log');
 let server: ChildProcess | undefined;
 let dredd: ChildProcess | undefined;
 
-/** The fixture workspace: acme() from the mocha fixtures, its ci key granted everything, and a dedicated key for the 429 cases. */
-function contractWorkspace(): WorkspaceSpec {
+/**
+ * The automation rules of the fixture workspace file (`automations:`; rules are authored by operators,
+ * never through the API): one to read (GetRule, and UpdateRule's 403 for a plain member, which leaves
+ * it enabled), one UpdateRule pauses and one DeleteRule deletes. Every run applies a new workspace, so
+ * a reused database (PostgreSQL) gets fresh rules each time. The server runs with JOBS=off: no rule runs.
+ */
+const AUTOMATIONS = {
+  read: {
+    name: 'Contract tests: follow up on big deals',
+    description: 'Read by automation.GetRule; a plain member may not pause it (403).',
+    trigger: { resource_type: 'core:Deal', event: 'created', conditions: [{ field: 'amount.amount', op: 'gte', value: 10000 }, { field: 'amount.currency', op: 'eq', value: 'EUR' }] },
+    actions: [
+      { type: 'create_record', resource_type: 'core:Company', data: { name: 'Prospect of {{record.data.name}}' } },
+      { type: 'notify', to: 'owners_and_admins', title: 'Big deal: {{record.data.name}}', body: 'Amount {{record.data.amount.amount}} {{record.data.amount.currency}}' },
+    ],
+  },
+  pause: {
+    name: 'Contract tests: rule to pause',
+    trigger: { resource_type: 'core:Company', event: 'updated', fields: ['lifecycle_stage'], conditions: [{ field: 'lifecycle_stage', op: 'eq', value: 'customer' }] },
+    actions: [{ type: 'set_fields', data: { industry: 'Customer' } }],
+  },
+  remove: {
+    name: 'Contract tests: rule to delete',
+    trigger: { resource_type: 'core:Deal', event: 'deleted' },
+    actions: [{ type: 'notify', to: 'owners_and_admins', title: 'Deal deleted: {{record.id}}' }],
+  },
+} as const;
+
+/** Whom the main key acts for on the automation rules, by member handle in acme(): an owner and a plain member. */
+const ACT_AS = { owner: 'olga', member: 'ada' } as const;
+
+/** The fixture workspace: acme() from the mocha fixtures, its ci key granted everything, a dedicated key for the 429 cases, and automation rules. */
+function contractWorkspace(): WorkspaceSpec & { automations: typeof AUTOMATIONS } {
   const spec = acme();
   spec.workspace.name = 'Acme (contract tests)';
-  // ci is the main key (every namespace, every resource type), bare has no grants.
+  // ci is the main key (every namespace, every resource type), bare has no grants. ci also acts for
+  // an owner (automation.DeleteRule requires Service-Act-As) and a plain member (refused: 403).
   const ci = spec.keys!.ci!;
-  spec.keys = { ...spec.keys, ci: { ...ci, ...grants }, throttle: { name: 'Contract tests: rate limit', operations: [] } };
-  return spec;
+  const delegation = ci.delegation === 'all' ? 'all' : [...new Set([...(Array.isArray(ci.delegation) ? ci.delegation : []), ...Object.values(ACT_AS)])];
+  spec.keys = { ...spec.keys, ci: { ...ci, ...grants, delegation }, throttle: { name: 'Contract tests: rate limit', operations: [] } };
+  const roles = { owner: ['owner', 'admin'], member: ['member'] };
+  for (const [what, handle] of Object.entries(ACT_AS) as Array<[keyof typeof ACT_AS, string]>) {
+    const member = spec.members?.[handle];
+    if (!member || member.disabled || !roles[what].includes(member.role)) throw new Error(`the contract workspace needs ${handle} as an active ${roles[what].join(' or ')} (automation cases)`);
+  }
+  return { ...spec, automations: AUTOMATIONS };
 }
 
 /**
@@ -164,12 +210,12 @@ const IN_PROGRESS_BODIES: Record<string, unknown> = {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Migrates the database, creates the fixture workspace and the in-progress idempotency receipt. */
+/** Migrates the database, creates the fixture workspace (with its automation rules) and the in-progress idempotency receipt. */
 async function prepareDatabase(databaseUrl: string): Promise<Omit<ContractContext, 'mode' | 'baseUrl' | 'runId' | 'fixtures'>> {
   const db = openDatabase(databaseUrl);
   try {
     await db.migrate();
-    const ws = await applyWorkspace(db, systemClock, contractWorkspace());
+    const ws = (await applyWorkspace(db, systemClock, contractWorkspace())) as ApplyResult & { automations: Record<keyof typeof AUTOMATIONS, string> };
     const main = ws.keys.ci!;
     // A little traffic on the fixture site, so the analytics transactions return real rows (and a second breakdown page).
     const now = systemClock.now();
@@ -201,6 +247,7 @@ async function prepareDatabase(databaseUrl: string): Promise<Omit<ContractContex
       collectKey: ws.collect_keys.docs!,
       inProgress,
       sessionCookie: `${SESSION_COOKIE}=${signedIn.sessionToken}`,
+      automation: { rules: ws.automations, owner: ws.members[ACT_AS.owner]!, member: ws.members[ACT_AS.member]! },
     };
   } finally {
     await db.close();

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type { ApplyResult, WorkspaceSpec } from '../../server/admin.ts';
 import { acme, createCompany, createDeal, stages } from '../support/fixtures.ts';
+import { settleAutomation } from '../support/automation.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 
 type Rules = NonNullable<Record<string, unknown>>;
@@ -20,16 +21,6 @@ async function workspace(svc: TestService, automations: Rules) {
   const api = svc.client(ws.keys.auto!.secret);
   const pipeline = (await api.customers.CreateSalesPipeline({ data: { name: 'New business', stages: stages.basic } })).data!.item;
   return { ws, api, pipeline };
-}
-
-/** Reads the outbox (queues runs) and performs the queued runs, until nothing is left. */
-async function settle(svc: TestService): Promise<void> {
-  for (let i = 0; i < 10; i++) {
-    const events = await svc.outbox.runOnce();
-    const jobs = await svc.jobs.runDue();
-    if (!events && !jobs) return;
-  }
-  throw new Error('automation did not settle in 10 rounds');
 }
 
 async function runsOf(api: ReturnType<TestService['client']>, ruleId: string) {
@@ -58,7 +49,7 @@ forEachDatabase('automation engine', (svc) => {
     assert.match(ruleId, /^ru_/);
     await api.customers.CreateDeal(createDeal(pipeline.id, 'proposal', { name: 'Small', amount: { amount: '500', currency: 'EUR' } }));
     const big = (await api.customers.CreateDeal(createDeal(pipeline.id, 'proposal', { name: 'Fleet', amount: { amount: '25000', currency: 'EUR' } }))).data!.item;
-    await settle(svc());
+    await settleAutomation(svc());
     const runs = await runsOf(api, ruleId);
     assert.equal(runs.length, 1, 'only the deal that meets the conditions starts a run');
     const [run] = runs;
@@ -91,10 +82,10 @@ forEachDatabase('automation engine', (svc) => {
     const ruleId = ws.automations.stamp!;
     const deal = (await api.customers.CreateDeal(createDeal(pipeline.id, 'lead'))).data!.item;
     await api.customers.UpdateDeal({ id: deal.id, data: { name: 'Renamed only' } });
-    await settle(svc());
+    await settleAutomation(svc());
     assert.equal((await runsOf(api, ruleId)).length, 0, 'a change of another field starts no run');
     await api.customers.UpdateDeal({ id: deal.id, data: { stage_id: 'proposal' } });
-    await settle(svc());
+    await settleAutomation(svc());
     const after = (await api.customers.GetDeal({ id: deal.id })).data!.item;
     assert.equal(after.data.close_date, '2027-12-31');
     assert.equal(after.data.name, 'Renamed only (proposal)');
@@ -124,7 +115,7 @@ forEachDatabase('automation engine', (svc) => {
       },
     });
     await api.customers.CreateDeal(createDeal(pipeline.id, 'lead'));
-    await settle(svc());
+    await settleAutomation(svc());
     const [run] = await runsOf(api, ws.automations.strict!);
     assert.equal(run!.status, 'failed');
     assert.match(run!.error!, /action 2 \(set_fields\) was refused: 409 conflict: expected\.stage_id/);
@@ -146,7 +137,7 @@ forEachDatabase('automation engine', (svc) => {
     const company = (await api.customers.CreateCompany(createCompany())).data!.item;
     const asAda = svc().client(ws.keys.auto!.secret, ws.members.ada!);
     assert.equal((await asAda.customers.DeleteCompany({ id: company.id })).data!.deleted, true);
-    await settle(svc());
+    await settleAutomation(svc());
     const [run] = await runsOf(api, ws.automations.gone!);
     assert.equal(run!.status, 'succeeded', JSON.stringify(run));
     assert.deepEqual((await notices(svc(), ws.members.ada!)).map((n) => n.title), [`You deleted ${company.id}`]);
@@ -162,7 +153,7 @@ forEachDatabase('automation engine', (svc) => {
     });
     const deal = (await api.customers.CreateDeal(createDeal(pipeline.id, 'lead'))).data!.item;
     await api.customers.UpdateDeal({ id: deal.id, data: { close_date: '2027-01-01' } });
-    await settle(svc());
+    await settleAutomation(svc());
     const ping = await runsOf(api, ws.automations.ping!);
     const pong = await runsOf(api, ws.automations.pong!);
     const all = [...ping, ...pong].sort((a, b) => a.depth - b.depth);
@@ -171,7 +162,7 @@ forEachDatabase('automation engine', (svc) => {
     assert.ok(all.every((r) => r.depth <= 6));
     const company = (await api.customers.CreateCompany(createCompany())).data!.item;
     await api.customers.UpdateCompany({ id: company.id, data: { name: 'Renamed' } });
-    await settle(svc());
+    await settleAutomation(svc());
     const self = await runsOf(api, ws.automations.self!);
     const byDepth = [...self].sort((a, b) => a.depth - b.depth);
     assert.deepEqual(byDepth.map((r) => [r.status, r.depth]), [['succeeded', 1], ['skipped', 2]]);
@@ -190,7 +181,7 @@ forEachDatabase('automation engine', (svc) => {
     }
     const { ws, api } = await workspace(svc(), chain);
     const company = (await api.customers.CreateCompany({ data: { name: 'step 1' } })).data!.item;
-    await settle(svc());
+    await settleAutomation(svc());
     const statuses: Array<[number, string, number]> = [];
     for (let i = 1; i <= 7; i++) for (const r of await runsOf(api, ws.automations[`r${i}`]!)) statuses.push([i, r.status, r.depth]);
     assert.deepEqual(statuses, [[1, 'succeeded', 1], [2, 'succeeded', 2], [3, 'succeeded', 3], [4, 'succeeded', 4], [5, 'succeeded', 5], [6, 'skipped', 6]]);
@@ -201,7 +192,7 @@ forEachDatabase('automation engine', (svc) => {
     const { ws, api, pipeline } = await workspace(svc(), {});
     const deal = (await api.customers.CreateDeal(createDeal(pipeline.id, 'proposal', { name: 'Fleet' }))).data!.item;
     await api.customers.UpdateDeal({ id: deal.id, data: { stage_id: 'won' } });
-    await settle(svc());
+    await settleAutomation(svc());
     const runs = await runsOf(api, 'builtin.deal-closed');
     assert.deepEqual(runs.map((r) => r.status), ['succeeded']);
     assert.deepEqual((await notices(svc(), ws.members.olga!)).map((n) => n.title), ['Deal closed: Fleet']);

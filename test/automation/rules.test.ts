@@ -4,6 +4,7 @@ import { AdminError, type ApplyResult, type WorkspaceSpec } from '../../server/a
 import { setEnabled } from '../../handlers/automation/admin.ts';
 import { acme, createDeal, stages } from '../support/fixtures.ts';
 import { assertRefused } from '../support/refusals.ts';
+import { settleAutomation } from '../support/automation.ts';
 import { forEachDatabase, startTestService, type TestService } from '../support/service.ts';
 
 type Applied = ApplyResult & { automations: Record<string, string> };
@@ -29,10 +30,6 @@ async function workspace(svc: TestService, automations: Record<string, unknown>,
   const api = svc.client(ws.keys.auto!.secret);
   const pipeline = (await api.customers.CreateSalesPipeline({ data: { name: 'New business', stages: stages.basic } })).data!.item;
   return { ws, api, pipeline };
-}
-
-async function settle(svc: TestService): Promise<void> {
-  for (let i = 0; i < 10; i++) if (!(await svc.outbox.runOnce()) && !(await svc.jobs.runDue())) return;
 }
 
 const noticeCount = async (svc: TestService, memberId: string) =>
@@ -81,7 +78,7 @@ forEachDatabase('automation operations', (svc) => {
     for (let i = 0; i < 5; i++) {
       await api.customers.CreateDeal(createDeal(pipeline.id, 'lead', { name: `Deal ${i}` }));
       svc().clock.advance(1000);
-      await settle(svc());
+      await settleAutomation(svc());
     }
     const got = (await api.automation.GetRule({ rule_id: ws.automations.a!, app_id: 'core', runs_limit: 2 })).data!;
     assert.equal(got.item.name, 'A');
@@ -135,23 +132,23 @@ forEachDatabase('automation operations', (svc) => {
     const id = ws.automations.a!;
     const olga = ws.members.olga!;
     await api.customers.CreateDeal(createDeal(pipeline.id, 'lead', { name: 'before pause' }));
-    await settle(svc());
+    await settleAutomation(svc());
     assert.equal(await noticeCount(svc(), olga), 1);
     svc().clock.advance(1000);
     await api.automation.UpdateRule({ rule_id: id, enabled: false });
     svc().clock.advance(1000);
     await api.customers.CreateDeal(createDeal(pipeline.id, 'lead', { name: 'while paused (handled while paused)' }));
-    await settle(svc());
+    await settleAutomation(svc());
     // Committed while paused, but read by the engine only after the resume: still no run.
     await api.customers.CreateDeal(createDeal(pipeline.id, 'lead', { name: 'while paused (handled after resume)' }));
     svc().clock.advance(1000);
     const resumed = await setEnabled(svc().db, svc().clock, ws.workspace_id, id, true, 'operator');
     assert.deepEqual(resumed, { rule_id: id, app_id: 'core', enabled: true, changed: true });
-    await settle(svc());
+    await settleAutomation(svc());
     assert.equal(await noticeCount(svc(), olga), 1, 'no run for changes made while paused');
     svc().clock.advance(1000);
     await api.customers.CreateDeal(createDeal(pipeline.id, 'lead', { name: 'after resume' }));
-    await settle(svc());
+    await settleAutomation(svc());
     assert.equal(await noticeCount(svc(), olga), 2);
     const runs = (await api.automation.GetRule({ rule_id: id })).data!.runs;
     assert.equal(runs.length, 2);
@@ -168,7 +165,7 @@ forEachDatabase('automation operations', (svc) => {
     assertRefused(await asOlga.automation.DeleteRule({ rule_id: 'builtin.deal-closed', app_id: 'core' }), 403, 'forbidden', /built in/);
     // A queued run of a rule deleted before its run does nothing.
     await api.customers.CreateDeal(createDeal(pipeline.id, 'lead'));
-    await svc().outbox.runOnce();
+    await settleAutomation(svc(), { jobs: false });
     const deleted = await asOlga.automation.DeleteRule({ rule_id: ws.automations.a!, app_id: 'core' });
     assert.deepEqual(deleted.data, { rule_id: ws.automations.a!, app_id: 'core', deleted: true });
     await svc().jobs.runDue();
@@ -215,7 +212,7 @@ forEachDatabase('automation operations', (svc) => {
       follow: { name: 'follow', trigger: { resource_type: 'core:Deal', event: 'created' }, actions: [{ type: 'create_record', resource_type: 'core:Company', data: { name: 'For {{record.data.name}}' } }, { type: 'notify', to: 'owners_and_admins', title: 't' }] },
     });
     await api.customers.CreateDeal(createDeal(pipeline.id, 'lead', { name: 'Crash' }));
-    await svc().outbox.runOnce();
+    await settleAutomation(svc(), { jobs: false });
     // A worker claims the job, marks the run running, and dies before its transaction commits.
     const now = svc().clock.now();
     const job = await claimDueJob(svc().db.sql, 'dead-worker', now, now + 5 * 60_000);
@@ -244,6 +241,7 @@ forEachDatabase('automation operations', (svc) => {
         await Promise.all([svc().outbox.runOnce(), second.outbox.runOnce()]);
         await Promise.all([svc().jobs.runDue(), second.jobs.runDue()]);
       }
+      await settleAutomation(svc());
       const runs = await svc().db.sql.all<{ rule_id: string; event_id: string; status: string }>(`SELECT rule_id, event_id, status FROM automation_runs WHERE workspace_id = ?`, [ws.workspace_id]);
       assert.equal(runs.length, 20);
       assert.equal(new Set(runs.map((r) => `${r.rule_id}/${r.event_id}`)).size, 20);

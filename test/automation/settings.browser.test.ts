@@ -13,6 +13,7 @@ import type { ApplyResult, WorkspaceSpec } from '../../server/admin.ts';
 import { createSigninLink } from '../../server/signin.ts';
 import { announceBrowser, launchBrowser } from '../support/browser.ts';
 import { acme, createDeal, stages } from '../support/fixtures.ts';
+import { settleAutomation } from '../support/automation.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -52,29 +53,21 @@ async function setUp(svc: TestService) {
   const api = svc.client(ws.keys.auto!.secret);
   const pipeline = (await api.customers.CreateSalesPipeline({ data: { name: 'New business', stages: stages.basic } })).data!.item;
   const big = (await api.customers.CreateDeal(createDeal(pipeline.id, 'proposal', { name: 'Fleet', amount: { amount: '25000', currency: 'EUR' } }))).data!.item;
-  await settle(svc);
+  await settleAutomation(svc);
   // One at a time, a second apart: runs and notices get distinct times (the pages order by time).
   for (let i = 1; i < DEALS; i++) {
     svc.clock.advance(1000);
     await api.customers.CreateDeal(createDeal(pipeline.id, 'lead', { name: `Small ${i}`, amount: { amount: '500', currency: 'EUR' } }));
-    await settle(svc);
+    await settleAutomation(svc);
   }
   svc.clock.advance(60_000);
   const won = await api.customers.UpdateDeal({ id: big.id, data: { stage_id: 'won' } });
   assert.equal(won.response.status, 200, JSON.stringify(won.error));
-  await settle(svc);
+  await settleAutomation(svc);
   return { ws, api, pipeline, big };
 }
 
 /** Reads the outbox (queues runs) and performs the queued runs, until nothing is left. */
-async function settle(svc: TestService): Promise<void> {
-  for (let i = 0; i < 10; i++) {
-    const events = await svc.outbox.runOnce();
-    const jobs = await svc.jobs.runDue();
-    if (!events && !jobs) return;
-  }
-  throw new Error('automation did not settle in 10 rounds');
-}
 
 announceBrowser('the automation settings and inbox browser tests');
 
@@ -171,7 +164,7 @@ forEachDatabase('automation settings and inbox in headless Chromium', (svc) => {
     // A paused rule does not run: moving the big deal again starts no run of it.
     const runsBefore = (await setup.api.automation.GetRule({ rule_id: ruleId('big') })).data!.runs.length;
     await setup.api.customers.UpdateDeal({ id: setup.big.id, data: { stage_id: 'proposal' } });
-    await settle(svc());
+    await settleAutomation(svc());
     assert.equal((await setup.api.automation.GetRule({ rule_id: ruleId('big') })).data!.runs.length, runsBefore);
 
     await Promise.all([page.waitForURL(/done=resumed/), big.locator('button', { hasText: 'Resume' }).click()]);

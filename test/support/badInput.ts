@@ -6,6 +6,7 @@ import { document } from '../../generated/document.ts';
 import { type ApplyResult, revokeKey, type WorkspaceSpec } from '../../server/admin.ts';
 import type { ErrorCode } from '../../server/errors.ts';
 import { bodyCases, catalogued, type DocOperation, docOperations, fits, flatten, ID_PATTERN, sampleOf, unknownIdPrefixes, withRealIds } from './requestSchema.ts';
+import { settleAutomation } from './automation.ts';
 import type { TestService } from './service.ts';
 
 /**
@@ -115,7 +116,9 @@ function workspaceSpec(name: string): WorkspaceSpec {
       revoked: { name: 'Revoked', ...grants, delegation: 'all' },
       bare: { name: 'No grants', operations: [] },
     },
-  };
+    // An authored rule, so automation operations have a real rule id (`ru_...`).
+    automations: { rule: { name: 'Notify on new deals', trigger: { resource_type: 'core:Deal', event: 'created' }, actions: [{ type: 'notify', to: 'owners_and_admins', title: 'New deal' }] } },
+  } as WorkspaceSpec;
 }
 
 /** The first id-like string of a response body (`item.id` of a create), for the id map. */
@@ -138,6 +141,8 @@ export function headersFor(op: DocOperation, fx: Fixture, contentType = op.conte
   else h['User-Agent'] = BROWSER_UA;
   if (op.method === 'post') h['Content-Type'] = contentType ?? 'application/json';
   if (op.kind === 'command') h['Idempotency-Key'] = `bad-input-${crypto.randomUUID()}`;
+  // An operation that requires a member acts for the workspace's first role (the owner).
+  if (op.actAs === 'required') h['Service-Act-As'] = fx.members.active;
   return h;
 }
 
@@ -249,7 +254,8 @@ export async function makeFixture(svc: TestService, options: { light?: boolean }
   const other = options.light ? ws : await svc.apply(workspaceSpec('Another workspace'));
   const roles = Object.keys(memberRoles);
   const ids = new Map<string, string>();
-  const own = [ws.workspace_id, ws.members[roles[0]!]!, ...Object.values(ws.bundles), ...Object.values(ws.apps), ...Object.values(ws.collect_keys)];
+  const rules = (ws as { automations?: Record<string, string> }).automations ?? {};
+  const own = [ws.workspace_id, ws.members[roles[0]!]!, ...Object.values(ws.bundles), ...Object.values(ws.apps), ...Object.values(ws.collect_keys), ...Object.values(rules)];
   for (const id of own) {
     const prefix = prefixOf(id);
     if (prefix && !ids.has(prefix)) ids.set(prefix, id);
@@ -271,6 +277,8 @@ export async function makeFixture(svc: TestService, options: { light?: boolean }
   await revokeKey(svc.db, svc.clock, ws.keys.revoked!.id);
   fx.notCreated = await createRecords(svc, fx, ids);
   await sendTraffic(svc, fx);
+  // The records made above trigger the fixture's rule: its runs give automation.GetRule a second page.
+  await settleAutomation(svc);
   return fx;
 }
 
@@ -564,7 +572,10 @@ export async function realCursors(svc: TestService, fx: Fixture): Promise<{ curs
   for (const op of catalogued) {
     const [field] = fieldsOf(op, 'PageCursor');
     if (!field || !op.body) continue;
-    const limits = fieldsOf(op, 'PageLimit');
+    // `cursor` answers `next_cursor` and takes `limit`; a named listing inside a read (`runs_cursor`) answers `runs_next_cursor` and takes `runs_limit`.
+    const prefix = field.slice(0, -'cursor'.length);
+    const nextField = `${prefix}next_cursor`;
+    const limits = prefix ? [`${prefix}limit`] : fieldsOf(op, 'PageLimit');
     const candidates = [baseBody(op, fx.ids), withRealIds(sampleOf(op.body), fx.ids)] as Array<Record<string, unknown>>;
     let found: RealCursor | null = null;
     for (const candidate of candidates) {
@@ -572,7 +583,7 @@ export async function realCursors(svc: TestService, fx: Fixture): Promise<{ curs
       delete body[field];
       for (const l of limits) body[l] = 1;
       const res = await call(svc, fx, op, body);
-      const next = (res.body as { next_cursor?: unknown } | undefined)?.next_cursor;
+      const next = (res.body as Record<string, unknown> | undefined)?.[nextField];
       if (res.status === 200 && typeof next === 'string') {
         found = { op, body, field, cursor: next };
         break;
