@@ -6154,6 +6154,7 @@ export const document = {
         "in": "header",
         "required": true,
         "description": "Member account id (from `GET /delegation/members`) to act for; required by this operation. The\nrequest must pass both the key's grants and that member's permissions.\n",
+        "example": "mb_3v7c5b6n0z2a4s8d2k4m1q9x",
         "schema": {
           "type": "string",
           "minLength": 1,

@@ -2276,6 +2276,7 @@ export interface components {
         /**
          * @description Member account id (from `GET /delegation/members`) to act for; required by this operation. The
          *     request must pass both the key's grants and that member's permissions.
+         * @example mb_3v7c5b6n0z2a4s8d2k4m1q9x
          */
         ActAsRequired: string;
     };
@@ -3942,6 +3943,7 @@ export interface operations {
                 /**
                  * @description Member account id (from `GET /delegation/members`) to act for; required by this operation. The
                  *     request must pass both the key's grants and that member's permissions.
+                 * @example mb_3v7c5b6n0z2a4s8d2k4m1q9x
                  */
                 "Service-Act-As": components["parameters"]["ActAsRequired"];
                 /**

@@ -33,6 +33,12 @@ export interface ServiceConfig {
   trustProxy: boolean | number | string;
   /** Bearer token that `GET /metrics` requires; null (METRICS_TOKEN unset) turns metrics off. */
   metricsToken: string | null;
+  /** How often the change-event consumers (the outbox) look for new events (ms); events wait for the next poll. */
+  outboxPollMs: number;
+  /** How often the job runner looks for due jobs (ms); jobs enqueued by this process's consumers wake it at once. */
+  jobsPollMs: number;
+  /** Jobs one process runs at once (1: one after another). */
+  jobsConcurrency: number;
 }
 
 function trustProxyFrom(raw: string | undefined): boolean | number | string {
@@ -83,5 +89,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     collectWriter: collectWriterFrom(env.COLLECT_WRITER),
     trustProxy: trustProxyFrom(env.TRUST_PROXY),
     metricsToken: env.METRICS_TOKEN?.trim() || null,
+    outboxPollMs: numberFrom(env, 'OUTBOX_POLL_MS', 1000, 10),
+    jobsPollMs: numberFrom(env, 'JOBS_POLL_MS', 1000, 10),
+    jobsConcurrency: Math.floor(numberFrom(env, 'JOBS_CONCURRENCY', 1, 1)),
   };
 }

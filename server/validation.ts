@@ -105,6 +105,9 @@ export function describe(where: string, e: ErrorObject): string {
   if (e.keyword === 'required') return `${path}.${String(e.params.missingProperty)} is required`;
   if (e.keyword === 'enum') {
     const allowed = (e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v));
+    // A field with one allowed value says why, from its description (e.g. a pause-only update).
+    const why = allowed.length === 1 && typeof e.parentSchema?.description === 'string' ? `: ${e.parentSchema.description.trim()}` : '';
+    if (allowed.length === 1) return `${path} must be ${allowed[0]}${why}`;
     return `${path} must be one of ${allowed.length > 12 ? `${allowed.slice(0, 12).join(', ')}, ... (${allowed.length} values)` : allowed.join(', ')}`;
   }
   return `${path} ${e.message ?? 'is invalid'}`;
@@ -115,7 +118,8 @@ export function describe(where: string, e: ErrorObject): string {
  * the options the document assumes (no type coercion, defaults applied, unknown fields refused).
  */
 export class ContractValidator {
-  private readonly ajv = new Ajv({ strict: false, allErrors: false, useDefaults: true, coerceTypes: false, discriminator: false });
+  // verbose: an error carries its schema, so a refusal can quote the field's description.
+  private readonly ajv = new Ajv({ strict: false, allErrors: false, useDefaults: true, coerceTypes: false, discriminator: false, verbose: true });
   private readonly byOperation = new Map<string, OperationValidators>();
 
   constructor(document: Json, entries: readonly CatalogueEntry[]) {
