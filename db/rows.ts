@@ -106,7 +106,7 @@ export interface DbRecordEventRow {
   seq: number;
   id: string;
   workspace_id: string;
-  type: 'resource.created' | 'resource.updated' | 'resource.deleted';
+  type: 'resource.created' | 'resource.updated' | 'resource.deleted' | 'meeting.completed';
   resource_type: string;
   record_id: string;
   private: DbBoolean;

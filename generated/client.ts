@@ -130,6 +130,26 @@ export function createClient(options: ServiceClientOptions) {
       UpsertSalesPipeline: (body: RequestBody<'customers.UpsertSalesPipeline'>, call: CommandOptions = {}) =>
         raw.POST('/operations/customers.UpsertSalesPipeline', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
     },
+    webhooks: {
+      /** List a delivery's attempts (query). */
+      ListWebhookAttempts: (body: RequestBody<'webhooks.ListWebhookAttempts'>, call: CallOptions = {}) =>
+        raw.POST('/operations/webhooks.ListWebhookAttempts', { body, params: { header: actAsHeader(options, call) } }),
+      /** List a subscription's event deliveries, newest first (query). */
+      ListWebhookEvents: (body: RequestBody<'webhooks.ListWebhookEvents'>, call: CallOptions = {}) =>
+        raw.POST('/operations/webhooks.ListWebhookEvents', { body, params: { header: actAsHeader(options, call) } }),
+      /** List webhook subscriptions, paged (query). */
+      ListWebhookSubscriptions: (body: RequestBody<'webhooks.ListWebhookSubscriptions'>, call: CallOptions = {}) =>
+        raw.POST('/operations/webhooks.ListWebhookSubscriptions', { body, params: { header: actAsHeader(options, call) } }),
+      /** Propose a webhook subscription for an administrator to approve (command). */
+      PrepareWebhook: (body: RequestBody<'webhooks.PrepareWebhook'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/webhooks.PrepareWebhook', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Deliver again every failed event of a time range (command). */
+      RecoverWebhookEvents: (body: RequestBody<'webhooks.RecoverWebhookEvents'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/webhooks.RecoverWebhookEvents', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Deliver an event again (command). */
+      ReplayWebhookEvent: (body: RequestBody<'webhooks.ReplayWebhookEvent'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/webhooks.ReplayWebhookEvent', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+    },
     workspace: {
       /** List the apps installed in the workspace (query). */
       ListApps: (body: RequestBody<'workspace.ListApps'>, call: CallOptions = {}) =>

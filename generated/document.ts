@@ -48,6 +48,10 @@ export const document = {
       "description": "Automation rules (built-in and operator-authored) that act on committed record changes, and their runs."
     },
     {
+      "name": "webhooks",
+      "description": "Webhook subscriptions (proposed here, approved by an administrator on a page), their deliveries, attempts and replays."
+    },
+    {
       "name": "collection",
       "description": "Public traffic collection from browsers (tracker script and event endpoint), keyed by a site's publishable collect key."
     }
@@ -2876,6 +2880,713 @@ export const document = {
           },
           "403": {
             "$ref": "#/components/responses/Forbidden"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/webhooks.PrepareWebhook": {
+      "post": {
+        "operationId": "webhooks.PrepareWebhook",
+        "summary": "Propose a webhook subscription for an administrator to approve",
+        "description": "Proposes a subscription: `url` (the destination), `event` and, for `resource.*` events, the\n`resource_types` to carry (copied from discovery; `meeting.completed` takes none). Creating a\nsubscription is not an HTTP operation: an owner or administrator of the workspace opens\n`approval_url`, signs in, reviews the destination, the event, the types and their fields, and who\nproposed it, and approves or rejects. On approval the subscription is enabled and its signing\nsecret is shown once to that administrator, to hand to the receiver over a secure channel; the API\nnever returns the destination or the secret. A proposal expires after 72 hours (`expires_at`).\n\nChecks: the key needs this operation and `read` on every selected type (`403 forbidden`);\n`resource.*` events need at least one type and `meeting.completed` none; a type must be a published\ntype of the catalogue (`x-service-resource` of record operations: private records, drafts and app\ntypes are not subscribable) (`400 invalid_input`); the URL must be an absolute `https` URL with no\ncredentials, on port 443 (or a port the operator allowed), whose host is a public name or a public\naddress: loopback, private, link-local, CGNAT, multicast, reserved, documentation and unspecified\naddresses of IPv4 and IPv6, IPv4-mapped and -compatible IPv6, numeric IPv4 forms (decimal, hex,\noctal, short), `localhost` and other non-public names are refused (`400 invalid_input` naming the\nreason). The name is resolved at every delivery attempt, and every address it resolves to must be\npublic; the attempt connects to the address that was checked (no DNS-rebinding window).\n\nActing for a member (`Service-Act-As`), the proposal records that member as its author, and the\nmember's role must read every selected type.\n",
+        "tags": [
+          "webhooks"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "url",
+                  "event"
+                ],
+                "properties": {
+                  "url": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 2048,
+                    "description": "Public HTTPS destination."
+                  },
+                  "event": {
+                    "$ref": "#/components/schemas/WebhookEventName"
+                  },
+                  "resource_types": {
+                    "type": "array",
+                    "maxItems": 50,
+                    "uniqueItems": true,
+                    "items": {
+                      "type": "string",
+                      "minLength": 1,
+                      "maxLength": 80
+                    }
+                  }
+                }
+              },
+              "example": {
+                "url": "https://hooks.acme-receiver.com/workspace-operations",
+                "event": "resource.updated",
+                "resource_types": [
+                  "core:Deal"
+                ]
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The proposal, waiting for an administrator.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "proposal_id",
+                    "status",
+                    "approval_url",
+                    "expires_at",
+                    "event",
+                    "resource_types"
+                  ],
+                  "properties": {
+                    "proposal_id": {
+                      "type": "string"
+                    },
+                    "status": {
+                      "type": "string",
+                      "enum": [
+                        "pending"
+                      ]
+                    },
+                    "approval_url": {
+                      "type": "string",
+                      "description": "The page where an owner or administrator approves or rejects it (sign-in needed)."
+                    },
+                    "expires_at": {
+                      "$ref": "#/components/schemas/UnixMillis"
+                    },
+                    "event": {
+                      "$ref": "#/components/schemas/WebhookEventName"
+                    },
+                    "resource_types": {
+                      "type": "array",
+                      "items": {
+                        "type": "string"
+                      }
+                    }
+                  }
+                },
+                "example": {
+                  "proposal_id": "whp_3v7c5b6n0z2a4s8d2k4m1q9x",
+                  "status": "pending",
+                  "approval_url": "https://ops.example.com/settings/webhooks/proposals/whp_3v7c5b6n0z2a4s8d2k4m1q9x",
+                  "expires_at": 1795766400000,
+                  "event": "resource.updated",
+                  "resource_types": [
+                    "core:Deal"
+                  ]
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/webhooks.ListWebhookSubscriptions": {
+      "post": {
+        "operationId": "webhooks.ListWebhookSubscriptions",
+        "summary": "List webhook subscriptions, paged",
+        "description": "The workspace's subscriptions whose every resource type this key may read (`read` grant; acting for\na member, also that member's role); others are absent. Never the destination or the secret.\nAscending by `created_at`, then `webhook_id`; `limit` 1 to 100 (default 50), `next_cursor` while\n`has_more`.\n",
+        "tags": [
+          "webhooks"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  }
+                }
+              },
+              "example": {
+                "limit": 50
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of subscriptions.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "items",
+                    "has_more",
+                    "next_cursor"
+                  ],
+                  "properties": {
+                    "items": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/WebhookSubscription"
+                      }
+                    },
+                    "has_more": {
+                      "type": "boolean"
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true
+                    }
+                  }
+                },
+                "example": {
+                  "items": [],
+                  "has_more": false,
+                  "next_cursor": null
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/webhooks.ListWebhookEvents": {
+      "post": {
+        "operationId": "webhooks.ListWebhookEvents",
+        "summary": "List a subscription's event deliveries, newest first",
+        "description": "The deliveries of subscription `webhook_id` (kept 30 days), newest first, optionally only those\nwith `status`: each event's stable `event_id`, its status, attempts and next attempt. A\nsubscription this key may not see (a type it may not read) is `404 not_found`. `limit` 1 to 100\n(default 50), `next_cursor` while `has_more`.\n",
+        "tags": [
+          "webhooks"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "webhook_id"
+                ],
+                "properties": {
+                  "webhook_id": {
+                    "$ref": "#/components/schemas/WebhookId"
+                  },
+                  "status": {
+                    "type": "string",
+                    "enum": [
+                      "pending",
+                      "delivering",
+                      "succeeded",
+                      "failed"
+                    ]
+                  },
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  }
+                }
+              },
+              "example": {
+                "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+                "status": "failed"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of deliveries.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "items",
+                    "has_more",
+                    "next_cursor"
+                  ],
+                  "properties": {
+                    "items": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/WebhookDelivery"
+                      }
+                    },
+                    "has_more": {
+                      "type": "boolean"
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true
+                    }
+                  }
+                },
+                "example": {
+                  "items": [],
+                  "has_more": false,
+                  "next_cursor": null
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/webhooks.ListWebhookAttempts": {
+      "post": {
+        "operationId": "webhooks.ListWebhookAttempts",
+        "summary": "List a delivery's attempts",
+        "description": "The attempts of delivery `delivery_id` of subscription `webhook_id`, oldest first: status code,\nduration, error, the start of the answer's body and when the next attempt was scheduled. An\nunknown delivery, or a subscription this key may not see, is `404 not_found`. `limit` 1 to 100\n(default 50), `next_cursor` while `has_more`.\n",
+        "tags": [
+          "webhooks"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "webhook_id",
+                  "delivery_id"
+                ],
+                "properties": {
+                  "webhook_id": {
+                    "$ref": "#/components/schemas/WebhookId"
+                  },
+                  "delivery_id": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 40
+                  },
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  }
+                }
+              },
+              "example": {
+                "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+                "delivery_id": "whd_2k4m1q9x7v3c5b6n0z2a4s8d"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of attempts.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "items",
+                    "has_more",
+                    "next_cursor"
+                  ],
+                  "properties": {
+                    "items": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/WebhookAttempt"
+                      }
+                    },
+                    "has_more": {
+                      "type": "boolean"
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true
+                    }
+                  }
+                },
+                "example": {
+                  "items": [],
+                  "has_more": false,
+                  "next_cursor": null
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/webhooks.ReplayWebhookEvent": {
+      "post": {
+        "operationId": "webhooks.ReplayWebhookEvent",
+        "summary": "Deliver an event again",
+        "description": "Makes a new delivery of event `event_id` to subscription `webhook_id`: the same event id and\npayload, new attempts (each with a fresh `X-Webhook-Delivery-Id`, timestamp and signature), first\nattempt at once. The event must have been delivered to this subscription in the last 30 days and\nits latest delivery must be finished (`409 conflict` while one is still pending). The subscription\nmust be enabled (`409 conflict` when disabled: enable it in settings first). An unknown event or a\nsubscription this key may not see is `404 not_found`.\n",
+        "tags": [
+          "webhooks"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "webhook_id",
+                  "event_id"
+                ],
+                "properties": {
+                  "webhook_id": {
+                    "$ref": "#/components/schemas/WebhookId"
+                  },
+                  "event_id": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 40
+                  }
+                }
+              },
+              "example": {
+                "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+                "event_id": "evt_9x7v3c5b6n0z2a4s8d2k4m1q"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The new delivery.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "item"
+                  ],
+                  "properties": {
+                    "item": {
+                      "$ref": "#/components/schemas/WebhookDelivery"
+                    }
+                  }
+                },
+                "example": {
+                  "item": {
+                    "delivery_id": "whd_6n0z2a4s8d2k4m1q9x7v3c5b",
+                    "event_id": "evt_9x7v3c5b6n0z2a4s8d2k4m1q",
+                    "event": "resource.updated",
+                    "resource_type": "core:Deal",
+                    "record_id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+                    "occurred_at": 1795507200000,
+                    "status": "pending",
+                    "attempts": 0,
+                    "created_at": 1795600000000,
+                    "last_attempt_at": null,
+                    "next_attempt_at": 1795600000000,
+                    "last_status_code": null,
+                    "last_error": null,
+                    "replay_of": "whd_2k4m1q9x7v3c5b6n0z2a4s8d"
+                  }
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/webhooks.RecoverWebhookEvents": {
+      "post": {
+        "operationId": "webhooks.RecoverWebhookEvents",
+        "summary": "Deliver again every failed event of a time range",
+        "description": "Svix's \"recover\": replays, as `ReplayWebhookEvent` does, every event of subscription `webhook_id`\nwhose latest delivery failed and was created in [`since`, `until`) (Unix ms; `until` defaults to\nnow; at most the 30 days kept). Answers how many replays were made. The subscription must be\nenabled (`409 conflict`); one this key may not see is `404 not_found`.\n",
+        "tags": [
+          "webhooks"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "webhook_id",
+                  "since"
+                ],
+                "properties": {
+                  "webhook_id": {
+                    "$ref": "#/components/schemas/WebhookId"
+                  },
+                  "since": {
+                    "$ref": "#/components/schemas/UnixMillis"
+                  },
+                  "until": {
+                    "$ref": "#/components/schemas/UnixMillis"
+                  }
+                }
+              },
+              "example": {
+                "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+                "since": 1795507200000
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "How many events were replayed.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "webhook_id",
+                    "replayed"
+                  ],
+                  "properties": {
+                    "webhook_id": {
+                      "$ref": "#/components/schemas/WebhookId"
+                    },
+                    "replayed": {
+                      "type": "integer"
+                    }
+                  }
+                },
+                "example": {
+                  "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+                  "replayed": 3
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
           },
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"
@@ -5724,6 +6435,254 @@ export const document = {
               "notified": 2
             }
           ]
+        }
+      },
+      "WebhookEventName": {
+        "type": "string",
+        "enum": [
+          "resource.created",
+          "resource.updated",
+          "resource.deleted",
+          "meeting.completed"
+        ],
+        "description": "The event a subscription delivers. `resource.*` events need at least one resource type;\n`meeting.completed` (legacy) takes none.\n"
+      },
+      "WebhookId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "description": "Id of a webhook subscription (`wh_...`).",
+        "example": "wh_5m2q9x7v3c5b6n1z0a2s4d8k"
+      },
+      "WebhookSubscription": {
+        "type": "object",
+        "description": "A webhook subscription as listed: never its destination or signing secret (an administrator gives\nthe secret to the receiver over a secure channel when approving).\n",
+        "additionalProperties": false,
+        "required": [
+          "webhook_id",
+          "event",
+          "resource_types",
+          "enabled",
+          "created_at",
+          "last_attempt_at",
+          "last_success_at",
+          "last_failure_at",
+          "consecutive_failures",
+          "disabled_at"
+        ],
+        "properties": {
+          "webhook_id": {
+            "$ref": "#/components/schemas/WebhookId"
+          },
+          "event": {
+            "$ref": "#/components/schemas/WebhookEventName"
+          },
+          "resource_types": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            },
+            "description": "The resource types it carries (empty for `meeting.completed`); fixed at approval, never widened."
+          },
+          "enabled": {
+            "type": "boolean"
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "last_attempt_at": {
+            "type": "integer",
+            "nullable": true,
+            "description": "Unix ms of the latest delivery attempt; null before the first."
+          },
+          "last_success_at": {
+            "type": "integer",
+            "nullable": true,
+            "description": "Unix ms of the latest successful attempt."
+          },
+          "last_failure_at": {
+            "type": "integer",
+            "nullable": true,
+            "description": "Unix ms of the latest failed attempt."
+          },
+          "consecutive_failures": {
+            "type": "integer",
+            "description": "Deliveries in a row that exhausted their attempts with no success since they began; ten disable the subscription."
+          },
+          "disabled_at": {
+            "type": "integer",
+            "nullable": true,
+            "description": "Unix ms when it was disabled (after ten such deliveries, or by an administrator); null while enabled."
+          }
+        },
+        "example": {
+          "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+          "event": "resource.updated",
+          "resource_types": [
+            "core:Deal"
+          ],
+          "enabled": true,
+          "created_at": 1795507200000,
+          "last_attempt_at": 1795510800000,
+          "last_success_at": 1795510800000,
+          "last_failure_at": null,
+          "consecutive_failures": 0,
+          "disabled_at": null
+        }
+      },
+      "WebhookDelivery": {
+        "type": "object",
+        "description": "One delivery of an event to a subscription: up to 8 attempts. `event_id` is the stable\n`X-Webhook-Event-Id`; a replay is a new delivery of the same event (`replay_of` names the delivery\nit repeats). `status`: `pending` (waiting for its next attempt), `delivering` (an attempt in flight),\n`succeeded` (a 2xx answer), `failed` (attempts exhausted, or the subscription was disabled).\n",
+        "additionalProperties": false,
+        "required": [
+          "delivery_id",
+          "event_id",
+          "event",
+          "resource_type",
+          "record_id",
+          "occurred_at",
+          "status",
+          "attempts",
+          "created_at",
+          "last_attempt_at",
+          "next_attempt_at",
+          "last_status_code",
+          "last_error",
+          "replay_of"
+        ],
+        "properties": {
+          "delivery_id": {
+            "type": "string"
+          },
+          "event_id": {
+            "type": "string"
+          },
+          "event": {
+            "$ref": "#/components/schemas/WebhookEventName"
+          },
+          "resource_type": {
+            "type": "string",
+            "nullable": true
+          },
+          "record_id": {
+            "type": "string",
+            "nullable": true
+          },
+          "occurred_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "pending",
+              "delivering",
+              "succeeded",
+              "failed"
+            ]
+          },
+          "attempts": {
+            "type": "integer"
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "last_attempt_at": {
+            "type": "integer",
+            "nullable": true
+          },
+          "next_attempt_at": {
+            "type": "integer",
+            "nullable": true,
+            "description": "Unix ms of the next attempt while `pending`; null once finished."
+          },
+          "last_status_code": {
+            "type": "integer",
+            "nullable": true
+          },
+          "last_error": {
+            "type": "string",
+            "nullable": true
+          },
+          "replay_of": {
+            "type": "string",
+            "nullable": true
+          }
+        },
+        "example": {
+          "delivery_id": "whd_2k4m1q9x7v3c5b6n0z2a4s8d",
+          "event_id": "evt_9x7v3c5b6n0z2a4s8d2k4m1q",
+          "event": "resource.updated",
+          "resource_type": "core:Deal",
+          "record_id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+          "occurred_at": 1795507200000,
+          "status": "failed",
+          "attempts": 8,
+          "created_at": 1795507200100,
+          "last_attempt_at": 1795593600100,
+          "next_attempt_at": null,
+          "last_status_code": 500,
+          "last_error": "HTTP 500",
+          "replay_of": null
+        }
+      },
+      "WebhookAttempt": {
+        "type": "object",
+        "description": "One attempt of a delivery (`attempt_id` is the `X-Webhook-Delivery-Id` it carried).",
+        "additionalProperties": false,
+        "required": [
+          "attempt_id",
+          "attempt",
+          "started_at",
+          "duration_ms",
+          "status_code",
+          "error",
+          "response_body",
+          "next_attempt_at"
+        ],
+        "properties": {
+          "attempt_id": {
+            "type": "string"
+          },
+          "attempt": {
+            "type": "integer",
+            "description": "1 to 8."
+          },
+          "started_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "duration_ms": {
+            "type": "integer"
+          },
+          "status_code": {
+            "type": "integer",
+            "nullable": true,
+            "description": "The receiver's status; null when no answer came (timeout, refused connection, TLS error, refused destination)."
+          },
+          "error": {
+            "type": "string",
+            "nullable": true,
+            "description": "Why it failed (`HTTP 500`, `redirect (not followed): 302`, `timeout after 10000 ms`, ...); null on success."
+          },
+          "response_body": {
+            "type": "string",
+            "nullable": true,
+            "description": "The start of the answer's body (at most 2,048 bytes)."
+          },
+          "next_attempt_at": {
+            "type": "integer",
+            "nullable": true,
+            "description": "When the next attempt was scheduled after this one failed; null after a success or the last attempt."
+          }
+        },
+        "example": {
+          "attempt_id": "wha_8d2k4m1q9x7v3c5b6n0z2a4s",
+          "attempt": 1,
+          "started_at": 1795507200100,
+          "duration_ms": 84,
+          "status_code": 500,
+          "error": "HTTP 500",
+          "response_body": "oops",
+          "next_attempt_at": 1795507230100
         }
       },
       "BundleId": {

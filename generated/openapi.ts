@@ -743,6 +743,163 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/operations/webhooks.PrepareWebhook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Propose a webhook subscription for an administrator to approve
+         * @description Proposes a subscription: `url` (the destination), `event` and, for `resource.*` events, the
+         *     `resource_types` to carry (copied from discovery; `meeting.completed` takes none). Creating a
+         *     subscription is not an HTTP operation: an owner or administrator of the workspace opens
+         *     `approval_url`, signs in, reviews the destination, the event, the types and their fields, and who
+         *     proposed it, and approves or rejects. On approval the subscription is enabled and its signing
+         *     secret is shown once to that administrator, to hand to the receiver over a secure channel; the API
+         *     never returns the destination or the secret. A proposal expires after 72 hours (`expires_at`).
+         *
+         *     Checks: the key needs this operation and `read` on every selected type (`403 forbidden`);
+         *     `resource.*` events need at least one type and `meeting.completed` none; a type must be a published
+         *     type of the catalogue (`x-service-resource` of record operations: private records, drafts and app
+         *     types are not subscribable) (`400 invalid_input`); the URL must be an absolute `https` URL with no
+         *     credentials, on port 443 (or a port the operator allowed), whose host is a public name or a public
+         *     address: loopback, private, link-local, CGNAT, multicast, reserved, documentation and unspecified
+         *     addresses of IPv4 and IPv6, IPv4-mapped and -compatible IPv6, numeric IPv4 forms (decimal, hex,
+         *     octal, short), `localhost` and other non-public names are refused (`400 invalid_input` naming the
+         *     reason). The name is resolved at every delivery attempt, and every address it resolves to must be
+         *     public; the attempt connects to the address that was checked (no DNS-rebinding window).
+         *
+         *     Acting for a member (`Service-Act-As`), the proposal records that member as its author, and the
+         *     member's role must read every selected type.
+         */
+        post: operations["webhooks.PrepareWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/webhooks.ListWebhookSubscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List webhook subscriptions, paged
+         * @description The workspace's subscriptions whose every resource type this key may read (`read` grant; acting for
+         *     a member, also that member's role); others are absent. Never the destination or the secret.
+         *     Ascending by `created_at`, then `webhook_id`; `limit` 1 to 100 (default 50), `next_cursor` while
+         *     `has_more`.
+         */
+        post: operations["webhooks.ListWebhookSubscriptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/webhooks.ListWebhookEvents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List a subscription's event deliveries, newest first
+         * @description The deliveries of subscription `webhook_id` (kept 30 days), newest first, optionally only those
+         *     with `status`: each event's stable `event_id`, its status, attempts and next attempt. A
+         *     subscription this key may not see (a type it may not read) is `404 not_found`. `limit` 1 to 100
+         *     (default 50), `next_cursor` while `has_more`.
+         */
+        post: operations["webhooks.ListWebhookEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/webhooks.ListWebhookAttempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List a delivery's attempts
+         * @description The attempts of delivery `delivery_id` of subscription `webhook_id`, oldest first: status code,
+         *     duration, error, the start of the answer's body and when the next attempt was scheduled. An
+         *     unknown delivery, or a subscription this key may not see, is `404 not_found`. `limit` 1 to 100
+         *     (default 50), `next_cursor` while `has_more`.
+         */
+        post: operations["webhooks.ListWebhookAttempts"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/webhooks.ReplayWebhookEvent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver an event again
+         * @description Makes a new delivery of event `event_id` to subscription `webhook_id`: the same event id and
+         *     payload, new attempts (each with a fresh `X-Webhook-Delivery-Id`, timestamp and signature), first
+         *     attempt at once. The event must have been delivered to this subscription in the last 30 days and
+         *     its latest delivery must be finished (`409 conflict` while one is still pending). The subscription
+         *     must be enabled (`409 conflict` when disabled: enable it in settings first). An unknown event or a
+         *     subscription this key may not see is `404 not_found`.
+         */
+        post: operations["webhooks.ReplayWebhookEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/webhooks.RecoverWebhookEvents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver again every failed event of a time range
+         * @description Svix's "recover": replays, as `ReplayWebhookEvent` does, every event of subscription `webhook_id`
+         *     whose latest delivery failed and was created in [`since`, `until`) (Unix ms; `until` defaults to
+         *     now; at most the 30 days kept). Answers how many replays were made. The subscription must be
+         *     enabled (`409 conflict`); one this key may not see is `404 not_found`.
+         */
+        post: operations["webhooks.RecoverWebhookEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/operations/analytics.GetSiteAnalyticsSummary": {
         parameters: {
             query?: never;
@@ -1983,6 +2140,121 @@ export interface components {
                 /** @description `notify`: how many members received the notice. */
                 notified?: number;
             }[];
+        };
+        /**
+         * @description The event a subscription delivers. `resource.*` events need at least one resource type;
+         *     `meeting.completed` (legacy) takes none.
+         * @enum {string}
+         */
+        WebhookEventName: "resource.created" | "resource.updated" | "resource.deleted" | "meeting.completed";
+        /**
+         * @description Id of a webhook subscription (`wh_...`).
+         * @example wh_5m2q9x7v3c5b6n1z0a2s4d8k
+         */
+        WebhookId: string;
+        /**
+         * @description A webhook subscription as listed: never its destination or signing secret (an administrator gives
+         *     the secret to the receiver over a secure channel when approving).
+         * @example {
+         *       "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+         *       "event": "resource.updated",
+         *       "resource_types": [
+         *         "core:Deal"
+         *       ],
+         *       "enabled": true,
+         *       "created_at": 1795507200000,
+         *       "last_attempt_at": 1795510800000,
+         *       "last_success_at": 1795510800000,
+         *       "last_failure_at": null,
+         *       "consecutive_failures": 0,
+         *       "disabled_at": null
+         *     }
+         */
+        WebhookSubscription: {
+            webhook_id: components["schemas"]["WebhookId"];
+            event: components["schemas"]["WebhookEventName"];
+            /** @description The resource types it carries (empty for `meeting.completed`); fixed at approval, never widened. */
+            resource_types: string[];
+            enabled: boolean;
+            created_at: components["schemas"]["UnixMillis"];
+            /** @description Unix ms of the latest delivery attempt; null before the first. */
+            last_attempt_at: number | null;
+            /** @description Unix ms of the latest successful attempt. */
+            last_success_at: number | null;
+            /** @description Unix ms of the latest failed attempt. */
+            last_failure_at: number | null;
+            /** @description Deliveries in a row that exhausted their attempts with no success since they began; ten disable the subscription. */
+            consecutive_failures: number;
+            /** @description Unix ms when it was disabled (after ten such deliveries, or by an administrator); null while enabled. */
+            disabled_at: number | null;
+        };
+        /**
+         * @description One delivery of an event to a subscription: up to 8 attempts. `event_id` is the stable
+         *     `X-Webhook-Event-Id`; a replay is a new delivery of the same event (`replay_of` names the delivery
+         *     it repeats). `status`: `pending` (waiting for its next attempt), `delivering` (an attempt in flight),
+         *     `succeeded` (a 2xx answer), `failed` (attempts exhausted, or the subscription was disabled).
+         * @example {
+         *       "delivery_id": "whd_2k4m1q9x7v3c5b6n0z2a4s8d",
+         *       "event_id": "evt_9x7v3c5b6n0z2a4s8d2k4m1q",
+         *       "event": "resource.updated",
+         *       "resource_type": "core:Deal",
+         *       "record_id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+         *       "occurred_at": 1795507200000,
+         *       "status": "failed",
+         *       "attempts": 8,
+         *       "created_at": 1795507200100,
+         *       "last_attempt_at": 1795593600100,
+         *       "next_attempt_at": null,
+         *       "last_status_code": 500,
+         *       "last_error": "HTTP 500",
+         *       "replay_of": null
+         *     }
+         */
+        WebhookDelivery: {
+            delivery_id: string;
+            event_id: string;
+            event: components["schemas"]["WebhookEventName"];
+            resource_type: string | null;
+            record_id: string | null;
+            occurred_at: components["schemas"]["UnixMillis"];
+            /** @enum {string} */
+            status: "pending" | "delivering" | "succeeded" | "failed";
+            attempts: number;
+            created_at: components["schemas"]["UnixMillis"];
+            last_attempt_at: number | null;
+            /** @description Unix ms of the next attempt while `pending`; null once finished. */
+            next_attempt_at: number | null;
+            last_status_code: number | null;
+            last_error: string | null;
+            replay_of: string | null;
+        };
+        /**
+         * @description One attempt of a delivery (`attempt_id` is the `X-Webhook-Delivery-Id` it carried).
+         * @example {
+         *       "attempt_id": "wha_8d2k4m1q9x7v3c5b6n0z2a4s",
+         *       "attempt": 1,
+         *       "started_at": 1795507200100,
+         *       "duration_ms": 84,
+         *       "status_code": 500,
+         *       "error": "HTTP 500",
+         *       "response_body": "oops",
+         *       "next_attempt_at": 1795507230100
+         *     }
+         */
+        WebhookAttempt: {
+            attempt_id: string;
+            /** @description 1 to 8. */
+            attempt: number;
+            started_at: components["schemas"]["UnixMillis"];
+            duration_ms: number;
+            /** @description The receiver's status; null when no answer came (timeout, refused connection, TLS error, refused destination). */
+            status_code: number | null;
+            /** @description Why it failed (`HTTP 500`, `redirect (not followed): 302`, `timeout after 10000 ms`, ...); null on success. */
+            error: string | null;
+            /** @description The start of the answer's body (at most 2,048 bytes). */
+            response_body: string | null;
+            /** @description When the next attempt was scheduled after this one failed; null after a success or the last attempt. */
+            next_attempt_at: number | null;
         };
         /**
          * @description The website's `content_id` from `workspace.ListBundles` (not a host name or a workspace id).
@@ -3996,6 +4268,398 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["InvalidKey"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "webhooks.PrepareWebhook": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.acme-receiver.com/workspace-operations",
+                 *       "event": "resource.updated",
+                 *       "resource_types": [
+                 *         "core:Deal"
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    /** @description Public HTTPS destination. */
+                    url: string;
+                    event: components["schemas"]["WebhookEventName"];
+                    resource_types?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description The proposal, waiting for an administrator. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "proposal_id": "whp_3v7c5b6n0z2a4s8d2k4m1q9x",
+                     *       "status": "pending",
+                     *       "approval_url": "https://ops.example.com/settings/webhooks/proposals/whp_3v7c5b6n0z2a4s8d2k4m1q9x",
+                     *       "expires_at": 1795766400000,
+                     *       "event": "resource.updated",
+                     *       "resource_types": [
+                     *         "core:Deal"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        proposal_id: string;
+                        /** @enum {string} */
+                        status: "pending";
+                        /** @description The page where an owner or administrator approves or rejects it (sign-in needed). */
+                        approval_url: string;
+                        expires_at: components["schemas"]["UnixMillis"];
+                        event: components["schemas"]["WebhookEventName"];
+                        resource_types: string[];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "webhooks.ListWebhookSubscriptions": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "limit": 50
+                 *     }
+                 */
+                "application/json": {
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of subscriptions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": {
+                        items: components["schemas"]["WebhookSubscription"][];
+                        has_more: boolean;
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "webhooks.ListWebhookEvents": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+                 *       "status": "failed"
+                 *     }
+                 */
+                "application/json": {
+                    webhook_id: components["schemas"]["WebhookId"];
+                    /** @enum {string} */
+                    status?: "pending" | "delivering" | "succeeded" | "failed";
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": {
+                        items: components["schemas"]["WebhookDelivery"][];
+                        has_more: boolean;
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "webhooks.ListWebhookAttempts": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+                 *       "delivery_id": "whd_2k4m1q9x7v3c5b6n0z2a4s8d"
+                 *     }
+                 */
+                "application/json": {
+                    webhook_id: components["schemas"]["WebhookId"];
+                    delivery_id: string;
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of attempts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": {
+                        items: components["schemas"]["WebhookAttempt"][];
+                        has_more: boolean;
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "webhooks.ReplayWebhookEvent": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+                 *       "event_id": "evt_9x7v3c5b6n0z2a4s8d2k4m1q"
+                 *     }
+                 */
+                "application/json": {
+                    webhook_id: components["schemas"]["WebhookId"];
+                    event_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The new delivery. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "item": {
+                     *         "delivery_id": "whd_6n0z2a4s8d2k4m1q9x7v3c5b",
+                     *         "event_id": "evt_9x7v3c5b6n0z2a4s8d2k4m1q",
+                     *         "event": "resource.updated",
+                     *         "resource_type": "core:Deal",
+                     *         "record_id": "dl_2b6n9m4k1q8x3v7c5z0a2s6d",
+                     *         "occurred_at": 1795507200000,
+                     *         "status": "pending",
+                     *         "attempts": 0,
+                     *         "created_at": 1795600000000,
+                     *         "last_attempt_at": null,
+                     *         "next_attempt_at": 1795600000000,
+                     *         "last_status_code": null,
+                     *         "last_error": null,
+                     *         "replay_of": "whd_2k4m1q9x7v3c5b6n0z2a4s8d"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        item: components["schemas"]["WebhookDelivery"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "webhooks.RecoverWebhookEvents": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+                 *       "since": 1795507200000
+                 *     }
+                 */
+                "application/json": {
+                    webhook_id: components["schemas"]["WebhookId"];
+                    since: components["schemas"]["UnixMillis"];
+                    until?: components["schemas"]["UnixMillis"];
+                };
+            };
+        };
+        responses: {
+            /** @description How many events were replayed. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "webhook_id": "wh_5m2q9x7v3c5b6n1z0a2s4d8k",
+                     *       "replayed": 3
+                     *     }
+                     */
+                    "application/json": {
+                        webhook_id: components["schemas"]["WebhookId"];
+                        replayed: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];

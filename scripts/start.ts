@@ -9,10 +9,13 @@ import { createService } from '../app.ts';
 import { openDatabase } from '../db/database.ts';
 import { systemClock } from '../server/clock.ts';
 import { loadConfig } from '../server/config.ts';
+import { relaxations } from '../server/egress.ts';
 import { createLogger } from '../server/logger.ts';
 
 const config = loadConfig();
 const logger = createLogger(config.logLevel);
+// Every relaxation of the webhook egress policy (a test CA, loopback receivers, extra ports), loudly.
+for (const line of relaxations(config.egress)) logger.warn({ egress: 'relaxed' }, line);
 const db = openDatabase(config.databaseUrl);
 await db.migrate();
 db.startCheckpointer();
@@ -43,8 +46,9 @@ logger.info({ port, database: db.description }, `listening on http://localhost:$
 await jobs.scheduleRecurring();
 await outbox.prepare();
 if (process.env.JOBS !== 'off') {
-  jobs.start();
-  outbox.start();
+  jobs.start(config.jobsPollMs);
+  outbox.start(config.outboxPollMs);
+  service.workers.start();
 }
 server.keepAliveTimeout = 65_000;
 
@@ -84,7 +88,7 @@ async function shutdown(signal: string) {
   await within(
     10_000,
     'jobs, event consumers or the database still not stopped after 10 s; exiting',
-    Promise.all([jobs.stop(), outbox.stop()]).then(() => db.close()),
+    Promise.all([jobs.stop(), outbox.stop(), service.workers.stop()]).then(() => db.close()),
   );
   logger.info('stopped');
   logger.flush();

@@ -14,6 +14,7 @@ import { createService } from '../app.ts';
 import { openDatabase } from '../db/database.ts';
 import { systemClock } from '../server/clock.ts';
 import { loadConfig } from '../server/config.ts';
+import { relaxations } from '../server/egress.ts';
 import { createLogger } from '../server/logger.ts';
 
 const args = process.argv.slice(2);
@@ -30,6 +31,8 @@ if (!migrateOnly && process.env.JOBS === 'off') {
 
 const config = loadConfig();
 const logger = createLogger(config.logLevel);
+// Every relaxation of the webhook egress policy (a test CA, loopback receivers, extra ports), loudly.
+for (const line of relaxations(config.egress)) logger.warn({ egress: 'relaxed' }, line);
 const db = openDatabase(config.databaseUrl);
 await db.migrate();
 if (migrateOnly) {
@@ -42,8 +45,9 @@ db.startCheckpointer();
 const service = createService({ db, clock: systemClock, config, logger });
 const { jobs, outbox } = service;
 await jobs.scheduleRecurring();
-jobs.start();
-outbox.start();
+jobs.start(config.jobsPollMs);
+outbox.start(config.outboxPollMs);
+service.workers.start();
 logger.info({ database: db.description }, 'worker: running background jobs and change-event consumers (no HTTP listener)');
 
 let stopping = false;
@@ -59,7 +63,7 @@ async function shutdown(signal: string) {
   }, 20_000);
   timer.unref();
   try {
-    await Promise.all([jobs.stop(), outbox.stop()]);
+    await Promise.all([jobs.stop(), outbox.stop(), service.workers.stop()]);
     await service.closeEndpoints();
     await db.close();
   } catch (err) {

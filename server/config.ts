@@ -1,7 +1,10 @@
 import { DEFAULT_DATABASE_URL } from '../db/database.ts';
+import { type EgressPolicy, egressPolicyFromEnv } from './egress.ts';
 
 export interface ServiceConfig {
   port: number;
+  /** The address people reach this service at (links in answers, e.g. a webhook's approval_url): PUBLIC_URL, default http://localhost:PORT. */
+  publicUrl: string;
   databaseUrl: string;
   /** Sustained requests per second per credential. */
   rateLimitPerSecond: number;
@@ -37,8 +40,11 @@ export interface ServiceConfig {
   outboxPollMs: number;
   /** How often the job runner looks for due jobs (ms); jobs enqueued by this process's consumers wake it at once. */
   jobsPollMs: number;
-  /** Jobs one process runs at once (1: one after another). */
-  jobsConcurrency: number;
+  /**
+   * Outbound HTTPS (webhook deliveries): public HTTPS on 443 only unless relaxed for test receivers
+   * (EGRESS_ALLOWED_PORTS, EGRESS_ALLOW_DESTINATIONS, EGRESS_TEST_CA_FILE; see server/egress.ts).
+   */
+  egress: EgressPolicy;
 }
 
 function trustProxyFrom(raw: string | undefined): boolean | number | string {
@@ -70,10 +76,24 @@ function collectWriterFrom(raw: string | undefined): 'thread' | 'inline' {
   throw new Error(`COLLECT_WRITER must be thread or inline (got "${raw}")`);
 }
 
+function publicUrlFrom(raw: string | undefined, port: number): string {
+  const value = raw?.trim();
+  if (!value) return `http://localhost:${port}`;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error(`PUBLIC_URL must be an absolute http(s) URL (got "${raw}")`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error(`PUBLIC_URL must be http or https (got "${raw}")`);
+  return url.origin;
+}
+
 /** Reads the service configuration from the environment; throws a readable error on bad values. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
   return {
     port: numberFrom(env, 'PORT', 8080, 0),
+    publicUrl: publicUrlFrom(env.PUBLIC_URL, numberFrom(env, 'PORT', 8080, 0)),
     databaseUrl: env.DATABASE_URL || DEFAULT_DATABASE_URL,
     rateLimitPerSecond: numberFrom(env, 'RATE_LIMIT_PER_SECOND', 100, 0.001),
     rateLimitBurst: numberFrom(env, 'RATE_LIMIT_BURST', 200, 1),
@@ -89,8 +109,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     collectWriter: collectWriterFrom(env.COLLECT_WRITER),
     trustProxy: trustProxyFrom(env.TRUST_PROXY),
     metricsToken: env.METRICS_TOKEN?.trim() || null,
-    outboxPollMs: numberFrom(env, 'OUTBOX_POLL_MS', 1000, 10),
+    outboxPollMs: numberFrom(env, 'OUTBOX_POLL_MS', 250, 10),
     jobsPollMs: numberFrom(env, 'JOBS_POLL_MS', 1000, 10),
-    jobsConcurrency: Math.floor(numberFrom(env, 'JOBS_CONCURRENCY', 1, 1)),
+    egress: egressPolicyFromEnv(env),
   };
 }

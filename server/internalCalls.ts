@@ -7,6 +7,7 @@
 import type { Database, Sql } from '../db/database.ts';
 import { type Access, type AnyOperationId, type CatalogueEntry, catalogue, resourceTypes } from '../generated/catalogue.ts';
 import type { Clock } from './clock.ts';
+import type { ServiceConfig } from './config.ts';
 import type { Credential } from './credentials.ts';
 import type { EventCause, HandlerMap, Input, OperationContext, Output } from './operation.ts';
 import type { ContractValidator } from './validation.ts';
@@ -27,6 +28,7 @@ export class InternalCalls {
   constructor(
     private readonly db: Database,
     private readonly clock: Clock,
+    private readonly config: ServiceConfig,
     private readonly handlers: HandlerMap,
     private readonly validator: ContractValidator,
   ) {}
@@ -63,6 +65,7 @@ export class InternalCalls {
       sql: call.sql,
       db: this.db,
       clock: this.clock,
+      config: this.config,
       cause: call.cause,
     };
     const handler = this.handlers[id] as unknown as (input: Input<Op>, ctx: OperationContext) => Promise<Output<Op>>;

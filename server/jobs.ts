@@ -74,12 +74,7 @@ export class JobRunner {
    */
   async poll(): Promise<number> {
     try {
-      // With concurrency > 1, that many claim-and-run loops share the due jobs (each claim takes a different job).
-      // All of them settle before the poll ends (stop() waits for the poll).
-      const settled = await Promise.allSettled(Array.from({ length: this.concurrency }, () => this.runDue()));
-      const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-      if (failed) throw failed.reason;
-      const count = settled.reduce((a, r) => a + (r.status === 'fulfilled' ? r.value : 0), 0);
+      const count = await this.runDue();
       this.busy = false;
       return count;
     } catch (err) {
@@ -93,7 +88,6 @@ export class JobRunner {
   private polling = false;
   private again = false;
   private intervalMs = 1000;
-  private concurrency = 1;
 
   private readonly tick = () => {
     this.polling = true;
@@ -105,13 +99,9 @@ export class JobRunner {
     });
   };
 
-  /**
-   * Polls for due jobs every `intervalMs` until stopped. `concurrency`: jobs this process runs at once
-   * (default 1); on PostgreSQL each uses its own connection, on SQLite they take turns at the one connection.
-   */
-  start(intervalMs = 1000, concurrency = 1): void {
+  /** Polls for due jobs every `intervalMs` until stopped. */
+  start(intervalMs = 1000): void {
     this.intervalMs = intervalMs;
-    this.concurrency = Math.max(1, Math.floor(concurrency));
     this.timer = setTimeout(this.tick, 0);
   }
 

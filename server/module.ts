@@ -13,6 +13,7 @@ import type { JobDefinition, JobRunner } from './jobs.ts';
 import type { Handler } from './operation.ts';
 import type { EventConsumer } from './outbox.ts';
 import type { PageKit } from './pages.ts';
+import type { BackgroundWorker, Workers } from './workers.ts';
 
 /** The operations of one namespace, each with its handler: a missing or extra one fails `tsc`. */
 export type NamespaceHandlers<NS extends string> = {
@@ -32,6 +33,8 @@ export interface ModuleDeps {
   readonly calls: InternalCalls;
   /** This process's job runner: `wake()` after committing a job that should start at once. */
   readonly jobs: Pick<JobRunner, 'wake'>;
+  /** This process's module workers: `wake(name)` after committing work for one. */
+  readonly workers: Pick<Workers, 'wake'>;
 }
 
 /**
@@ -69,6 +72,8 @@ export interface ServiceModule<NS extends string = string> {
   endpoints?(deps: ModuleDeps): RawEndpoint;
   /** Background jobs by kind (`<namespace>.<what>`), run by the database-backed job runner. */
   jobs?(deps: ModuleDeps): Record<string, JobDefinition>;
+  /** Background loops by name (`<namespace>.<what>`), e.g. webhook delivery; run where jobs run. */
+  workers?(deps: ModuleDeps): Record<string, BackgroundWorker>;
   /** Readers of the change-event outbox by consumer name (`<namespace>.<what>`). */
   consumers?(deps: ModuleDeps): Record<string, EventConsumer>;
   /** Operator commands, added under `npm run admin --`. */

@@ -2,6 +2,7 @@ import type { Database, Sql } from '../db/database.ts';
 import type { AnyOperationId, CatalogueEntry } from '../generated/catalogue.ts';
 import type { operations } from '../generated/openapi.ts';
 import type { Clock } from './clock.ts';
+import type { ServiceConfig } from './config.ts';
 import type { Credential, MemberInfo } from './credentials.ts';
 
 /** Request body of an operation, from the generated types. */
@@ -31,6 +32,8 @@ export interface OperationContext {
   readonly sql: Sql;
   readonly db: Database;
   readonly clock: Clock;
+  /** The service's configuration (e.g. its public URL, the egress policy). */
+  readonly config: ServiceConfig;
   /** Set when an automation run makes this call (server/internalCalls.ts); its change events carry it. */
   readonly cause?: EventCause;
 }

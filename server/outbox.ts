@@ -76,7 +76,8 @@ export interface OutboxEvent {
   readonly seq: number;
   readonly id: string;
   readonly workspaceId: string;
-  readonly type: 'resource.created' | 'resource.updated' | 'resource.deleted';
+  /** A record change, or `meeting.completed` (legacy meeting events, recorded for webhook delivery). */
+  readonly type: 'resource.created' | 'resource.updated' | 'resource.deleted' | 'meeting.completed';
   readonly resourceType: string;
   readonly recordId: string;
   readonly private: boolean;

@@ -182,7 +182,7 @@ export function createPlatform(options: PlatformOptions) {
     const implicit = entry.actAs === 'none' ? undefined : credential.sessionMember?.id;
     const member = authorize(credential, entry, typeof actAs === 'string' ? actAs : implicit);
     const handler = handlers[entry.id as keyof HandlerMap] as (input: unknown, ctx: OperationContext) => Promise<unknown>;
-    const base = { operation: entry, credential, workspaceId: credential.workspaceId, member, now: clock.now(), db, clock };
+    const base = { operation: entry, credential, workspaceId: credential.workspaceId, member, now: clock.now(), db, clock, config };
     if (entry.kind === 'query') return send(res, 200, await handler(input, { ...base, sql: db.sql }));
     const result = await idempotency.run(
       { keyId: credential.keyId, memberId: member?.id ?? null, operationId: entry.id, idempotencyKey: String(req.headers['idempotency-key']), body: input },
@@ -208,7 +208,7 @@ export function createPlatform(options: PlatformOptions) {
     credentials,
     pages,
     /** Operations called by the service itself (automation actions), with the same validation and handlers. */
-    calls: new InternalCalls(db, clock, handlers, validator),
+    calls: new InternalCalls(db, clock, config, handlers, validator),
     /** Adds a module's routes (pages) after the platform's own. */
     mount: (router: express.Router) => void app.use(router),
     /** Ends the chain: unknown endpoints and the documented error body. Call after every mount. */

@@ -9,6 +9,7 @@ import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
 import { type EventConsumer, OutboxRunner } from './outbox.ts';
 import { createPlatform } from './platform.ts';
+import { type BackgroundWorker, Workers } from './workers.ts';
 
 export interface ServiceDeps {
   db: Database;
@@ -27,7 +28,10 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   const byNamespace: Record<string, RawEndpoint> = {};
   const platform = createPlatform({ ...deps, handlers, endpoints: () => byNamespace });
   const jobs = new JobRunner(deps.db, deps.clock, deps.logger);
-  const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, jobs };
+  // The workers are built from the modules below; what a module is given wakes them once they exist.
+  let workers: Workers | null = null;
+  const wakeWorker = { wake: (name: string) => workers?.wake(name) };
+  const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, jobs, workers: wakeWorker };
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps));
   platform.finish();
 
@@ -49,6 +53,15 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   }
   const outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers);
 
+  const loops: Record<string, BackgroundWorker> = {};
+  for (const m of modules) {
+    for (const [name, worker] of Object.entries(m.workers?.(moduleDeps) ?? {})) {
+      if (name in loops) throw new Error(`two modules define the worker ${name}`);
+      loops[name] = worker;
+    }
+  }
+  workers = new Workers(loops, deps.logger);
+
   for (const m of modules) if (m.endpoints) byNamespace[m.namespace] = m.endpoints(moduleDeps);
   const endpoints = Object.values(byNamespace);
   const handler = (req: IncomingMessage, res: ServerResponse) => {
@@ -61,6 +74,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     jobs,
     /** The change-event consumers of every module (`outbox.runOnce()` in tests, `start()` / `stop()` in a server). */
     outbox,
+    /** The modules' background workers (`start()` / `stop()` in a process that runs jobs; `runOnce(name)` in tests). */
+    workers,
     credentials: platform.credentials,
     /** Items the lean endpoints hold in memory, not yet stored. */
     get queued() {

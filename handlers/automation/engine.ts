@@ -72,7 +72,7 @@ async function readRecord(calls: InternalCalls, sql: Sql, event: Pick<OutboxEven
 }
 
 function matches(rule: Rule, event: OutboxEvent): boolean {
-  if (rule.trigger.resource_type !== event.resourceType || rule.trigger.event !== EVENT_KIND[event.type]) return false;
+  if (rule.trigger.resource_type !== event.resourceType || rule.trigger.event !== EVENT_KIND[event.type as keyof typeof EVENT_KIND]) return false;
   if (event.occurredAt < rule.enabledSince) return false;
   const fields = rule.trigger.fields;
   if (event.type === 'resource.updated' && fields?.length) return (event.changedFields ?? []).some((f) => fields.includes(f));
@@ -87,7 +87,7 @@ export function triggerConsumer(deps: EngineDeps): EventConsumer {
     // Rules act on what happens from now on: a new database does not replay its history.
     startAt: 'end',
     async handle(event, sql) {
-      if (event.private) return;
+      if (event.private || event.type === 'meeting.completed') return;
       const kind = EVENT_KIND[event.type];
       const stored = (await rulesFor(sql, event.workspaceId, event.resourceType, kind)).map(ruleFromRow);
       const candidates = [...BUILT_IN_RULES.filter((r) => r.enabled), ...stored].filter((r) => matches(r, event));

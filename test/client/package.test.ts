@@ -76,6 +76,9 @@ describe('client package: packed, installed into an empty project, used from pla
     assert.ok(listing.includes('package/package.json'));
     assert.ok(listing.includes('package/dist/client/src/index.js'));
     assert.ok(listing.includes('package/dist/client/src/index.d.ts'));
+    assert.ok(listing.includes('package/dist/client/src/webhooks.js'));
+    assert.ok(listing.includes('package/dist/client/src/webhooks.d.ts'));
+    assert.ok(listing.includes('package/dist/client/src/browser.js'));
     assert.ok(listing.includes('package/dist/generated/client.js'));
     assert.ok(listing.includes('package/dist/generated/openapi.d.ts'));
     assert.ok(listing.includes('package/dist/openapi.yaml'));
@@ -98,11 +101,16 @@ describe('client package: packed, installed into an empty project, used from pla
     const existing = await service!.client(key).customers.CreateSalesPipeline(createPipeline('Renewals'));
     assert.equal(existing.response.status, 200);
 
+    // A webhook delivery signed by an independent implementation (openssl), verified by the installed package.
+    const hook = { secret: 'whsec_package_test_secret', timestamp: Math.floor(Date.now() / 1000), body: JSON.stringify({ event: 'resource.created', event_id: 'evt_pkg', record_id: 'pl_1' }) };
+    const hookSignature = `v1=${(await run('sh', ['-c', 'printf %s "$HOOK_DATA" | openssl dgst -sha256 -hmac "$HOOK_SECRET"'], project, { HOOK_DATA: `${hook.timestamp}.${hook.body}`, HOOK_SECRET: hook.secret })).trim().split(/\s+/).pop()}`;
+
     fs.writeFileSync(
       path.join(project, 'check.mjs'),
       `import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { createClient } from '${clientPackage.name}';
+import { createClient, verifyWebhook, WebhookVerificationError } from '${clientPackage.name}';
+import * as webhooksOnly from '${clientPackage.name}/webhooks';
 
 const api = createClient({ baseUrl: process.env.WSO_URL, apiKey: process.env.WSO_KEY });
 const bundles = await api.workspace.ListBundles({});
@@ -110,13 +118,26 @@ const created = await api.customers.CreateSalesPipeline(${JSON.stringify(createP
 const pipelines = await api.customers.ListSalesPipelines({});
 const refused = await createClient({ baseUrl: process.env.WSO_URL, apiKey: 'wso_not_a_key' }).customers.ListSalesPipelines({});
 const document = fs.readFileSync(fileURLToPath(import.meta.resolve('${clientPackage.name}/openapi.yaml')), 'utf8');
+const hook = ${JSON.stringify(hook)};
+const hookHeaders = { 'x-webhook-timestamp': String(hook.timestamp), 'x-webhook-signature': ${JSON.stringify(hookSignature)} };
+const verified = verifyWebhook(hook.secret, hookHeaders, Buffer.from(hook.body));
+let forged = null;
+try { webhooksOnly.verifyWebhook('whsec_wrong', new Headers(hookHeaders), hook.body); } catch (e) { forged = e instanceof WebhookVerificationError ? e.reason : String(e); }
 console.log(JSON.stringify({
   bundles: { status: bundles.response.status, names: bundles.data?.items.map((b) => b.name) },
   created: { status: created.response.status, id: created.data?.item.id, error: created.error },
   pipelines: { status: pipelines.response.status, names: pipelines.data?.items.map((p) => p.data.name).sort() },
   refused: { status: refused.response.status, error: refused.error?.error },
   documentStartsWithOpenapi: /^openapi: 3/m.test(document),
+  webhook: { verified: verified.event_id, forged, sameExport: webhooksOnly.verifyWebhook === verifyWebhook },
 }));
+`,
+    );
+    // A browser bundle resolves the main entry through the \`browser\` condition: the client without node:crypto.
+    fs.writeFileSync(
+      path.join(project, 'browser-check.mjs'),
+      `import * as entry from '${clientPackage.name}';
+console.log(JSON.stringify({ createClient: typeof entry.createClient, verifyWebhook: typeof entry.verifyWebhook, file: import.meta.resolve('${clientPackage.name}') }));
 `,
     );
     const out = JSON.parse(await run(process.execPath, ['check.mjs'], project, { WSO_URL: service!.baseUrl, WSO_KEY: key }));
@@ -127,12 +148,20 @@ console.log(JSON.stringify({
     assert.equal(out.refused.status, 401);
     assert.equal(typeof out.refused.error, 'string');
     assert.equal(out.documentStartsWithOpenapi, true);
+    assert.deepEqual(out.webhook, { verified: 'evt_pkg', forged: 'bad_signature', sameExport: true });
+    const browser = JSON.parse(await run(process.execPath, ['--conditions=browser', 'browser-check.mjs'], project));
+    assert.deepEqual(browser, { createClient: 'function', verifyWebhook: 'undefined', file: browser.file });
+    assert.match(browser.file, /\/dist\/client\/src\/browser\.js$/);
+    const browserEntry = fs.readFileSync(path.join(project, 'node_modules', clientPackage.name, 'dist/client/src/browser.js'), 'utf8');
+    assert.doesNotMatch(browserEntry, /^(import|export)\b.*(crypto|webhooks)/m);
   });
 
   it("typechecks a TypeScript consumer against the package's declarations (moduleResolution nodenext)", async () => {
     fs.writeFileSync(
       path.join(project, 'consumer.ts'),
-      `import { createClient, type RequestBody, type ResponseBody, type components } from '${clientPackage.name}';
+      `import { createClient, verifyWebhook, WebhookVerificationError, type RequestBody, type ResponseBody, type WebhookEvent, type components } from '${clientPackage.name}';
+import { verifyLegacyWebhook } from '${clientPackage.name}/webhooks';
+import type { IncomingHttpHeaders } from 'node:http';
 
 const api = createClient({ baseUrl: 'http://localhost:8080/v1', apiKey: 'wso_...', actAs: 'mem_...' });
 const body: RequestBody<'customers.ListSalesPipelines'> = {};
@@ -141,6 +170,13 @@ const items: ResponseBody<'customers.ListSalesPipelines'>['items'] | undefined =
 export const first: string | undefined = items?.[0]?.data.name;
 export const code: string | undefined = error?.error;
 export type Pipeline = components['schemas'];
+declare const incoming: IncomingHttpHeaders;
+const hook: WebhookEvent = verifyWebhook('whsec_...', incoming, Buffer.from('{}'), { toleranceSeconds: 300 });
+export const hookEvent: string = hook.event;
+export const legacy: unknown = verifyLegacyWebhook(['whsec_new', 'whsec_old'], new Headers(), new Uint8Array());
+export const reason: 'missing_header' | 'bad_signature' | 'stale_timestamp' | 'bad_timestamp' | 'bad_body' = new WebhookVerificationError('bad_body', '').reason;
+// @ts-expect-error: the raw body, not a parsed object
+verifyWebhook('whsec_...', incoming, { event: 'x' });
 // @ts-expect-error: not an operation of the document
 api.customers.NoSuchOperation({});
 // @ts-expect-error: the body is typed from the document

@@ -6,6 +6,8 @@ import { document } from '../../generated/document.ts';
 import { type ApplyResult, revokeKey, type WorkspaceSpec } from '../../server/admin.ts';
 import type { ErrorCode } from '../../server/errors.ts';
 import { bodyCases, catalogued, type DocOperation, docOperations, fits, flatten, ID_PATTERN, sampleOf, unknownIdPrefixes, withRealIds } from './requestSchema.ts';
+import { insertAttempt, insertDelivery } from '../../handlers/webhooks/queries.ts';
+import { approveProposal } from '../../handlers/webhooks/subscriptions.ts';
 import { settleAutomation } from './automation.ts';
 import type { TestService } from './service.ts';
 
@@ -270,6 +272,7 @@ export async function makeFixture(svc: TestService, options: { light?: boolean }
     ids,
     notCreated: [],
   };
+  await webhookFixture(svc, fx);
   if (options.light) return fx;
   // Use the doomed key once (the service caches it), then revoke it.
   const discovery = catalogued.find((o) => o.method === 'get')!;
@@ -280,6 +283,71 @@ export async function makeFixture(svc: TestService, options: { light?: boolean }
   // The records made above trigger the fixture's rule: its runs give automation.GetRule a second page.
   await settleAutomation(svc);
   return fx;
+}
+
+/**
+ * A subscription (proposed through the API, approved as an owner does on the page) with one delivery
+ * that exhausted its attempts: real ids for the webhook operations (`wh`, `evt`, `whd`).
+ */
+async function webhookFixture(svc: TestService, fx: Fixture): Promise<void> {
+  const subscribe = async (path: string) => {
+    const proposed = await call(svc, fx, docOperations.find((o) => o.id === 'webhooks.PrepareWebhook')!, {
+      url: `https://hooks.acme-receiver.com/${path}`,
+      event: 'resource.created',
+      resource_types: [resourceTypes[0]],
+    });
+    assert.equal(proposed.status, 200, proposed.text);
+    const { proposal_id } = proposed.body as { proposal_id: string };
+    return (await approveProposal(svc.db, svc.clock, proposal_id, { workspaceId: fx.ws.workspace_id, memberId: fx.members.active, role: 'owner' })).webhook_id;
+  };
+  // Two subscriptions and two attempts: second pages for the listings.
+  const webhook_id = await subscribe('first');
+  await subscribe('second');
+  const now = svc.clock.now();
+  const delivery = {
+    id: `whd_${crypto.randomUUID().replaceAll('-', '').slice(0, 24)}`,
+    event_id: `evt_${crypto.randomUUID().replaceAll('-', '').slice(0, 24)}`,
+  };
+  await insertDelivery(svc.db.sql, {
+    ...delivery,
+    workspace_id: fx.ws.workspace_id,
+    webhook_id,
+    event_type: 'resource.created',
+    resource_type: resourceTypes[0],
+    record_id: 'co_fixture',
+    event_occurred_at: now,
+    payload: '{}',
+    status: 'failed',
+    attempts: 8,
+    first_attempt_at: now,
+    next_attempt_at: null,
+    last_attempt_at: now,
+    last_status_code: 500,
+    last_error: 'HTTP 500',
+    leased_by: null,
+    lease_until: null,
+    replay_of: null,
+    created_at: now,
+    finished_at: now,
+  });
+  for (const attempt of [1, 2]) {
+    await insertAttempt(svc.db.sql, {
+      id: `wha_${crypto.randomUUID().replaceAll('-', '').slice(0, 24)}`,
+      delivery_id: delivery.id,
+      webhook_id,
+      workspace_id: fx.ws.workspace_id,
+      attempt,
+      started_at: now,
+      duration_ms: 5,
+      status_code: 500,
+      error: 'HTTP 500',
+      response_body: null,
+      next_attempt_at: null,
+    });
+  }
+  fx.ids.set('wh', webhook_id);
+  fx.ids.set('evt', delivery.event_id);
+  fx.ids.set('whd', delivery.id);
 }
 
 /**

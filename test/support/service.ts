@@ -66,6 +66,8 @@ export interface TestService {
   jobs: ReturnType<typeof createService>['jobs'];
   /** The modules' change-event consumers; not polling: `outbox.runOnce()` handles what is there. */
   outbox: ReturnType<typeof createService>['outbox'];
+  /** The modules' background workers; not polling: `workers.runOnce(name)` does what is due. */
+  workers: ReturnType<typeof createService>['workers'];
   /** The collection endpoints; `collector.flush()` writes queued events (tests run with no flush timer). */
   collector: Collector;
   /** The server's origin, e.g. http://127.0.0.1:PORT (the collection endpoints are below /v1 too). */
@@ -110,6 +112,7 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
     config,
     jobs,
     outbox,
+    workers: service.workers,
     collector,
     origin,
     logs: () => logText,

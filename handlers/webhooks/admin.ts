@@ -1,0 +1,76 @@
+import type { Command } from 'commander';
+import { AdminError } from '../../server/admin.ts';
+import type { AdminDeps } from '../../server/module.ts';
+import { loadConfig } from '../../server/config.ts';
+import { listSubscriptions } from './queries.ts';
+import { deleteSubscription, disableSubscription, enableSubscription, recordMeetingCompleted, rotateSecret, WebhookActionError } from './subscriptions.ts';
+
+const wrap = async <T>(work: () => Promise<T>): Promise<T> => {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof WebhookActionError) throw new AdminError(err.message);
+    throw err;
+  }
+};
+
+/** `npm run admin -- webhooks list | disable | enable | rotate-secret | delete | meeting-completed`. */
+export function webhooksAdmin(program: Command, { withDb, clock }: AdminDeps): void {
+  const webhooks = program.command('webhooks').description('webhook subscriptions (proposed with webhooks.PrepareWebhook, approved on the settings page)');
+  const ws = '--workspace <id>';
+  webhooks
+    .command('list')
+    .requiredOption(ws, 'workspace id (ws_...)')
+    .description("a workspace's subscriptions with their destination (never the secret)")
+    .action((o: { workspace: string }) =>
+      withDb(async (db) =>
+        (await listSubscriptions(db.sql, o.workspace, null, 1000)).map((s) => ({
+          webhook_id: s.id,
+          url: s.url,
+          event: s.event,
+          resource_types: JSON.parse(s.resource_types) as string[],
+          enabled: Boolean(s.enabled),
+          consecutive_failures: Number(s.consecutive_failures),
+          disabled_reason: s.disabled_reason,
+        })),
+      ),
+    );
+  webhooks
+    .command('disable')
+    .requiredOption(ws, 'workspace id')
+    .requiredOption('--id <id>', 'webhook id (wh_...)')
+    .description('stop delivering new events to a subscription')
+    .action((o: { workspace: string; id: string }) => withDb((db) => wrap(async () => ({ webhook_id: o.id, disabled: await disableSubscription(db, clock, o.workspace, o.id, 'operator') }))));
+  webhooks
+    .command('enable')
+    .requiredOption(ws, 'workspace id')
+    .requiredOption('--id <id>', 'webhook id (wh_...)')
+    .description('send a test delivery and, when it succeeds, enable the subscription again (failure count cleared)')
+    .action((o: { workspace: string; id: string }) =>
+      withDb((db) =>
+        wrap(async () => {
+          const test = await enableSubscription(db, clock, o.workspace, o.id, loadConfig().egress);
+          if (!test.ok) throw new AdminError(`the test delivery failed (${test.error}); the subscription stays disabled`);
+          return { webhook_id: o.id, enabled: true, test };
+        }),
+      ),
+    );
+  webhooks
+    .command('rotate-secret')
+    .requiredOption(ws, 'workspace id')
+    .requiredOption('--id <id>', 'webhook id (wh_...)')
+    .description('make a new signing secret (printed once); the old one still signs beside it for 24 h')
+    .action((o: { workspace: string; id: string }) => withDb((db) => wrap(() => rotateSecret(db, clock, o.workspace, o.id))));
+  webhooks
+    .command('delete')
+    .requiredOption(ws, 'workspace id')
+    .requiredOption('--id <id>', 'webhook id (wh_...)')
+    .description('delete a subscription and its delivery history')
+    .action((o: { workspace: string; id: string }) => withDb((db) => wrap(async () => ({ webhook_id: o.id, deleted: await deleteSubscription(db, o.workspace, o.id) }))));
+  webhooks
+    .command('meeting-completed')
+    .requiredOption(ws, 'workspace id')
+    .requiredOption('--meeting <id>', 'the meeting id (from the meetings integration)')
+    .description('record a completed meeting: a meeting.completed event for the legacy subscriptions (the meetings integration is outside this service)')
+    .action((o: { workspace: string; meeting: string }) => withDb((db) => wrap(() => recordMeetingCompleted(db, clock, o.workspace, o.meeting))));
+}

@@ -1,0 +1,30 @@
+import type { ServiceModule } from '../../server/module.ts';
+import { webhooksAdmin } from './admin.ts';
+import { DELIVER_WORKER, deliveryWorker, fanoutConsumer, RETENTION_MS } from './delivery.ts';
+import { webhookHandlers } from './handlers.ts';
+import { webhookRoutes } from './pages.ts';
+import { expireProposals, pruneWebhooks } from './queries.ts';
+
+/**
+ * Webhooks: the operations, the fan-out consumer and the delivery worker, the approval and settings
+ * pages, retention, and operator commands (including the legacy meeting.completed source).
+ */
+export const webhooks: ServiceModule<'webhooks'> = {
+  namespace: 'webhooks',
+  handlers: webhookHandlers,
+  consumers: (deps) => ({ 'webhooks.fanout': fanoutConsumer(deps) }),
+  workers: (deps) => ({ [DELIVER_WORKER]: deliveryWorker(deps) }),
+  jobs: ({ db, clock, logger }) => ({
+    'webhooks.prune': {
+      everyMs: 60 * 60_000,
+      run: async () => {
+        const now = clock.now();
+        await expireProposals(db.sql, now);
+        const { deliveries } = await pruneWebhooks(db.sql, now - RETENTION_MS, now);
+        if (deliveries) logger.info({ deliveries }, 'pruned webhook deliveries older than 30 days');
+      },
+    },
+  }),
+  routes: (deps) => webhookRoutes(deps),
+  admin: webhooksAdmin,
+};

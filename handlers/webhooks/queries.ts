@@ -1,0 +1,261 @@
+/** The webhook tables (db/migrations/20261203000000_webhooks.ts). */
+import type { Sql } from '../../db/database.ts';
+import type { DbBoolean } from '../../db/rows.ts';
+
+export type WebhookEventName = 'resource.created' | 'resource.updated' | 'resource.deleted' | 'meeting.completed';
+export type DeliveryStatus = 'pending' | 'delivering' | 'succeeded' | 'failed';
+
+export interface DbWebhookProposalRow {
+  id: string;
+  workspace_id: string;
+  url: string;
+  event: WebhookEventName;
+  /** JSON array. */
+  resource_types: string;
+  proposed_by_key: string;
+  proposed_by_member: string | null;
+  status: 'pending' | 'approved' | 'rejected' | 'expired';
+  expires_at: number;
+  decided_by: string | null;
+  decided_at: number | null;
+  webhook_id: string | null;
+  created_at: number;
+}
+
+export interface DbWebhookSubscriptionRow {
+  id: string;
+  workspace_id: string;
+  url: string;
+  event: WebhookEventName;
+  resource_types: string;
+  enabled: DbBoolean;
+  enabled_since: number;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: number | null;
+  consecutive_failures: number;
+  disabled_at: number | null;
+  disabled_reason: string | null;
+  proposal_id: string;
+  approved_by: string;
+  last_attempt_at: number | null;
+  last_success_at: number | null;
+  last_failure_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface DbWebhookDeliveryRow {
+  id: string;
+  workspace_id: string;
+  webhook_id: string;
+  event_id: string;
+  event_type: WebhookEventName;
+  resource_type: string | null;
+  record_id: string | null;
+  event_occurred_at: number;
+  payload: string;
+  status: DeliveryStatus;
+  attempts: number;
+  first_attempt_at: number | null;
+  next_attempt_at: number | null;
+  last_attempt_at: number | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  leased_by: string | null;
+  lease_until: number | null;
+  replay_of: string | null;
+  created_at: number;
+  finished_at: number | null;
+}
+
+export interface DbWebhookAttemptRow {
+  id: string;
+  delivery_id: string;
+  webhook_id: string;
+  workspace_id: string;
+  attempt: number;
+  started_at: number;
+  duration_ms: number;
+  status_code: number | null;
+  error: string | null;
+  response_body: string | null;
+  next_attempt_at: number | null;
+}
+
+const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
+const forUpdate = (sql: Sql) => (sql.dialect === 'pg' ? ' FOR UPDATE' : '');
+
+// ---- Proposals -------------------------------------------------------------------------------------
+
+export async function insertProposal(sql: Sql, p: DbWebhookProposalRow): Promise<void> {
+  await sql.run(
+    `INSERT INTO webhook_proposals (id, workspace_id, url, event, resource_types, proposed_by_key, proposed_by_member, status, expires_at, decided_by, decided_at, webhook_id, created_at)
+     VALUES (${placeholders(13)})`,
+    [p.id, p.workspace_id, p.url, p.event, p.resource_types, p.proposed_by_key, p.proposed_by_member, p.status, p.expires_at, p.decided_by, p.decided_at, p.webhook_id, p.created_at],
+  );
+}
+
+export function findProposal(sql: Sql, id: string, lock = false): Promise<DbWebhookProposalRow | undefined> {
+  return sql.one<DbWebhookProposalRow>(`SELECT * FROM webhook_proposals WHERE id = ?${lock ? forUpdate(sql) : ''}`, [id]);
+}
+
+export function decideProposal(sql: Sql, id: string, status: 'approved' | 'rejected', by: string, now: number, webhookId: string | null): Promise<number> {
+  return sql.run(`UPDATE webhook_proposals SET status = ?, decided_by = ?, decided_at = ?, webhook_id = ? WHERE id = ? AND status = 'pending'`, [status, by, now, webhookId, id]);
+}
+
+export function expireProposals(sql: Sql, now: number): Promise<number> {
+  return sql.run(`UPDATE webhook_proposals SET status = 'expired' WHERE status = 'pending' AND expires_at <= ?`, [now]);
+}
+
+export function listPendingProposals(sql: Sql, workspaceId: string, now: number): Promise<DbWebhookProposalRow[]> {
+  return sql.all<DbWebhookProposalRow>(`SELECT * FROM webhook_proposals WHERE workspace_id = ? AND status = 'pending' AND expires_at > ? ORDER BY created_at DESC, id DESC`, [workspaceId, now]);
+}
+
+// ---- Subscriptions ---------------------------------------------------------------------------------
+
+export async function insertSubscription(sql: Sql, s: DbWebhookSubscriptionRow): Promise<void> {
+  await sql.run(
+    `INSERT INTO webhook_subscriptions (id, workspace_id, url, event, resource_types, enabled, enabled_since, secret, previous_secret, previous_secret_until, consecutive_failures,
+       disabled_at, disabled_reason, proposal_id, approved_by, last_attempt_at, last_success_at, last_failure_at, created_at, updated_at)
+     VALUES (${placeholders(20)})`,
+    [
+      s.id, s.workspace_id, s.url, s.event, s.resource_types, Boolean(s.enabled), s.enabled_since, s.secret, s.previous_secret, s.previous_secret_until, s.consecutive_failures,
+      s.disabled_at, s.disabled_reason, s.proposal_id, s.approved_by, s.last_attempt_at, s.last_success_at, s.last_failure_at, s.created_at, s.updated_at,
+    ],
+  );
+}
+
+export function findSubscription(sql: Sql, workspaceId: string, id: string, lock = false): Promise<DbWebhookSubscriptionRow | undefined> {
+  return sql.one<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE workspace_id = ? AND id = ?${lock ? forUpdate(sql) : ''}`, [workspaceId, id]);
+}
+
+export function subscriptionsById(sql: Sql, ids: readonly string[]): Promise<DbWebhookSubscriptionRow[]> {
+  if (!ids.length) return Promise.resolve([]);
+  return sql.all<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE id IN (${placeholders(ids.length)})`, [...ids]);
+}
+
+/** Subscriptions of a workspace in (created_at, id) order after a position. */
+export function listSubscriptions(sql: Sql, workspaceId: string, after: { t: number; i: string } | null, limit: number): Promise<DbWebhookSubscriptionRow[]> {
+  return after
+    ? sql.all<DbWebhookSubscriptionRow>(
+        `SELECT * FROM webhook_subscriptions WHERE workspace_id = ? AND (created_at > ? OR (created_at = ? AND id > ?)) ORDER BY created_at, id LIMIT ?`,
+        [workspaceId, after.t, after.t, after.i, limit],
+      )
+    : sql.all<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE workspace_id = ? ORDER BY created_at, id LIMIT ?`, [workspaceId, limit]);
+}
+
+/** The enabled subscriptions of a workspace to an event. */
+export function subscribersOf(sql: Sql, workspaceId: string, event: string): Promise<DbWebhookSubscriptionRow[]> {
+  return sql.all<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE workspace_id = ? AND event = ? AND enabled = ?`, [workspaceId, event, true]);
+}
+
+// ---- Deliveries ------------------------------------------------------------------------------------
+
+/** Inserts a delivery; a first delivery of an event the subscription already has is ignored. True when inserted. */
+export async function insertDelivery(sql: Sql, d: DbWebhookDeliveryRow): Promise<boolean> {
+  const conflict = d.replay_of === null ? ' ON CONFLICT (webhook_id, event_id) WHERE replay_of IS NULL DO NOTHING' : '';
+  const changed = await sql.run(
+    `INSERT INTO webhook_deliveries (id, workspace_id, webhook_id, event_id, event_type, resource_type, record_id, event_occurred_at, payload, status, attempts, first_attempt_at,
+       next_attempt_at, last_attempt_at, last_status_code, last_error, leased_by, lease_until, replay_of, created_at, finished_at)
+     VALUES (${placeholders(21)})${conflict}`,
+    [
+      d.id, d.workspace_id, d.webhook_id, d.event_id, d.event_type, d.resource_type, d.record_id, d.event_occurred_at, d.payload, d.status, d.attempts, d.first_attempt_at,
+      d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.leased_by, d.lease_until, d.replay_of, d.created_at, d.finished_at,
+    ],
+  );
+  return changed > 0;
+}
+
+/**
+ * Claims up to `limit` deliveries due now: pending ones whose time has come, and ones whose worker's
+ * lease ran out mid-attempt (a killed worker: at least once). Other workers skip the claimed rows.
+ */
+export function claimDueDeliveries(sql: Sql, worker: string, now: number, leaseUntil: number, limit: number): Promise<DbWebhookDeliveryRow[]> {
+  const skip = sql.dialect === 'pg' ? ' FOR UPDATE SKIP LOCKED' : '';
+  return sql.all<DbWebhookDeliveryRow>(
+    `UPDATE webhook_deliveries SET status = 'delivering', leased_by = ?, lease_until = ?
+     WHERE id IN (
+       SELECT id FROM webhook_deliveries
+       WHERE (status = 'pending' AND next_attempt_at <= ?) OR (status = 'delivering' AND lease_until < ?)
+       ORDER BY next_attempt_at LIMIT ?${skip})
+     RETURNING *`,
+    [worker, leaseUntil, now, now, limit],
+  );
+}
+
+export function findDelivery(sql: Sql, webhookId: string, id: string): Promise<DbWebhookDeliveryRow | undefined> {
+  return sql.one<DbWebhookDeliveryRow>(`SELECT * FROM webhook_deliveries WHERE webhook_id = ? AND id = ?`, [webhookId, id]);
+}
+
+/** The newest delivery of an event to a subscription. */
+export function latestDeliveryOf(sql: Sql, webhookId: string, eventId: string): Promise<DbWebhookDeliveryRow | undefined> {
+  return sql.one<DbWebhookDeliveryRow>(`SELECT * FROM webhook_deliveries WHERE webhook_id = ? AND event_id = ? ORDER BY created_at DESC, id DESC LIMIT 1`, [webhookId, eventId]);
+}
+
+/** A subscription's deliveries newest first, before a (created_at, id) position. */
+export function listDeliveries(sql: Sql, webhookId: string, status: string | undefined, before: { t: number; i: string } | null, limit: number): Promise<DbWebhookDeliveryRow[]> {
+  const where = ['webhook_id = ?'];
+  const params: Array<string | number> = [webhookId];
+  if (status) (where.push('status = ?'), params.push(status));
+  if (before) (where.push('(created_at < ? OR (created_at = ? AND id < ?))'), params.push(before.t, before.t, before.i));
+  return sql.all<DbWebhookDeliveryRow>(`SELECT * FROM webhook_deliveries WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ?`, [...params, limit]);
+}
+
+/** Events of a subscription whose latest delivery failed and was created in [since, until). */
+export function failedDeliveriesIn(sql: Sql, webhookId: string, since: number, until: number): Promise<DbWebhookDeliveryRow[]> {
+  return sql.all<DbWebhookDeliveryRow>(
+    `SELECT d.* FROM webhook_deliveries d
+     WHERE d.webhook_id = ? AND d.status = 'failed' AND d.created_at >= ? AND d.created_at < ?
+       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries n WHERE n.webhook_id = d.webhook_id AND n.event_id = d.event_id AND (n.created_at > d.created_at OR (n.created_at = d.created_at AND n.id > d.id)))
+     ORDER BY d.created_at, d.id`,
+    [webhookId, since, until],
+  );
+}
+
+export function listAttempts(sql: Sql, deliveryId: string, after: number, limit: number): Promise<DbWebhookAttemptRow[]> {
+  return sql.all<DbWebhookAttemptRow>(`SELECT * FROM webhook_attempts WHERE delivery_id = ? AND attempt > ? ORDER BY attempt LIMIT ?`, [deliveryId, after, limit]);
+}
+
+export async function insertAttempt(sql: Sql, a: DbWebhookAttemptRow): Promise<void> {
+  await sql.run(
+    `INSERT INTO webhook_attempts (id, delivery_id, webhook_id, workspace_id, attempt, started_at, duration_ms, status_code, error, response_body, next_attempt_at) VALUES (${placeholders(11)})`,
+    [a.id, a.delivery_id, a.webhook_id, a.workspace_id, a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, a.response_body, a.next_attempt_at],
+  );
+}
+
+/**
+ * Counts one attempt in a fixed one-minute window of `bucket`; false (nothing counted) when the window
+ * already holds `limit`.
+ */
+export async function takeWindowSlot(sql: Sql, bucket: string, windowStart: number, limit: number): Promise<boolean> {
+  const row = await sql.one<{ count: number }>(
+    `INSERT INTO webhook_rate_windows (bucket, window_start, count) VALUES (?, ?, 1)
+     ON CONFLICT (bucket, window_start) DO UPDATE SET count = webhook_rate_windows.count + 1 WHERE webhook_rate_windows.count < ?
+     RETURNING count`,
+    [bucket, windowStart, limit],
+  );
+  return row !== undefined;
+}
+
+/** Deletes finished deliveries (and their attempts) created before `before`, old rate windows and decided or expired proposals. */
+export async function pruneWebhooks(sql: Sql, before: number, now: number): Promise<{ deliveries: number }> {
+  await sql.run(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE created_at < ? AND status IN ('succeeded', 'failed'))`, [before]);
+  const deliveries = await sql.run(`DELETE FROM webhook_deliveries WHERE created_at < ? AND status IN ('succeeded', 'failed')`, [before]);
+  await sql.run(`DELETE FROM webhook_rate_windows WHERE window_start < ?`, [now - 5 * 60_000]);
+  await sql.run(`DELETE FROM webhook_proposals WHERE status <> 'approved' AND created_at < ?`, [before]);
+  return { deliveries };
+}
+
+// ---- Pages (handlers/webhooks/pages.ts) ------------------------------------------------------------
+
+/** The attempts of several deliveries (a page of a subscription's deliveries), in attempt order. */
+export function attemptsOfDeliveries(sql: Sql, deliveryIds: readonly string[]): Promise<DbWebhookAttemptRow[]> {
+  if (!deliveryIds.length) return Promise.resolve([]);
+  return sql.all<DbWebhookAttemptRow>(`SELECT * FROM webhook_attempts WHERE delivery_id IN (${placeholders(deliveryIds.length)}) ORDER BY delivery_id, attempt`, [...deliveryIds]);
+}
+
+/** The name of a workspace's API key (who proposed a webhook); never its secret hash. */
+export function keyNameOf(sql: Sql, workspaceId: string, keyId: string): Promise<{ id: string; name: string; revoked_at: number | null } | undefined> {
+  return sql.one(`SELECT id, name, revoked_at FROM api_keys WHERE workspace_id = ? AND id = ?`, [workspaceId, keyId]);
+}

@@ -1,0 +1,202 @@
+/**
+ * What people do with webhooks (the approval and settings pages, the admin CLI): approve or reject a
+ * proposal, disable, enable again after a test delivery, rotate the secret, delete; and the source of
+ * legacy `meeting.completed` events.
+ */
+import type { Database } from '../../db/database.ts';
+import { insertRecordEvent } from '../../db/queries/events.ts';
+import { resourceTypes } from '../../generated/catalogue.ts';
+import type { Clock } from '../../server/clock.ts';
+import { checkDestination, EgressRefused, type EgressPolicy, post } from '../../server/egress.ts';
+import { newId } from '../../server/ids.ts';
+import { ATTEMPT_TIMEOUT_MS, RESPONSE_BODY_BYTES } from './delivery.ts';
+import { decideProposal, type DbWebhookSubscriptionRow, findProposal, findSubscription, insertSubscription } from './queries.ts';
+import { newSigningSecret, signedHeaders } from './signing.ts';
+
+/** A refusal a person can act on (the page or the CLI shows its message). */
+export class WebhookActionError extends Error {
+  constructor(
+    message: string,
+    readonly status = 400,
+  ) {
+    super(message);
+  }
+}
+
+/** How long a rotated-out secret still signs deliveries (beside the new one). */
+export const ROTATION_GRACE_MS = 24 * 3_600_000;
+/** How long a proposal waits for a decision. */
+export const PROPOSAL_TTL_MS = 72 * 3_600_000;
+
+export interface Approver {
+  readonly workspaceId: string;
+  readonly memberId: string;
+  readonly role: string;
+}
+
+const mayDecide = (a: Approver) => a.role === 'owner' || a.role === 'admin';
+
+/** Approves a pending proposal: the subscription is enabled now and its secret returned, to be shown once. */
+export async function approveProposal(db: Database, clock: Clock, proposalId: string, approver: Approver): Promise<{ webhook_id: string; secret: string }> {
+  if (!mayDecide(approver)) throw new WebhookActionError('Only owners and admins approve webhooks.', 403);
+  const now = clock.now();
+  return db.tx(async (sql) => {
+    const p = await findProposal(sql, proposalId, true);
+    if (!p || p.workspace_id !== approver.workspaceId) throw new WebhookActionError('No such proposal in this workspace.', 404);
+    if (p.status !== 'pending') throw new WebhookActionError(`This proposal is already ${p.status}.`, 409);
+    if (Number(p.expires_at) <= now) throw new WebhookActionError('This proposal has expired; ask for a new one (webhooks.PrepareWebhook).', 410);
+    const types = JSON.parse(p.resource_types) as string[];
+    const unknown = types.find((t) => !(resourceTypes as readonly string[]).includes(t));
+    if (unknown) throw new WebhookActionError(`The type ${unknown} is no longer published.`, 409);
+    const secret = newSigningSecret();
+    const id = newId('wh');
+    const row: DbWebhookSubscriptionRow = {
+      id,
+      workspace_id: p.workspace_id,
+      url: p.url,
+      event: p.event,
+      resource_types: p.resource_types,
+      enabled: true,
+      enabled_since: now,
+      secret,
+      previous_secret: null,
+      previous_secret_until: null,
+      consecutive_failures: 0,
+      disabled_at: null,
+      disabled_reason: null,
+      proposal_id: p.id,
+      approved_by: approver.memberId,
+      last_attempt_at: null,
+      last_success_at: null,
+      last_failure_at: null,
+      created_at: now,
+      updated_at: now,
+    };
+    await insertSubscription(sql, row);
+    await decideProposal(sql, p.id, 'approved', approver.memberId, now, id);
+    return { webhook_id: id, secret };
+  });
+}
+
+export async function rejectProposal(db: Database, clock: Clock, proposalId: string, approver: Approver): Promise<void> {
+  if (!mayDecide(approver)) throw new WebhookActionError('Only owners and admins decide on webhooks.', 403);
+  await db.tx(async (sql) => {
+    const p = await findProposal(sql, proposalId, true);
+    if (!p || p.workspace_id !== approver.workspaceId) throw new WebhookActionError('No such proposal in this workspace.', 404);
+    if (p.status !== 'pending') throw new WebhookActionError(`This proposal is already ${p.status}.`, 409);
+    await decideProposal(sql, p.id, 'rejected', approver.memberId, clock.now(), null);
+  });
+}
+
+async function subscriptionOf(db: Database, workspaceId: string, id: string): Promise<DbWebhookSubscriptionRow> {
+  const s = await findSubscription(db.sql, workspaceId, id);
+  if (!s) throw new WebhookActionError('No such webhook subscription in this workspace.', 404);
+  return s;
+}
+
+/** Disables a subscription: no new events are delivered, pending ones fail when their turn comes. */
+export async function disableSubscription(db: Database, clock: Clock, workspaceId: string, id: string, by: string): Promise<boolean> {
+  await subscriptionOf(db, workspaceId, id);
+  const now = clock.now();
+  return (await db.sql.run(`UPDATE webhook_subscriptions SET enabled = ?, disabled_at = ?, disabled_reason = ?, updated_at = ? WHERE id = ? AND enabled = ?`, [false, now, `disabled by ${by}`, now, id, true])) > 0;
+}
+
+/** The outcome of a test delivery (a `webhook.test` event signed like the subscription's events). */
+export interface TestDelivery {
+  ok: boolean;
+  status: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+export async function testDelivery(s: DbWebhookSubscriptionRow, now: number, policy: EgressPolicy): Promise<TestDelivery> {
+  const eventId = newId('evt');
+  const body = JSON.stringify({ event: 'webhook.test', event_id: eventId, webhook_id: s.id, occurred_at: now });
+  const headers = {
+    'Content-Type': 'application/json',
+    'User-Agent': 'WorkspaceOperations-Webhooks/1',
+    ...signedHeaders({ legacy: s.event === 'meeting.completed', eventId, attemptId: newId('wha'), body, nowMs: now, secrets: [s.secret] }),
+  };
+  try {
+    const r = await post(s.url, { headers, body, timeoutMs: ATTEMPT_TIMEOUT_MS, maxResponseBytes: RESPONSE_BODY_BYTES }, policy);
+    if (r.kind === 'error') return { ok: false, status: null, error: r.error, durationMs: r.durationMs };
+    const ok = r.status >= 200 && r.status < 300;
+    return { ok, status: r.status, error: ok ? null : r.status < 400 && r.status >= 300 ? `redirect (not followed): ${r.status}` : `HTTP ${r.status}`, durationMs: r.durationMs };
+  } catch (err) {
+    if (err instanceof EgressRefused) return { ok: false, status: null, error: `destination refused: ${err.message}`, durationMs: 0 };
+    throw err;
+  }
+}
+
+/**
+ * Enables a disabled subscription after a successful test delivery: the failure count is cleared and
+ * events from now on are delivered (events of the disabled period can be recovered).
+ */
+export async function enableSubscription(db: Database, clock: Clock, workspaceId: string, id: string, policy: EgressPolicy): Promise<TestDelivery> {
+  const s = await subscriptionOf(db, workspaceId, id);
+  if (s.enabled) return { ok: true, status: null, error: null, durationMs: 0 };
+  const test = await testDelivery(s, clock.now(), policy);
+  if (!test.ok) return test;
+  const now = clock.now();
+  await db.sql.run(
+    `UPDATE webhook_subscriptions SET enabled = ?, enabled_since = ?, consecutive_failures = 0, disabled_at = NULL, disabled_reason = NULL, updated_at = ? WHERE id = ? AND enabled = ?`,
+    [true, now, now, id, false],
+  );
+  return test;
+}
+
+/** A new signing secret, returned once; the old one still signs (beside it) for ROTATION_GRACE_MS. */
+export async function rotateSecret(db: Database, clock: Clock, workspaceId: string, id: string): Promise<{ secret: string; previous_valid_until: number }> {
+  const s = await subscriptionOf(db, workspaceId, id);
+  const now = clock.now();
+  const secret = newSigningSecret();
+  const until = now + ROTATION_GRACE_MS;
+  await db.sql.run(`UPDATE webhook_subscriptions SET secret = ?, previous_secret = ?, previous_secret_until = ?, updated_at = ? WHERE id = ?`, [secret, s.secret, until, now, id]);
+  return { secret, previous_valid_until: until };
+}
+
+/** Deletes a subscription with its delivery history. */
+export async function deleteSubscription(db: Database, workspaceId: string, id: string): Promise<boolean> {
+  await subscriptionOf(db, workspaceId, id);
+  return db.tx(async (sql) => {
+    await sql.run(`DELETE FROM webhook_attempts WHERE webhook_id = ?`, [id]);
+    await sql.run(`DELETE FROM webhook_deliveries WHERE webhook_id = ?`, [id]);
+    return (await sql.run(`DELETE FROM webhook_subscriptions WHERE id = ?`, [id])) > 0;
+  });
+}
+
+/**
+ * Records a completed meeting (the meetings integration is outside this service): a `meeting.completed`
+ * change event in the outbox, delivered to the workspace's `meeting.completed` subscriptions.
+ */
+export async function recordMeetingCompleted(db: Database, clock: Clock, workspaceId: string, meetingId: string): Promise<{ event_id: string }> {
+  if (!/^[A-Za-z0-9_-]{1,40}$/.test(meetingId)) throw new WebhookActionError('A meeting id is 1 to 40 letters, digits, _ or -.');
+  const exists = await db.sql.one(`SELECT 1 AS ok FROM workspaces WHERE id = ?`, [workspaceId]);
+  if (!exists) throw new WebhookActionError(`No workspace ${workspaceId}.`, 404);
+  const id = newId('evt');
+  await db.tx((sql) =>
+    insertRecordEvent(sql, {
+      id,
+      workspace_id: workspaceId,
+      type: 'meeting.completed',
+      resource_type: 'meeting',
+      record_id: meetingId,
+      private: false,
+      changed_fields: null,
+      actor_key_id: null,
+      actor_member_id: null,
+      occurred_at: clock.now(),
+    }),
+  );
+  return { event_id: id };
+}
+
+/** Checks a destination for a proposal (syntax and policy; names are resolved at approval and every attempt). */
+export function checkProposedUrl(url: string, policy: EgressPolicy): string {
+  try {
+    return checkDestination(url, policy).toString();
+  } catch (err) {
+    if (err instanceof EgressRefused) throw new WebhookActionError(err.message);
+    throw err;
+  }
+}

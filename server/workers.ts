@@ -1,0 +1,99 @@
+/**
+ * Background workers of modules (e.g. webhook delivery): a `runOnce()` that does what is due and says
+ * how much, run in a loop: again at once while it finds work, else after its interval, or when woken
+ * (`wake`, after this process committed work for it). Work is claimed through the database (leases,
+ * `FOR UPDATE SKIP LOCKED`), so any number of processes run the same workers.
+ */
+import type { Logger } from 'pino';
+import { isBusy } from '../db/database.ts';
+
+export interface BackgroundWorker {
+  /** Does what is due now; returns how many items it handled (0: nothing was due). */
+  runOnce(): Promise<number>;
+  /** Longest wait between polls when idle (default 1000 ms). */
+  readonly intervalMs?: number;
+}
+
+class Loop {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<unknown> = Promise.resolve();
+  private busy = false;
+  private again = false;
+  private started = false;
+
+  constructor(
+    private readonly name: string,
+    private readonly worker: BackgroundWorker,
+    private readonly logger: Logger,
+  ) {}
+
+  private readonly tick = () => {
+    this.timer = null;
+    this.busy = true;
+    this.again = false;
+    const run = this.worker.runOnce().catch((err: unknown) => {
+      if (isBusy(err)) this.logger.info({ worker: this.name }, 'worker waits: the database is busy (another process is writing)');
+      else this.logger.error({ err, worker: this.name }, 'worker failed; trying again at the next poll');
+      return 0;
+    });
+    this.running = run.then((handled) => {
+      this.busy = false;
+      if (this.started) this.timer = setTimeout(this.tick, handled > 0 || this.again ? 0 : (this.worker.intervalMs ?? 1000));
+    });
+  };
+
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.timer = setTimeout(this.tick, 0);
+  }
+
+  wake(): void {
+    if (!this.started) return;
+    if (this.busy) {
+      this.again = true;
+      return;
+    }
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(this.tick, 0);
+  }
+
+  async stop(): Promise<void> {
+    this.started = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+}
+
+/** The workers of one process, by name (`<namespace>.<what>`). */
+export class Workers {
+  private readonly loops = new Map<string, Loop>();
+
+  constructor(
+    private readonly workers: Readonly<Record<string, BackgroundWorker>>,
+    logger: Logger,
+  ) {
+    for (const [name, w] of Object.entries(workers)) this.loops.set(name, new Loop(name, w, logger));
+  }
+
+  start(): void {
+    for (const l of this.loops.values()) l.start();
+  }
+
+  /** Polls the named worker now (no-op unless started). */
+  wake(name: string): void {
+    this.loops.get(name)?.wake();
+  }
+
+  /** Runs one worker once, in the caller's time (tests). */
+  runOnce(name: string): Promise<number> {
+    const w = this.workers[name];
+    if (!w) throw new Error(`no worker ${name}`);
+    return w.runOnce();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([...this.loops.values()].map((l) => l.stop()));
+  }
+}
