@@ -190,16 +190,38 @@ export class OutboxRunner {
   start(intervalMs = 1000): void {
     if (!this.names.length || this.timer) return;
     const tick = () => {
+      this.polling = true;
+      this.again = false;
       void this.runOnce()
         .catch((err: unknown) => {
           if (isBusy(err)) this.logger.info({ code: (err as { code: string }).code }, 'outbox waits: the database is busy (another process is writing)');
           else this.logger.error({ err }, 'outbox runner failed');
         })
         .finally(() => {
-          if (this.timer) this.timer = setTimeout(tick, intervalMs);
+          this.polling = false;
+          if (this.timer) this.timer = setTimeout(tick, this.again ? 0 : intervalMs);
         });
     };
+    this.tick = tick;
     this.timer = setTimeout(tick, 0);
+  }
+
+  private tick: (() => void) | null = null;
+  private polling = false;
+  private again = false;
+
+  /**
+   * Polls now instead of at the next interval: this process just committed change events (a command).
+   * Writes of other processes are found at the next poll. No-op unless started.
+   */
+  wake(): void {
+    if (!this.timer || !this.tick) return;
+    if (this.polling) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.timer = setTimeout(this.tick, 0);
   }
 
   /** Stops polling, lets the batch in flight finish and releases this process's leases. */

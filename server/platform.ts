@@ -31,6 +31,8 @@ export interface PlatformOptions {
   config: ServiceConfig;
   logger: Logger;
   handlers: HandlerMap;
+  /** Called after a command committed (the service wakes its outbox reader: the command may have written change events). */
+  afterCommand?: () => void;
   /** The modules' lean endpoints, by namespace (for the metrics). */
   endpoints: () => Record<string, { queued: number; refused: number }>;
 }
@@ -189,6 +191,7 @@ export function createPlatform(options: PlatformOptions) {
       (sql) => handler(input, { ...base, sql }),
     );
     if (result.replayed) res.setHeader('Idempotency-Replayed', 'true');
+    else if (result.status === 200) options.afterCommand?.();
     return send(res, result.status, result.body);
   });
   // Documented errors of an operation are checked against the document too (development and tests).

@@ -26,7 +26,8 @@ export interface ServiceDeps {
 export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModule[]) {
   const handlers = Object.assign({}, ...modules.map((m) => m.handlers)) as HandlerMap;
   const byNamespace: Record<string, RawEndpoint> = {};
-  const platform = createPlatform({ ...deps, handlers, endpoints: () => byNamespace });
+  let outbox: OutboxRunner | null = null;
+  const platform = createPlatform({ ...deps, handlers, endpoints: () => byNamespace, afterCommand: () => outbox?.wake() });
   const jobs = new JobRunner(deps.db, deps.clock, deps.logger);
   // The workers are built from the modules below; what a module is given wakes them once they exist.
   let workers: Workers | null = null;
@@ -51,7 +52,7 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
       consumers[name] = consumer;
     }
   }
-  const outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers);
+  outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers);
 
   const loops: Record<string, BackgroundWorker> = {};
   for (const m of modules) {

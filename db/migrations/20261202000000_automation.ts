@@ -44,6 +44,9 @@ export async function up(knex: Knex): Promise<void> {
     t.integer('depth').notNullable();
     t.string('status', 20).notNullable();
     t.integer('attempts').notNullable().defaultTo(0);
+    // The worker holding a running run, until when (a worker that dies mid-run: another takes it over after).
+    t.string('leased_by', 80).nullable();
+    t.bigInteger('lease_until').nullable();
     t.text('actions').nullable();
     t.text('error').nullable();
     t.bigInteger('queued_at').notNullable();
@@ -51,6 +54,7 @@ export async function up(knex: Knex): Promise<void> {
     t.bigInteger('finished_at').nullable();
     t.unique(['workspace_id', 'app_id', 'rule_id', 'event_id']);
     t.index(['workspace_id', 'app_id', 'rule_id', 'queued_at']);
+    t.index(['status', 'queued_at']);
   });
   await knex.schema.createTable('inbox_notifications', (t) => {
     t.string('id', 40).primary();

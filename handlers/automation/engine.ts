@@ -2,12 +2,12 @@
  * The automation engine. A consumer of the change-event outbox (`automation.trigger`) reads every
  * committed event in order and, in the same transaction that advances its position, queues one run
  * per matching enabled rule: the unique (rule, event) key makes that exactly one run whatever the
- * number of processes, and a crash before commit queues nothing and reads the event again. A job
- * (`automation.run`, one per run) then performs the run: it marks it `running` (committed), then in
- * one transaction performs the actions through the same operations as API calls and records the
- * outcome. The actions and the outcome commit together: a worker that dies mid-run leaves the run
- * `running` with nothing done, and the job runner gives the job to another worker when its lease
- * ends; the run then completes once.
+ * number of processes, and a crash before commit queues nothing and reads the event again. A worker
+ * (`automation.runs`, in every process that runs background work) then claims queued runs in batches,
+ * marking them `running` under a lease (one statement, `FOR UPDATE SKIP LOCKED` on PostgreSQL), and
+ * performs each in one transaction: the actions, through the same operations as API calls, and the
+ * outcome commit together. A worker that dies mid-run leaves the run `running` with nothing done;
+ * once its lease ends another worker claims it and the run completes once.
  *
  * Loop guard: every change an action makes carries its run (record_events.cause_*). A rule never
  * runs for a change its own run made, and a chain of runs stops at depth MAX_DEPTH: both are
@@ -15,25 +15,28 @@
  */
 import type { Logger } from 'pino';
 import type { Database, Sql } from '../../db/database.ts';
-import { enqueueJob } from '../../db/queries/jobs.ts';
 import type { AnyOperationId } from '../../generated/catalogue.ts';
 import type { Clock } from '../../server/clock.ts';
 import { ServiceError } from '../../server/errors.ts';
 import { newId } from '../../server/ids.ts';
 import { notify } from '../../server/inbox.ts';
 import type { InternalCalls } from '../../server/internalCalls.ts';
-import type { JobDefinition } from '../../server/jobs.ts';
 import type { EventCause } from '../../server/operation.ts';
 import type { EventConsumer, OutboxEvent } from '../../server/outbox.ts';
+import type { BackgroundWorker } from '../../server/workers.ts';
+import { randomIdPart } from '../../server/ids.ts';
 import { allHold, fill } from './conditions.ts';
-import { findRule, findRun, finishRun, insertRun, rulesFor, startRun, type DbAutomationRunRow, type RunStatus } from './queries.ts';
+import { claimRuns, findRule, finishRun, insertRun, rulesFor, type DbAutomationRunRow, type RunStatus } from './queries.ts';
 import { type Action, BUILT_IN_RULES, type Rule, ruleFromRow, ruleKey } from './rules.ts';
 
 /** Runs caused by runs stop here: a change made by a run of this depth triggers nothing (a skipped run says so). */
 export const MAX_DEPTH = 5;
 /** A run whose worker failed this many times for reasons other than its actions' documented errors is failed. */
 export const MAX_ATTEMPTS = 5;
-export const RUN_JOB = 'automation.run';
+export const RUNS_WORKER = 'automation.runs';
+/** How long a worker holds a claimed run; a worker that dies mid-run loses it after this. */
+export const RUN_LEASE_MS = 60_000;
+const CLAIM_BATCH = 32;
 
 const EVENT_KIND = { 'resource.created': 'created', 'resource.updated': 'updated', 'resource.deleted': 'deleted' } as const;
 
@@ -50,7 +53,7 @@ interface EngineDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly calls: InternalCalls;
-  readonly jobs: { wake(): void };
+  readonly workers: { wake(name: string): void };
 }
 
 /** The record operation of a resource type for a verb, by the catalogue's naming (`<namespace>.<Verb><Type>`). */
@@ -124,23 +127,22 @@ export function triggerConsumer(deps: EngineDeps): EventConsumer {
           depth,
           status,
           attempts: 0,
+          leased_by: null,
+          lease_until: null,
           actions: status === 'skipped' ? JSON.stringify(rule.actions.map((a) => ({ type: a.type, status: 'not_run' }))) : null,
           error,
           queued_at: now,
           started_at: null,
           finished_at: status === 'skipped' ? now : null,
         };
-        if ((await insertRun(sql, run)) && status === 'queued') {
-          await enqueueJob(sql, { kind: RUN_JOB, payload: { run_id: run.id }, runAt: now, dedupeKey: `run:${run.id}` });
-          queued++;
-        }
+        if ((await insertRun(sql, run)) && status === 'queued') queued++;
       }
       if (queued) pending = true;
     },
     afterCommit() {
       if (pending) {
         pending = false;
-        deps.jobs.wake();
+        deps.workers.wake(RUNS_WORKER);
       }
     },
   };
@@ -155,10 +157,12 @@ class RunFailed extends Error {
   }
 }
 
-/** The job that performs one queued run. */
-export function runJob(deps: EngineDeps): JobDefinition {
+/** The worker that performs queued runs. */
+export function runsWorker(deps: EngineDeps & { readonly concurrency?: number }): BackgroundWorker {
   const { db, clock, logger, calls } = deps;
-
+  const owner = `automation-${process.pid}-${randomIdPart(8)}`;
+  // SQLite runs one write transaction at a time: lanes would only queue on its one connection.
+  const lanes = db.dialect === 'pg' ? (deps.concurrency ?? 4) : 1;
   async function rule(sql: Sql, run: DbAutomationRunRow): Promise<Rule | undefined> {
     const builtIn = BUILT_IN_RULES.find((r) => r.appId === run.app_id && r.ruleId === run.rule_id);
     if (builtIn) return builtIn;
@@ -228,34 +232,47 @@ export function runJob(deps: EngineDeps): JobDefinition {
     return row?.actor_member_id ?? null;
   }
 
-  return {
-    async run(payload) {
-      const runId = (payload as { run_id: string }).run_id;
-      const first = await findRun(db.sql, runId);
-      if (!first || (first.status !== 'queued' && first.status !== 'running')) return;
-      if (first.attempts >= MAX_ATTEMPTS) {
-        await finishRun(db.sql, runId, 'failed', [], `The run could not be completed after ${first.attempts} attempts (see the service log).`, clock.now());
+  /** Performs one claimed run and records its outcome (in one transaction with its actions). */
+  async function perform1(run: DbAutomationRunRow): Promise<void> {
+    const runId = run.id;
+    if (Number(run.attempts) > MAX_ATTEMPTS) {
+      await finishRun(db.sql, runId, owner, 'failed', [], `The run could not be completed after ${MAX_ATTEMPTS} attempts (see the service log).`, clock.now());
+      return;
+    }
+    try {
+      await db.tx(async (sql) => {
+        const now = clock.now();
+        const r = await rule(sql, run);
+        if (!r) {
+          await finishRun(sql, runId, owner, 'skipped', [], 'The rule was deleted before this run started.', now);
+          return;
+        }
+        const outcomes = await perform(sql, run, r, now);
+        // Another worker took the run over (our lease ended): its outcome counts, ours rolls back.
+        if (!(await finishRun(sql, runId, owner, 'succeeded', outcomes, null, clock.now()))) throw new Error(`run ${runId} is no longer held by this worker`);
+      });
+    } catch (err) {
+      if (!(err instanceof RunFailed)) {
+        // Left `running` under its lease: claimed again once the lease ends.
+        logger.warn({ err, run: runId, attempts: Number(run.attempts) }, 'automation run could not be completed; it is retried when its lease ends');
         return;
       }
-      if (!(await startRun(db.sql, runId, clock.now()))) return;
-      try {
-        await db.tx(async (sql) => {
-          const run = await findRun(sql, runId, true);
-          if (!run || run.status !== 'running') return;
-          const now = clock.now();
-          const r = await rule(sql, run);
-          if (!r) {
-            await finishRun(sql, runId, 'skipped', [], 'The rule was deleted before this run started.', now);
-            return;
-          }
-          const outcomes = await perform(sql, run, r, now);
-          if (!(await finishRun(sql, runId, 'succeeded', outcomes, null, clock.now()))) throw new Error(`run ${runId} was finished elsewhere`);
-        });
-      } catch (err) {
-        if (!(err instanceof RunFailed)) throw err;
-        await finishRun(db.sql, runId, 'failed', err.outcomes, err.message, clock.now());
-        logger.info({ run: runId, error: err.message }, 'automation run failed');
-      }
+      await finishRun(db.sql, runId, owner, 'failed', err.outcomes, err.message, clock.now());
+      logger.info({ run: runId, error: err.message }, 'automation run failed');
+    }
+  }
+
+  return {
+    intervalMs: 1000,
+    async runOnce() {
+      const now = clock.now();
+      const claimed = await claimRuns(db.sql, owner, now, now + RUN_LEASE_MS, CLAIM_BATCH);
+      let next = 0;
+      const lane = async () => {
+        while (next < claimed.length) await perform1(claimed[next++]!);
+      };
+      await Promise.all(Array.from({ length: Math.min(lanes, claimed.length) }, lane));
+      return claimed.length;
     },
   };
 }

@@ -37,6 +37,8 @@ export interface DbAutomationRunRow {
   depth: number;
   status: RunStatus;
   attempts: number;
+  leased_by: string | null;
+  lease_until: number | null;
   /** JSON: each action's outcome. */
   actions: string | null;
   error: string | null;
@@ -103,10 +105,10 @@ export async function deleteRule(sql: Sql, workspaceId: string, appId: string, r
 /** Inserts a run unless the rule has one for this event already; true when inserted. */
 export async function insertRun(sql: Sql, r: DbAutomationRunRow): Promise<boolean> {
   const changed = await sql.run(
-    `INSERT INTO automation_runs (id, workspace_id, app_id, rule_id, event_id, event_type, resource_type, record_id, event_occurred_at, depth, status, attempts, actions, error, queued_at, started_at, finished_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    `INSERT INTO automation_runs (id, workspace_id, app_id, rule_id, event_id, event_type, resource_type, record_id, event_occurred_at, depth, status, attempts, leased_by, lease_until, actions, error, queued_at, started_at, finished_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (workspace_id, app_id, rule_id, event_id) DO NOTHING`,
-    [r.id, r.workspace_id, r.app_id, r.rule_id, r.event_id, r.event_type, r.resource_type, r.record_id, r.event_occurred_at, r.depth, r.status, r.attempts, r.actions, r.error, r.queued_at, r.started_at, r.finished_at],
+    [r.id, r.workspace_id, r.app_id, r.rule_id, r.event_id, r.event_type, r.resource_type, r.record_id, r.event_occurred_at, r.depth, r.status, r.attempts, r.leased_by, r.lease_until, r.actions, r.error, r.queued_at, r.started_at, r.finished_at],
   );
   return changed > 0;
 }
@@ -115,16 +117,29 @@ export function findRun(sql: Sql, id: string, lock = false): Promise<DbAutomatio
   return sql.one<DbAutomationRunRow>(`SELECT * FROM automation_runs WHERE id = ?${lock && sql.dialect === 'pg' ? ' FOR UPDATE' : ''}`, [id]);
 }
 
-/** Marks a queued (or abandoned running) run as started by a worker; false when it is already finished. */
-export async function startRun(sql: Sql, id: string, now: number): Promise<boolean> {
-  return (await sql.run(`UPDATE automation_runs SET status = 'running', started_at = ?, attempts = attempts + 1 WHERE id = ? AND status IN ('queued', 'running')`, [now, id])) > 0;
+/**
+ * Claims up to `limit` runs for a worker, in one statement: queued ones, and running ones whose
+ * worker's lease ended (it died mid-run). They become `running` (committed) with a new lease; other
+ * workers skip the claimed rows.
+ */
+export function claimRuns(sql: Sql, worker: string, now: number, leaseUntil: number, limit: number): Promise<DbAutomationRunRow[]> {
+  const skip = sql.dialect === 'pg' ? ' FOR UPDATE SKIP LOCKED' : '';
+  return sql.all<DbAutomationRunRow>(
+    `UPDATE automation_runs SET status = 'running', started_at = ?, attempts = attempts + 1, leased_by = ?, lease_until = ?
+     WHERE id IN (
+       SELECT id FROM automation_runs WHERE status = 'queued' OR (status = 'running' AND lease_until < ?)
+       ORDER BY queued_at LIMIT ?${skip})
+     RETURNING *`,
+    [now, worker, leaseUntil, now, limit],
+  );
 }
 
-/** Records a run's outcome; false when it was finished already (by another worker that took it over). */
-export async function finishRun(sql: Sql, id: string, status: RunStatus, actions: unknown[], error: string | null, now: number): Promise<boolean> {
-  const changed = await sql.run(`UPDATE automation_runs SET status = ?, actions = ?, error = ?, finished_at = ? WHERE id = ? AND status IN ('queued', 'running')`, [
-    status, JSON.stringify(actions), error, now, id,
-  ]);
+/** Records a run's outcome; false when this worker no longer holds it (its lease ended and another took it over). */
+export async function finishRun(sql: Sql, id: string, worker: string, status: RunStatus, actions: unknown[], error: string | null, now: number): Promise<boolean> {
+  const changed = await sql.run(
+    `UPDATE automation_runs SET status = ?, actions = ?, error = ?, finished_at = ?, leased_by = NULL, lease_until = NULL WHERE id = ? AND status = 'running' AND leased_by = ?`,
+    [status, JSON.stringify(actions), error, now, id, worker],
+  );
   return changed > 0;
 }
 

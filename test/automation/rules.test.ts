@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { claimDueJob } from '../../db/queries/jobs.ts';
+import { RUN_LEASE_MS } from '../../handlers/automation/engine.ts';
+import { claimRuns } from '../../handlers/automation/queries.ts';
 import { AdminError, type ApplyResult, type WorkspaceSpec } from '../../server/admin.ts';
 import { setEnabled } from '../../handlers/automation/admin.ts';
 import { acme, createDeal, stages } from '../support/fixtures.ts';
@@ -168,7 +169,7 @@ forEachDatabase('automation operations', (svc) => {
     await settleAutomation(svc(), { jobs: false });
     const deleted = await asOlga.automation.DeleteRule({ rule_id: ws.automations.a!, app_id: 'core' });
     assert.deepEqual(deleted.data, { rule_id: ws.automations.a!, app_id: 'core', deleted: true });
-    await svc().jobs.runDue();
+    await svc().workers.runOnce('automation.runs');
     const titles = await svc().db.sql.all<{ title: string }>(`SELECT title FROM inbox_notifications WHERE member_id = ? ORDER BY title`, [ws.members.olga!]);
     assert.deepEqual(titles.map((t) => t.title), ['B: Fleet renewal'], 'the deleted rule did not run');
     assert.deepEqual((await asOlga.automation.DeleteRule({ rule_id: ws.automations.a! })).data, { rule_id: ws.automations.a!, app_id: 'core', deleted: false });
@@ -213,14 +214,14 @@ forEachDatabase('automation operations', (svc) => {
     });
     await api.customers.CreateDeal(createDeal(pipeline.id, 'lead', { name: 'Crash' }));
     await settleAutomation(svc(), { jobs: false });
-    // A worker claims the job, marks the run running, and dies before its transaction commits.
+    // A worker claims the run and dies before its transaction commits: the run stays running under its lease.
     const now = svc().clock.now();
-    const job = await claimDueJob(svc().db.sql, 'dead-worker', now, now + 5 * 60_000);
-    assert.equal(job?.kind, 'automation.run');
-    await svc().db.sql.run(`UPDATE automation_runs SET status = 'running', started_at = ?, attempts = 1`, [now]);
-    assert.equal(await svc().jobs.runDue(), 0, 'the job is held by the dead worker until its lease ends');
-    svc().clock.advance(5 * 60_000 + 1);
-    assert.equal(await svc().jobs.runDue(), 1);
+    const claimed = await claimRuns(svc().db.sql, 'dead-worker', now, now + RUN_LEASE_MS, 10);
+    assert.equal(claimed.length, 1);
+    assert.equal(claimed[0]!.status, 'running');
+    assert.equal(await svc().workers.runOnce('automation.runs'), 0, 'the run is held by the dead worker until its lease ends');
+    svc().clock.advance(RUN_LEASE_MS + 1);
+    assert.equal(await svc().workers.runOnce('automation.runs'), 1);
     const [run] = (await api.automation.GetRule({ rule_id: ws.automations.follow! })).data!.runs;
     assert.equal(run!.status, 'succeeded');
     assert.equal(run!.attempts, 2);
@@ -239,7 +240,7 @@ forEachDatabase('automation operations', (svc) => {
       second.clock.set(svc().clock.now());
       for (let round = 0; round < 5; round++) {
         await Promise.all([svc().outbox.runOnce(), second.outbox.runOnce()]);
-        await Promise.all([svc().jobs.runDue(), second.jobs.runDue()]);
+        await Promise.all([svc().workers.runOnce('automation.runs'), second.workers.runOnce('automation.runs')]);
       }
       await settleAutomation(svc());
       const runs = await svc().db.sql.all<{ rule_id: string; event_id: string; status: string }>(`SELECT rule_id, event_id, status FROM automation_runs WHERE workspace_id = ?`, [ws.workspace_id]);

@@ -13,11 +13,11 @@ export async function settleAutomation(svc: TestService, options: { timeoutMs?: 
   const runJobs = options.jobs ?? true;
   for (;;) {
     const events = await svc.outbox.runOnce();
-    const jobs = runJobs ? await svc.jobs.runDue() : 0;
+    const jobs = runJobs ? await svc.workers.runOnce('automation.runs') : 0;
     if (!events && !jobs) {
       const consumer = await getOutboxConsumer(svc.db.sql, 'automation.trigger');
       const ahead = consumer ? await peekOutbox(svc.db.sql, { xid: String(consumer.position_xid), seq: Number(consumer.position_seq) }) : 'none';
-      const due = await svc.db.sql.one<{ n: number | string }>(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'automation.run' AND run_at <= ? AND locked_until IS NULL`, [svc.clock.now()]);
+      const due = await svc.db.sql.one<{ n: number | string }>(`SELECT COUNT(*) AS n FROM automation_runs WHERE status = 'queued' OR (status = 'running' AND lease_until < ?)`, [svc.clock.now()]);
       if (ahead === 'none' && (!runJobs || Number(due?.n ?? 0) === 0)) return;
       if (ahead === 'ready') continue;
     }
