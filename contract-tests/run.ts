@@ -35,7 +35,10 @@ import { type Access, catalogue, namespaces, resourceTypes } from '../generated/
 import { lockReceipt, releaseReceipt } from '../db/queries/idempotency.ts';
 import { type ApplyResult, applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
 import { ingestEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
+import { type DbWebhookDeliveryRow, type DeliveryStatus, insertAttempt, insertDelivery, insertProposal } from '../handlers/webhooks/queries.ts';
+import { approveProposal, disableSubscription, PROPOSAL_TTL_MS } from '../handlers/webhooks/subscriptions.ts';
 import { systemClock } from '../server/clock.ts';
+import { newId } from '../server/ids.ts';
 import { requestFingerprint } from '../server/idempotency.ts';
 import { SESSION_COOKIE } from '../server/pages.ts';
 import { createSigninLink, useSigninLink } from '../server/signin.ts';
@@ -62,6 +65,8 @@ export interface ContractContext {
     restricted?: string;
     /** A key used only for 429; the hooks burn its rate budget. */
     throttle?: string;
+    /** Local mode: a key granted webhooks.PrepareWebhook that may not read `webhooks.type` (PrepareWebhook's 403 for a type). */
+    narrow?: string;
   };
   /** A site's publishable collect key, for POST /track (local mode: the fixture site's; deployment: --collect-key). */
   collectKey?: string;
@@ -83,6 +88,33 @@ export interface ContractContext {
    * plain member, who may not). Rules cannot be created through the API: a deployment run has none.
    */
   automation?: { rules: Record<keyof typeof AUTOMATIONS, string>; owner: string; member: string };
+  /**
+   * Local mode: the webhook subscriptions of the fixture workspace (`prepareWebhooks`), proposed and
+   * approved by an owner as on the settings page, with deliveries as the worker leaves them. The server
+   * runs with JOBS=off: nothing is delivered, so they stay as made until Dredd's requests change them.
+   */
+  webhooks?: ContractWebhooks;
+}
+
+/** A delivery run.ts recorded (`prepareWebhooks`). */
+export interface ContractDelivery {
+  delivery_id: string;
+  event_id: string;
+  /** Attempt ids recorded for it, in order. */
+  attempts: string[];
+}
+
+export interface ContractWebhooks {
+  /** Enabled, resource.updated of `type`: a delivery that failed (8 attempts, the first two recorded) and one still pending. */
+  main: { webhook_id: string; failed: ContractDelivery; pending: ContractDelivery };
+  /** Enabled, with one delivery that failed: RecoverWebhookEvents replays it (nothing else replays on it). */
+  recover: { webhook_id: string; failed: ContractDelivery };
+  /** Disabled by an owner after a delivery failed: ReplayWebhookEvent and RecoverWebhookEvents answer 409. */
+  disabled: { webhook_id: string; failed: ContractDelivery };
+  /** The type the main subscription carries (the document's example) and keys.narrow may not read. */
+  type: string;
+  /** Every webhook id above, in creation order. */
+  all: string[];
 }
 
 /** What the main key is granted: derived from the catalogue, so new namespaces and resource types need no edit here. */
@@ -177,6 +209,11 @@ const AUTOMATIONS = {
   },
 } as const;
 
+/** The type the contract subscriptions carry: the PrepareWebhook example's. */
+const WEBHOOK_TYPE = 'core:Deal';
+/** The destination of the contract subscriptions (the PrepareWebhook example's; JOBS=off: nothing is ever sent to it). */
+const WEBHOOK_URL = 'https://hooks.acme-receiver.com/workspace-operations';
+
 /** Whom the main key acts for on the automation rules, by member handle in acme(): an owner and a plain member. */
 const ACT_AS = { owner: 'olga', member: 'ada' } as const;
 
@@ -188,7 +225,14 @@ function contractWorkspace(): WorkspaceSpec & { automations: typeof AUTOMATIONS 
   // an owner (automation.DeleteRule requires Service-Act-As) and a plain member (refused: 403).
   const ci = spec.keys!.ci!;
   const delegation = ci.delegation === 'all' ? 'all' : [...new Set([...(Array.isArray(ci.delegation) ? ci.delegation : []), ...Object.values(ACT_AS)])];
-  spec.keys = { ...spec.keys, ci: { ...ci, ...grants, delegation }, throttle: { name: 'Contract tests: rate limit', operations: [] } };
+  // narrow may propose webhooks but not read the webhook type (PrepareWebhook's 403 for a type it may not read).
+  const narrowResources = Object.fromEntries(resourceTypes.filter((t) => t !== WEBHOOK_TYPE).map((t) => [t, ['read', 'write'] as Access[]]));
+  spec.keys = {
+    ...spec.keys,
+    ci: { ...ci, ...grants, delegation },
+    throttle: { name: 'Contract tests: rate limit', operations: [] },
+    narrow: { name: `Contract tests: webhooks without read on ${WEBHOOK_TYPE}`, operations: ['webhooks.PrepareWebhook'], resources: narrowResources },
+  };
   const roles = { owner: ['owner', 'admin'], member: ['member'] };
   for (const [what, handle] of Object.entries(ACT_AS) as Array<[keyof typeof ACT_AS, string]>) {
     const member = spec.members?.[handle];
@@ -238,20 +282,120 @@ async function prepareDatabase(databaseUrl: string): Promise<Omit<ContractContex
       inProgress[operationId] = { idempotencyKey, body, scope };
     }
     // A member's sign-in session, as a browser holds it after opening a sign-in link.
+    const webhooks = await prepareWebhooks(db, ws.workspace_id, main.id, ws.members[ACT_AS.owner]!);
     const link = await createSigninLink(db, systemClock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, baseUrl: 'http://127.0.0.1/' });
     const signedIn = await useSigninLink(db, systemClock, link.url.split('/signin/')[1]!);
     if (!signedIn.ok) throw new Error('could not start the sign-in session for the discovery 403 cases');
     return {
-      keys: { main: main.secret, restricted: ws.keys.bare!.secret, throttle: ws.keys.throttle!.secret },
+      keys: { main: main.secret, restricted: ws.keys.bare!.secret, throttle: ws.keys.throttle!.secret, narrow: ws.keys.narrow!.secret },
       members: ws.members,
       collectKey: ws.collect_keys.docs!,
       inProgress,
       sessionCookie: `${SESSION_COOKIE}=${signedIn.sessionToken}`,
       automation: { rules: ws.automations, owner: ws.members[ACT_AS.owner]!, member: ws.members[ACT_AS.member]! },
+      webhooks,
     };
   } finally {
     await db.close();
   }
+}
+
+/**
+ * The webhook subscriptions of the contract workspace, made as in production: a proposal as
+ * webhooks.PrepareWebhook stores it (by the main key), approved by an owner (approveProposal, what the
+ * approval page calls); the disabled one is then disabled as on the settings page. Their deliveries are
+ * what the delivery worker leaves behind: one that exhausted its 8 attempts (the first two recorded)
+ * and one still waiting for its next attempt. A new workspace every run: a reused database
+ * (PostgreSQL) gets fresh ones.
+ */
+async function prepareWebhooks(db: ReturnType<typeof openDatabase>, workspaceId: string, keyId: string, ownerId: string): Promise<ContractWebhooks> {
+  if (!(resourceTypes as readonly string[]).includes(WEBHOOK_TYPE)) throw new Error(`${WEBHOOK_TYPE} is no longer a published resource type; pick another WEBHOOK_TYPE`);
+  const subscribe = async (path: string) => {
+    const now = systemClock.now();
+    const proposalId = newId('whp');
+    await insertProposal(db.sql, {
+      id: proposalId,
+      workspace_id: workspaceId,
+      url: `${WEBHOOK_URL}/${path}`,
+      event: 'resource.updated',
+      resource_types: JSON.stringify([WEBHOOK_TYPE]),
+      proposed_by_key: keyId,
+      proposed_by_member: null,
+      status: 'pending',
+      expires_at: now + PROPOSAL_TTL_MS,
+      decided_by: null,
+      decided_at: null,
+      webhook_id: null,
+      created_at: now,
+    });
+    return (await approveProposal(db, systemClock, proposalId, { workspaceId, memberId: ownerId, role: 'owner' })).webhook_id;
+  };
+  const deliver = async (webhookId: string, status: DeliveryStatus, attempts: Array<{ status: number | null; error: string }>): Promise<ContractDelivery> => {
+    const now = systemClock.now();
+    const start = now - 10 * 60_000;
+    const failed = status === 'failed';
+    const eventId = newId('evt');
+    const recordId = newId('dl');
+    const delivery: DbWebhookDeliveryRow = {
+      id: newId('whd'),
+      workspace_id: workspaceId,
+      webhook_id: webhookId,
+      event_id: eventId,
+      event_type: 'resource.updated',
+      resource_type: WEBHOOK_TYPE,
+      record_id: recordId,
+      event_occurred_at: start - 100,
+      payload: JSON.stringify({ event: 'resource.updated', event_id: eventId, webhook_id: webhookId, resource_type: WEBHOOK_TYPE, record_id: recordId, occurred_at: start - 100, changed_fields: ['stage_id'] }),
+      status,
+      attempts: failed ? 8 : attempts.length,
+      first_attempt_at: start,
+      next_attempt_at: failed ? null : now + 3_600_000,
+      last_attempt_at: failed ? now - 60_000 : start + 30_000 * (attempts.length - 1),
+      last_status_code: attempts.at(-1)!.status,
+      last_error: attempts.at(-1)!.error,
+      leased_by: null,
+      lease_until: null,
+      replay_of: null,
+      created_at: start,
+      finished_at: failed ? now - 60_000 : null,
+    };
+    await insertDelivery(db.sql, delivery);
+    const ids: string[] = [];
+    for (const [i, a] of attempts.entries()) {
+      const id = newId('wha');
+      await insertAttempt(db.sql, {
+        id,
+        delivery_id: delivery.id,
+        webhook_id: webhookId,
+        workspace_id: workspaceId,
+        attempt: i + 1,
+        started_at: start + 30_000 * i,
+        duration_ms: a.status === null ? 10_000 : 84,
+        status_code: a.status,
+        error: a.error,
+        response_body: a.status === null ? null : 'upstream unavailable',
+        next_attempt_at: i === attempts.length - 1 && !failed ? delivery.next_attempt_at : start + 30_000 * (i + 1),
+      });
+      ids.push(id);
+    }
+    return { delivery_id: delivery.id, event_id: eventId, attempts: ids };
+  };
+  const tries = [
+    { status: 500, error: 'HTTP 500' },
+    { status: null, error: 'timeout after 10000 ms' },
+  ];
+  const main = await subscribe('main');
+  const recover = await subscribe('recover');
+  const disabled = await subscribe('disabled');
+  const webhooks: ContractWebhooks = {
+    main: { webhook_id: main, failed: await deliver(main, 'failed', tries), pending: await deliver(main, 'pending', tries.slice(0, 1)) },
+    recover: { webhook_id: recover, failed: await deliver(recover, 'failed', tries) },
+    disabled: { webhook_id: disabled, failed: await deliver(disabled, 'failed', tries) },
+    type: WEBHOOK_TYPE,
+    all: [main, recover, disabled],
+  };
+  if (!(await disableSubscription(db, systemClock, workspaceId, disabled, 'Contract tests'))) throw new Error(`could not disable webhook subscription ${disabled}`);
+  return webhooks;
 }
 
 function tail(file: string, lines: number): string {

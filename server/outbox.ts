@@ -192,6 +192,7 @@ export class OutboxRunner {
     const tick = () => {
       this.polling = true;
       this.again = false;
+      this.lastPoll = Date.now();
       void this.runOnce()
         .catch((err: unknown) => {
           if (isBusy(err)) this.logger.info({ code: (err as { code: string }).code }, 'outbox waits: the database is busy (another process is writing)');
@@ -199,7 +200,7 @@ export class OutboxRunner {
         })
         .finally(() => {
           this.polling = false;
-          if (this.timer) this.timer = setTimeout(tick, this.again ? 0 : intervalMs);
+          if (this.timer) this.timer = setTimeout(tick, this.again ? OutboxRunner.WAKE_GAP_MS : intervalMs);
         });
     };
     this.tick = tick;
@@ -209,6 +210,13 @@ export class OutboxRunner {
   private tick: (() => void) | null = null;
   private polling = false;
   private again = false;
+  private lastPoll = 0;
+  /**
+   * A wake polls at most this often: under a steady stream of commands, events are read in batches
+   * (one transaction each) instead of one transaction per command, which on SQLite would take the one
+   * connection from the requests.
+   */
+  private static readonly WAKE_GAP_MS = 100;
 
   /**
    * Polls now instead of at the next interval: this process just committed change events (a command).
@@ -221,7 +229,7 @@ export class OutboxRunner {
       return;
     }
     clearTimeout(this.timer);
-    this.timer = setTimeout(this.tick, 0);
+    this.timer = setTimeout(this.tick, Math.max(0, this.lastPoll + OutboxRunner.WAKE_GAP_MS - Date.now()));
   }
 
   /** Stops polling, lets the batch in flight finish and releases this process's leases. */
