@@ -292,8 +292,11 @@ describe('the processes of compose.yaml [postgres]', function () {
 
       // And the change-event consumers, seen as an operator sees them (`outbox status`): each one reaches
       // the last committed event (the pipeline's creation) and is leased by the worker.
-      const end = await outboxEnd(db.sql);
-      assert.ok(end.seq > 0, 'the write left a change event');
+      // (On PostgreSQL an event is readable once no older transaction anywhere in the cluster runs: wait for that.)
+      const end = await until('the write\'s change event to be readable', 30_000, async () => {
+        const e = await outboxEnd(db.sql);
+        return e.seq > 0 ? e : undefined;
+      }, running);
       const outboxStatus = async () => {
         const admin = run('admin', [...NODE, 'scripts/admin.ts', 'outbox', 'status'], { DATABASE_URL: url });
         if ((await admin.exited) !== 0) throw new Error(admin.output());
