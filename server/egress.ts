@@ -11,6 +11,8 @@
  * - `post`: connects to the very address that was checked (undici connector with the host replaced,
  *   the hostname kept for SNI, certificate verification and `Host`): no DNS-rebinding window. Never
  *   follows redirects, one total deadline (DNS, connect, TLS, headers, body), response body capped.
+ *   A connection is kept for the next attempt only to the same origin and the same checked address
+ *   (see `takeClient`), so the checks still run at every attempt and the TLS handshake does not.
  *
  * The only relaxations are explicit operator settings for local test receivers (exact loopback
  * address:port pairs, extra ports, an extra CA), off by default; `relaxations()` names them for the log.
@@ -21,7 +23,7 @@ import { performance } from 'node:perf_hooks';
 import { StringDecoder } from 'node:string_decoder';
 import tls from 'node:tls';
 import ipaddr from 'ipaddr.js';
-import { Agent, buildConnector, request } from 'undici';
+import { buildConnector, Client } from 'undici';
 
 export interface EgressPolicy {
   /** Ports allowed besides 443 (EGRESS_ALLOWED_PORTS, e.g. "8443"); default none. */
@@ -288,11 +290,85 @@ class Deadline extends Error {}
  * With a test CA: Node's bundle plus the test CA (the `ca` option replaces the defaults), built once
  * per CA text rather than on every connection.
  */
-let trustCache: { pem: string; context: tls.SecureContext } | null = null;
-function secureContextFor(policy: EgressPolicy): tls.SecureContext | undefined {
-  if (!policy.testCa) return undefined;
-  if (trustCache?.pem !== policy.testCa) trustCache = { pem: policy.testCa, context: tls.createSecureContext({ ca: [...tls.rootCertificates, policy.testCa] }) };
-  return trustCache.context;
+let trustCache: { pem: string; context: tls.SecureContext; id: number } | null = null;
+let trustIds = 0;
+function secureContextFor(policy: EgressPolicy): { context: tls.SecureContext | undefined; id: number } {
+  if (!policy.testCa) return { context: undefined, id: 0 };
+  if (trustCache?.pem !== policy.testCa) trustCache = { pem: policy.testCa, context: tls.createSecureContext({ ca: [...tls.rootCertificates, policy.testCa] }), id: ++trustIds };
+  return { context: trustCache.context, id: trustCache.id };
+}
+
+/**
+ * Keep-alive connections. Each is an undici `Client` (one connection, one request at a time), kept
+ * idle under a key of the URL's origin, the checked address it connects to, the trust and the connect
+ * timeout. Every attempt still checks the URL and every DNS answer first, and reuses an idle
+ * connection only when that check chose the very same address (the key holds it): a connection is
+ * never pinned to anything but a checked address, and a name that now resolves elsewhere gets a new
+ * one (a non-public answer is refused before this). The TLS handshake (certificate verified against
+ * the URL's name) happens once per connection instead of once per attempt. Only a connection whose
+ * response was read to its end goes back; a response cut at maxResponseBytes, a timeout or any error
+ * destroys it, as before. undici closes an idle socket after the receiver's keep-alive hint (4 s by
+ * default); idle clients unused for IDLE_MS are closed and forgotten; at most MAX_IDLE_PER_KEY per key
+ * and MAX_KEYS keys are kept.
+ */
+const IDLE_MS = 60_000;
+const MAX_IDLE_PER_KEY = 64;
+const MAX_KEYS = 256;
+const idleClients = new Map<string, { clients: Client[]; usedAt: number }>();
+let sweepTimer: NodeJS.Timeout | null = null;
+
+function forget(key: string): void {
+  const entry = idleClients.get(key);
+  idleClients.delete(key);
+  for (const c of entry?.clients ?? []) c.close().catch(() => {});
+}
+
+function sweepIdle(now: number): void {
+  for (const [key, entry] of idleClients) if (now - entry.usedAt > IDLE_MS) forget(key);
+  if (!idleClients.size && sweepTimer) {
+    clearInterval(sweepTimer);
+    sweepTimer = null;
+  }
+}
+
+/** An idle kept connection of this key, or a new one. */
+function takeClient(key: string, make: () => Client): Client {
+  const entry = idleClients.get(key);
+  if (entry) {
+    entry.usedAt = Date.now();
+    // Most recently used last: the first key is the one dropped when there are too many.
+    idleClients.delete(key);
+    idleClients.set(key, entry);
+    const client = entry.clients.pop();
+    if (client) return client;
+  }
+  return make();
+}
+
+/** Keeps a connection whose response was read to its end, for the next attempt with the same key. */
+function keepClient(key: string, client: Client): void {
+  let entry = idleClients.get(key);
+  if (!entry) {
+    if (idleClients.size >= MAX_KEYS) forget(idleClients.keys().next().value!);
+    entry = { clients: [], usedAt: Date.now() };
+    idleClients.set(key, entry);
+  }
+  if (client.destroyed || client.closed || entry.clients.length >= MAX_IDLE_PER_KEY) {
+    client.close().catch(() => {});
+    return;
+  }
+  entry.clients.push(client);
+  if (!sweepTimer) {
+    sweepTimer = setInterval(() => sweepIdle(Date.now()), IDLE_MS / 2);
+    sweepTimer.unref();
+  }
+}
+
+/** Closes every kept connection (tests; a process that exits need not). */
+export async function closeEgressConnections(): Promise<void> {
+  const all = [...idleClients.values()].flatMap((e) => e.clients);
+  idleClients.clear();
+  await Promise.all(all.map((c) => c.destroy().catch(() => {})));
 }
 
 const TLS_CODES = /^(ERR_TLS_|ERR_SSL_|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO_|HOSTNAME_MISMATCH|ERR_OSSL)/;
@@ -358,17 +434,21 @@ export async function post(url: string, init: PostInit, policy: EgressPolicy, lo
 
   const hostname = bareHost(target);
   const isLiteral = canonicalAddress(target.hostname) !== null;
-  const secureContext = secureContextFor(policy);
-  const connector = buildConnector({ timeout: init.timeoutMs, maxCachedSessions: 0, rejectUnauthorized: true, ...(secureContext ? { secureContext } : {}) });
-  const dispatcher = new Agent({
-    connections: 1,
-    // The checked address, never a second resolution; SNI and certificate check against the URL's name.
-    connect: (options, callback) => connector({ ...options, hostname: resolved.address, servername: isLiteral ? undefined : hostname }, callback),
+  const trust = secureContextFor(policy);
+  const address = resolved.address;
+  const key = `${target.origin} ${address} ${trust.id} ${init.timeoutMs}`;
+  const client = takeClient(key, () => {
+    const connector = buildConnector({ timeout: init.timeoutMs, maxCachedSessions: 0, rejectUnauthorized: true, ...(trust.context ? { secureContext: trust.context } : {}) });
+    return new Client(target.origin, {
+      // The checked address, never a second resolution; SNI and certificate check against the URL's name.
+      connect: (options, callback) => connector({ ...options, hostname: address, servername: isLiteral ? undefined : hostname }, callback),
+    });
   });
+  let reusable = false;
   try {
-    const response = await request(target, {
+    const response = await client.request({
+      path: `${target.pathname}${target.search}`,
       method: 'POST',
-      dispatcher,
       signal: controller.signal,
       headers: init.headers,
       body: init.body,
@@ -398,13 +478,15 @@ export async function post(url: string, init: PostInit, policy: EgressPolicy, lo
     // Only whole characters: a cut in the middle of a UTF-8 sequence drops the partial character.
     const decoder = new StringDecoder('utf8');
     const body = truncated ? decoder.write(Buffer.concat(chunks)) : decoder.write(Buffer.concat(chunks)) + decoder.end();
+    reusable = !truncated && !controller.signal.aborted;
     return { kind: 'response', status: response.statusCode, headers, body, truncated, durationMs: elapsed(), address: resolved.address };
   } catch (error) {
     const message = controller.signal.aborted ? timeoutMessage : describeError(error);
     return { kind: 'error', error: message, durationMs: elapsed(), address: resolved.address };
   } finally {
     clearTimeout(timer);
-    dispatcher.destroy().catch(() => {});
+    if (reusable) keepClient(key, client);
+    else client.destroy().catch(() => {});
   }
 }
 

@@ -435,6 +435,49 @@ describe('egress: post() to a real HTTPS receiver on 127.0.0.1 (throwaway CA mad
     assert.equal(r.requests.length, 1);
   });
 
+  it('keeps a connection for the next attempt to the same origin and checked address; every attempt is still checked first', async () => {
+    const r = await receiver((_req, res) => res.end('ok'));
+    for (let i = 0; i < 3; i++) assert.equal((await post(`https://127.0.0.1:${r.port}/in`, init(), policyFor(r))).kind, 'response');
+    assert.equal(r.requests.length, 3);
+    assert.equal(r.connections, 1, 'one TLS connection for three attempts');
+
+    // Another origin (a name, so other SNI and Host) on the same address: its own connection.
+    const table: Record<string, Array<{ address: string; family: number }>> = { 'hooks.example.com': [{ address: '127.0.0.1', family: 4 }] };
+    const dns = fakeDns(table);
+    const named = await post(`https://hooks.example.com:${r.port}/in`, init(), policyFor(r), dns.lookup);
+    assert.equal(named.kind, 'response', JSON.stringify(named));
+    assert.equal(r.connections, 2);
+    assert.equal(r.requests[3]!.headers.host, `hooks.example.com:${r.port}`);
+
+    // The name now resolves to an address that is not allowed: refused before any connection, kept one or not.
+    table['hooks.example.com'] = [{ address: '127.0.0.2', family: 4 }];
+    await refused(() => post(`https://hooks.example.com:${r.port}/in`, init(), policyFor(r), dns.lookup), 'non_public_address');
+    assert.deepEqual(dns.asked, ['hooks.example.com', 'hooks.example.com'], 'resolved and checked at every attempt');
+    assert.equal(r.requests.length, 4);
+    assert.equal(r.connections, 2);
+  });
+
+  it('keeps a connection after an answer read in full (any status) and closes one that timed out', async () => {
+    let hang = false;
+    const r = await receiver((_req, res) => {
+      if (hang) return; // never answers
+      res.writeHead(503);
+      res.end('busy');
+    });
+    // The same deadline each time: it is part of what a kept connection is kept under.
+    const first = await post(`https://127.0.0.1:${r.port}/`, init({ timeoutMs: 300 }), policyFor(r));
+    assert.ok(first.kind === 'response' && first.status === 503);
+    hang = true;
+    const second = await post(`https://127.0.0.1:${r.port}/`, init({ timeoutMs: 300 }), policyFor(r));
+    assert.equal(second.kind, 'error');
+    assert.equal(r.connections, 1, 'the 503 read in full left the connection usable, and the next attempt used it');
+    await waitFor('the client to close the timed-out connection', () => r.closed.size === 1);
+    hang = false;
+    const third = await post(`https://127.0.0.1:${r.port}/`, init({ timeoutMs: 300 }), policyFor(r));
+    assert.ok(third.kind === 'response' && third.status === 503);
+    assert.equal(r.connections, 2, 'a new connection after the timed-out one was closed');
+  });
+
   it('refuses before connecting when the destination is not allow-listed (the server sees nothing)', async () => {
     const r = await receiver((_req, res) => res.end('should not happen'));
     const noAllow: EgressPolicy = { allowedPorts: [r.port], allowDestinations: [], testCa: pki.caPem };
