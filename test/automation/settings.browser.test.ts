@@ -10,8 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { ApplyResult, WorkspaceSpec } from '../../server/admin.ts';
-import { createSigninLink } from '../../server/signin.ts';
-import { announceBrowser, launchBrowser } from '../support/browser.ts';
+import { announceBrowser, launchBrowser, signedInPage } from '../support/browser.ts';
 import { acme, createDeal, stages } from '../support/fixtures.ts';
 import { settleAutomation } from '../support/automation.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
@@ -99,19 +98,9 @@ forEachDatabase('automation settings and inbox in headless Chromium', (svc) => {
 
   /** A browser context signed in as the member through a one-time link; the page ends on `next`. */
   async function signIn(member: 'olga' | 'ada' | 'bob', next: string) {
-    const { url } = await createSigninLink(svc().db, svc().clock, { workspaceId: setup.ws.workspace_id, memberId: setup.ws.members[member]!, next, baseUrl: origin() });
-    const context = await browser!.newContext({ viewport: { width: 1100, height: 900 }, deviceScaleFactor: 1 });
-    contexts.push(context);
-    const page = await context.newPage();
-    const problems: string[] = [];
-    page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-    page.on('console', (msg) => {
-      if (msg.type() === 'error') problems.push(`console: ${msg.text()}`);
-    });
-    const response = await page.goto(url);
-    assert.equal(response!.status(), 200);
-    const cookie = `wso_session=${(await context.cookies()).find((c) => c.name === 'wso_session')!.value}`;
-    return { context, page, cookie, problems };
+    const signed = await signedInPage(browser!, svc(), { workspaceId: setup.ws.workspace_id, memberId: setup.ws.members[member]! }, next);
+    contexts.push(signed.context);
+    return signed;
   }
 
   const ruleCard = (page: Page, id: string) => page.locator(`li.rule[data-rule="${id}"]`);

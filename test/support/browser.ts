@@ -3,7 +3,10 @@
  * Without it the tests are skipped with a loud message, unless REQUIRE_BROWSER=1 (CI), which fails them.
  */
 import fs from 'node:fs';
-import { type Browser, chromium } from 'playwright-core';
+import assert from 'node:assert/strict';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { createSigninLink } from '../../server/signin.ts';
+import type { TestService } from './service.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
 const available = fs.existsSync(CHROMIUM);
@@ -25,4 +28,29 @@ export async function launchBrowser(ctx: Mocha.Context): Promise<Browser> {
     executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
+}
+
+/**
+ * A browser context signed in as a member through a one-time link (as a person clicks it in a mail);
+ * the page ends on `next`. `problems` collects the page's errors and console errors; `cookie` is the
+ * session cookie, for requests a test makes around the browser.
+ */
+export async function signedInPage(
+  browser: Browser,
+  svc: TestService,
+  who: { workspaceId: string; memberId: string },
+  next: string,
+): Promise<{ context: BrowserContext; page: Page; cookie: string; problems: string[] }> {
+  const { url } = await createSigninLink(svc.db, svc.clock, { ...who, next, baseUrl: svc.origin });
+  const context = await browser.newContext({ viewport: { width: 1100, height: 900 }, deviceScaleFactor: 1 });
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') problems.push(`console: ${msg.text()}`);
+  });
+  const response = await page.goto(url);
+  assert.equal(response!.status(), 200);
+  const cookie = `wso_session=${(await context.cookies()).find((c) => c.name === 'wso_session')!.value}`;
+  return { context, page, cookie, problems };
 }
