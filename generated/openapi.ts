@@ -1914,7 +1914,7 @@ export interface components {
          */
         RuleId: string;
         /**
-         * @description One test on the record's `data` after the change, as the record API returns it. `field` is a key of
+         * @description One test on the record's current `data` when the engine handles the event, as the record API returns it. `field` is a key of
          *     `data` or a dotted path into it (`amount.currency`). Operators:
          *     `eq` / `ne` (equal or not, JSON equality; `ne` also holds when the field is absent),
          *     `in` / `not_in` (`value` is an array), `exists` / `not_exists` (no `value`),
@@ -1939,7 +1939,9 @@ export interface components {
          *     `updated` or `deleted`; a `private` record's change never triggers a rule). For `updated`, `fields`
          *     (optional) keeps only changes to at least one of these `data` fields (`changed_fields`, derived
          *     read-only fields included). `conditions` (optional, not for `deleted`) must all hold on the record's
-         *     `data` after the change, read when the event is handled.
+         *     current `data` when the engine handles the event (normally within a second of the change): a record
+         *     changed again meanwhile is judged as it is then, so a change that was undone before being handled
+         *     may start no run. Compare the trigger's `fields` with `changed_fields` for what changed.
          * @example {
          *       "resource_type": "core:Deal",
          *       "event": "updated",

@@ -36,6 +36,8 @@ export const MAX_ATTEMPTS = 5;
 export const RUNS_WORKER = 'automation.runs';
 /** How long a worker holds a claimed run; a worker that dies mid-run loses it after this. */
 export const RUN_LEASE_MS = 60_000;
+/** Finished runs are kept this long. */
+export const RUN_RETENTION_MS = 30 * 86_400_000;
 const CLAIM_BATCH = 32;
 
 const EVENT_KIND = { 'resource.created': 'created', 'resource.updated': 'updated', 'resource.deleted': 'deleted' } as const;
@@ -266,7 +268,8 @@ export function runsWorker(deps: EngineDeps & { readonly concurrency?: number })
     intervalMs: 1000,
     async runOnce() {
       const now = clock.now();
-      const claimed = await claimRuns(db.sql, owner, now, now + RUN_LEASE_MS, CLAIM_BATCH);
+      // A few per lane: a claimed run waits for a lane under its lease, which must not run out first.
+      const claimed = await claimRuns(db.sql, owner, now, now + RUN_LEASE_MS, Math.min(CLAIM_BATCH, lanes * 4));
       let next = 0;
       const lane = async () => {
         while (next < claimed.length) await perform1(claimed[next++]!);

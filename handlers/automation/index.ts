@@ -1,8 +1,9 @@
 import type { ServiceModule } from '../../server/module.ts';
 import { automationAdmin } from './admin.ts';
 import { automationsSection } from './authoring.ts';
-import { RUNS_WORKER, runsWorker, triggerConsumer } from './engine.ts';
+import { RUN_RETENTION_MS, RUNS_WORKER, runsWorker, triggerConsumer } from './engine.ts';
 import { automationHandlers } from './handlers.ts';
+import { pruneRuns } from './queries.ts';
 import { automationRoutes } from './pages.ts';
 
 /**
@@ -15,6 +16,21 @@ export const automation: ServiceModule<'automation'> = {
   handlers: automationHandlers,
   consumers: (deps) => ({ 'automation.trigger': triggerConsumer(deps) }),
   workers: (deps) => ({ [RUNS_WORKER]: runsWorker(deps) }),
+  jobs: ({ db, clock, logger }) => ({
+    // Run history is kept 30 days (GetRule and the settings page show recent runs), deleted in batches.
+    'automation.runs.prune': {
+      everyMs: 60 * 60_000,
+      run: async () => {
+        let removed = 0;
+        for (let batch = 0; batch < 100; batch++) {
+          const n = await pruneRuns(db.sql, clock.now() - RUN_RETENTION_MS, 5000);
+          removed += n;
+          if (n < 5000) break;
+        }
+        if (removed) logger.info({ removed }, 'pruned automation runs older than 30 days');
+      },
+    },
+  }),
   routes: (deps) => automationRoutes(deps),
   workspaceFile: automationsSection,
   admin: automationAdmin,

@@ -13,6 +13,7 @@ import { listWorkspaceMembers } from '../../db/queries/credentials.ts';
 import { unreadCount } from '../../db/queries/inbox.ts';
 import type { MemberInfo } from '../../server/credentials.ts';
 import type { ModuleDeps } from '../../server/module.ts';
+import { AdminError } from '../../server/admin.ts';
 import { setEnabled } from './admin.ts';
 import { findAnyRule, mayManage } from './handlers.ts';
 import { type DbAutomationRunRow, findRule, latestRuns, listRules, listRuns } from './queries.ts';
@@ -194,7 +195,14 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
         pages.notice(res, 403, 'Not allowed', [`Only owners and admins may pause or resume automation rules; you are signed in as ${member.name} (${member.role}).`]);
         return;
       }
-      await setEnabled(db, clock, session.workspaceId, rule.ruleId, enabled, `member ${member.id}`, rule.appId);
+      try {
+        await setEnabled(db, clock, session.workspaceId, rule.ruleId, enabled, `member ${member.id}`, rule.appId);
+      } catch (err) {
+        // Deleted between the read above and this write.
+        if (!(err instanceof AdminError)) throw err;
+        pages.notice(res, 404, 'No such rule', [`This workspace has no automation rule ${ruleId} of app ${appId}. It may have been deleted.`]);
+        return;
+      }
       const body = (req.body ?? {}) as Record<string, unknown>;
       const back = body.back === 'rule' ? ruleHref(rule) : '/settings/automation';
       res.redirect(303, `${back}?done=${enabled ? 'resumed' : 'paused'}&rule=${encodeURIComponent(rule.ruleId)}`);

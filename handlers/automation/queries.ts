@@ -143,6 +143,14 @@ export async function finishRun(sql: Sql, id: string, worker: string, status: Ru
   return changed > 0;
 }
 
+/** Deletes finished runs queued before `before`, at most `limit` (the retention job deletes in batches). */
+export function pruneRuns(sql: Sql, before: number, limit: number): Promise<number> {
+  return sql.run(
+    `DELETE FROM automation_runs WHERE id IN (SELECT id FROM automation_runs WHERE queued_at < ? AND status IN ('succeeded', 'failed', 'skipped') LIMIT ?)`,
+    [before, limit],
+  );
+}
+
 /** A rule's runs, newest first, before a (queued_at, id) position. */
 export function listRuns(sql: Sql, workspaceId: string, appId: string, ruleId: string, before: { at: number; id: string } | null, limit: number): Promise<DbAutomationRunRow[]> {
   const params: Array<string | number> = [workspaceId, appId, ruleId];

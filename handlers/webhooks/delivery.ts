@@ -35,6 +35,7 @@ import {
   insertDelivery,
   subscribersOf,
   subscriptionsById,
+  releaseWindowSlot,
   takeWindowSlot,
   type WebhookEventName,
 } from './queries.ts';
@@ -153,17 +154,22 @@ export function deliveryWorker(deps: Deps): BackgroundWorker {
   const owner = `webhooks-${process.pid}-${randomIdPart(8)}`;
 
   async function send(d: DbWebhookDeliveryRow, s: DbWebhookSubscriptionRow, attemptId: string, now: number): Promise<Outcome> {
-    const secrets = [s.secret, ...(s.previous_secret && Number(s.previous_secret_until ?? 0) > now ? [s.previous_secret] : [])];
+    const previous = s.previous_secret && Number(s.previous_secret_until ?? 0) > now ? s.previous_secret : null;
+    const legacy = d.event_type === 'meeting.completed';
+    // Resource events carry both signatures during a rotation's grace period; the legacy signature has
+    // room for one, so it keeps the old secret until the grace period ends (then the new one).
+    const secrets = legacy ? [previous ?? s.secret] : [s.secret, ...(previous ? [previous] : [])];
     const headers = {
       'Content-Type': 'application/json',
       'User-Agent': 'WorkspaceOperations-Webhooks/1',
-      ...signedHeaders({ legacy: d.event_type === 'meeting.completed', eventId: d.event_id, attemptId, body: d.payload, nowMs: now, secrets }),
+      ...signedHeaders({ legacy, eventId: d.event_id, attemptId, body: d.payload, nowMs: now, secrets }),
     };
     let result: Awaited<ReturnType<typeof post>>;
     try {
       result = await post(s.url, { headers, body: d.payload, timeoutMs: ATTEMPT_TIMEOUT_MS, maxResponseBytes: RESPONSE_BODY_BYTES }, config.egress);
     } catch (err) {
-      if (err instanceof EgressRefused) return { ok: false, status: null, error: `destination refused: ${err.message}`, body: null, durationMs: 0, retryAfterMs: null };
+      // The reason only: the message names the host and what it resolved to, which API readers of attempts may not see.
+      if (err instanceof EgressRefused) return { ok: false, status: null, error: `destination refused: ${err.reason}`, body: null, durationMs: 0, retryAfterMs: null };
       throw err;
     }
     if (result.kind === 'error') return { ok: false, status: null, error: result.error, body: null, durationMs: result.durationMs, retryAfterMs: null };
@@ -185,12 +191,19 @@ export function deliveryWorker(deps: Deps): BackgroundWorker {
     );
   }
 
-  async function attempt(d: DbWebhookDeliveryRow, s: DbWebhookSubscriptionRow | undefined): Promise<void> {
+  async function attempt(d: DbWebhookDeliveryRow): Promise<void> {
+    // Read per attempt: an earlier attempt of the batch (or a person) may have disabled it or rotated its secret.
+    const [s] = await subscriptionsById(db.sql, [d.webhook_id]);
     if (!s || !s.enabled) return finishWithout(d, s ? 'the subscription is disabled' : 'the subscription was deleted');
     const now = clock.now();
     const window = now - (now % 60_000);
-    if (!(await takeWindowSlot(db.sql, `ws:${d.workspace_id}`, window, WORKSPACE_ATTEMPTS_PER_MINUTE)) || !(await takeWindowSlot(db.sql, `wh:${d.webhook_id}`, window, SUBSCRIPTION_ATTEMPTS_PER_MINUTE))) {
-      return defer(d, window + 60_000 + Math.floor(Math.random() * 1000));
+    // The subscription's slot first: a backlogged subscription must not spend the workspace's budget
+    // on attempts it may not make; a workspace refusal gives the subscription's slot back.
+    const later = window + 60_000 + Math.floor(Math.random() * 1000);
+    if (!(await takeWindowSlot(db.sql, `wh:${d.webhook_id}`, window, SUBSCRIPTION_ATTEMPTS_PER_MINUTE))) return defer(d, later);
+    if (!(await takeWindowSlot(db.sql, `ws:${d.workspace_id}`, window, WORKSPACE_ATTEMPTS_PER_MINUTE))) {
+      await releaseWindowSlot(db.sql, `wh:${d.webhook_id}`, window);
+      return defer(d, later);
     }
     const number = Number(d.attempts) + 1;
     const firstAt = d.first_attempt_at === null ? now : Number(d.first_attempt_at);
@@ -199,7 +212,9 @@ export function deliveryWorker(deps: Deps): BackgroundWorker {
     const exhausted = !outcome.ok && number >= MAX_ATTEMPTS;
     let next: number | null = null;
     if (!outcome.ok && !exhausted) {
-      next = nextAttemptAt(firstAt, number);
+      // Never sooner than half the nominal gap after this attempt (after a long Retry-After or a deferral
+      // the schedule's later offsets may already be past: they do not fire back to back).
+      next = Math.max(nextAttemptAt(firstAt, number), now + (ATTEMPT_OFFSETS_MS[number]! - ATTEMPT_OFFSETS_MS[number - 1]!) / 2);
       if (outcome.retryAfterMs !== null) next = Math.max(next, now + Math.min(outcome.retryAfterMs, 86_400_000));
     }
     const status = outcome.ok ? 'succeeded' : exhausted ? 'failed' : 'pending';
@@ -271,13 +286,12 @@ export function deliveryWorker(deps: Deps): BackgroundWorker {
       const now = clock.now();
       const claimed = await claimDueDeliveries(db.sql, owner, now, now + LEASE_MS, BATCH);
       if (!claimed.length) return 0;
-      const subs = new Map((await subscriptionsById(db.sql, [...new Set(claimed.map((d) => d.webhook_id))])).map((s) => [s.id, s]));
       let next = 0;
       const lane = async () => {
         while (next < claimed.length) {
           const d = claimed[next++]!;
           try {
-            await attempt(d, subs.get(d.webhook_id));
+            await attempt(d);
           } catch (err) {
             // Left leased: another attempt follows when the lease ends.
             logger.error({ err, delivery: d.id }, 'webhook attempt could not be recorded');

@@ -34,8 +34,8 @@ function reads(ctx: OperationContext, type: string): boolean {
 /** A subscription is visible only when the caller reads every one of its types. */
 const visible = (ctx: OperationContext, s: DbWebhookSubscriptionRow) => (JSON.parse(s.resource_types) as string[]).every((t) => reads(ctx, t));
 
-async function visibleSubscription(ctx: OperationContext, id: string): Promise<DbWebhookSubscriptionRow> {
-  const s = await findSubscription(ctx.sql, ctx.workspaceId, id);
+async function visibleSubscription(ctx: OperationContext, id: string, lock = false): Promise<DbWebhookSubscriptionRow> {
+  const s = await findSubscription(ctx.sql, ctx.workspaceId, id, lock);
   if (!s || !visible(ctx, s)) throw notFound(`No webhook subscription ${id} is visible to this credential.`);
   return s;
 }
@@ -215,7 +215,8 @@ export const webhookHandlers: NamespaceHandlers<'webhooks'> = {
   },
 
   'webhooks.ReplayWebhookEvent': async (input, ctx) => {
-    const s = await visibleSubscription(ctx, input.webhook_id);
+    // Locked: two replays at once cannot both find the event's last delivery finished.
+    const s = await visibleSubscription(ctx, input.webhook_id, true);
     const latest = await latestDeliveryOf(ctx.sql, s.id, input.event_id);
     if (!latest || Number(latest.created_at) < ctx.now - RETENTION_MS) throw notFound(`Event ${input.event_id} was not delivered to ${s.id} in the last 30 days.`);
     if (!s.enabled) throw conflict(`Subscription ${s.id} is disabled; enable it in settings, then replay.`);
@@ -226,7 +227,7 @@ export const webhookHandlers: NamespaceHandlers<'webhooks'> = {
   },
 
   'webhooks.RecoverWebhookEvents': async (input, ctx) => {
-    const s = await visibleSubscription(ctx, input.webhook_id);
+    const s = await visibleSubscription(ctx, input.webhook_id, true);
     if (!s.enabled) throw conflict(`Subscription ${s.id} is disabled; enable it in settings, then recover.`);
     const since = Math.max(input.since, ctx.now - RETENTION_MS);
     const until = input.until ?? ctx.now + 1;

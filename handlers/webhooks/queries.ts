@@ -238,6 +238,11 @@ export async function takeWindowSlot(sql: Sql, bucket: string, windowStart: numb
   return row !== undefined;
 }
 
+/** Gives back a slot taken in a window (the attempt was not made). */
+export async function releaseWindowSlot(sql: Sql, bucket: string, windowStart: number): Promise<void> {
+  await sql.run(`UPDATE webhook_rate_windows SET count = count - 1 WHERE bucket = ? AND window_start = ? AND count > 0`, [bucket, windowStart]);
+}
+
 /** Deletes finished deliveries (and their attempts) created before `before`, old rate windows and decided or expired proposals. */
 export async function pruneWebhooks(sql: Sql, before: number, now: number): Promise<{ deliveries: number }> {
   await sql.run(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE created_at < ? AND status IN ('succeeded', 'failed'))`, [before]);

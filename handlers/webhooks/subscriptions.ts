@@ -139,19 +139,20 @@ export async function enableSubscription(db: Database, clock: Clock, workspaceId
   if (!test.ok) return test;
   const now = clock.now();
   await db.sql.run(
-    `UPDATE webhook_subscriptions SET enabled = ?, enabled_since = ?, consecutive_failures = 0, disabled_at = NULL, disabled_reason = NULL, updated_at = ? WHERE id = ? AND enabled = ?`,
-    [true, now, now, id, false],
+    `UPDATE webhook_subscriptions SET enabled = ?, enabled_since = ?, consecutive_failures = 0, disabled_at = NULL, disabled_reason = NULL, last_success_at = ?, updated_at = ? WHERE id = ? AND enabled = ?`,
+    [true, now, now, now, id, false],
   );
   return test;
 }
 
 /** A new signing secret, returned once; the old one still signs (beside it) for ROTATION_GRACE_MS. */
 export async function rotateSecret(db: Database, clock: Clock, workspaceId: string, id: string): Promise<{ secret: string; previous_valid_until: number }> {
-  const s = await subscriptionOf(db, workspaceId, id);
+  await subscriptionOf(db, workspaceId, id);
   const now = clock.now();
   const secret = newSigningSecret();
   const until = now + ROTATION_GRACE_MS;
-  await db.sql.run(`UPDATE webhook_subscriptions SET secret = ?, previous_secret = ?, previous_secret_until = ?, updated_at = ? WHERE id = ?`, [secret, s.secret, until, now, id]);
+  // One statement: two rotations at once cannot both keep the same old secret.
+  await db.sql.run(`UPDATE webhook_subscriptions SET previous_secret = secret, secret = ?, previous_secret_until = ?, updated_at = ? WHERE id = ?`, [secret, until, now, id]);
   return { secret, previous_valid_until: until };
 }
 
@@ -191,7 +192,7 @@ export async function recordMeetingCompleted(db: Database, clock: Clock, workspa
   return { event_id: id };
 }
 
-/** Checks a destination for a proposal (syntax and policy; names are resolved at approval and every attempt). */
+/** Checks a destination for a proposal (syntax and policy; names are resolved at every attempt). */
 export function checkProposedUrl(url: string, policy: EgressPolicy): string {
   try {
     return checkDestination(url, policy).toString();
