@@ -85,38 +85,15 @@ export class JobRunner {
     }
   }
 
-  private polling = false;
-  private again = false;
-  private intervalMs = 1000;
-
-  private readonly tick = () => {
-    this.polling = true;
-    this.again = false;
-    this.running = this.poll();
-    void this.running.finally(() => {
-      this.polling = false;
-      if (this.timer) this.timer = setTimeout(this.tick, this.again ? 0 : this.intervalMs);
-    });
-  };
-
   /** Polls for due jobs every `intervalMs` until stopped. */
   start(intervalMs = 1000): void {
-    this.intervalMs = intervalMs;
-    this.timer = setTimeout(this.tick, 0);
-  }
-
-  /**
-   * Polls now instead of at the next interval (a job was just enqueued and committed in this process);
-   * no-op unless started. Other processes find the job at their next poll.
-   */
-  wake(): void {
-    if (!this.timer) return;
-    if (this.polling) {
-      this.again = true;
-      return;
-    }
-    clearTimeout(this.timer);
-    this.timer = setTimeout(this.tick, 0);
+    const tick = () => {
+      this.running = this.poll();
+      void this.running.finally(() => {
+        if (this.timer) this.timer = setTimeout(tick, intervalMs);
+      });
+    };
+    this.timer = setTimeout(tick, 0);
   }
 
   async stop(): Promise<void> {

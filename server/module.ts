@@ -9,7 +9,7 @@ import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import type { CredentialStore } from './credentials.ts';
 import type { InternalCalls } from './internalCalls.ts';
-import type { JobDefinition, JobRunner } from './jobs.ts';
+import type { JobDefinition } from './jobs.ts';
 import type { Handler } from './operation.ts';
 import type { EventConsumer } from './outbox.ts';
 import type { PageKit } from './pages.ts';
@@ -31,8 +31,6 @@ export interface ModuleDeps {
   readonly pages: PageKit;
   /** Operations called by the service itself, as an API call would run them (automation actions). */
   readonly calls: InternalCalls;
-  /** This process's job runner: `wake()` after committing a job that should start at once. */
-  readonly jobs: Pick<JobRunner, 'wake'>;
   /** This process's module workers: `wake(name)` after committing work for one. */
   readonly workers: Pick<Workers, 'wake'>;
 }

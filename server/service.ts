@@ -32,7 +32,7 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   // The workers are built from the modules below; what a module is given wakes them once they exist.
   let workers: Workers | null = null;
   const wakeWorker = { wake: (name: string) => workers?.wake(name) };
-  const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, jobs, workers: wakeWorker };
+  const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker };
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps));
   platform.finish();
 

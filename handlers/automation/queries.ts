@@ -113,10 +113,6 @@ export async function insertRun(sql: Sql, r: DbAutomationRunRow): Promise<boolea
   return changed > 0;
 }
 
-export function findRun(sql: Sql, id: string, lock = false): Promise<DbAutomationRunRow | undefined> {
-  return sql.one<DbAutomationRunRow>(`SELECT * FROM automation_runs WHERE id = ?${lock && sql.dialect === 'pg' ? ' FOR UPDATE' : ''}`, [id]);
-}
-
 /**
  * Claims up to `limit` runs for a worker, in one statement: queued ones, and running ones whose
  * worker's lease ended (it died mid-run). They become `running` (committed) with a new lease; other

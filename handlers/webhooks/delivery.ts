@@ -79,6 +79,35 @@ export function payloadOf(event: Pick<OutboxEvent, 'id' | 'type' | 'resourceType
   });
 }
 
+type DeliveredEvent = Pick<DbWebhookDeliveryRow, 'workspace_id' | 'webhook_id' | 'event_id' | 'event_type' | 'resource_type' | 'record_id' | 'event_occurred_at' | 'payload'>;
+
+/** A delivery of an event, due now: the first one (`replayOf` null) or a replay of an earlier delivery. */
+export function newDelivery(event: DeliveredEvent, now: number, replayOf: string | null): DbWebhookDeliveryRow {
+  return {
+    workspace_id: event.workspace_id,
+    webhook_id: event.webhook_id,
+    event_id: event.event_id,
+    event_type: event.event_type,
+    resource_type: event.resource_type,
+    record_id: event.record_id,
+    event_occurred_at: event.event_occurred_at,
+    payload: event.payload,
+    id: newId('whd'),
+    status: 'pending',
+    attempts: 0,
+    first_attempt_at: null,
+    next_attempt_at: now,
+    last_attempt_at: null,
+    last_status_code: null,
+    last_error: null,
+    leased_by: null,
+    lease_until: null,
+    replay_of: replayOf,
+    created_at: now,
+    finished_at: null,
+  };
+}
+
 const typesOf = (s: Pick<DbWebhookSubscriptionRow, 'resource_types'>) => JSON.parse(s.resource_types) as string[];
 
 /** The consumer that makes deliveries. */
@@ -95,29 +124,23 @@ export function fanoutConsumer(deps: Deps): EventConsumer {
         // Events committed before approval (or before the last re-enable) are not delivered; a type added later is never carried.
         if (event.occurredAt < Number(s.enabled_since)) continue;
         if (event.type !== 'meeting.completed' && !typesOf(s).includes(event.resourceType)) continue;
-        const inserted = await insertDelivery(sql, {
-          id: newId('whd'),
-          workspace_id: event.workspaceId,
-          webhook_id: s.id,
-          event_id: event.id,
-          event_type: event.type as WebhookEventName,
-          resource_type: event.type === 'meeting.completed' ? null : event.resourceType,
-          record_id: event.recordId,
-          event_occurred_at: event.occurredAt,
-          payload: payloadOf(event, s.id),
-          status: 'pending',
-          attempts: 0,
-          first_attempt_at: null,
-          next_attempt_at: now,
-          last_attempt_at: null,
-          last_status_code: null,
-          last_error: null,
-          leased_by: null,
-          lease_until: null,
-          replay_of: null,
-          created_at: now,
-          finished_at: null,
-        });
+        const inserted = await insertDelivery(
+          sql,
+          newDelivery(
+            {
+              workspace_id: event.workspaceId,
+              webhook_id: s.id,
+              event_id: event.id,
+              event_type: event.type as WebhookEventName,
+              resource_type: event.type === 'meeting.completed' ? null : event.resourceType,
+              record_id: event.recordId,
+              event_occurred_at: event.occurredAt,
+              payload: payloadOf(event, s.id),
+            },
+            now,
+            null,
+          ),
+        );
         if (inserted) pending = true;
       }
     },

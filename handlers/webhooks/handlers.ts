@@ -6,7 +6,7 @@ import { newId } from '../../server/ids.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
 import { roleAllows } from '../../server/roles.ts';
-import { RETENTION_MS } from './delivery.ts';
+import { newDelivery, RETENTION_MS } from './delivery.ts';
 import {
   type DbWebhookDeliveryRow,
   type DbWebhookSubscriptionRow,
@@ -77,24 +77,7 @@ export function deliveryView(d: DbWebhookDeliveryRow) {
 }
 
 /** A new delivery of an event already delivered to this subscription: same event id and payload. */
-function replayOf(d: DbWebhookDeliveryRow, now: number): DbWebhookDeliveryRow {
-  return {
-    ...d,
-    id: newId('whd'),
-    status: 'pending',
-    attempts: 0,
-    first_attempt_at: null,
-    next_attempt_at: now,
-    last_attempt_at: null,
-    last_status_code: null,
-    last_error: null,
-    leased_by: null,
-    lease_until: null,
-    replay_of: d.id,
-    created_at: now,
-    finished_at: null,
-  };
-}
+const replayOf = (d: DbWebhookDeliveryRow, now: number) => newDelivery(d, now, d.id);
 
 export const webhookHandlers: NamespaceHandlers<'webhooks'> = {
   'webhooks.PrepareWebhook': async (input, ctx) => {

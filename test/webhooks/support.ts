@@ -1,9 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { getOutboxConsumer, peekOutbox } from '../../db/queries/outbox.ts';
 import { approveProposal } from '../../handlers/webhooks/subscriptions.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import type { ServiceConfig } from '../../server/config.ts';
 import { acme } from '../support/fixtures.ts';
+import { readOutbox } from '../support/outbox.ts';
 import { type Receiver, testCertificates } from '../support/receiver.ts';
 import type { TestService } from '../support/service.ts';
 
@@ -34,17 +34,9 @@ export async function subscribe(svc: TestService, ws: ApplyResult, url: string, 
   return { id: webhook_id, secret, proposal: proposed.data! };
 }
 
-/** Reads every committed event into deliveries (waiting on the database, bounded: another transaction may hold events back on PostgreSQL). */
-export async function fanOut(svc: TestService, timeoutMs = 15_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    await svc.outbox.runOnce();
-    const c = await getOutboxConsumer(svc.db.sql, 'webhooks.fanout');
-    const ahead = c ? await peekOutbox(svc.db.sql, { xid: String(c.position_xid), seq: Number(c.position_seq) }) : 'none';
-    if (ahead === 'none') return;
-    if (Date.now() > until) throw new Error('the outbox stays held back');
-    await new Promise((r) => setTimeout(r, 20));
-  }
+/** Reads every committed event into deliveries. */
+export function fanOut(svc: TestService): Promise<void> {
+  return readOutbox(svc, 'webhooks.fanout');
 }
 
 /** Fans out and runs the delivery worker until nothing is due now. */
