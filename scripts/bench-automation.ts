@@ -61,7 +61,7 @@ import { setEnabled } from '../handlers/automation/admin.ts';
 import { applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { acme, createPipeline } from '../test/support/fixtures.ts';
-import { fmt, killAll, log, percentile, pinCpus, type Pinning, positive, processCpuMs, resetPostgres, root, type Server, sleep, startServer, stopServer, table, waitReady } from './bench-support.ts';
+import { fmt, log, openLoopPost, percentile, pinCpus, type Pinning, positive, processCpuMs, resetPostgres, root, runMain, type Server, sleep, startServer, stopServer, table, waitReady } from './bench-support.ts';
 import { reachablePostgres, redactUrl } from './postgres.ts';
 
 const RATE = positive('BENCH_WRITE_RATE', 200);
@@ -200,94 +200,27 @@ function trafficOf(dealIds: readonly string[], secret: string) {
   };
 }
 
-/** Sends `rate` requests/s for `seconds` on a fixed schedule, whatever the answers' latency; waits for every answer (at most 30 s). */
+/** Sends RATE UpdateDeal requests/s for `seconds` on a fixed schedule, whatever the answers' latency; with the CPU each process used meanwhile. */
 async function openLoop(server: Server, seconds: number, next: ReturnType<typeof trafficOf>, worker?: Server): Promise<Load> {
-  const total = Math.round(RATE * seconds);
-  const latencies: number[] = [];
-  const statusCodes: Record<string, number> = {};
-  const failureSamples: string[] = [];
-  let failed = 0;
-  let answered = 0;
-  let lastAnswer = 0;
-  let maxSendLagMs = 0;
   const cpuBefore = processCpuMs(server.child.pid);
   const workerBefore = worker ? processCpuMs(worker.child.pid) : null;
   const machineBefore = machineCpu();
-  const start = performance.now();
-  let allAnswered!: () => void;
-  const done = new Promise<void>((resolve) => (allAnswered = resolve));
-  const finish = () => {
-    if (++answered === total) allAnswered();
-  };
-  const send = (due: number) => {
-    const { body, headers } = next();
-    const req = http.request(
-      { host: '127.0.0.1', port: server.port, method: 'POST', path: '/v1/operations/customers.UpdateDeal', agent, headers: { ...headers, 'content-length': Buffer.byteLength(body) } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => {
-          if (res.statusCode !== 200) chunks.push(c);
-        });
-        res.on('end', () => {
-          const t = performance.now();
-          const code = String(res.statusCode);
-          statusCodes[code] = (statusCodes[code] ?? 0) + 1;
-          if (res.statusCode === 200) {
-            latencies.push(t - due);
-            lastAnswer = t;
-          } else {
-            failed++;
-            if (failureSamples.length < 5) failureSamples.push(`${code} ${Buffer.concat(chunks).toString('utf8').slice(0, 400)}`);
-          }
-          finish();
-        });
-      },
-    );
-    req.on('error', (err) => {
-      failed++;
-      statusCodes.error = (statusCodes.error ?? 0) + 1;
-      if (failureSamples.length < 5) failureSamples.push(`socket: ${err.message}`);
-      finish();
-    });
-    req.setTimeout(30_000, () => req.destroy(new Error('timeout after 30 s')));
-    req.end(body);
-  };
-  let sent = 0;
-  await new Promise<void>((resolve) => {
-    const tick = () => {
-      const now = performance.now();
-      while (sent < total) {
-        const due = start + (sent * 1000) / RATE;
-        if (due > now) break;
-        maxSendLagMs = Math.max(maxSendLagMs, now - due);
-        sent++;
-        send(due);
-      }
-      if (sent >= total) resolve();
-      else setTimeout(tick, Math.max(0, Math.min(5, start + (sent * 1000) / RATE - performance.now())));
-    };
-    tick();
-  });
-  await Promise.race([done, sleep(30_000)]);
+  const a = await openLoopPost({ port: server.port, path: '/v1/operations/customers.UpdateDeal', agent }, RATE, seconds, next);
   const cpuAfter = processCpuMs(server.child.pid);
   const workerAfter = worker ? processCpuMs(worker.child.pid) : null;
   const machineAfter = machineCpu();
-  const elapsed = Math.max(performance.now() - start, 1);
-  if (answered < total) {
-    failed += total - answered;
-    statusCodes.unanswered = total - answered;
-  }
-  const sorted = Float64Array.from(latencies).sort();
+  const elapsed = Math.max(performance.now() - a.start, 1);
+  const sorted = Float64Array.from(a.latencies).sort();
   const ok = sorted.length;
   return {
-    offered: total,
+    offered: a.offered,
     ok,
-    failed,
-    statusCodes,
-    failureSamples,
-    achievedPerS: ok / ((Math.max(lastAnswer, start + (seconds * 1000)) - start) / 1000),
+    failed: a.failed,
+    statusCodes: a.statusCodes,
+    failureSamples: a.failureSamples,
+    achievedPerS: ok / ((Math.max(a.lastAnswer, a.start + seconds * 1000) - a.start) / 1000),
     latencyMs: { p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99), max: ok ? sorted[ok - 1]! : Number.NaN },
-    maxSendLagMs,
+    maxSendLagMs: a.maxSendLagMs,
     serverCpuPct: cpuBefore !== null && cpuAfter !== null ? ((cpuAfter - cpuBefore) / elapsed) * 100 : null,
     workerCpuPct: workerBefore !== null && workerAfter !== null ? ((workerAfter - workerBefore) / elapsed) * 100 : null,
     machineBusyPct: machineBefore && machineAfter ? ((machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total)) * 100 : null,
@@ -609,13 +542,4 @@ async function main(): Promise<number> {
   return problems.length ? 1 : 0;
 }
 
-main()
-  .then((code) => {
-    process.exitCode = code;
-    setTimeout(() => process.exit(code), 200).unref();
-  })
-  .catch((err) => {
-    killAll();
-    console.error(`[bench] ${(err as Error).stack ?? err}`);
-    process.exit(1);
-  });
+runMain(main);

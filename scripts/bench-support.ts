@@ -5,7 +5,9 @@
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
@@ -262,4 +264,112 @@ export function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   const line = (r: string[]) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
   return [line(rows[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)].join('\n');
+}
+
+/** What an open-loop phase sent and got back. */
+export interface OpenLoopAnswers {
+  offered: number;
+  /** Latency of each 200 answer, from when its request was due (ms). */
+  latencies: number[];
+  failed: number;
+  statusCodes: Record<string, number>;
+  failureSamples: string[];
+  maxSendLagMs: number;
+  /** performance.now() at the first request's due time and at the last 200 answer. */
+  start: number;
+  lastAnswer: number;
+}
+
+/**
+ * POSTs `rate` requests/s to `path` for `seconds` on a fixed schedule (open loop, as independent
+ * clients send), whatever the answers' latency, then waits for every answer (at most 30 s); answers
+ * still missing count as failed (`unanswered`). `onSecond` is called as each second of the schedule passes.
+ */
+export async function openLoopPost(
+  target: { port: number; path: string; agent: http.Agent },
+  rate: number,
+  seconds: number,
+  next: () => { body: string; headers: Record<string, string> },
+  onSecond?: (second: number) => void,
+): Promise<OpenLoopAnswers> {
+  const total = Math.round(rate * seconds);
+  const out: OpenLoopAnswers = { offered: total, latencies: [], failed: 0, statusCodes: {}, failureSamples: [], maxSendLagMs: 0, start: performance.now(), lastAnswer: 0 };
+  let answered = 0;
+  let allAnswered!: () => void;
+  const done = new Promise<void>((resolve) => (allAnswered = resolve));
+  const finish = () => {
+    if (++answered === total) allAnswered();
+  };
+  const fail = (sample: string) => {
+    out.failed++;
+    if (out.failureSamples.length < 5) out.failureSamples.push(sample);
+  };
+  const send = (due: number) => {
+    const { body, headers } = next();
+    const req = http.request(
+      { host: '127.0.0.1', port: target.port, method: 'POST', path: target.path, agent: target.agent, headers: { ...headers, 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => {
+          if (res.statusCode !== 200) chunks.push(c);
+        });
+        res.on('end', () => {
+          const t = performance.now();
+          const code = String(res.statusCode);
+          out.statusCodes[code] = (out.statusCodes[code] ?? 0) + 1;
+          if (res.statusCode === 200) {
+            out.latencies.push(t - due);
+            out.lastAnswer = t;
+          } else fail(`${code} ${Buffer.concat(chunks).toString('utf8').slice(0, 400)}`);
+          finish();
+        });
+      },
+    );
+    req.on('error', (err) => {
+      out.statusCodes.error = (out.statusCodes.error ?? 0) + 1;
+      fail(`socket: ${err.message}`);
+      finish();
+    });
+    req.setTimeout(30_000, () => req.destroy(new Error('timeout after 30 s')));
+    req.end(body);
+  };
+  let sent = 0;
+  let second = 0;
+  const start = out.start;
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      while (sent < total) {
+        const due = start + (sent * 1000) / rate;
+        if (due > now) break;
+        out.maxSendLagMs = Math.max(out.maxSendLagMs, now - due);
+        sent++;
+        send(due);
+      }
+      while (onSecond && now - start >= (second + 1) * 1000) onSecond(++second);
+      if (sent >= total) resolve();
+      else setTimeout(tick, Math.max(0, Math.min(5, start + (sent * 1000) / rate - performance.now())));
+    };
+    tick();
+  });
+  await Promise.race([done, sleep(30_000)]);
+  if (answered < total) {
+    out.failed += total - answered;
+    out.statusCodes.unanswered = total - answered;
+  }
+  return out;
+}
+
+/** Runs a benchmark's main: its number is the exit code; a crash stops every service it started. */
+export function runMain(main: () => Promise<number>): void {
+  main()
+    .then((code) => {
+      process.exitCode = code;
+      setTimeout(() => process.exit(code), 200).unref();
+    })
+    .catch((err) => {
+      killAll();
+      console.error(`[bench] ${(err as Error).stack ?? err}`);
+      process.exit(1);
+    });
 }

@@ -63,7 +63,7 @@ import { applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { createPipeline } from '../test/support/fixtures.ts';
 import { testCertificates } from '../test/support/receiver.ts';
-import { fmt, killAll, log, percentile, positive, processCpuMs, resetPostgres, root, type Server, sleep, startServer, stopServer, table, waitReady } from './bench-support.ts';
+import { fmt, log, openLoopPost, percentile, positive, processCpuMs, resetPostgres, root, runMain, type Server, sleep, startServer, stopServer, table, waitReady } from './bench-support.ts';
 import { reachablePostgres, redactUrl } from './postgres.ts';
 
 const DATABASES = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',').map((s) => s.trim());
@@ -184,86 +184,21 @@ function writesTo(set: Target[]) {
   };
 }
 
+/** Sends `rate` UpdateDeal requests/s for `seconds` on a fixed schedule (open loop); `from`/`to` in the service's Unix ms. */
 async function openLoop(server: Server, rate: number, seconds: number, next: ReturnType<typeof writesTo>, onSecond?: (s: number) => void): Promise<Load> {
-  const total = Math.round(rate * seconds);
-  const latencies: number[] = [];
-  const statusCodes: Record<string, number> = {};
-  const failureSamples: string[] = [];
-  let failed = 0;
-  let answered = 0;
-  let maxSendLagMs = 0;
   const from = Date.now();
-  const start = performance.now();
-  let allAnswered!: () => void;
-  const done = new Promise<void>((resolve) => (allAnswered = resolve));
-  const finish = () => {
-    if (++answered === total) allAnswered();
-  };
-  const send = (due: number) => {
-    const { body, headers } = next();
-    const req = http.request(
-      { host: '127.0.0.1', port: server.port, method: 'POST', path: '/v1/operations/customers.UpdateDeal', agent, headers: { ...headers, 'content-length': Buffer.byteLength(body) } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => {
-          if (res.statusCode !== 200) chunks.push(c);
-        });
-        res.on('end', () => {
-          const code = String(res.statusCode);
-          statusCodes[code] = (statusCodes[code] ?? 0) + 1;
-          if (res.statusCode === 200) latencies.push(performance.now() - due);
-          else {
-            failed++;
-            if (failureSamples.length < 5) failureSamples.push(`${code} ${Buffer.concat(chunks).toString('utf8').slice(0, 400)}`);
-          }
-          finish();
-        });
-      },
-    );
-    req.on('error', (err) => {
-      failed++;
-      statusCodes.error = (statusCodes.error ?? 0) + 1;
-      if (failureSamples.length < 5) failureSamples.push(`socket: ${err.message}`);
-      finish();
-    });
-    req.setTimeout(30_000, () => req.destroy(new Error('timeout after 30 s')));
-    req.end(body);
-  };
-  let sent = 0;
-  let second = 0;
-  await new Promise<void>((resolve) => {
-    const tick = () => {
-      const now = performance.now();
-      while (sent < total) {
-        const due = start + (sent * 1000) / rate;
-        if (due > now) break;
-        maxSendLagMs = Math.max(maxSendLagMs, now - due);
-        sent++;
-        send(due);
-      }
-      while (onSecond && now - start >= (second + 1) * 1000) onSecond(++second);
-      if (sent >= total) resolve();
-      else setTimeout(tick, Math.max(0, Math.min(5, start + (sent * 1000) / rate - performance.now())));
-    };
-    tick();
-  });
-  const to = from + seconds * 1000;
-  await Promise.race([done, sleep(30_000)]);
-  if (answered < total) {
-    failed += total - answered;
-    statusCodes.unanswered = total - answered;
-  }
-  const sorted = Float64Array.from(latencies).sort();
+  const a = await openLoopPost({ port: server.port, path: '/v1/operations/customers.UpdateDeal', agent }, rate, seconds, next, onSecond);
+  const sorted = Float64Array.from(a.latencies).sort();
   return {
-    offered: total,
+    offered: a.offered,
     ok: sorted.length,
-    failed,
-    statusCodes,
-    failureSamples,
+    failed: a.failed,
+    statusCodes: a.statusCodes,
+    failureSamples: a.failureSamples,
     latencyMs: { p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.length ? sorted[sorted.length - 1]! : Number.NaN },
-    maxSendLagMs,
+    maxSendLagMs: a.maxSendLagMs,
     from,
-    to,
+    to: from + seconds * 1000,
   };
 }
 
@@ -797,13 +732,4 @@ async function main(): Promise<number> {
   return problems.length ? 1 : 0;
 }
 
-main()
-  .then((code) => {
-    process.exitCode = code;
-    setTimeout(() => process.exit(code), 200).unref();
-  })
-  .catch((err) => {
-    killAll();
-    console.error(`[bench] ${(err as Error).stack ?? err}`);
-    process.exit(1);
-  });
+runMain(main);

@@ -31,7 +31,6 @@ import { systemClock } from '../server/clock.ts';
 import { acme, createPipeline } from '../test/support/fixtures.ts';
 import {
   fmt,
-  killAll,
   log,
   type Phase,
   type Pinning,
@@ -39,6 +38,7 @@ import {
   positive,
   resetPostgres,
   root,
+  runMain,
   runPhase,
   type Server,
   startServer,
@@ -443,13 +443,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main()
-  .then((code) => {
-    process.exitCode = code;
-    setTimeout(() => process.exit(code), 200).unref();
-  })
-  .catch((err) => {
-    killAll();
-    console.error(`[bench] ${(err as Error).stack ?? err}`);
-    process.exit(1);
-  });
+runMain(main);
