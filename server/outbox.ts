@@ -66,6 +66,7 @@ import {
 import type { Clock } from './clock.ts';
 import type { EventCause } from './operation.ts';
 import { randomIdPart } from './ids.ts';
+import { PollLoop } from './workers.ts';
 
 /** A committed change event as consumers read it (the `record_events` outbox). */
 export interface OutboxEvent {
@@ -159,7 +160,6 @@ export class OutboxRunner {
   private readonly names: string[];
   private ensured: Promise<void> | null = null;
   private chain: Promise<unknown> = Promise.resolve();
-  private timer: NodeJS.Timeout | null = null;
   private stopping = false;
   private readonly heldSince = new Map<string, { since: number; warned: boolean }>();
 
@@ -188,55 +188,30 @@ export class OutboxRunner {
 
   /** Polls every `intervalMs` until stopped (nothing to do when no module has consumers). */
   start(intervalMs = 1000): void {
-    if (!this.names.length || this.timer) return;
-    const tick = () => {
-      this.polling = true;
-      this.again = false;
-      this.lastPoll = Date.now();
-      void this.runOnce()
-        .catch((err: unknown) => {
-          if (isBusy(err)) this.logger.info({ code: (err as { code: string }).code }, 'outbox waits: the database is busy (another process is writing)');
-          else this.logger.error({ err }, 'outbox runner failed');
-        })
-        .finally(() => {
-          this.polling = false;
-          if (this.timer) this.timer = setTimeout(tick, this.again ? OutboxRunner.WAKE_GAP_MS : intervalMs);
-        });
-    };
-    this.tick = tick;
-    this.timer = setTimeout(tick, 0);
+    if (!this.names.length || this.loop) return;
+    // A wake polls at most every 100 ms: under a steady stream of commands, events are read in batches
+    // (one transaction each) instead of one transaction per command, which on SQLite would take the
+    // one connection from the requests.
+    this.loop = new PollLoop('outbox', { runOnce: () => this.runOnce(), intervalMs, wakeGapMs: 100 }, this.logger);
+    this.loop.start();
   }
 
-  private tick: (() => void) | null = null;
-  private polling = false;
-  private again = false;
-  private lastPoll = 0;
-  /**
-   * A wake polls at most this often: under a steady stream of commands, events are read in batches
-   * (one transaction each) instead of one transaction per command, which on SQLite would take the one
-   * connection from the requests.
-   */
-  private static readonly WAKE_GAP_MS = 100;
+  private loop: PollLoop | null = null;
 
   /**
    * Polls now instead of at the next interval: this process just committed change events (a command).
    * Writes of other processes are found at the next poll. No-op unless started.
    */
   wake(): void {
-    if (!this.timer || !this.tick) return;
-    if (this.polling) {
-      this.again = true;
-      return;
-    }
-    clearTimeout(this.timer);
-    this.timer = setTimeout(this.tick, Math.max(0, this.lastPoll + OutboxRunner.WAKE_GAP_MS - Date.now()));
+    this.loop?.wake();
   }
 
   /** Stops polling, lets the batch in flight finish and releases this process's leases. */
   async stop(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+    const loop = this.loop;
+    this.loop = null;
     this.stopping = true;
+    await loop?.stop();
     try {
       await this.chain;
       for (const name of this.names) {

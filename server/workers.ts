@@ -14,31 +14,42 @@ export interface BackgroundWorker {
   readonly intervalMs?: number;
 }
 
-class Loop {
+/**
+ * Runs `runOnce` in a loop: again at once while it finds work, else after `intervalMs`, or when woken.
+ * With `wakeGapMs`, polls start at most that often after a wake or a busy round, so a stream of wakes
+ * is served in batches. Failures are logged (a busy database quietly) and the loop goes on.
+ */
+export class PollLoop {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<unknown> = Promise.resolve();
   private busy = false;
   private again = false;
   private started = false;
+  private lastPoll = 0;
 
   constructor(
     private readonly name: string,
-    private readonly worker: BackgroundWorker,
+    private readonly worker: BackgroundWorker & { readonly wakeGapMs?: number },
     private readonly logger: Logger,
   ) {}
+
+  private soon(): number {
+    return Math.max(0, this.lastPoll + (this.worker.wakeGapMs ?? 0) - Date.now());
+  }
 
   private readonly tick = () => {
     this.timer = null;
     this.busy = true;
     this.again = false;
+    this.lastPoll = Date.now();
     const run = this.worker.runOnce().catch((err: unknown) => {
-      if (isBusy(err)) this.logger.info({ worker: this.name }, 'worker waits: the database is busy (another process is writing)');
-      else this.logger.error({ err, worker: this.name }, 'worker failed; trying again at the next poll');
+      if (isBusy(err)) this.logger.info({ worker: this.name }, `${this.name} waits: the database is busy (another process is writing)`);
+      else this.logger.error({ err, worker: this.name }, `${this.name} failed; trying again at the next poll`);
       return 0;
     });
     this.running = run.then((handled) => {
       this.busy = false;
-      if (this.started) this.timer = setTimeout(this.tick, handled > 0 || this.again ? 0 : (this.worker.intervalMs ?? 1000));
+      if (this.started) this.timer = setTimeout(this.tick, handled > 0 || this.again ? this.soon() : (this.worker.intervalMs ?? 1000));
     });
   };
 
@@ -55,7 +66,7 @@ class Loop {
       return;
     }
     if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(this.tick, 0);
+    this.timer = setTimeout(this.tick, this.soon());
   }
 
   async stop(): Promise<void> {
@@ -68,13 +79,13 @@ class Loop {
 
 /** The workers of one process, by name (`<namespace>.<what>`). */
 export class Workers {
-  private readonly loops = new Map<string, Loop>();
+  private readonly loops = new Map<string, PollLoop>();
 
   constructor(
     private readonly workers: Readonly<Record<string, BackgroundWorker>>,
     logger: Logger,
   ) {
-    for (const [name, w] of Object.entries(workers)) this.loops.set(name, new Loop(name, w, logger));
+    for (const [name, w] of Object.entries(workers)) this.loops.set(name, new PollLoop(name, w, logger));
   }
 
   start(): void {
