@@ -19,6 +19,9 @@ export const modules = [discovery, workspace, customers, analytics, automation, 
 // The modules' sections of the workspace file (`automations:`), for every caller of the admin functions.
 registerWorkspaceSections(modules.flatMap((m: AnyServiceModule) => (m.workspaceFile ? [m.workspaceFile] : [])));
 
+/** Every module's migrations folder, for `db.migrate(migrations)` in every process that opens the database. */
+export const migrations = modules.flatMap((m: AnyServiceModule) => (m.migrations ? [m.migrations] : []));
+
 // Every operation of the document belongs to a listed module (each module's handlers are complete for its namespace).
 type Uncovered = Exclude<AnyOperationId, `${(typeof modules)[number]['namespace']}.${string}`>;
 const everyNamespaceListed: [Uncovered] extends [never] ? true : { missing: Uncovered } = true;

@@ -29,7 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import YAML from 'yaml';
 // The composition root registers the modules' workspace-file sections (`automations:`) that applyWorkspace accepts.
-import '../app.ts';
+import { migrations } from '../app.ts';
 import { openDatabase } from '../db/database.ts';
 import { type Access, catalogue, namespaces, resourceTypes } from '../generated/catalogue.ts';
 import { lockReceipt, releaseReceipt } from '../db/queries/idempotency.ts';
@@ -258,7 +258,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 async function prepareDatabase(databaseUrl: string): Promise<Omit<ContractContext, 'mode' | 'baseUrl' | 'runId' | 'fixtures'>> {
   const db = openDatabase(databaseUrl);
   try {
-    await db.migrate();
+    await db.migrate(migrations);
     const ws = (await applyWorkspace(db, systemClock, contractWorkspace())) as ApplyResult & { automations: Record<keyof typeof AUTOMATIONS, string> };
     const main = ws.keys.ci!;
     // A little traffic on the fixture site, so the analytics transactions return real rows (and a second breakdown page).

@@ -5,11 +5,12 @@ import { Worker } from 'node:worker_threads';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import type BetterSqlite3 from 'better-sqlite3';
-import { migrationSource } from './migrations/source.ts';
+import { type MigrationFolder, migrationSource as sourceOf, PLATFORM_MIGRATIONS } from './migrations/source.ts';
 
 // BIGINT columns hold Unix milliseconds and counters, far below 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number.parseInt(value, 10));
 
+export type { MigrationFolder };
 export type Dialect = 'sqlite' | 'pg';
 export type SqlValue = string | number | boolean | null | undefined;
 export type Row = Record<string, unknown>;
@@ -45,7 +46,12 @@ export interface Database {
   tx<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
   /** Serializes transactions that take the same key until commit (advisory lock; SQLite writers are already serial). */
   lock(sql: Sql, key: string): Promise<void>;
-  migrate(): Promise<void>;
+  /**
+   * Runs the platform's migrations and the modules' (`modules`: every module's folder, `migrations` of
+   * app.ts) that have not run yet, in one order by name. Knex refuses when a migration this database
+   * has run is in none of the folders, so leaving a module's folder out fails instead of skipping it.
+   */
+  migrate(modules: readonly MigrationFolder[]): Promise<void>;
   /**
    * SQLite: takes WAL checkpoints off this thread. Otherwise the commit that crosses the WAL size limit
    * copies the whole log into the database file while every request waits (the command path's p99 was
@@ -269,8 +275,9 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
       const digest = crypto.createHash('sha256').update(key).digest();
       await s.run('SELECT pg_advisory_xact_lock(?)', [digest.readBigInt64BE(0).toString()]);
     },
-    migrate: async () => {
+    migrate: async (modules) => {
       await access.release();
+      const migrationSource = sourceOf([PLATFORM_MIGRATIONS, ...modules]);
       const run = async () => {
         if (parsed.schema) await knex.raw(`CREATE SCHEMA IF NOT EXISTS ${parsed.schema}`);
         await knex.migrate.latest({ migrationSource, ...(parsed.schema ? { schemaName: parsed.schema } : {}) });

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { Command } from 'commander';
 import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
-import { modules } from '../app.ts';
+import { migrations, modules } from '../app.ts';
 import { AdminError, addToWorkspace, applyWorkspace, disableMember, listBundles, listKeys, listMembers, listWorkspaces, replaceKey, revokeKey } from '../server/admin.ts';
 import { memberRoleNames } from '../generated/catalogue.ts';
 import { systemClock } from '../server/clock.ts';
@@ -18,7 +18,7 @@ import { createSigninLink, revokeSession, SigninError } from '../server/signin.t
 async function withDb<T>(fn: (db: ReturnType<typeof openDatabase>) => Promise<T>): Promise<void> {
   const db = openDatabase();
   try {
-    await db.migrate();
+    await db.migrate(migrations);
     const result = await fn(db);
     process.stdout.write(JSON.stringify(result, null, 2) + '\n');
   } finally {

@@ -38,6 +38,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
+import { migrations } from '../app.ts';
 import { openDatabase } from '../db/database.ts';
 import { createClient, type ServiceClient } from '../generated/client.ts';
 import { ANALYTICS_TABLES } from '../db/queries/analytics.ts';
@@ -226,7 +227,7 @@ async function countEvents(databaseUrl: string): Promise<number> {
 async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: string, traffic: ReturnType<typeof demoTraffic>, serverCpu: ReturnType<typeof pinCpus>): Promise<DatabaseResult> {
   log(`${database}: preparing ${database === 'sqlite' ? databaseUrl : redactUrl(databaseUrl)}`);
   const db = openDatabase(databaseUrl);
-  await db.migrate();
+  await db.migrate(migrations);
   const spec = {
     workspace: { name: 'Analytics bench' },
     members: { olga: { name: 'Olga Owner', email: 'olga@bench.test', role: 'owner' as const } },

@@ -53,7 +53,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import '../app.ts'; // registers the modules' workspace-file sections (automations:)
+import { migrations } from '../app.ts'; // also registers the modules' workspace-file sections (automations:)
 import { type Database, openDatabase } from '../db/database.ts';
 import { getOutboxConsumer, peekOutbox } from '../db/queries/outbox.ts';
 import { createClient } from '../generated/client.ts';
@@ -317,7 +317,7 @@ async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: strin
   log(`${label}: preparing ${database === 'sqlite' ? databaseUrl : redactUrl(databaseUrl)}`);
   const db = openDatabase(databaseUrl);
   try {
-    await db.migrate();
+    await db.migrate(migrations);
     const spec = { ...acme(), workspace: { name: 'Automation bench' }, automations: automationsSpec() } as WorkspaceSpec;
     const applied = (await applyWorkspace(db, systemClock, spec)) as Awaited<ReturnType<typeof applyWorkspace>> & { automations: Record<string, string> };
     const workspaceId = applied.workspace_id;

@@ -9,6 +9,7 @@
  * stored event, sent in time order. Prints one JSON line.
  */
 import { parseArgs } from 'node:util';
+import { migrations } from '../app.ts';
 import { openDatabase, type Database } from '../db/database.ts';
 import { DAY_MS, ingestEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
 import type { NewAnalyticsEvent } from '../db/queries/analytics.ts';
@@ -56,7 +57,7 @@ export async function benchIngest(db: Database, events: readonly NewAnalyticsEve
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({ options: { events: { type: 'string', default: '50000' }, batch: { type: 'string', default: '500' }, workspace: { type: 'string' }, seed: { type: 'string', default: '7' } } });
   const db = openDatabase();
-  await db.migrate();
+  await db.migrate(migrations);
   const workspace = values.workspace ?? (await db.sql.one<{ workspace_id: string }>(`SELECT b.workspace_id FROM analytics_daily d JOIN bundles b ON b.id = d.bundle_id ORDER BY d.pageviews DESC LIMIT 1`))?.workspace_id;
   if (!workspace) throw new Error('no analytics data: run `npm run demo` first, or pass --workspace');
   const sites = await db.sql.all<{ id: string; pv: number }>(

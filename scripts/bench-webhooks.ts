@@ -55,7 +55,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import '../app.ts';
+import { migrations } from '../app.ts';
 import { type Database, openDatabase } from '../db/database.ts';
 import { createClient } from '../generated/client.ts';
 import { approveProposal } from '../handlers/webhooks/subscriptions.ts';
@@ -398,7 +398,7 @@ async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: strin
   const setupStart = performance.now();
   const db = openDatabase(databaseUrl);
   try {
-    await db.migrate();
+    await db.migrate(migrations);
     const sets = { L: LAT_WS, T: TPUT_WS, ...(BACKLOG_WRITES > 0 ? { B: BACKLOG_WS } : {}) } as Record<'L' | 'T' | 'B', number>;
     const applied: Record<string, Array<{ workspaceId: string; secret: string; owner: string }>> = {};
     for (const [set, n] of Object.entries(sets)) {

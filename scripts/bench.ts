@@ -24,6 +24,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type autocannon from 'autocannon';
+import { migrations } from '../app.ts';
 import { openDatabase } from '../db/database.ts';
 import { createClient } from '../generated/client.ts';
 import { applyWorkspace } from '../server/admin.ts';
@@ -76,7 +77,7 @@ function postgresTarget(): Promise<{ url: string } | { why: string }> {
 async function seedWorkspace(databaseUrl: string): Promise<string> {
   const db = openDatabase(databaseUrl);
   try {
-    await db.migrate();
+    await db.migrate(migrations);
     const result = await applyWorkspace(db, systemClock, { ...acme(), workspace: { name: 'Bench' } });
     return result.keys.sales!.secret; // customers.* with read and write on pipelines, companies and deals
   } finally {

@@ -14,7 +14,7 @@ import { trackerTag } from '../handlers/analytics/admin.ts';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
-import { createService } from '../app.ts';
+import { createService, migrations } from '../app.ts';
 import { applyWorkspace } from '../server/admin.ts';
 import { loadConfig } from '../server/config.ts';
 import { createSigninLink } from '../server/signin.ts';
@@ -25,7 +25,7 @@ import { demoTraffic } from './demo-traffic.ts';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const again = process.argv.includes('--again');
 const db = openDatabase();
-await db.migrate();
+await db.migrate(migrations);
 const spec = YAML.parse(fs.readFileSync(path.join(here, 'demo-workspace.yaml'), 'utf8'));
 // One demo workspace is enough: a second one doubles the sites on the dashboard and confuses the counts.
 const earlier = await db.sql.all<{ id: string }>('SELECT id FROM workspaces WHERE name = ? ORDER BY created_at', [spec.workspace.name]);

@@ -5,7 +5,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createService } from '../app.ts';
+import { createService, migrations } from '../app.ts';
 import { openDatabase } from '../db/database.ts';
 import { systemClock } from '../server/clock.ts';
 import { loadConfig } from '../server/config.ts';
@@ -17,7 +17,7 @@ const logger = createLogger(config.logLevel);
 // Every relaxation of the webhook egress policy (a test CA, loopback receivers, extra ports), loudly.
 for (const line of relaxations(config.egress)) logger.warn({ egress: 'relaxed' }, line);
 const db = openDatabase(config.databaseUrl);
-await db.migrate();
+await db.migrate(migrations);
 db.startCheckpointer();
 const service = createService({ db, clock: systemClock, config, logger });
 const { handler, jobs, outbox } = service;

@@ -10,7 +10,7 @@
  * start: on a fresh PostgreSQL database, processes that migrate at the same moment can collide while
  * knex creates its own migration tables).
  */
-import { createService } from '../app.ts';
+import { createService, migrations } from '../app.ts';
 import { openDatabase } from '../db/database.ts';
 import { systemClock } from '../server/clock.ts';
 import { loadConfig } from '../server/config.ts';
@@ -34,7 +34,7 @@ const logger = createLogger(config.logLevel);
 // Every relaxation of the webhook egress policy (a test CA, loopback receivers, extra ports), loudly.
 for (const line of relaxations(config.egress)) logger.warn({ egress: 'relaxed' }, line);
 const db = openDatabase(config.databaseUrl);
-await db.migrate();
+await db.migrate(migrations);
 if (migrateOnly) {
   logger.info({ database: db.description }, 'migrated');
   await db.close();

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Command } from 'commander';
 import type { Router } from 'express';
 import type { Logger } from 'pino';
-import type { Database } from '../db/database.ts';
+import type { Database, MigrationFolder } from '../db/database.ts';
 import type { AnyOperationId } from '../generated/catalogue.ts';
 import type { WorkspaceFileSection } from './admin.ts';
 import type { Clock } from './clock.ts';
@@ -78,6 +78,11 @@ export interface ServiceModule<NS extends string = string> {
   admin?(program: Command, deps: AdminDeps): void;
   /** Its section of the workspace file (`npm run admin -- apply`, `workspace add`). */
   readonly workspaceFile?: WorkspaceFileSection;
+  /**
+   * Its migrations folder (`YYYYMMDDHHMMSS_what_it_does.ts`), run with the platform's and every other
+   * module's in one order by name. A migration's name never changes, even when its file moves.
+   */
+  readonly migrations?: MigrationFolder;
 }
 
 /** Any module, whatever its namespace (what the platform composes). */

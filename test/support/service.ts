@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import http, { type Server } from 'node:http';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { createService } from '../../app.ts';
+import { createService, migrations } from '../../app.ts';
 import type { Collector } from '../../handlers/analytics/collect.ts';
 import { type Database, openDatabase } from '../../db/database.ts';
 import { createClient, type ServiceClient } from '../../generated/client.ts';
@@ -93,7 +93,7 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
   });
   const logger = pino(loggerOptions('info'), sink);
   const db = openDatabase(databaseUrl);
-  await db.migrate();
+  await db.migrate(migrations);
   const service = createService({ db, clock, config, logger });
   const { handler, jobs, outbox } = service;
   // As a serving process does at start: consumers that begin at the end begin here, not at their first poll.
