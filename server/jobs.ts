@@ -1,32 +1,99 @@
+/**
+ * Background jobs kept in the database (`jobs`), so any number of worker processes share them. A job
+ * is added with `enqueue` inside the caller's transaction (it exists exactly when that commits; a
+ * dedupe key keeps one job per key), claimed by exactly one worker under a lease through the
+ * background kit (server/background.ts), and run beside other jobs: at most `concurrency` at a time,
+ * each under its own lease, renewed while it runs, so a slow job costs only itself. Failures back off
+ * exponentially (1 s doubling, at most 1 h); recurring jobs come back `everyMs` after a success.
+ */
 import type { Logger } from 'pino';
-import { type Database, isBusy } from '../db/database.ts';
-import { claimDueJob, enqueueJob, finishJob, rescheduleJob } from '../db/queries/jobs.ts';
+import { type Database, isBusy, type Sql } from '../db/database.ts';
+import { enqueueJob } from '../db/queries/jobs.ts';
+import type { DbJobRow } from '../db/rows.ts';
+import {
+  claim,
+  deleteLeased,
+  failLeased,
+  finishLeased,
+  JOB_BACKOFF,
+  type LeaseColumns,
+  leaseNow,
+  nextAttempt,
+  PROCESS_OWNER,
+  renewLease,
+  WorkPool,
+} from './background.ts';
 import type { Clock } from './clock.ts';
-import { randomIdPart } from './ids.ts';
+import { PollLoop } from './workers.ts';
 
 export interface JobDefinition {
   run(payload: unknown): Promise<void>;
   /** For recurring jobs: the next run after a success. */
   everyMs?: number;
-  /** How long a claim lasts before another worker may take the job over. */
+  /** How long a claim lasts without renewal before another worker may take the job over (renewed while it runs). */
   leaseMs?: number;
 }
 
+export interface EnqueueOptions {
+  /** When it is due (Unix ms; default now). */
+  readonly runAt?: number;
+  /** De-duplication: while a job of this key waits or runs, enqueueing another of the key adds nothing. */
+  readonly key?: string;
+}
+
+/** What handlers, consumers and modules enqueue jobs with (`ctx.jobs`, `deps.jobs`). */
+export interface JobQueue {
+  /**
+   * Adds a job of a defined kind in `sql`, the caller's transaction: it exists exactly when that
+   * transaction commits (a rollback leaves none). Returns false when the key's job exists already.
+   * After a command or a consumer batch commits, this process's runner is woken; after a transaction
+   * of your own, call `committed(sql)` (or the job is found at the next poll).
+   */
+  enqueue(sql: Sql, kind: string, payload: unknown, options?: EnqueueOptions): Promise<boolean>;
+  /** Says that `sql`'s transaction committed: wakes the runner when it enqueued jobs. */
+  committed(sql: Sql): void;
+}
+
+const JOBS: LeaseColumns = { table: 'jobs', owner: 'locked_by', until: 'locked_until' };
+const DEFAULT_LEASE_MS = 5 * 60_000;
+const errorText = (err: unknown) => String(err instanceof Error ? err.message : err).slice(0, 2000);
+
+export interface JobRunnerOptions {
+  /** Jobs run at once by this process (default 4). */
+  concurrency?: number;
+  /** Owner id in leases (default the process's). */
+  owner?: string;
+}
+
 /**
- * Background jobs kept in the database, so any number of worker processes share them; each due job is
- * claimed by exactly one worker. Failures back off exponentially (1 s doubling, at most 1 h).
+ * Runs this process's share of the jobs on a PollLoop: each poll claims as many due jobs as it has
+ * free lanes and starts them; a lane that frees up, or a commit that enqueued a job, polls again.
  */
-export class JobRunner {
+export class JobRunner implements JobQueue {
   private readonly definitions = new Map<string, JobDefinition>();
-  private readonly worker = `worker-${process.pid}-${randomIdPart(8)}`;
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<number> | null = null;
+  private readonly owner: string;
+  private readonly pool: WorkPool<DbJobRow>;
+  private readonly enqueuedIn = new Set<Sql>();
+  private loop: PollLoop | null = null;
+  private busy = false;
 
   constructor(
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly logger: Logger,
-  ) {}
+    options: JobRunnerOptions = {},
+  ) {
+    this.owner = options.owner ?? PROCESS_OWNER;
+    this.pool = new WorkPool<DbJobRow>(
+      {
+        claim: (n) => this.claim(n),
+        perform: (job) => this.perform(job),
+        renew: (job) => renewLease(this.db.sql, JOBS, job.id, leaseNow(this.clock, this.leaseOf(job.kind), this.owner)),
+        onError: (err, job) => this.logger.error({ err, job: job.kind }, 'job bookkeeping failed; the job is taken again when its lease ends'),
+      },
+      { concurrency: options.concurrency ?? 4, renewEveryMs: (job) => this.leaseOf(job.kind) / 3 },
+    );
+  }
 
   define(kind: string, definition: JobDefinition): void {
     this.definitions.set(kind, definition);
@@ -39,38 +106,35 @@ export class JobRunner {
     }
   }
 
-  enqueue(kind: string, payload: unknown, runAt = this.clock.now()): Promise<void> {
-    return enqueueJob(this.db.sql, { kind, payload, runAt });
+  async enqueue(sql: Sql, kind: string, payload: unknown, options: EnqueueOptions = {}): Promise<boolean> {
+    if (!this.definitions.has(kind)) throw new Error(`no job definition for ${kind}`);
+    const added = await enqueueJob(sql, { kind, payload, runAt: options.runAt ?? this.clock.now(), dedupeKey: options.key });
+    if (added) this.enqueuedIn.add(sql);
+    return added;
   }
 
-  /** Runs every job due now; returns how many ran. */
-  async runDue(): Promise<number> {
-    let count = 0;
-    for (;;) {
-      const now = this.clock.now();
-      const job = await claimDueJob(this.db.sql, this.worker, now, now + 5 * 60_000);
-      if (!job) return count;
-      const def = this.definitions.get(job.kind);
-      count++;
-      try {
-        if (!def) throw new Error(`no job definition for ${job.kind}`);
-        await def.run(JSON.parse(job.payload));
-        if (def.everyMs) await rescheduleJob(this.db.sql, job.id, this.clock.now() + def.everyMs, null, true);
-        else await finishJob(this.db.sql, job.id);
-      } catch (err) {
-        const delay = Math.min(3_600_000, 1000 * 2 ** Math.min(job.attempts, 12));
-        if (isBusy(err)) this.logger.info({ job: job.kind, code: (err as { code: string }).code }, 'job deferred: the database is busy (another process is writing)');
-        else this.logger.warn({ err, job: job.kind, attempts: job.attempts }, 'job failed; retrying later');
-        await rescheduleJob(this.db.sql, job.id, this.clock.now() + delay, String(err instanceof Error ? err.message : err), false);
-      }
-    }
+  committed(sql: Sql): void {
+    if (this.enqueuedIn.delete(sql)) this.wake();
   }
 
-  private busy = false;
+  /** Polls now (no-op unless started). */
+  wake(): void {
+    this.loop?.wake();
+  }
+
+  /** Jobs running in this process now. */
+  get running(): number {
+    return this.pool.running;
+  }
+
+  /** Runs every job due now, side by side, and waits for them; returns how many ran (tests, one-off runs). */
+  runDue(): Promise<number> {
+    return this.pool.runAll();
+  }
 
   /**
-   * One poll: runs the due jobs; never throws. A database that is busy for now (another process holds
-   * the write lock) is said once, quietly, and the next poll tries again; other errors are logged.
+   * One poll, waiting for the jobs it ran; never throws. A database that is busy for now (another
+   * process holds the write lock) is said once, quietly, and the next poll tries again.
    */
   async poll(): Promise<number> {
     try {
@@ -85,20 +149,46 @@ export class JobRunner {
     }
   }
 
-  /** Polls for due jobs every `intervalMs` until stopped. */
+  /** Polls for due jobs at least every `intervalMs` until stopped. */
   start(intervalMs = 1000): void {
-    const tick = () => {
-      this.running = this.poll();
-      void this.running.finally(() => {
-        if (this.timer) this.timer = setTimeout(tick, intervalMs);
-      });
-    };
-    this.timer = setTimeout(tick, 0);
+    if (this.loop) return;
+    this.loop = new PollLoop('jobs', { runOnce: () => this.pool.runOnce(), intervalMs }, this.logger);
+    this.pool.onFree(() => this.loop?.wake());
+    this.loop.start();
   }
 
+  /** Stops polling and waits for the jobs in flight. */
   async stop(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    await this.running;
+    const loop = this.loop;
+    this.loop = null;
+    await loop?.stop();
+    await this.pool.drain();
+  }
+
+  private leaseOf(kind: string): number {
+    return this.definitions.get(kind)?.leaseMs ?? DEFAULT_LEASE_MS;
+  }
+
+  private claim(n: number): Promise<DbJobRow[]> {
+    const lease = leaseNow(this.clock, DEFAULT_LEASE_MS, this.owner);
+    // Leases are per kind: jobs are claimed with the default and their own lease set at once if it differs.
+    return claim<DbJobRow>(this.db.sql, { ...JOBS, due: { text: 'run_at <= ?', params: [lease.now] }, set: { text: 'attempts = attempts + 1' }, order: 'run_at, id', limit: n }, lease);
+  }
+
+  private async perform(job: DbJobRow): Promise<void> {
+    const def = this.definitions.get(job.kind);
+    const sql = this.db.sql;
+    try {
+      if (!def) throw new Error(`no job definition for ${job.kind}`);
+      if (def.leaseMs && def.leaseMs !== DEFAULT_LEASE_MS) await renewLease(sql, JOBS, job.id, leaseNow(this.clock, def.leaseMs, this.owner));
+      await def.run(JSON.parse(job.payload));
+      if (def.everyMs) await finishLeased(sql, JOBS, job.id, this.owner, { text: 'run_at = ?, last_error = NULL, attempts = 0', params: [this.clock.now() + def.everyMs] });
+      else await deleteLeased(sql, JOBS, job.id, this.owner);
+    } catch (err) {
+      if (isBusy(err)) this.logger.info({ job: job.kind, code: (err as { code: string }).code }, 'job deferred: the database is busy (another process is writing)');
+      else this.logger.warn({ err, job: job.kind, attempts: job.attempts }, 'job failed; retrying later');
+      const retryAt = nextAttempt(JOB_BACKOFF, Number(job.attempts), { now: this.clock.now() })!;
+      await failLeased(sql, JOBS, job.id, this.owner, { column: 'run_at', at: retryAt }, { text: 'last_error = ?', params: [errorText(err)] });
+    }
   }
 }

@@ -8,7 +8,7 @@ forEachDatabase('background jobs', (svc) => {
     if (svc().db.dialect !== 'sqlite') this.skip();
     let ran = 0;
     svc().jobs.define('test.count', { run: async () => void ran++ });
-    await svc().jobs.enqueue('test.count', null);
+    await svc().jobs.enqueue(svc().db.sql, 'test.count', null);
     await svc().db.sql.run('PRAGMA busy_timeout = 50');
     // Another process (as `npm run demo`'s bulk load) holds the write lock longer than busy_timeout.
     const other = new Database(parseDatabaseUrl(svc().databaseUrl).filename!);
