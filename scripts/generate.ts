@@ -9,6 +9,7 @@ import { bundle, createConfig } from '@redocly/openapi-core';
 import openapiTS, { astToString } from 'openapi-typescript';
 import YAML from 'yaml';
 import { writeChangelog } from './contract-diff.ts';
+import { DEREFERENCED_JSON, dereference, dereferencedModule, GENERATED_NOTE } from './dereference.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const outDir = path.join(root, 'generated');
@@ -43,20 +44,9 @@ function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function resolveRef(doc: JsonObject, value: Json | undefined): Json | undefined {
-  if (isObject(value) && typeof value.$ref === 'string') {
-    const parts = value.$ref.replace(/^#\//, '').split('/');
-    let node: Json | undefined = doc;
-    for (const part of parts) node = isObject(node) ? node[part.replace(/~1/g, '/').replace(/~0/g, '~')] : undefined;
-    return node;
-  }
-  return value;
-}
-
-function headerParams(doc: JsonObject, op: JsonObject): Map<string, JsonObject> {
+function headerParams(op: JsonObject): Map<string, JsonObject> {
   const out = new Map<string, JsonObject>();
-  for (const p of Array.isArray(op.parameters) ? op.parameters : []) {
-    const param = resolveRef(doc, p);
+  for (const param of Array.isArray(op.parameters) ? op.parameters : []) {
     if (isObject(param) && param.in === 'header' && typeof param.name === 'string') out.set(param.name, param);
   }
   return out;
@@ -66,7 +56,7 @@ function headerParams(doc: JsonObject, op: JsonObject): Map<string, JsonObject> 
  * Collection endpoints (x-service-kind: collection) are public and called by browsers: they must say
  * so (`security: []`), take no credential-related parameters, and live outside /operations.
  */
-function checkCollection(doc: JsonObject, op: JsonObject, where: string, route: string, id: string): void {
+function checkCollection(op: JsonObject, where: string, route: string, id: string): void {
   if (!/^collection\.[A-Z][A-Za-z]*$/.test(id)) fail(where, `a collection endpoint's operationId is collection.<Name> (got "${id}")`);
   if (route.startsWith('/operations')) fail(where, 'collection endpoints live outside /operations');
   if (!Array.isArray(op.security) || op.security.length !== 0) fail(where, 'a collection endpoint declares security: [] (public)');
@@ -77,7 +67,7 @@ function checkCollection(doc: JsonObject, op: JsonObject, where: string, route: 
   for (const field of ['x-service-resource', 'x-service-resource-access', 'x-service-listed']) {
     if (op[field] !== undefined) fail(where, `${field} does not apply to a collection endpoint`);
   }
-  if (headerParams(doc, op).size) fail(where, 'a collection endpoint declares no header parameters (no Service-Act-As, no Idempotency-Key)');
+  if (headerParams(op).size) fail(where, 'a collection endpoint declares no header parameters (no Service-Act-As, no Idempotency-Key)');
 }
 
 /**
@@ -85,25 +75,24 @@ function checkCollection(doc: JsonObject, op: JsonObject, where: string, route: 
  * `properties` inside a request body sets `additionalProperties: false` (a map, with a schema for
  * its values and no `properties`, is allowed).
  */
-function checkClosed(doc: JsonObject, node: Json | undefined, where: string, at: string, seen: Set<unknown>): void {
-  const schema = resolveRef(doc, node);
+function checkClosed(schema: Json | undefined, where: string, at: string, seen: Set<unknown>): void {
   if (!isObject(schema) || seen.has(schema)) return;
   seen.add(schema);
   if (isObject(schema.properties)) {
     if (schema.additionalProperties !== false) fail(where, `${at} must set additionalProperties: false (request bodies reject unknown fields)`);
-    for (const [name, child] of Object.entries(schema.properties)) checkClosed(doc, child, where, `${at}.${name}`, seen);
+    for (const [name, child] of Object.entries(schema.properties)) checkClosed(child, where, `${at}.${name}`, seen);
   }
-  if (schema.items !== undefined) checkClosed(doc, schema.items, where, `${at}[]`, seen);
-  if (isObject(schema.additionalProperties)) checkClosed(doc, schema.additionalProperties, where, `${at}.*`, seen);
+  if (schema.items !== undefined) checkClosed(schema.items, where, `${at}[]`, seen);
+  if (isObject(schema.additionalProperties)) checkClosed(schema.additionalProperties, where, `${at}.*`, seen);
   for (const key of ['allOf', 'anyOf', 'oneOf'] as const) {
     const list = schema[key];
-    if (Array.isArray(list)) for (const child of list) checkClosed(doc, child, where, at, seen);
+    if (Array.isArray(list)) for (const child of list) checkClosed(child, where, at, seen);
   }
 }
 
 /**
- * Reads every operation, checks the x-service-* contract and returns the catalogue. This is the one
- * place the x-service-* rules of openapi/EXTENSIONS.md are checked (`npm run generate`, and so CI,
+ * Reads every operation of the dereferenced document, checks the x-service-* contract and returns
+ * the catalogue. This is the one place the x-service-* rules of openapi/EXTENSIONS.md are checked (`npm run generate`, and so CI,
  * refuses a document that breaks them); redocly.yaml keeps only general OpenAPI rules.
  */
 function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
@@ -121,7 +110,7 @@ function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
       const where = `${method.toUpperCase()} ${route}`;
       const id = String(op.operationId ?? '');
       if (op['x-service-kind'] === 'collection') {
-        checkCollection(doc, op, where, route, id);
+        checkCollection(op, where, route, id);
         continue; // public browser endpoints: not in the catalogue, discovery or the typed client
       }
       const listed = op['x-service-listed'] !== false;
@@ -139,7 +128,7 @@ function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
       if (op.deprecated !== false) fail(where, 'deprecated must be stated (false)');
       const actAs = op['x-service-act-as'];
       if (actAs !== 'none' && actAs !== 'optional' && actAs !== 'required') fail(where, 'x-service-act-as must be none, optional or required');
-      const headers = headerParams(doc, op);
+      const headers = headerParams(op);
       const actAsHeader = headers.get('Service-Act-As');
       if (actAs === 'none' && actAsHeader) fail(where, 'x-service-act-as none but Service-Act-As is declared');
       if (actAs !== 'none' && (!actAsHeader || actAsHeader.required !== (actAs === 'required'))) {
@@ -166,12 +155,12 @@ function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
         if (!Array.isArray(access) || access.length === 0 || access.some((a) => a !== 'read' && a !== 'write')) fail(where, 'x-service-resource-access must list read and/or write');
         if (kind === 'command' && Array.isArray(access) && !access.includes('write')) fail(where, 'a record command needs write access');
       } else if (access !== undefined) fail(where, 'x-service-resource-access without x-service-resource');
-      const body = resolveRef(doc, op.requestBody);
+      const body = op.requestBody;
       if (listed) {
-        const schema = isObject(body) && isObject(body.content) && isObject(body.content['application/json']) ? resolveRef(doc, body.content['application/json'].schema) : undefined;
+        const schema = isObject(body) && isObject(body.content) && isObject(body.content['application/json']) ? body.content['application/json'].schema : undefined;
         if (!isObject(body) || body.required !== true) fail(where, 'the JSON request body must be required');
         if (!isObject(schema) || schema.additionalProperties !== false) fail(where, 'the request body schema must set additionalProperties: false');
-        else checkClosed(doc, schema, where, 'body', new Set());
+        else checkClosed(schema, where, 'body', new Set());
       }
       const [namespace = '', name = ''] = id.split('.');
       entries.push({
@@ -287,7 +276,13 @@ async function main() {
   const { bundle: result, problems: bundleProblems } = await bundle({ ref: path.join(root, 'openapi/openapi.yaml'), config });
   for (const p of bundleProblems) if (p.severity === 'error') fail('bundle', p.message);
   const doc = result.parsed as JsonObject;
-  const catalogue = buildCatalogue(doc);
+  let dereferenced: JsonObject = {};
+  try {
+    dereferenced = dereference(doc);
+  } catch (error) {
+    fail('$ref', (error as Error).message);
+  }
+  const catalogue = buildCatalogue(dereferenced);
   if (problems.length) {
     console.error(`openapi/ breaks the document's own rules:\n- ${problems.join('\n- ')}`);
     process.exit(1);
@@ -298,6 +293,8 @@ async function main() {
 
   await write('openapi.yaml', YAML_BANNER + YAML.stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false }));
   await write('document.ts', `${BANNER}\n/** The bundled OpenAPI document (all files of openapi/ in one object). */\nexport const document = ${JSON.stringify(doc, null, 2)};\n`);
+  await write(DEREFERENCED_JSON, JSON.stringify({ 'x-generated': GENERATED_NOTE, ...dereferenced }, null, 2) + '\n');
+  await write('dereferenced.ts', BANNER + dereferencedModule());
 
   const ast = await openapiTS(doc as never, { alphabetize: false, immutable: false });
   await write('openapi.ts', BANNER + astToString(ast));
