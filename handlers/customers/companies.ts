@@ -1,6 +1,6 @@
 import { countRows } from '../../db/queries/records.ts';
 import { isActiveMember } from '../../db/queries/workspaces.ts';
-import type { DbCompanyRow } from '../../db/rows.ts';
+import type { DbCompanyRow } from './rows.ts';
 import type { components } from '../../generated/openapi.ts';
 import { conflict, invalidInput } from '../../server/errors.ts';
 import { RecordType } from '../../server/recordKit.ts';

@@ -1,4 +1,4 @@
-import type { DbDealRow } from '../../db/rows.ts';
+import type { DbDealRow } from './rows.ts';
 import type { components } from '../../generated/openapi.ts';
 import { invalidInput } from '../../server/errors.ts';
 import { RecordType } from '../../server/recordKit.ts';

@@ -7,4 +7,5 @@ import { salesPipelineHandlers } from './salesPipelines.ts';
 export const customers: ServiceModule<'customers'> = {
   namespace: 'customers',
   handlers: { ...salesPipelineHandlers, ...companyHandlers, ...dealHandlers },
+  migrations: new URL('./migrations/', import.meta.url),
 };

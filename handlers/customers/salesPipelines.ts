@@ -1,12 +1,11 @@
-import { countDealsByStage } from '../../db/queries/deals.ts';
 import { countRows } from '../../db/queries/records.ts';
-import { clearDefaultSalesPipeline, deletePipelineStages, findDefaultSalesPipeline, insertPipelineStages } from '../../db/queries/salesPipelines.ts';
-import type { DbSalesPipelineRow } from '../../db/rows.ts';
 import type { components } from '../../generated/openapi.ts';
 import { conflict, invalidInput } from '../../server/errors.ts';
 import { recordChanged } from '../../server/events.ts';
 import type { OperationContext } from '../../server/operation.ts';
 import { RecordType, type RecordWrite } from '../../server/recordKit.ts';
+import { clearDefaultSalesPipeline, countDealsByStage, deletePipelineStages, findDefaultSalesPipeline, insertPipelineStages } from './queries.ts';
+import type { DbSalesPipelineRow } from './rows.ts';
 
 type PipelineData = components['schemas']['SalesPipelineData'];
 type Stage = components['schemas']['Stage'];
