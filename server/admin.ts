@@ -1,5 +1,6 @@
 import { Ajv, type JSONSchemaType, type ValidateFunction } from 'ajv';
 import type { Database, Sql } from '../db/database.ts';
+import { revokeSessions } from '../db/queries/sessions.ts';
 import { bumpAuthVersion } from '../db/queries/workspaces.ts';
 import type { Delegation, DbApiKeyRow, MemberRole } from '../db/rows.ts';
 import { type Access, catalogue, memberRoleNames, namespaces, resourceTypes } from '../generated/catalogue.ts';
@@ -306,7 +307,7 @@ export async function replaceKey(db: Database, clock: Clock, id: string): Promis
   });
 }
 
-/** Disables a member: no key may act for them from the next request on. */
+/** Disables a member: no key may act for them, and their sign-in sessions end, from the next request on. */
 export async function disableMember(db: Database, clock: Clock, id: string): Promise<{ id: string; disabled_at: number }> {
   const now = clock.now();
   await db.tx(async (sql) => {
@@ -314,6 +315,7 @@ export async function disableMember(db: Database, clock: Clock, id: string): Pro
     if (!member) throw new AdminError(`no member ${id}`);
     if (member.disabled_at !== null) throw new AdminError(`member ${id} is already disabled`);
     await sql.run(`UPDATE members SET disabled_at = ? WHERE id = ?`, [now, id]);
+    await revokeSessions(sql, { memberId: id }, now);
     await bumpAuthVersion(sql, member.workspace_id);
   });
   return { id, disabled_at: now };

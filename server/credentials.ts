@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Database } from '../db/database.ts';
 import { findKeyForAuth, listKeyDelegateIds, listWorkspaceMembers, takeRateLimitToken } from '../db/queries/credentials.ts';
-import { findSessionForAuth, takeSessionRateLimitToken } from '../db/queries/sessions.ts';
+import { findSessionForAuth, revokeSessions, takeSessionRateLimitToken } from '../db/queries/sessions.ts';
 import type { Delegation, MemberRole } from '../db/rows.ts';
 import { type Access, type CatalogueEntry, catalogue, resourceTypes } from '../generated/catalogue.ts';
 import type { Clock } from './clock.ts';
@@ -129,7 +129,8 @@ export class CredentialStore {
   /**
    * Resolves a `wso_session` cookie value to a session credential, or throws 401 / 429. Like a key:
    * one statement takes the rate-limit token and proves the session is live (not revoked or expired,
-   * member active, workspace auth version unchanged since sign-in).
+   * its member active and in the role it signed in with). Unlike a key, it does not end when the
+   * workspace's auth version moves (keys, other members, rules): it holds nothing those change.
    */
   async authenticateSession(token: string): Promise<Credential> {
     const sessionId = sessionIdOf(token);
@@ -142,6 +143,8 @@ export class CredentialStore {
     const bucket = await takeSessionRateLimitToken(this.db.relaxed, { sessionId, now, nowUs, intervalUs: this.intervalUs, toleranceUs: this.toleranceUs });
     if (!bucket) {
       this.sessions.delete(sessionId);
+      // Ended for good: a member whose role changes back, or who is enabled again, does not revive it.
+      await revokeSessions(this.db.relaxed, { id: sessionId }, now);
       throw invalidKey(SESSION_ENDED);
     }
     if (!bucket.allowed) {
@@ -160,7 +163,11 @@ export class CredentialStore {
   private async loadSession(sessionId: string, now: number): Promise<Credential | undefined> {
     const row = await findSessionForAuth(this.db.sql, sessionId);
     if (!row || row.revoked_at !== null || Number(row.expires_at) <= now) return undefined;
-    const member: MemberInfo = { id: row.member_id, name: row.member_name, role: row.member_role, disabled: false };
+    if (row.member_disabled_at !== null || row.role_now !== row.member_role) {
+      await revokeSessions(this.db.relaxed, { id: sessionId }, now);
+      return undefined;
+    }
+    const member: MemberInfo = { id: row.member_id, name: row.member_name, role: row.role_now, disabled: false };
     // Record operations still need the member's role to allow the access they declare.
     const resources = new Map<string, ReadonlySet<Access>>();
     for (const type of resourceTypes) resources.set(type, new Set(roleAccess(member.role, type)));

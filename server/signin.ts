@@ -111,6 +111,7 @@ export async function useSigninLink(db: Database, clock: Clock, token: string): 
       workspace_id: member.workspace_id,
       member_id: member.id,
       auth_version: Number(member.auth_version),
+      member_role: member.role,
       created_at: now,
       expires_at: expiresAt,
     });

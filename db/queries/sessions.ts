@@ -1,5 +1,5 @@
 import type { Sql } from '../database.ts';
-import type { DbMemberRow, DbRateLimitRow } from '../rows.ts';
+import type { DbMemberRow, DbRateLimitRow, MemberRole } from '../rows.ts';
 import { takeGcraToken } from './credentials.ts';
 
 /** A one-time sign-in link (table signin_links). */
@@ -19,7 +19,10 @@ export interface DbMemberSessionRow {
   secret_hash: string;
   workspace_id: string;
   member_id: string;
+  /** The workspace's auth version at sign-in (kept, no longer consulted: keys and rules do not end sessions). */
   auth_version: number;
+  /** The member's role at sign-in: a change of role ends the session (null only for rows of a member since deleted). */
+  member_role: MemberRole | null;
   created_at: number;
   expires_at: number;
   revoked_at: number | null;
@@ -54,15 +57,19 @@ export function findMemberForSignin(sql: Sql, memberId: string): Promise<(DbMemb
 
 export async function insertSession(sql: Sql, row: Omit<DbMemberSessionRow, 'revoked_at'>): Promise<void> {
   await sql.run(
-    `INSERT INTO member_sessions (id, secret_hash, workspace_id, member_id, auth_version, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-    [row.id, row.secret_hash, row.workspace_id, row.member_id, row.auth_version, row.created_at, row.expires_at],
+    `INSERT INTO member_sessions (id, secret_hash, workspace_id, member_id, auth_version, member_role, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    [row.id, row.secret_hash, row.workspace_id, row.member_id, row.auth_version, row.member_role, row.created_at, row.expires_at],
   );
 }
 
-/** The session with its member, whatever its state (the caller decides). */
-export function findSessionForAuth(sql: Sql, id: string): Promise<(DbMemberSessionRow & { member_name: string; member_role: DbMemberRow['role'] }) | undefined> {
+/** The session with its member's name, role and state now, whatever its own state (the caller decides). */
+export function findSessionForAuth(
+  sql: Sql,
+  id: string,
+): Promise<(DbMemberSessionRow & { member_name: string; role_now: DbMemberRow['role']; member_disabled_at: number | null }) | undefined> {
   return sql.one(
-    `SELECT s.*, m.name AS member_name, m.role AS member_role FROM member_sessions s JOIN members m ON m.id = s.member_id WHERE s.id = ?`,
+    `SELECT s.*, m.name AS member_name, m.role AS role_now, m.disabled_at AS member_disabled_at
+     FROM member_sessions s JOIN members m ON m.id = s.member_id WHERE s.id = ?`,
     [id],
   );
 }
@@ -80,8 +87,9 @@ export function revokeSessions(sql: Sql, by: { id: string; secretHash?: string }
 
 /**
  * One GCRA step for the session's bucket (the same buckets as API keys, keyed by session id), taken
- * only while the session is live: not revoked, not expired, its member active and its workspace's
- * auth version unchanged since sign-in. Nothing comes back for a dead session.
+ * only while the session is live: not revoked, not expired, its member active and in the role it had
+ * at sign-in. Changes to the workspace's keys, other members or rules do not end it. Nothing comes
+ * back for a dead session.
  */
 export function takeSessionRateLimitToken(
   sql: Sql,
@@ -93,7 +101,7 @@ export function takeSessionRateLimitToken(
       id: 's.id',
       from:
         'member_sessions s JOIN workspaces w ON w.id = s.workspace_id JOIN members m ON m.id = s.member_id ' +
-        'WHERE s.id = ? AND s.revoked_at IS NULL AND s.expires_at > ? AND m.disabled_at IS NULL AND w.auth_version = s.auth_version',
+        'WHERE s.id = ? AND s.revoked_at IS NULL AND s.expires_at > ? AND m.disabled_at IS NULL AND m.role = s.member_role',
       params: [step.sessionId, step.now],
     },
     step,
