@@ -280,7 +280,11 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
       const migrationSource = sourceOf([PLATFORM_MIGRATIONS, ...modules]);
       const run = async () => {
         if (parsed.schema) await knex.raw(`CREATE SCHEMA IF NOT EXISTS ${parsed.schema}`);
-        await knex.migrate.latest({ migrationSource, ...(parsed.schema ? { schemaName: parsed.schema } : {}) });
+        await knex.migrate.latest({ migrationSource, ...(parsed.schema ? { schemaName: parsed.schema } : {}) }).catch((err: Error) => {
+          // Knex says "the migration directory is corrupt": here it means a module's folder was not given.
+          const missing = /the following files are missing: (.*)$/.exec(err.message)?.[1];
+          throw missing ? new Error(`migrate: this database ran ${missing}, found in none of the migration folders given (pass every module's: app.ts's migrations)`) : err;
+        });
       };
       if (parsed.dialect !== 'pg') return run();
       // Several processes starting at once on a new database: knex creates the schema and its own

@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
-import { acme, createPipeline } from '../support/fixtures.ts';
-import { databases, startTestService } from '../support/service.ts';
+import { openDatabase } from '../../db/database.ts';
+import { listMigrations } from '../../db/migrations/source.ts';
+import { acme, createCompany, createDeal, createPipeline } from '../support/fixtures.ts';
+import { databases, startTestService, type TestService } from '../support/service.ts';
 
 const postgres = databases.find((d) => d.name === 'postgres');
 
@@ -35,6 +42,179 @@ describe('database connections [postgres]', function () {
       assert.equal((await api.customers.ListSalesPipelines({})).data!.items.length, 2);
     } finally {
       await svc.close();
+    }
+  });
+});
+
+/**
+ * The previous release's databases (test/fixtures/previous-release/: made by that release's own
+ * scripts, see make.ts there) upgraded by this one: every migration it ran stays recorded once under
+ * its name, whichever folder holds it now; no table loses a row; the release's read answers are still
+ * given (fields may be added, none lost or changed); and writes that lean on its constraints still work.
+ */
+const RELEASE = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/previous-release');
+interface ReleaseData {
+  release: string;
+  schema: string;
+  sqlite: ReleaseRun;
+  postgres: ReleaseRun;
+}
+interface ReleaseRun {
+  madeAt: number;
+  workspace: { members: Record<string, string>; keys: Record<string, { secret: string }> };
+  pipeline: string;
+  deal: string;
+  reads: Array<{ operation: string; body: unknown; actAs?: string; response: unknown }>;
+}
+
+/** Fails unless `actual` holds everything of `expected`: the same values, the same array lengths, maybe more object keys. */
+function assertHolds(actual: unknown, expected: unknown, at: string): void {
+  if (expected === null || typeof expected !== 'object') return assert.deepEqual(actual, expected, at);
+  assert.equal(typeof actual, 'object', at);
+  assert.notEqual(actual, null, at);
+  if (Array.isArray(expected)) {
+    assert.ok(Array.isArray(actual), `${at}: not an array`);
+    assert.equal(actual.length, expected.length, `${at}: length`);
+    expected.forEach((e, i) => assertHolds(actual[i], e, `${at}[${i}]`));
+    return;
+  }
+  for (const [key, value] of Object.entries(expected)) assertHolds((actual as Record<string, unknown>)[key], value, `${at}.${key}`);
+}
+
+/** Restores the release's dump into the (empty) database of `url`; returns each table's row count. */
+async function restoreRelease(url: string, data: ReleaseData): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  if (url.startsWith('sqlite:')) {
+    const file = new BetterSqlite3(url.slice('sqlite:'.length));
+    try {
+      file.exec(fs.readFileSync(path.join(RELEASE, 'sqlite.sql'), 'utf8'));
+      for (const { name } of file.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).all() as Array<{ name: string }>) {
+        counts.set(name, (file.prepare(`SELECT COUNT(*) AS n FROM "${name}"`).get() as { n: number }).n);
+      }
+    } finally {
+      file.close();
+    }
+    return counts;
+  }
+  const schema = new URL(url).searchParams.get('schema')!;
+  const admin = new pg.Client({ connectionString: process.env.TEST_POSTGRES_URL });
+  await admin.connect();
+  try {
+    await admin.query(fs.readFileSync(path.join(RELEASE, 'postgres.sql'), 'utf8').replaceAll(data.schema, schema));
+    const tables = await admin.query<{ table_name: string }>(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'`, [schema]);
+    for (const { table_name } of tables.rows) counts.set(table_name, Number((await admin.query(`SELECT COUNT(*) AS n FROM ${schema}."${table_name}"`)).rows[0].n));
+  } finally {
+    await admin.end();
+  }
+  return counts;
+}
+
+for (const database of databases) {
+  describe(`upgrading a database of the previous release [${database.name}]`, function () {
+    this.timeout(30_000);
+    const data = JSON.parse(fs.readFileSync(path.join(RELEASE, 'release.json'), 'utf8')) as ReleaseData;
+    const run = data[database.name];
+    let svc: TestService;
+    let rowsBefore: Map<string, number>;
+    before(async () => {
+      const url = database.url();
+      rowsBefore = await restoreRelease(url, data);
+      svc = await startTestService(url); // migrates, as every process does at start
+      svc.clock.set(run.madeAt + 60_000);
+    });
+    after(async () => {
+      await svc?.close();
+    });
+
+    it(`keeps ${data.release}'s migrations recorded once each, under their names, and runs only the new ones`, async () => {
+      const names = (await svc.db.sql.all<{ name: string }>('SELECT name FROM knex_migrations ORDER BY id')).map((r) => r.name);
+      assert.equal(new Set(names).size, names.length, `a migration ran twice: ${names.join(', ')}`);
+      assert.equal(rowsBefore.get('knex_migrations'), 9);
+      assert.deepEqual(names.slice(0, 9), [
+        '20261122000000_foundation.ts',
+        '20261122010000_analytics.ts',
+        '20261122020000_collection.ts',
+        '20261122040000_signin.ts',
+        '20261201000000_service_secrets.ts',
+        '20261201010000_companies_and_deals.ts',
+        '20261201030000_outbox.ts',
+        '20261202000000_automation.ts',
+        '20261203000000_webhooks.ts',
+      ]);
+    });
+
+    it('loses no row of any table that is still there', async () => {
+      const lost: string[] = [];
+      for (const [table, n] of rowsBefore) {
+        const exists = svc.db.dialect === 'pg'
+          ? await svc.db.sql.one(`SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?`, [table])
+          : await svc.db.sql.one(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`, [table]);
+        if (!exists) continue;
+        const after = Number((await svc.db.sql.one<{ n: number | string }>(`SELECT COUNT(*) AS n FROM ${table}`))!.n);
+        if (after < n) lost.push(`${table}: ${n} before, ${after} after`);
+      }
+      assert.deepEqual(lost, []);
+      assert.ok((rowsBefore.get('deals') ?? 0) >= 2 && (rowsBefore.get('analytics_events') ?? 0) >= 3 && (rowsBefore.get('automation_runs') ?? 0) >= 1);
+    });
+
+    it("answers the release's reads as the release did (with its keys, records, rules, runs and analytics)", async () => {
+      const secret = run.workspace.keys.all!.secret;
+      for (const read of run.reads) {
+        const res = await svc.post(read.operation, read.body, { Authorization: `Bearer ${secret}`, ...(read.actAs ? { 'Service-Act-As': read.actAs } : {}) });
+        assert.equal(res.status, 200, `${read.operation}: ${JSON.stringify(res.body)}`);
+        assertHolds(res.body, read.response, read.operation);
+      }
+    });
+
+    it("writes on the release's records, its constraints still holding", async () => {
+      const api = svc.client(run.workspace.keys.all!.secret);
+      const moved = await api.customers.CreateDeal(createDeal(run.pipeline, 'lead'));
+      assert.equal(moved.response.status, 200, JSON.stringify(moved.error));
+      const unknownStage = await api.customers.CreateDeal(createDeal(run.pipeline, 'nowhere'));
+      assert.equal(unknownStage.response.status, 400);
+      const inUse = await api.customers.DeleteSalesPipeline({ id: run.pipeline });
+      assert.equal(inUse.response.status, 409);
+      const reopened = await api.customers.UpdateDeal({ id: run.deal, data: { stage_id: 'lead' }, expected: { stage_id: 'won' } });
+      assert.equal(reopened.response.status, 200, JSON.stringify(reopened.error));
+      const taken = await api.customers.CreateCompany(createCompany('Globex again', 'globex.com'));
+      assert.equal(taken.response.status, 409);
+    });
+  });
+}
+
+describe('migration source', () => {
+  const folder = (files: string[]) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wsops-migrations-'));
+    for (const f of files) fs.writeFileSync(path.join(dir, f), 'export async function up() {}\nexport async function down() {}\n');
+    return dir;
+  };
+
+  it("orders the platform's and every module's migrations by name, whichever folder holds them, and ignores other files", () => {
+    const a = folder(['20260101000000_first.ts', '20260301000000_third.ts', 'README.md']);
+    const b = folder(['20260201000000_second.ts', 'helpers.ts']);
+    assert.deepEqual(listMigrations([a, pathToFileURL(b + '/')]).map((m) => [m.name, path.dirname(m.file)]), [
+      ['20260101000000_first.ts', a],
+      ['20260201000000_second.ts', b],
+      ['20260301000000_third.ts', a],
+    ]);
+  });
+
+  it('refuses one name in two folders, and a folder that does not exist', () => {
+    const a = folder(['20260101000000_first.ts']);
+    const b = folder(['20260101000000_first.ts']);
+    assert.throws(() => listMigrations([a, b]), /20260101000000_first\.ts is in two folders/);
+    assert.throws(() => listMigrations([path.join(a, 'nowhere')]), /does not exist/);
+  });
+
+  it('fails, naming the migration, when a module folder this database ran is not given', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wsops-test-'));
+    const module = folder(['20990101000000_module_table.ts']);
+    const db = openDatabase(`sqlite:${path.join(dir, 'service.sqlite')}`);
+    try {
+      await db.migrate([module]);
+      await assert.rejects(db.migrate([]), /this database ran 20990101000000_module_table\.ts, found in none of the migration folders given/);
+    } finally {
+      await db.close();
     }
   });
 });
