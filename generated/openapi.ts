@@ -2349,9 +2349,10 @@ export interface components {
     };
     responses: {
         /**
-         * @description `invalid_json`: the body is not a JSON object or `Content-Type` is not `application/json`.
-         *     `invalid_input`: a field, type, bound or header is invalid (including a missing or malformed
-         *     `Idempotency-Key`, or a key already used for a different request).
+         * @description `invalid_json`: the body is missing or not a JSON object, or `Content-Type` is not
+         *     `application/json`. `invalid_input`: a field, type, bound or header is invalid (including a missing
+         *     or malformed `Idempotency-Key`, or a key already used for a different request), or the URL has a
+         *     query parameter (no operation takes any: `query.<name> is not a known query parameter`).
          */
         BadRequest: {
             headers: {
@@ -2457,9 +2458,13 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The operation or the record is not available to this credential (`not_found`). */
+        /**
+         * @description The operation or the record is not available to this credential (`not_found`). A command's 404 is
+         *     stored with its `Idempotency-Key` and replayed to a retry, with `Idempotency-Replayed: true`.
+         */
         NotFound: {
             headers: {
+                "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -2473,9 +2478,14 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A supplied `expected` value no longer matches, or a request with the same `Idempotency-Key` is still in progress (`conflict`). Nothing was written. */
+        /**
+         * @description A supplied `expected` value no longer matches, or a request with the same `Idempotency-Key` is
+         *     still in progress (`conflict`). Nothing was written. The first is stored with its `Idempotency-Key`
+         *     and replayed to a retry, with `Idempotency-Replayed: true`.
+         */
         Conflict: {
             headers: {
+                "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -2500,6 +2510,7 @@ export interface components {
          */
         ConflictInUse: {
             headers: {
+                "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -2521,6 +2532,7 @@ export interface components {
          */
         ConflictUnique: {
             headers: {
+                "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -2560,7 +2572,7 @@ export interface components {
         WwwAuthenticate: "Bearer realm=\"workspace-operations\"";
         /** @description Whole seconds to wait before retrying. */
         RetryAfter: number;
-        /** @description `true` when this response is the stored answer to an earlier request with the same `Idempotency-Key`. */
+        /** @description `true` when this response is the stored answer to an earlier request with the same `Idempotency-Key` (a command's 200, 404 or 409; absent otherwise). */
         IdempotencyReplayed: "true";
         /** @description CORS: any site may call the collection endpoints (no credentials are involved). */
         AllowOriginAny: "*";

@@ -16,14 +16,28 @@ const DECODERS: Record<string, () => zlib.Gunzip | zlib.Inflate | zlib.BrotliDec
 };
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)"?/i;
+const JSON_TYPE = /^\s*application\/json\s*(;|$)/i;
+
+/** The refusal of a request that says JSON but sends nothing (no body, or only whitespace). */
+export const BODY_MISSING = 'The body is missing: send a JSON object ({} when there is nothing to say).';
+
+/**
+ * Why a `/v1` POST is refused before its body is read, given `req.is('application/json')`, or null.
+ * That is null when the request has no body at all (neither Content-Length nor Transfer-Encoding):
+ * with a JSON Content-Type, the body is what is missing.
+ */
+export function contentTypeProblem(req: IncomingMessage, isJson: string | false | null): string | null {
+  if (isJson) return null;
+  return isJson === null && JSON_TYPE.test(req.headers['content-type'] ?? '') ? BODY_MISSING : 'Content-Type must be application/json.';
+}
 
 /**
  * Reads a `/v1` request body (Content-Type already checked as application/json) and parses it as one
  * JSON object. What body-parser did, without its general machinery on the hot path: UTF-8 (another
  * charset is `400 invalid_json`), as is or gzip / deflate / br encoded (another Content-Encoding, or
  * data that does not decode, is `400 invalid_json`), at most 1 MB after decoding (`413 invalid_input`,
- * checked on Content-Length first and again while reading), and
- * a body that is empty, not JSON, or JSON but not an object is `400 invalid_json`.
+ * checked on Content-Length first and again while reading), and a body that is empty (said to be
+ * missing), not JSON, or JSON but not an object is `400 invalid_json`.
  */
 export async function readJsonObject(req: IncomingMessage): Promise<Record<string, unknown>> {
   const charset = CHARSET.exec(req.headers['content-type'] ?? '')?.[1]?.toLowerCase();
@@ -61,7 +75,7 @@ export async function readJsonObject(req: IncomingMessage): Promise<Record<strin
   try {
     parsed = JSON.parse(text);
   } catch {
-    throw text.trim() === '' ? invalidJson('The body must be a JSON object.') : invalidJson('The body is not valid JSON.');
+    throw invalidJson(text.trim() === '' ? BODY_MISSING : 'The body is not valid JSON.');
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw invalidJson('The body must be a JSON object.');
   return parsed as Record<string, unknown>;

@@ -8,7 +8,7 @@ import { document } from '../generated/document.ts';
 import { authorize } from './access.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
-import { readJsonObject } from './body.ts';
+import { contentTypeProblem, readJsonObject } from './body.ts';
 import { type Credential, CredentialStore } from './credentials.ts';
 import { errorMiddleware, invalidJson, methodNotAllowed, notFound, requestIdOf, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
@@ -36,6 +36,9 @@ export interface PlatformOptions {
   /** The modules' lean endpoints, by namespace (for the metrics). */
   endpoints: () => Record<string, { queued: number; refused: number }>;
 }
+
+/** HSTS for answers that came over https through a trusted proxy: one year, this host only (the operator's proxy may add more). */
+export const HSTS = 'max-age=31536000';
 
 const byRoute = new Map<string, CatalogueEntry>(catalogue.map((e) => [`${e.method.toUpperCase()} ${e.path}`, e]));
 const byPath = new Map<string, CatalogueEntry>(catalogue.map((e) => [e.path, e]));
@@ -89,6 +92,8 @@ export function createPlatform(options: PlatformOptions) {
   app.set('trust proxy', config.trustProxy);
   app.set('etag', false);
   app.set('query parser', 'simple');
+  // Only a trusted proxy can say the request came over https (X-Forwarded-Proto).
+  const hsts = config.trustProxy !== false;
 
   // One line per request; secrets never reach it (the key or session id is logged, not the secret;
   // sign-in link tokens are cut from the URL).
@@ -96,6 +101,7 @@ export function createPlatform(options: PlatformOptions) {
     const started = process.hrtime.bigint();
     const id = crypto.randomUUID();
     res.setHeader('Request-Id', id);
+    if (hsts && req.secure) res.setHeader('Strict-Transport-Security', HSTS);
     res.on('finish', () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       metrics.observe(res.locals.entry?.id ?? 'other', res.statusCode, seconds);
@@ -115,7 +121,15 @@ export function createPlatform(options: PlatformOptions) {
     requestScope.run({ requestId: id }, next);
   });
 
-  // The document itself, without a key: it holds no secrets, and clients and people start from it.
+  // Answers of /v1 are per credential: never stored by a cache, never sniffed as another type.
+  app.use('/v1', (_req, res, next) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.setHeader('Cache-Control', 'no-store');
+    next();
+  });
+
+  // The document itself, without a key: it holds no secrets, and clients and people start from it
+  // (the one /v1 answer a cache may keep).
   const documentYaml = fs.readFileSync(new URL('../generated/openapi.yaml', import.meta.url));
   const documentJson = JSON.stringify(document);
   app.get('/v1/openapi.yaml', (_req, res) => {
@@ -175,7 +189,8 @@ export function createPlatform(options: PlatformOptions) {
     res.locals.entry = entry;
     let input: unknown;
     if (entry.method === 'post') {
-      if (!req.is('application/json')) throw invalidJson('Content-Type must be application/json.');
+      const problem = contentTypeProblem(req, req.is('application/json'));
+      if (problem) throw invalidJson(problem);
       input = await readJsonObject(req);
     }
     validator.validateRequest(entry, req.headers, req.query as Record<string, unknown>, input);

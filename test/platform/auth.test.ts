@@ -1,8 +1,21 @@
 import zlib from 'node:zlib';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { disableMember, replaceKey, revokeKey } from '../../server/admin.ts';
 import { acme, createPipeline } from '../support/fixtures.ts';
-import { forEachDatabase } from '../support/service.ts';
+import { forEachDatabase, startTestService } from '../support/service.ts';
+
+/** Sends `head` as it is over a new connection (requests fetch will not make) and returns the whole answer. */
+async function rawRequest(origin: string, head: string): Promise<string> {
+  const { hostname, port } = new URL(origin);
+  const socket = net.connect(Number(port), hostname);
+  let answer = '';
+  socket.on('data', (d) => (answer += d));
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.write(head);
+  await new Promise((resolve) => socket.once('close', resolve));
+  return answer;
+}
 
 forEachDatabase('API keys, grants and discovery', (svc) => {
   it('lists exactly the operations a key may call, with their catalogue fields', async () => {
@@ -120,6 +133,72 @@ forEachDatabase('API keys, grants and discovery', (svc) => {
     const bomb = await send('gzip', zlib.gzipSync(Buffer.from(JSON.stringify({ pad: ' '.repeat(2 * 1024 * 1024) }))));
     assert.equal(bomb.status, 413);
     assert.match(((await bomb.json()) as { message: string }).message, /larger than 1 MB/);
+  });
+
+  it('says the body is missing when Content-Type is JSON but nothing (or only blanks) came (400 invalid_json)', async () => {
+    const ws = await svc().apply(acme());
+    const auth = `Bearer ${ws.keys.ci!.secret}`;
+    const missing = 'The body is missing: send a JSON object ({} when there is nothing to say).';
+    const send = async (headers: Record<string, string>, body?: string) => {
+      const res = await fetch(`${svc().baseUrl}/operations/customers.ListSalesPipelines`, { method: 'POST', headers: { Authorization: auth, ...headers }, ...(body === undefined ? {} : { body }) });
+      return { status: res.status, body: (await res.json()) as { error: string; message: string } };
+    };
+    for (const [why, headers, body] of [
+      ['Content-Length: 0', { 'Content-Type': 'application/json' }, undefined],
+      ['blanks', { 'Content-Type': 'application/json; charset=utf-8' }, ' \n '],
+    ] as const) {
+      const res = await send(headers, body);
+      assert.deepEqual([res.status, res.body.error, res.body.message], [400, 'invalid_json', missing], why);
+    }
+    // Neither Content-Length nor Transfer-Encoding: no body at all (what fetch cannot send).
+    const raw = await rawRequest(svc().origin, `POST /v1/operations/customers.ListSalesPipelines HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n`);
+    assert.match(raw, /^HTTP\/1\.1 400 /);
+    assert.ok(raw.includes(`"message":"${missing}"`), raw);
+    const text = await send({ 'Content-Type': 'text/plain' }, '{}');
+    assert.deepEqual([text.status, text.body.error, text.body.message], [400, 'invalid_json', 'Content-Type must be application/json.']);
+    const untyped = await rawRequest(svc().origin, `POST /v1/operations/customers.ListSalesPipelines HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth}\r\nConnection: close\r\n\r\n`);
+    assert.ok(untyped.includes('"message":"Content-Type must be application/json."'), untyped);
+  });
+
+  it('marks every /v1 answer nosniff and no-store, errors included (the document may be cached); no HSTS over plain http', async () => {
+    const ws = await svc().apply(acme());
+    const auth = { Authorization: `Bearer ${ws.keys.ci!.secret}`, 'Content-Type': 'application/json', 'X-Forwarded-Proto': 'https' };
+    const op = (name: string, init: RequestInit = {}) => fetch(`${svc().baseUrl}/operations/${name}`, { method: 'POST', headers: auth, body: '{}', ...init });
+    const answers: Array<[number, Promise<Response>]> = [
+      [200, op('workspace.ListBundles')],
+      [200, fetch(`${svc().baseUrl}/operations`, { headers: auth })],
+      [400, op('workspace.ListBundles?page=2')],
+      [401, fetch(`${svc().baseUrl}/operations/workspace.ListBundles`, { method: 'POST' })],
+      [403, op('customers.ListCompanies')],
+      [404, op('workspace.ListBundlez')],
+      [404, op('customers.UpdateSalesPipeline', { headers: { ...auth, 'Idempotency-Key': 'k' }, body: JSON.stringify({ id: 'pl_missing', data: { name: 'x' } }) })],
+      [405, fetch(`${svc().baseUrl}/operations/workspace.ListBundles`, { headers: auth })],
+    ];
+    for (const [status, pending] of answers) {
+      const res = await pending;
+      assert.equal(res.status, status, res.url);
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff', `${status} ${res.url}`);
+      assert.equal(res.headers.get('cache-control'), 'no-store', `${status} ${res.url}`);
+      assert.equal(res.headers.get('strict-transport-security'), null, 'no TRUST_PROXY: X-Forwarded-Proto is not believed');
+    }
+    const doc = await fetch(`${svc().baseUrl}/openapi.json`);
+    assert.deepEqual([doc.headers.get('x-content-type-options'), doc.headers.get('cache-control')], ['nosniff', 'public, max-age=300']);
+  });
+
+  it('sends HSTS for one year behind a trusted proxy when the request came over https', async () => {
+    const proxied = await startTestService(svc().databaseUrl, { trustProxy: 'loopback' });
+    try {
+      for (const [url, proto, hsts] of [
+        [`${proxied.baseUrl}/operations`, 'https', 'max-age=31536000'],
+        [`${proxied.origin}/healthz`, 'https', 'max-age=31536000'],
+        [`${proxied.baseUrl}/operations`, 'http', null],
+      ] as const) {
+        const res = await fetch(url, { headers: { 'X-Forwarded-Proto': proto } });
+        assert.equal(res.headers.get('strict-transport-security'), hsts, `${proto} ${url}`);
+      }
+    } finally {
+      await proxied.close({ keepData: true });
+    }
   });
 
   it('stops a revoked key on its next request; a replacement works alongside until then', async () => {

@@ -1,7 +1,29 @@
 import assert from 'node:assert/strict';
 import { listRecordEvents } from '../../db/queries/events.ts';
+import { document } from '../../generated/document.ts';
 import { acme, createPipeline } from '../support/fixtures.ts';
 import { forEachDatabase } from '../support/service.ts';
+
+describe('the document on replayed answers', () => {
+  it('declares Idempotency-Replayed on every answer a command stores and replays (200, 404, 409)', () => {
+    type Node = { $ref?: string; headers?: Record<string, unknown> };
+    const deref = (node: Node | undefined): Node | undefined =>
+      node?.$ref ? deref(node.$ref.slice(2).split('/').reduce((at: any, key) => at[key], document) as Node) : node;
+    let checked = 0;
+    for (const item of Object.values(document.paths) as Array<Record<string, { operationId: string; 'x-service-kind'?: string; responses: Record<string, Node> }>>) {
+      for (const op of Object.values(item)) {
+        if (op['x-service-kind'] !== 'command') continue;
+        for (const status of ['200', '404', '409']) {
+          const response = deref(op.responses[status]);
+          if (!response) continue;
+          checked++;
+          assert.ok(response.headers?.['Idempotency-Replayed'], `${op.operationId} ${status} does not declare Idempotency-Replayed`);
+        }
+      }
+    }
+    assert.ok(checked > 20);
+  });
+});
 
 forEachDatabase('idempotency', (svc) => {
   it('replays the stored response for a retry with the same key and body, with no second effect', async () => {
@@ -78,6 +100,11 @@ forEachDatabase('idempotency', (svc) => {
     const again = await api.customers.UpdateSalesPipeline({ id: 'pl_missing', data: { name: 'x' } }, { idempotencyKey: 'k404' });
     assert.equal(again.response.status, 404);
     assert.equal(again.response.headers.get('Idempotency-Replayed'), 'true');
+    const pipeline = (await api.customers.CreateSalesPipeline(createPipeline('Real'))).data!.item;
+    const stale = { id: pipeline.id, data: { name: 'New' }, expected: { name: 'Not the name' } };
+    assert.equal((await api.customers.UpdateSalesPipeline(stale, { idempotencyKey: 'k409' })).response.status, 409);
+    const replayed = await api.customers.UpdateSalesPipeline(stale, { idempotencyKey: 'k409' });
+    assert.deepEqual([replayed.response.status, replayed.response.headers.get('Idempotency-Replayed')], [409, 'true']);
 
     const auth = { Authorization: `Bearer ${ws.keys.ci!.secret}`, 'Idempotency-Key': 'k400' };
     const bad = await svc().post('customers.CreateSalesPipeline', { data: { name: '' } }, auth);
