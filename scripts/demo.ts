@@ -19,7 +19,8 @@ import { applyWorkspace } from '../server/admin.ts';
 import { loadConfig } from '../server/config.ts';
 import { createSigninLink } from '../server/signin.ts';
 import { systemClock } from '../server/clock.ts';
-import { bulkLoadEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
+import { bulkLoadEvents } from '../handlers/analytics/bulk.ts';
+import { normalizeEvent } from '../handlers/analytics/ingest.ts';
 import { demoTraffic } from './demo-traffic.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -81,7 +82,7 @@ const base = process.env.BASE_URL ?? `http://localhost:${process.env.PORT ?? 808
 // The demo records are made through the generated client against this process's own instance of the
 // service (on a free loopback port), so they exist, and the calls below carry real ids, whether or
 // not the server is running yet.
-const local = createService({ db, clock: systemClock, config: { ...loadConfig(), validateResponses: true, collectFlushIntervalMs: 0 }, logger: pino({ level: 'silent' }) });
+const local = createService({ db, clock: systemClock, config: { ...loadConfig(), validateResponses: true, env: { ...process.env, COLLECT_FLUSH_INTERVAL_MS: '0' } }, logger: pino({ level: 'silent' }) });
 const localServer = http.createServer(local.handler);
 await new Promise<void>((resolve) => localServer.listen(0, '127.0.0.1', resolve));
 const client = createClient({ baseUrl: `http://127.0.0.1:${(localServer.address() as AddressInfo).port}/v1`, apiKey: secret });

@@ -1,6 +1,10 @@
 import { DEFAULT_DATABASE_URL } from '../db/database.ts';
 import { type EgressPolicy, egressPolicyFromEnv } from './egress.ts';
 
+/** The environment settings are read from (process.env, or a test's own). */
+export type ServiceEnv = Readonly<Record<string, string | undefined>>;
+
+/** The platform's settings; each module reads its own from `env` (`ServiceModule.config`). */
 export interface ServiceConfig {
   port: number;
   /** The address people reach this service at (links in answers, e.g. a webhook's approval_url): PUBLIC_URL, default http://localhost:PORT. */
@@ -17,18 +21,6 @@ export interface ServiceConfig {
   /** Validate responses against the document (development and tests). */
   validateResponses: boolean;
   logLevel: string;
-  /** Trusted proxy header with the client address (first of a list), e.g. x-forwarded-for; null = the socket address. */
-  collectClientIpHeader: string | null;
-  /** Trusted proxy header with the visitor's country (ISO 3166-1 alpha-2), e.g. cf-ipcountry; null = no country. */
-  collectCountryHeader: string | null;
-  /** How often collected events are written (ms); 0 = only when a batch is full or on flush() (tests). */
-  collectFlushIntervalMs: number;
-  /** Events written per batch; a full buffer is written at once. */
-  collectBatchSize: number;
-  /** Buffered events above which POST /v1/track answers 503. */
-  collectBufferMax: number;
-  /** Where batches are written: `thread` (a worker thread with its own connection, default) or `inline`. */
-  collectWriter: 'thread' | 'inline';
   /**
    * Which proxies in front are trusted for X-Forwarded-Proto / -For (express `trust proxy`): false
    * (none, the default), true (all), a hop count, or addresses/subnets such as `loopback, 10.0.0.0/8`.
@@ -45,6 +37,8 @@ export interface ServiceConfig {
    * (EGRESS_ALLOWED_PORTS, EGRESS_ALLOW_DESTINATIONS, EGRESS_TEST_CA_FILE; see server/egress.ts).
    */
   egress: EgressPolicy;
+  /** The environment these settings were read from: the modules read theirs from it. */
+  env: ServiceEnv;
 }
 
 function trustProxyFrom(raw: string | undefined): boolean | number | string {
@@ -55,25 +49,21 @@ function trustProxyFrom(raw: string | undefined): boolean | number | string {
   return value;
 }
 
-const headerName = (env: NodeJS.ProcessEnv, name: string): string | null => {
+/** An HTTP header name from the environment, lower-cased; null when unset. */
+export const envHeaderName = (env: ServiceEnv, name: string): string | null => {
   const raw = env[name]?.trim().toLowerCase();
   if (!raw) return null;
   if (!/^[a-z0-9!#$%&'*+.^_`|~-]+$/.test(raw)) throw new Error(`${name} must be an HTTP header name (got "${env[name]}")`);
   return raw;
 };
 
-function numberFrom(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
+/** A number from the environment, `fallback` when unset; throws a readable error below `min`. */
+export function envNumber(env: ServiceEnv, name: string, fallback: number, min: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!Number.isFinite(value) || value < min) throw new Error(`${name} must be a number >= ${min} (got "${raw}")`);
   return value;
-}
-
-function collectWriterFrom(raw: string | undefined): 'thread' | 'inline' {
-  if (raw === undefined || raw === '' || raw === 'thread') return 'thread';
-  if (raw === 'inline') return 'inline';
-  throw new Error(`COLLECT_WRITER must be thread or inline (got "${raw}")`);
 }
 
 function publicUrlFrom(raw: string | undefined, port: number): string {
@@ -92,25 +82,20 @@ function publicUrlFrom(raw: string | undefined, port: number): string {
 /** Reads the service configuration from the environment; throws a readable error on bad values. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
   return {
-    port: numberFrom(env, 'PORT', 8080, 0),
-    publicUrl: publicUrlFrom(env.PUBLIC_URL, numberFrom(env, 'PORT', 8080, 0)),
+    port: envNumber(env, 'PORT', 8080, 0),
+    publicUrl: publicUrlFrom(env.PUBLIC_URL, envNumber(env, 'PORT', 8080, 0)),
     databaseUrl: env.DATABASE_URL || DEFAULT_DATABASE_URL,
-    rateLimitPerSecond: numberFrom(env, 'RATE_LIMIT_PER_SECOND', 100, 0.001),
-    rateLimitBurst: numberFrom(env, 'RATE_LIMIT_BURST', 200, 1),
-    idempotencyRetentionHours: numberFrom(env, 'IDEMPOTENCY_RETENTION_HOURS', 24, 24),
-    idempotencyLockTimeoutMs: numberFrom(env, 'IDEMPOTENCY_LOCK_TIMEOUT_MS', 60_000, 1000),
+    rateLimitPerSecond: envNumber(env, 'RATE_LIMIT_PER_SECOND', 100, 0.001),
+    rateLimitBurst: envNumber(env, 'RATE_LIMIT_BURST', 200, 1),
+    idempotencyRetentionHours: envNumber(env, 'IDEMPOTENCY_RETENTION_HOURS', 24, 24),
+    idempotencyLockTimeoutMs: envNumber(env, 'IDEMPOTENCY_LOCK_TIMEOUT_MS', 60_000, 1000),
     validateResponses: (env.VALIDATE_RESPONSES ?? (env.NODE_ENV === 'production' ? 'false' : 'true')) === 'true',
     logLevel: env.LOG_LEVEL || 'info',
-    collectClientIpHeader: headerName(env, 'COLLECT_CLIENT_IP_HEADER'),
-    collectCountryHeader: headerName(env, 'COLLECT_COUNTRY_HEADER'),
-    collectFlushIntervalMs: numberFrom(env, 'COLLECT_FLUSH_INTERVAL_MS', 200, 0),
-    collectBatchSize: numberFrom(env, 'COLLECT_BATCH_SIZE', 2000, 1),
-    collectBufferMax: numberFrom(env, 'COLLECT_BUFFER_MAX', 20_000, 1),
-    collectWriter: collectWriterFrom(env.COLLECT_WRITER),
     trustProxy: trustProxyFrom(env.TRUST_PROXY),
     metricsToken: env.METRICS_TOKEN?.trim() || null,
-    outboxPollMs: numberFrom(env, 'OUTBOX_POLL_MS', 250, 10),
-    jobsPollMs: numberFrom(env, 'JOBS_POLL_MS', 1000, 10),
+    outboxPollMs: envNumber(env, 'OUTBOX_POLL_MS', 250, 10),
+    jobsPollMs: envNumber(env, 'JOBS_POLL_MS', 1000, 10),
     egress: egressPolicyFromEnv(env),
+    env,
   };
 }

@@ -6,7 +6,7 @@ import type { Database, MigrationFolder } from '../db/database.ts';
 import type { AnyOperationId } from '../generated/catalogue.ts';
 import type { WorkspaceFileSection } from './admin.ts';
 import type { Clock } from './clock.ts';
-import type { ServiceConfig } from './config.ts';
+import type { ServiceConfig, ServiceEnv } from './config.ts';
 import type { CredentialStore } from './credentials.ts';
 import type { InternalCalls } from './internalCalls.ts';
 import type { JobDefinition } from './jobs.ts';
@@ -21,7 +21,7 @@ export type NamespaceHandlers<NS extends string> = {
 };
 
 /** What a module's pages, jobs, consumers and commands are built with (one service process). */
-export interface ModuleDeps {
+export interface ModuleDeps<Settings = unknown> {
   readonly db: Database;
   readonly clock: Clock;
   readonly config: ServiceConfig;
@@ -33,6 +33,8 @@ export interface ModuleDeps {
   readonly calls: InternalCalls;
   /** This process's module workers: `wake(name)` after committing work for one. */
   readonly workers: Pick<Workers, 'wake'>;
+  /** The module's own settings (`ServiceModule.config`), read once when the process starts. */
+  readonly settings: Settings;
 }
 
 /**
@@ -61,19 +63,25 @@ export interface AdminDeps {
  * jobs, record-event consumers and admin commands. `app.ts` lists the modules; the platform never
  * imports one.
  */
-export interface ServiceModule<NS extends string = string> {
+export interface ServiceModule<NS extends string = string, Settings = undefined> {
   readonly namespace: NS;
   readonly handlers: NamespaceHandlers<NS>;
+  /**
+   * Its settings, read from the environment when the process starts (a bad value throws a readable
+   * error) and given to its factories as `deps.settings`. Each variable is listed in `.env.example`
+   * and the README's configuration table; the platform names none of them.
+   */
+  config?(env: ServiceEnv): Settings;
   /** Pages and other routes outside /v1/operations, mounted at the root. */
-  routes?(deps: ModuleDeps): Router;
+  routes?(deps: ModuleDeps<Settings>): Router;
   /** Lean endpoints served before express. */
-  endpoints?(deps: ModuleDeps): RawEndpoint;
+  endpoints?(deps: ModuleDeps<Settings>): RawEndpoint;
   /** Background jobs by kind (`<namespace>.<what>`), run by the database-backed job runner. */
-  jobs?(deps: ModuleDeps): Record<string, JobDefinition>;
+  jobs?(deps: ModuleDeps<Settings>): Record<string, JobDefinition>;
   /** Background loops by name (`<namespace>.<what>`), e.g. webhook delivery; run where jobs run. */
-  workers?(deps: ModuleDeps): Record<string, BackgroundWorker>;
+  workers?(deps: ModuleDeps<Settings>): Record<string, BackgroundWorker>;
   /** Readers of the change-event outbox by consumer name (`<namespace>.<what>`). */
-  consumers?(deps: ModuleDeps): Record<string, EventConsumer>;
+  consumers?(deps: ModuleDeps<Settings>): Record<string, EventConsumer>;
   /** Operator commands, added under `npm run admin --`. */
   admin?(program: Command, deps: AdminDeps): void;
   /** Its section of the workspace file (`npm run admin -- apply`, `workspace add`). */
@@ -86,4 +94,4 @@ export interface ServiceModule<NS extends string = string> {
 }
 
 /** Any module, whatever its namespace (what the platform composes). */
-export type AnyServiceModule = Omit<ServiceModule, 'namespace' | 'handlers'> & { readonly namespace: string; readonly handlers: object };
+export type AnyServiceModule = Omit<ServiceModule<string, unknown>, 'namespace' | 'handlers'> & { readonly namespace: string; readonly handlers: object };

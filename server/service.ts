@@ -32,8 +32,11 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   // The workers are built from the modules below; what a module is given wakes them once they exist.
   let workers: Workers | null = null;
   const wakeWorker = { wake: (name: string) => workers?.wake(name) };
-  const moduleDeps: ModuleDeps = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker };
-  for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps));
+  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker };
+  // Each module's settings are read once, here, so a bad value stops the process at start.
+  const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
+  const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
+  for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps(m)));
   platform.finish();
 
   jobs.define('idempotency.prune', {
@@ -43,11 +46,11 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
       if (removed) deps.logger.info({ removed }, 'pruned idempotency receipts');
     },
   });
-  for (const m of modules) for (const [kind, def] of Object.entries(m.jobs?.(moduleDeps) ?? {})) jobs.define(kind, def);
+  for (const m of modules) for (const [kind, def] of Object.entries(m.jobs?.(moduleDeps(m)) ?? {})) jobs.define(kind, def);
 
   const consumers: Record<string, EventConsumer> = {};
   for (const m of modules) {
-    for (const [name, consumer] of Object.entries(m.consumers?.(moduleDeps) ?? {})) {
+    for (const [name, consumer] of Object.entries(m.consumers?.(moduleDeps(m)) ?? {})) {
       if (name in consumers) throw new Error(`two modules define the outbox consumer ${name}`);
       consumers[name] = consumer;
     }
@@ -56,14 +59,14 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
 
   const loops: Record<string, BackgroundWorker> = {};
   for (const m of modules) {
-    for (const [name, worker] of Object.entries(m.workers?.(moduleDeps) ?? {})) {
+    for (const [name, worker] of Object.entries(m.workers?.(moduleDeps(m)) ?? {})) {
       if (name in loops) throw new Error(`two modules define the worker ${name}`);
       loops[name] = worker;
     }
   }
   workers = new Workers(loops, deps.logger);
 
-  for (const m of modules) if (m.endpoints) byNamespace[m.namespace] = m.endpoints(moduleDeps);
+  for (const m of modules) if (m.endpoints) byNamespace[m.namespace] = m.endpoints(moduleDeps(m));
   const endpoints = Object.values(byNamespace);
   const handler = (req: IncomingMessage, res: ServerResponse) => {
     for (const e of endpoints) if (e.handle(req, res)) return;

@@ -1,14 +1,17 @@
-import { deleteSaltsCreatedBefore } from '../../db/queries/collection.ts';
 import type { ServiceModule } from '../../server/module.ts';
 import { analyticsAdmin } from './admin.ts';
 import { createCollector } from './collect.ts';
+import { deleteSaltsCreatedBefore } from './collectQueries.ts';
 import { dashboardRoutes } from './dashboard.ts';
-import { analyticsQueryHandlers } from './queries.ts';
+import { analyticsQueryHandlers } from './handlers.ts';
+import { type AnalyticsSettings, analyticsSettings } from './settings.ts';
 
 /** Web analytics: the query operations, collection (`/v1/track`, the tracker), the dashboard, imports. */
-export const analytics: ServiceModule<'analytics'> = {
+export const analytics: ServiceModule<'analytics', AnalyticsSettings> = {
   namespace: 'analytics',
   handlers: { ...analyticsQueryHandlers },
+  config: analyticsSettings,
+  migrations: new URL('./migrations/', import.meta.url),
   endpoints: (deps) => createCollector(deps),
   routes: (deps) => dashboardRoutes(deps),
   jobs: ({ db, clock, logger }) => ({

@@ -82,7 +82,7 @@ export interface TestService {
 }
 
 export async function startTestService(databaseUrl: string, overrides: Partial<ServiceConfig> = {}): Promise<TestService> {
-  const config: ServiceConfig = { ...loadConfig({}), databaseUrl, validateResponses: true, rateLimitPerSecond: 1000, rateLimitBurst: 1000, collectFlushIntervalMs: 0, ...overrides };
+  const config: ServiceConfig = { ...loadConfig({}), databaseUrl, validateResponses: true, rateLimitPerSecond: 1000, rateLimitBurst: 1000, ...overrides, env: { COLLECT_FLUSH_INTERVAL_MS: '0', ...overrides.env } };
   const clock = new FakeClock();
   let logText = '';
   const sink = new Writable({
