@@ -41,9 +41,11 @@ import autocannon from 'autocannon';
 import { migrations } from '../app.ts';
 import { openDatabase } from '../db/database.ts';
 import { createClient, type ServiceClient } from '../generated/client.ts';
-import { ANALYTICS_TABLES } from '../db/queries/analytics.ts';
 import { applyWorkspace } from '../server/admin.ts';
-import { bulkLoadEvents, DAY_MS, DIMENSIONS, normalizeEvent, queryTimeSiteSummary } from '../handlers/analytics/ingest.ts';
+import { bulkLoadEvents } from '../handlers/analytics/bulk.ts';
+import { queryTimeSiteSummary } from '../handlers/analytics/figures.ts';
+import { DAY_MS, DIMENSIONS, normalizeEvent } from '../handlers/analytics/input.ts';
+import { ANALYTICS_TABLES } from '../handlers/analytics/queries.ts';
 import { systemClock } from '../server/clock.ts';
 import {
   fmt,

@@ -11,8 +11,9 @@
 import { parseArgs } from 'node:util';
 import { migrations } from '../app.ts';
 import { openDatabase, type Database } from '../db/database.ts';
-import { DAY_MS, ingestEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
-import type { NewAnalyticsEvent } from '../db/queries/analytics.ts';
+import { ingestEvents } from '../handlers/analytics/ingest.ts';
+import { DAY_MS, normalizeEvent } from '../handlers/analytics/input.ts';
+import type { NewAnalyticsEvent } from '../handlers/analytics/rows.ts';
 import { demoTraffic } from './demo-traffic.ts';
 
 export interface IngestBenchResult {

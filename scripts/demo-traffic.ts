@@ -5,7 +5,7 @@
  * of pages, search / social / news referrers, utm campaigns, countries, devices consistent per
  * visitor). The same seed gives the same events. Used by `npm run demo` and the analytics benchmark.
  */
-import { type AnalyticsEventInput, DAY_MS } from '../handlers/analytics/ingest.ts';
+import { type AnalyticsEventInput, DAY_MS } from '../handlers/analytics/input.ts';
 
 export interface DemoTrafficOptions {
   seed?: number;

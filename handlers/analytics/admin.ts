@@ -1,13 +1,14 @@
 import fs from 'node:fs';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
-import { findBundle } from '../../db/queries/analytics.ts';
-import { collectKeyOf, setCollectKey } from '../../db/queries/collection.ts';
 import type { Database } from '../../db/database.ts';
 import { AdminError } from '../../server/admin.ts';
 import { newId } from '../../server/ids.ts';
 import type { AdminDeps } from '../../server/module.ts';
-import { BULK_IMPORT_MIN, bulkLoadEvents, ImportError, importEvents, parseEventLines } from './ingest.ts';
+import { BULK_IMPORT_MIN, bulkLoadEvents } from './bulk.ts';
+import { collectKeyOf, setCollectKey } from './collectQueries.ts';
+import { ImportError, importEvents, parseEventLines } from './import.ts';
+import { findBundle } from './queries.ts';
 
 /** A site's publishable collect key; `rotate` replaces it (the old one is refused within a minute, in every process). */
 export async function collectKey(db: Database, bundleId: string, rotate: boolean): Promise<{ bundle_id: string; collect_key: string; rotated: boolean }> {

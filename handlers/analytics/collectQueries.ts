@@ -1,4 +1,4 @@
-import type { Sql } from '../database.ts';
+import type { Sql } from '../../db/database.ts';
 
 export interface CollectBundle {
   id: string;

@@ -1,10 +1,11 @@
-import { breakdownPage, findWorkspaceBundle, realtimeVisitors, siteDaily, workspaceDaily } from '../../db/queries/analytics.ts';
-import type { DbAnalyticsDailyRow } from '../../db/rows.ts';
 import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
-import { DAY_MS, type DayFigures, REALTIME_WINDOW_MS } from './ingest.ts';
 import { notFound } from '../../server/errors.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
+import type { DayFigures } from './figures.ts';
+import { DAY_MS, REALTIME_WINDOW_MS } from './input.ts';
+import { breakdownPage, findWorkspaceBundle, realtimeVisitors, siteDaily, workspaceDaily } from './queries.ts';
+import type { DbAnalyticsDailyRow } from './rows.ts';
 
 const MAX_SPAN_DAYS = 366;
 const DEFAULT_SPAN_DAYS = 30;

@@ -6,9 +6,9 @@
  * connection and ends the thread.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import type { NewAnalyticsEvent } from '../../db/queries/analytics.ts';
 import { openDatabase } from '../../db/database.ts';
 import { ingestEvents } from './ingest.ts';
+import type { NewAnalyticsEvent } from './rows.ts';
 
 export type WriterRequest = { id: number; events: NewAnalyticsEvent[] } | { close: true };
 export type WriterReply = { id: number; ok: true } | { id: number; ok: false; message: string; stack?: string };

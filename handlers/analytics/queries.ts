@@ -1,5 +1,6 @@
-import type { Sql, SqlValue } from '../database.ts';
-import type { DbAnalyticsDailyRow, DbAnalyticsEventRow, DbAnalyticsSessionRow, DbBundleRow } from '../rows.ts';
+import type { Sql, SqlValue } from '../../db/database.ts';
+import type { DbBundleRow } from '../../db/rows.ts';
+import type { DbAnalyticsDailyRow, DbAnalyticsEventRow, DbAnalyticsSessionRow, NewAnalyticsEvent } from './rows.ts';
 
 const CHUNK = 200;
 
@@ -19,7 +20,6 @@ export function findBundle(sql: Sql, bundleId: string): Promise<DbBundleRow | un
   return sql.one<DbBundleRow>(`SELECT * FROM bundles WHERE id = ?`, [bundleId]);
 }
 
-export type NewAnalyticsEvent = Omit<DbAnalyticsEventRow, 'id'>;
 
 /** Stores raw events (queued on PostgreSQL unless `queue: false`, as the bulk load's progress needs). */
 export async function insertEvents(sql: Sql, events: readonly NewAnalyticsEvent[], options = { queue: true }): Promise<void> {

@@ -7,17 +7,10 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
 import type { WorkspaceSpec } from '../../server/admin.ts';
-import {
-  type AnalyticsEventInput,
-  dayOf,
-  ingestEvents,
-  maintainedFigures,
-  normalizeEvent,
-  parseEventLines,
-  ImportError,
-  importEvents,
-  recomputeFigures,
-} from '../../handlers/analytics/ingest.ts';
+import { maintainedFigures, recomputeFigures } from '../../handlers/analytics/figures.ts';
+import { ImportError, importEvents, parseEventLines } from '../../handlers/analytics/import.ts';
+import { ingestEvents } from '../../handlers/analytics/ingest.ts';
+import { type AnalyticsEventInput, dayOf, normalizeEvent } from '../../handlers/analytics/input.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 
 const MIN = 60_000;

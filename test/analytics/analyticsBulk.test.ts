@@ -6,7 +6,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { demoTraffic } from '../../scripts/demo-traffic.ts';
-import { type AnalyticsEventInput, bulkLoadEvents, DAY_MS, dayOf, queryTimeSiteSummary, importEvents, ingestEvents, maintainedFigures, normalizeEvent, recomputeFigures } from '../../handlers/analytics/ingest.ts';
+import { bulkLoadEvents } from '../../handlers/analytics/bulk.ts';
+import { maintainedFigures, queryTimeSiteSummary, recomputeFigures } from '../../handlers/analytics/figures.ts';
+import { importEvents } from '../../handlers/analytics/import.ts';
+import { ingestEvents } from '../../handlers/analytics/ingest.ts';
+import { type AnalyticsEventInput, DAY_MS, dayOf, normalizeEvent } from '../../handlers/analytics/input.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 
 const MIN = 60_000;

@@ -3,7 +3,8 @@ import http from 'node:http';
 import { Ajv } from 'ajv';
 import { document } from '../../generated/document.ts';
 import type { WorkspaceSpec } from '../../server/admin.ts';
-import { dayOf } from '../../handlers/analytics/ingest.ts';
+import { dayOf } from '../../handlers/analytics/input.ts';
+import { analyticsSettings } from '../../handlers/analytics/settings.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 
 const MIN = 60_000;
@@ -11,6 +12,8 @@ const HOUR = 60 * MIN;
 const DAY = 86_400_000;
 const NOON = Date.UTC(2026, 10, 22, 12, 0, 0);
 const TODAY = dayOf(NOON);
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0';
 const IPHONE = 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1';
@@ -102,6 +105,7 @@ forEachDatabase(
       assert.equal(res.status, 202);
       assert.equal(res.body, '');
       assert.equal(res.headers.get('access-control-allow-origin'), '*');
+      assert.match(res.headers.get('request-id')!, UUID, 'every answer carries a Request-Id, 202 included');
       assert.equal(res.headers.get('set-cookie'), null);
       const [e, ...rest] = await events(svc(), docs);
       assert.equal(rest.length, 0);
@@ -302,6 +306,7 @@ forEachDatabase(
       assert.match(pre.headers.get('access-control-allow-methods')!, /POST/);
       assert.match(pre.headers.get('access-control-allow-headers')!, /content-type/i);
       assert.equal(pre.headers.get('access-control-max-age'), '86400');
+      assert.match(pre.headers.get('request-id')!, UUID, 'the preflight carries a Request-Id');
       assert.equal((await send(svc(), pageview(key), { contentType: 'application/json' })).status, 202);
       assert.equal((await events(svc(), docs)).length, 1);
       // Other methods on the path are not the collector's: the operations path answers (no API key).
@@ -312,6 +317,7 @@ forEachDatabase(
     it('serves the tracker script with JavaScript type, caching and CORS', async () => {
       const res = await fetch(`${svc().origin}/v1/track.js`);
       assert.equal(res.status, 200);
+      assert.match(res.headers.get('request-id')!, UUID);
       assert.match(res.headers.get('content-type')!, /^text\/javascript/);
       assert.equal(res.headers.get('cache-control'), 'public, max-age=3600');
       assert.equal(res.headers.get('access-control-allow-origin'), '*');
@@ -319,6 +325,10 @@ forEachDatabase(
       assert.match(text, /sendBeacon/);
       const again = await fetch(`${svc().origin}/v1/track.js`, { headers: { 'If-None-Match': res.headers.get('etag')! } });
       assert.equal(again.status, 304);
+      assert.match(again.headers.get('request-id')!, UUID);
+      assert.notEqual(again.headers.get('request-id'), res.headers.get('request-id'));
+      const head = await fetch(`${svc().origin}/v1/track.js`, { method: 'HEAD' });
+      assert.match(head.headers.get('request-id')!, UUID);
     });
 
     it('a rotated collect key is refused once the cache expires; the new one works', async () => {
@@ -373,7 +383,7 @@ forEachDatabase(
       assert.equal(realtime.data!.visitors, 1);
     });
   },
-  { collectClientIpHeader: 'x-test-ip', collectCountryHeader: 'cf-ipcountry' },
+  { env: { COLLECT_CLIENT_IP_HEADER: 'x-test-ip', COLLECT_COUNTRY_HEADER: 'cf-ipcountry' } },
 );
 
 forEachDatabase('collection without proxy headers', (svc) => {
@@ -410,4 +420,90 @@ forEachDatabase('collection without proxy headers', (svc) => {
     assert.ok(lines.some((l) => l.level === 40 && /queue is full/.test(l.msg) && l.queued === 3));
     assert.ok(lines.some((l) => l.level === 40 && /taking events again/.test(l.msg) && l.refused === 2));
   });
-}, { collectBufferMax: 3, collectBatchSize: 1000 });
+}, { env: { COLLECT_BUFFER_MAX: '3', COLLECT_BATCH_SIZE: '1000' } });
+
+forEachDatabase('collection limits', (svc) => {
+  async function setup() {
+    svc().clock.set(NOON);
+    const ws = await svc().apply(workspace());
+    return { ws, docs: ws.bundles.docs!, shop: ws.bundles.shop!, key: ws.collect_keys.docs!, shopKey: ws.collect_keys.shop! };
+  }
+  const from = (ip: string) => ({ headers: { 'X-Test-Ip': ip } });
+  const stored = async (bundleId: string) => (await events(svc(), bundleId)).length;
+
+  it('one client address over its limit gets 429 rate_limited with Retry-After, before its body is read; other addresses are not held back', async () => {
+    const { docs, key } = await setup();
+    const sends = [];
+    for (let i = 0; i < 4; i++) sends.push(await send(svc(), pageview(key), from('198.51.100.1')));
+    assert.deepEqual(sends.map((s) => s.status), [202, 202, 202, 429]);
+    const refused = sends[3]!;
+    assert.equal(refused.body.error, 'rate_limited');
+    assert.match(refused.body.message, /client address/);
+    assert.equal(refused.headers.get('retry-after'), '1');
+    assert.equal(refused.headers.get('access-control-allow-origin'), '*');
+    assert.match(refused.headers.get('request-id')!, UUID);
+    assert.equal(refused.body.request_id, refused.headers.get('request-id'));
+    assert.ok(errorSchema(refused.body));
+    // Refused before the body is read or checked: refusing a flood costs next to nothing.
+    assert.equal((await send(svc(), '{not json', from('198.51.100.1'))).status, 429);
+    assert.equal((await send(svc(), pageview(key), from('198.51.100.2'))).status, 202);
+    svc().clock.advance(1000); // one token per second
+    assert.equal((await send(svc(), pageview(key), from('198.51.100.1'))).status, 202);
+    assert.equal((await send(svc(), pageview(key), from('198.51.100.1'))).status, 429);
+    assert.equal(await stored(docs), 5);
+  });
+
+  it('one site flooding from many addresses is limited by its collect key; another site\'s events are all taken and the shared queue never fills', async () => {
+    const { docs, shop, key, shopKey } = await setup();
+    // 30 requests for docs from 30 addresses: the key's burst (5) is taken, the rest refused with 429.
+    const flood = await burst(svc(), Array.from({ length: 30 }, (_, i) => ({ body: pageview(key), ip: `192.0.2.${i + 1}` })));
+    assert.equal(flood.filter((s) => s === 202).length, 5);
+    assert.equal(flood.filter((s) => s === 429).length, 25);
+    const refused = await send(svc(), pageview(key), from('192.0.2.200'));
+    assert.equal(refused.status, 429);
+    assert.equal(refused.body.error, 'rate_limited');
+    assert.match(refused.body.message, /collect key/);
+    assert.equal(refused.headers.get('retry-after'), '1');
+    assert.equal(svc().collector.refused, 0, 'no 503: the queue (10) never filled');
+    // The other site, meanwhile: every event taken (its own burst is untouched).
+    const shopSends = await burst(svc(), Array.from({ length: 5 }, (_, i) => ({ body: pageview(shopKey, 'https://shop.collect.test/'), ip: `203.0.113.${i + 10}` })));
+    assert.deepEqual(shopSends, [202, 202, 202, 202, 202]);
+    assert.equal(await stored(docs), 5);
+    assert.equal(await stored(shop), 5);
+    // The key refills at its rate (2 per second).
+    svc().clock.advance(500);
+    assert.equal((await send(svc(), pageview(key), from('192.0.2.201'))).status, 202);
+    assert.equal((await send(svc(), pageview(key), from('192.0.2.202'))).status, 429);
+  });
+
+  it('bots count against the key and the address too; an unknown key is 404 and spends no site\'s budget', async () => {
+    const { docs, key } = await setup();
+    assert.equal((await send(svc(), pageview('pk_unknown'), from('198.51.100.9'))).status, 404);
+    const bots = [];
+    for (let i = 0; i < 5; i++) bots.push((await send(svc(), pageview(key), { headers: { 'X-Test-Ip': `198.51.100.${20 + i}`, 'User-Agent': GOOGLEBOT } })).status);
+    assert.deepEqual(bots, [202, 202, 202, 202, 202]);
+    assert.equal((await send(svc(), pageview(key), from('198.51.100.30'))).status, 429);
+    assert.equal(await stored(docs), 0);
+  });
+
+  it('settings are read by the module and refused with a readable error', () => {
+    assert.throws(() => analyticsSettings({ COLLECT_KEY_BURST: '0' }), /COLLECT_KEY_BURST must be a number >= 1 \(got "0"\)/);
+    assert.throws(() => analyticsSettings({ COLLECT_ADDRESS_RATE_PER_SECOND: 'fast' }), /COLLECT_ADDRESS_RATE_PER_SECOND must be a number/);
+    assert.throws(() => analyticsSettings({ COLLECT_WRITER: 'disk' }), /COLLECT_WRITER must be thread or inline/);
+    assert.deepEqual(
+      (({ collectKeyRatePerSecond, collectKeyBurst, collectAddressRatePerSecond, collectAddressBurst }) => ({ collectKeyRatePerSecond, collectKeyBurst, collectAddressRatePerSecond, collectAddressBurst }))(analyticsSettings({})),
+      { collectKeyRatePerSecond: 1000, collectKeyBurst: 5000, collectAddressRatePerSecond: 50, collectAddressBurst: 500 },
+    );
+    assert.equal(svc().config.env.COLLECT_KEY_BURST, '5', 'the service was started with the module settings of this suite');
+  });
+}, {
+  env: {
+    COLLECT_CLIENT_IP_HEADER: 'x-test-ip',
+    COLLECT_BUFFER_MAX: '10',
+    COLLECT_BATCH_SIZE: '1000',
+    COLLECT_ADDRESS_RATE_PER_SECOND: '1',
+    COLLECT_ADDRESS_BURST: '3',
+    COLLECT_KEY_RATE_PER_SECOND: '2',
+    COLLECT_KEY_BURST: '5',
+  },
+});
