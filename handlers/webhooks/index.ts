@@ -1,9 +1,10 @@
 import type { ServiceModule } from '../../server/module.ts';
 import { webhooksAdmin } from './admin.ts';
-import { DELIVER_WORKER, deliveryWorker, fanoutConsumer, RETENTION_MS } from './delivery.ts';
+import { DELIVER_WORKER, fanoutConsumer, RETENTION_MS } from './delivery.ts';
 import { webhookHandlers } from './handlers.ts';
 import { webhookRoutes } from './pages.ts';
 import { expireProposals, pruneWebhooks } from './queries.ts';
+import { deliveryWorker } from './worker.ts';
 
 /**
  * Webhooks: the operations, the fan-out consumer and the delivery worker, the approval and settings
@@ -12,6 +13,7 @@ import { expireProposals, pruneWebhooks } from './queries.ts';
 export const webhooks: ServiceModule<'webhooks'> = {
   namespace: 'webhooks',
   handlers: webhookHandlers,
+  migrations: new URL('./migrations/', import.meta.url),
   consumers: (deps) => ({ 'webhooks.fanout': fanoutConsumer(deps) }),
   workers: (deps) => ({ [DELIVER_WORKER]: deliveryWorker(deps) }),
   jobs: ({ db, clock, logger }) => ({

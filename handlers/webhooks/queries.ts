@@ -1,8 +1,10 @@
 /** The webhook tables (db/migrations/20261203000000_webhooks.ts). */
 import type { Sql } from '../../db/database.ts';
 import type { DbBoolean } from '../../db/rows.ts';
+import type { components } from '../../generated/openapi.ts';
 
-export type WebhookEventName = 'resource.created' | 'resource.updated' | 'resource.deleted' | 'meeting.completed';
+/** The events a subscription may deliver: the document's `WebhookEventName`. */
+export type WebhookEventName = components['schemas']['WebhookEventName'];
 export type DeliveryStatus = 'pending' | 'delivering' | 'succeeded' | 'failed';
 
 export interface DbWebhookProposalRow {
@@ -38,6 +40,12 @@ export interface DbWebhookSubscriptionRow {
   disabled_reason: string | null;
   proposal_id: string;
   approved_by: string;
+  /** The key whose access it delivers with: the proposer's, or the key that replaced it. */
+  access_key_id: string | null;
+  /** The member that key acted for when proposing (their role must still read every type). */
+  access_member_id: string | null;
+  /** Why it stopped when that access was lost (see AccessLoss), else null. */
+  access_lost: string | null;
   last_attempt_at: number | null;
   last_success_at: number | null;
   last_failure_at: number | null;
@@ -117,11 +125,12 @@ export function listPendingProposals(sql: Sql, workspaceId: string, now: number)
 export async function insertSubscription(sql: Sql, s: DbWebhookSubscriptionRow): Promise<void> {
   await sql.run(
     `INSERT INTO webhook_subscriptions (id, workspace_id, url, event, resource_types, enabled, enabled_since, secret, previous_secret, previous_secret_until, consecutive_failures,
-       disabled_at, disabled_reason, proposal_id, approved_by, last_attempt_at, last_success_at, last_failure_at, created_at, updated_at)
-     VALUES (${placeholders(20)})`,
+       disabled_at, disabled_reason, proposal_id, approved_by, access_key_id, access_member_id, access_lost, last_attempt_at, last_success_at, last_failure_at, created_at, updated_at)
+     VALUES (${placeholders(23)})`,
     [
       s.id, s.workspace_id, s.url, s.event, s.resource_types, Boolean(s.enabled), s.enabled_since, s.secret, s.previous_secret, s.previous_secret_until, s.consecutive_failures,
-      s.disabled_at, s.disabled_reason, s.proposal_id, s.approved_by, s.last_attempt_at, s.last_success_at, s.last_failure_at, s.created_at, s.updated_at,
+      s.disabled_at, s.disabled_reason, s.proposal_id, s.approved_by, s.access_key_id, s.access_member_id, s.access_lost, s.last_attempt_at, s.last_success_at, s.last_failure_at,
+      s.created_at, s.updated_at,
     ],
   );
 }
@@ -150,6 +159,46 @@ export function subscribersOf(sql: Sql, workspaceId: string, event: string): Pro
   return sql.all<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE workspace_id = ? AND event = ? AND enabled = ?`, [workspaceId, event, true]);
 }
 
+/** A subscription with its workspace's auth version (moved by every change of keys, grants and members). */
+export function subscriptionForAttempt(sql: Sql, id: string): Promise<(DbWebhookSubscriptionRow & { auth_version: number }) | undefined> {
+  return sql.one(`SELECT s.*, w.auth_version FROM webhook_subscriptions s JOIN workspaces w ON w.id = s.workspace_id WHERE s.id = ?`, [id]);
+}
+
+/** What a key may do, for a subscription's access check: revoked or not, its grants (JSON) and delegation. */
+export function keyForAccess(sql: Sql, workspaceId: string, keyId: string): Promise<{ id: string; name: string; revoked_at: number | null; resources: string; delegation: string } | undefined> {
+  return sql.one(`SELECT id, name, revoked_at, resources, delegation FROM api_keys WHERE workspace_id = ? AND id = ?`, [workspaceId, keyId]);
+}
+
+/** The newest key made to replace `keyId` (`admin key replace`), a live one first. */
+export function replacementOf(sql: Sql, workspaceId: string, keyId: string): Promise<{ id: string; revoked_at: number | null } | undefined> {
+  return sql.one(
+    `SELECT id, revoked_at FROM api_keys WHERE workspace_id = ? AND replaces_key_id = ? ORDER BY CASE WHEN revoked_at IS NULL THEN 0 ELSE 1 END, created_at DESC, id DESC LIMIT 1`,
+    [workspaceId, keyId],
+  );
+}
+
+export async function keyActsFor(sql: Sql, keyId: string, memberId: string): Promise<boolean> {
+  return (await sql.one(`SELECT 1 AS ok FROM api_key_delegates WHERE key_id = ? AND member_id = ?`, [keyId, memberId])) !== undefined;
+}
+
+export function memberForAccess(sql: Sql, workspaceId: string, memberId: string): Promise<{ id: string; name: string; role: string; disabled_at: number | null } | undefined> {
+  return sql.one(`SELECT id, name, role, disabled_at FROM members WHERE workspace_id = ? AND id = ?`, [workspaceId, memberId]);
+}
+
+/** Hands a subscription to the key that replaced its key (only while it still names the old one). */
+export function handOver(sql: Sql, id: string, fromKey: string, toKey: string, now: number): Promise<number> {
+  return sql.run(`UPDATE webhook_subscriptions SET access_key_id = ?, updated_at = ? WHERE id = ? AND access_key_id = ?`, [toKey, now, id, fromKey]);
+}
+
+/** Stops an enabled subscription whose access was lost; false when it was already stopped. */
+export async function stopForLostAccess(sql: Sql, id: string, loss: string, reason: string, now: number): Promise<boolean> {
+  const changed = await sql.run(
+    `UPDATE webhook_subscriptions SET enabled = ?, disabled_at = ?, disabled_reason = ?, access_lost = ?, updated_at = ? WHERE id = ? AND enabled = ?`,
+    [false, now, reason.slice(0, 300), loss, now, id, true],
+  );
+  return changed > 0;
+}
+
 // ---- Deliveries ------------------------------------------------------------------------------------
 
 /** Inserts a delivery; a first delivery of an event the subscription already has is ignored. True when inserted. */
@@ -167,21 +216,45 @@ export async function insertDelivery(sql: Sql, d: DbWebhookDeliveryRow): Promise
   return changed > 0;
 }
 
+/** Due now: pending ones whose time has come, and ones whose worker's lease ran out mid-attempt (a killed worker: at least once). */
+const DUE = `((status = 'pending' AND next_attempt_at <= ?) OR (status = 'delivering' AND lease_until < ?))`;
+
 /**
- * Claims up to `limit` deliveries due now: pending ones whose time has come, and ones whose worker's
- * lease ran out mid-attempt (a killed worker: at least once). Other workers skip the claimed rows.
+ * Claims up to `limit` due deliveries, at most `room(webhookId)` of each subscription (what its
+ * in-flight cap leaves), none of the `busy` subscriptions. Candidates are read first, then taken by
+ * one UPDATE that checks each is still due: a row another worker took meanwhile no longer matches
+ * (PostgreSQL re-checks the condition on the row it waited for), so no delivery is claimed twice.
  */
-export function claimDueDeliveries(sql: Sql, worker: string, now: number, leaseUntil: number, limit: number): Promise<DbWebhookDeliveryRow[]> {
-  const skip = sql.dialect === 'pg' ? ' FOR UPDATE SKIP LOCKED' : '';
-  return sql.all<DbWebhookDeliveryRow>(
-    `UPDATE webhook_deliveries SET status = 'delivering', leased_by = ?, lease_until = ?
-     WHERE id IN (
-       SELECT id FROM webhook_deliveries
-       WHERE (status = 'pending' AND next_attempt_at <= ?) OR (status = 'delivering' AND lease_until < ?)
-       ORDER BY next_attempt_at LIMIT ?${skip})
-     RETURNING *`,
-    [worker, leaseUntil, now, now, limit],
+export async function claimDueDeliveries(
+  sql: Sql,
+  claim: { worker: string; now: number; leaseUntil: number; limit: number; busy: readonly string[]; room: (webhookId: string) => number },
+): Promise<{ rows: DbWebhookDeliveryRow[]; skipped: Set<string> }> {
+  const { worker, now, leaseUntil, limit, busy } = claim;
+  const skipped = new Set<string>();
+  if (limit <= 0) return { rows: [], skipped };
+  const skip = busy.length ? ` AND webhook_id NOT IN (${placeholders(busy.length)})` : '';
+  const candidates = await sql.all<{ id: string; webhook_id: string }>(
+    `SELECT id, webhook_id FROM webhook_deliveries WHERE ${DUE}${skip} ORDER BY next_attempt_at LIMIT ?`,
+    [now, now, ...busy, limit * 4],
   );
+  const taken = new Map<string, number>();
+  const ids: string[] = [];
+  for (const c of candidates) {
+    const n = taken.get(c.webhook_id) ?? 0;
+    if (n >= claim.room(c.webhook_id)) {
+      skipped.add(c.webhook_id);
+      continue;
+    }
+    taken.set(c.webhook_id, n + 1);
+    ids.push(c.id);
+    if (ids.length === limit) break;
+  }
+  if (!ids.length) return { rows: [], skipped };
+  const rows = await sql.all<DbWebhookDeliveryRow>(
+    `UPDATE webhook_deliveries SET status = 'delivering', leased_by = ?, lease_until = ? WHERE id IN (${placeholders(ids.length)}) AND ${DUE} RETURNING *`,
+    [worker, leaseUntil, ...ids, now, now],
+  );
+  return { rows, skipped };
 }
 
 export function findDelivery(sql: Sql, webhookId: string, id: string): Promise<DbWebhookDeliveryRow | undefined> {

@@ -9,6 +9,7 @@ import { resourceTypes } from '../../generated/catalogue.ts';
 import type { Clock } from '../../server/clock.ts';
 import { checkDestination, EgressRefused, type EgressPolicy, post } from '../../server/egress.ts';
 import { newId } from '../../server/ids.ts';
+import { judgeAccess } from './access.ts';
 import { ATTEMPT_TIMEOUT_MS, RESPONSE_BODY_BYTES } from './delivery.ts';
 import { decideProposal, type DbWebhookSubscriptionRow, findProposal, findSubscription, insertSubscription } from './queries.ts';
 import { newSigningSecret, signedHeaders } from './signing.ts';
@@ -50,6 +51,8 @@ export async function approveProposal(db: Database, clock: Clock, proposalId: st
     if (unknown) throw new WebhookActionError(`The type ${unknown} is no longer published.`, 409);
     const secret = newSigningSecret();
     const id = newId('wh');
+    const verdict = await judgeAccess(sql, { id, workspace_id: p.workspace_id, resource_types: p.resource_types, access_key_id: p.proposed_by_key, access_member_id: p.proposed_by_member }, now);
+    if (!verdict.ok) throw new WebhookActionError(`This proposal can no longer be approved: ${verdict.reason}. Ask for a new one (webhooks.PrepareWebhook).`, 409);
     const row: DbWebhookSubscriptionRow = {
       id,
       workspace_id: p.workspace_id,
@@ -66,6 +69,10 @@ export async function approveProposal(db: Database, clock: Clock, proposalId: st
       disabled_reason: null,
       proposal_id: p.id,
       approved_by: approver.memberId,
+      // A replacement of this key takes over at the first delivery (access.ts).
+      access_key_id: p.proposed_by_key,
+      access_member_id: p.proposed_by_member,
+      access_lost: null,
       last_attempt_at: null,
       last_success_at: null,
       last_failure_at: null,
@@ -135,11 +142,13 @@ export async function testDelivery(s: DbWebhookSubscriptionRow, now: number, pol
 export async function enableSubscription(db: Database, clock: Clock, workspaceId: string, id: string, policy: EgressPolicy): Promise<TestDelivery> {
   const s = await subscriptionOf(db, workspaceId, id);
   if (s.enabled) return { ok: true, status: null, error: null, durationMs: 0 };
+  const verdict = await judgeAccess(db.sql, s, clock.now());
+  if (!verdict.ok) return { ok: false, status: null, error: `access lost: ${verdict.reason}; propose it again with a key that may read its types`, durationMs: 0 };
   const test = await testDelivery(s, clock.now(), policy);
   if (!test.ok) return test;
   const now = clock.now();
   await db.sql.run(
-    `UPDATE webhook_subscriptions SET enabled = ?, enabled_since = ?, consecutive_failures = 0, disabled_at = NULL, disabled_reason = NULL, last_success_at = ?, updated_at = ? WHERE id = ? AND enabled = ?`,
+    `UPDATE webhook_subscriptions SET enabled = ?, enabled_since = ?, consecutive_failures = 0, disabled_at = NULL, disabled_reason = NULL, access_lost = NULL, last_success_at = ?, updated_at = ? WHERE id = ? AND enabled = ?`,
     [true, now, now, now, id, false],
   );
   return test;

@@ -39,10 +39,26 @@ export function fanOut(svc: TestService): Promise<void> {
   return readOutbox(svc, 'webhooks.fanout');
 }
 
-/** Fans out and runs the delivery worker until nothing is due now. */
-export async function deliver(svc: TestService): Promise<void> {
+/** Deliveries leased now (attempts in flight, here or in another process). */
+export async function inFlight(svc: TestService): Promise<number> {
+  const row = await svc.db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'delivering' AND lease_until > ?`, [svc.clock.now()]);
+  return Number(row?.n ?? 0);
+}
+
+/**
+ * Fans out and runs the delivery worker until nothing is due now and no attempt is in flight. The
+ * worker never waits for its attempts (real HTTPS to the receiver), so this waits for them on the
+ * database, bounded.
+ */
+export async function deliver(svc: TestService, timeoutMs = 20_000): Promise<void> {
   await fanOut(svc);
-  for (let i = 0; i < 50; i++) if (!(await svc.workers.runOnce('webhooks.deliver'))) return;
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    if (await svc.workers.runOnce('webhooks.deliver')) continue;
+    if (!(await inFlight(svc))) return;
+    if (Date.now() > until) throw new Error('webhook attempts still in flight');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
 }
 
 /** HMAC-SHA256 hex by the openssl CLI (an implementation independent of the service's). */
