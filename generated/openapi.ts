@@ -1124,7 +1124,7 @@ export interface paths {
          * Collect one pageview or engagement event from a browser
          * @description The public collection endpoint the tracker script (`GET /v1/track.js`) calls; any site may call
          *     it directly. It is outside the operation-call convention: no API key (`security: []`), no
-         *     idempotency, no rate limit per credential; the body names the site by its **publishable collect
+         *     idempotency, no rate limit per credential (its own limits are below); the body names the site by its **publishable collect
          *     key** (`pk_...`, printed by `npm run admin -- analytics collect-key --bundle ID`), which can do
          *     nothing but add events to that site. One event per request, as browsers send them.
          *
@@ -1164,6 +1164,21 @@ export interface paths {
          *     because past that the answer is `503` with `Retry-After` and the event is not taken. That check
          *     comes first, before the body is read or checked, so that refusing costs the service almost
          *     nothing while the writer catches up (a bad body may then get `503` rather than `400`).
+         *
+         *     **Limits.** One site or one client cannot take the queue the other sites share. Each API process
+         *     keeps two token buckets in memory: per client address (`COLLECT_ADDRESS_RATE_PER_SECOND`,
+         *     default 50 events/s, in bursts of up to `COLLECT_ADDRESS_BURST`, 500) and per collect key
+         *     (`COLLECT_KEY_RATE_PER_SECOND`, 1,000 events/s, bursts of `COLLECT_KEY_BURST`, 5,000). Over
+         *     either, the answer is `429 rate_limited` with `Retry-After` (whole seconds until the bucket holds
+         *     a token again) and nothing is stored: a flood costs its own site and address, and the other
+         *     sites' events are still taken. The address is checked right after the queue, before the body is
+         *     read (a bad body from a limited address gets `429`); the key once the body is valid and the key
+         *     known (an unknown key is `404` and spends no site's budget). Requests from bots count too.
+         *     The limits are per process, on purpose: this path makes no database round trip per event (that
+         *     is what keeps it cheap), a shared counter would add one per request, and the queue they protect
+         *     is itself per process. With N API processes behind a load balancer, a site may send up to N times
+         *     these rates in all. Behind a proxy set `COLLECT_CLIENT_IP_HEADER`, or every visitor shares the
+         *     proxy's address and its limit.
          */
         post: operations["collection.Track"];
         delete?: never;
@@ -5121,6 +5136,28 @@ export interface operations {
                      * @example {
                      *       "error": "invalid_input",
                      *       "message": "The body is larger than 8 KB.",
+                     *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description `rate_limited`: this client address or this site's collect key sent more events to this
+             *     process than its limit allows (see **Limits**); retry after `Retry-After` seconds. Nothing is
+             *     stored.
+             */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "Access-Control-Allow-Origin": components["headers"]["AllowOriginAny"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "rate_limited",
+                     *       "message": "Too many events from this collect key; retry after 1 s.",
                      *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                      *     }
                      */
