@@ -10,9 +10,10 @@
  *    shares, here: an unknown field for 400, an unknown key for 401, a key without grants for 403, a
  *    key whose rate budget was just used up for 429; 500 is skipped;
  *  - give every command a fresh Idempotency-Key;
- *  - set `expected.bodySchema` to the real response schema from the bundled document, dereferenced
- *    and translated to JSON Schema, so bodies are checked with additionalProperties, nullable, bounds
- *    and enums (Dredd 14's OpenAPI 3 parser drops all of those);
+ *  - set `expected.bodySchema` to the real response schema from the dereferenced document
+ *    (generated/openapi.dereferenced.json, from the same `npm run generate` as the bundled document
+ *    Dredd reads) translated to JSON Schema (server/ajv.cjs), so bodies are checked with
+ *    additionalProperties, nullable, bounds and enums (Dredd 14's OpenAPI 3 parser drops all of those);
  *  - check the documented response headers (Content-Type, Retry-After, Idempotency-Replayed) against
  *    their schemas;
  *  - remember every record a transaction or a scenario's setup created and delete it again at the
@@ -27,8 +28,7 @@ const hooks = require('hooks');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
-const YAML = require('yaml');
-const Ajv = require('ajv').default;
+const { createAjv, toJsonSchema } = require('../server/ajv.cjs');
 
 const say = (message) => console.log(`[contract] ${message}`);
 
@@ -41,7 +41,7 @@ try {
   const contextPath = process.env.CONTRACT_CONTEXT;
   if (!contextPath) throw new Error('CONTRACT_CONTEXT is not set: run these hooks through `npm run contract`');
   ctx = JSON.parse(fs.readFileSync(contextPath, 'utf8'));
-  doc = YAML.parse(fs.readFileSync(process.env.CONTRACT_DOCUMENT || path.join(__dirname, '..', 'generated', 'openapi.yaml'), 'utf8'));
+  doc = require('../generated/openapi.dereferenced.json');
   const dir = path.join(__dirname, 'scenarios');
   for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.cjs')).sort()) scenarios.set(path.basename(file, '.cjs'), require(path.join(dir, file)));
 } catch (err) {
@@ -56,54 +56,8 @@ try {
 
 // ---------------------------------------------------------------------------------------------
 // The document: operations by method and path, response schemas translated to JSON Schema.
+// Dereferenced: no $ref to follow.
 // ---------------------------------------------------------------------------------------------
-
-function pointer(ref) {
-  if (!ref.startsWith('#/')) throw new Error(`only local $refs are supported (bundled document), got ${ref}`);
-  let node = doc;
-  for (const raw of ref.slice(2).split('/')) {
-    const part = raw.replace(/~1/g, '/').replace(/~0/g, '~');
-    if (node === null || typeof node !== 'object' || !(part in node)) throw new Error(`unresolvable $ref ${ref}`);
-    node = node[part];
-  }
-  return node;
-}
-
-const deref = (node) => (node && typeof node === 'object' && typeof node.$ref === 'string' ? deref(pointer(node.$ref)) : node);
-
-// Keywords of the OpenAPI 3.0 Schema Object that are not JSON Schema, and descriptions (annotations
-// only; dropping them keeps the schema Dredd prints on a failure short).
-const OPENAPI_ONLY = new Set(['nullable', 'example', 'description', 'deprecated', 'readOnly', 'writeOnly', 'xml', 'externalDocs', 'discriminator']);
-const SCHEMA_MAPS = new Set(['properties', 'patternProperties', 'definitions']);
-const SCHEMA_LISTS = new Set(['allOf', 'anyOf', 'oneOf']);
-const SCHEMA_VALUES = new Set(['items', 'additionalProperties', 'not', 'additionalItems', 'propertyNames']);
-
-/** An OpenAPI 3.0 Schema Object as a self-contained JSON Schema (draft-07): $refs inlined, `nullable` translated. */
-function toJsonSchema(node, refs = []) {
-  if (node === null || typeof node !== 'object' || Array.isArray(node)) return node;
-  if (typeof node.$ref === 'string') {
-    if (refs.includes(node.$ref)) throw new Error(`recursive schema ${node.$ref} is not supported`);
-    return toJsonSchema(pointer(node.$ref), [...refs, node.$ref]); // OpenAPI 3.0: siblings of $ref are ignored
-  }
-  const out = {};
-  for (const [key, value] of Object.entries(node)) {
-    if (OPENAPI_ONLY.has(key) || key.startsWith('x-')) continue;
-    if (SCHEMA_MAPS.has(key)) out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJsonSchema(v, refs)]));
-    else if (SCHEMA_LISTS.has(key)) out[key] = value.map((v) => toJsonSchema(v, refs));
-    else if (SCHEMA_VALUES.has(key) && typeof value === 'object') out[key] = toJsonSchema(value, refs);
-    else out[key] = structuredClone(value);
-  }
-  if (node.nullable === true) {
-    // OpenAPI 3.0 `nullable: true` is `type: [x, 'null']` in JSON Schema (and null joins an enum).
-    if (typeof out.type === 'string') {
-      out.type = [out.type, 'null'];
-      if (Array.isArray(out.enum) && !out.enum.includes(null)) out.enum = [...out.enum, null];
-    } else {
-      return { anyOf: [out, { type: 'null' }] };
-    }
-  }
-  return out;
-}
 
 /** operations["GET /operations"] = { id, namespace, kind, resource, op } */
 const operations = new Map();
@@ -131,7 +85,7 @@ function deleteOperationOf(resource) {
 }
 
 function responseOf(operation, status) {
-  const response = deref(operation.op.responses[String(status)]);
+  const response = operation.op.responses[String(status)];
   if (!response) throw new Error(`${operation.id} documents no ${status} response`);
   return response;
 }
@@ -144,16 +98,15 @@ function bodySchemaOf(operation, status) {
   return { $schema: 'http://json-schema.org/draft-07/schema#', ...toJsonSchema(media.schema) };
 }
 
-const ajv = new Ajv({ strict: false, allErrors: true });
+const ajv = createAjv({ allErrors: true });
 const headerValidators = new Map();
 /** The documented response headers: name -> { required, validate(value) }. */
 function headersOf(operation, status) {
   const cacheKey = `${operation.id} ${status}`;
   if (!headerValidators.has(cacheKey)) {
     const out = new Map();
-    for (const [name, raw] of Object.entries(responseOf(operation, status).headers || {})) {
-      const header = deref(raw);
-      const schema = toJsonSchema(header.schema || {});
+    for (const [name, header] of Object.entries(responseOf(operation, status).headers || {})) {
+      const schema = toJsonSchema(header.schema);
       const check = ajv.compile(schema);
       const types = [].concat(schema.type || []);
       out.set(name, {

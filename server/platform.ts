@@ -4,6 +4,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
 import { type CatalogueEntry, catalogue } from '../generated/catalogue.ts';
+import { dereferenced } from '../generated/dereferenced.ts';
 import { document } from '../generated/document.ts';
 import { authorize } from './access.ts';
 import type { Clock } from './clock.ts';
@@ -85,7 +86,7 @@ export function createPlatform(options: PlatformOptions) {
   const metrics = new Metrics(config.metricsToken, { db, clock, endpoints: options.endpoints });
   const credentials = new CredentialStore(db, clock, { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst });
   const idempotency = new Idempotency(db, clock, config.idempotencyLockTimeoutMs);
-  const validator = new ContractValidator(document, catalogue);
+  const validator = new ContractValidator(dereferenced, catalogue);
   const pages = new PageKit({ credentials });
   const app = express();
   app.disable('x-powered-by');

@@ -1,5 +1,7 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { CatalogueEntry } from '../generated/catalogue.ts';
+import type { DereferencedDocument, SchemaObject } from '../generated/dereferenced.ts';
+import { createAjv } from './ajv.cjs';
 import { invalidInput } from './errors.ts';
 
 type Json = Record<string, unknown>;
@@ -10,29 +12,6 @@ interface OperationValidators {
   /** Lower-case names of the documented header parameters (the string rule covers their values). */
   headerNames: string[];
   responses: Map<number, ValidateFunction>;
-}
-
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Points local `#/components/...` refs at the document registered under the id `doc`. */
-function rebase(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(rebase);
-  if (!isObject(schema)) return schema;
-  const out: Json = {};
-  for (const [k, v] of Object.entries(schema)) out[k] = k === '$ref' && typeof v === 'string' && v.startsWith('#/') ? `doc${v}` : rebase(v);
-  return out;
-}
-
-function resolve(doc: Json, node: unknown): Json {
-  let current = node;
-  while (isObject(current) && typeof current.$ref === 'string') {
-    let target: unknown = doc;
-    for (const part of current.$ref.replace(/^#\//, '').split('/')) target = isObject(target) ? target[part] : undefined;
-    current = target;
-  }
-  return isObject(current) ? current : {};
 }
 
 // U+0000, or a UTF-16 surrogate not part of a pair: PostgreSQL refuses the first (500 before this
@@ -114,38 +93,34 @@ export function describe(where: string, e: ErrorObject): string {
 }
 
 /**
- * Request and response validators for every operation, compiled once from the bundled document with
- * the options the document assumes (no type coercion, defaults applied, unknown fields refused).
+ * Request and response validators for every operation, compiled once from the dereferenced document
+ * (no type coercion, defaults applied, unknown fields refused: server/ajv.cjs).
  */
 export class ContractValidator {
   // verbose: an error carries its schema, so a refusal can quote the field's description.
-  private readonly ajv = new Ajv({ strict: false, allErrors: false, useDefaults: true, coerceTypes: false, discriminator: false, verbose: true });
+  private readonly ajv = createAjv({ useDefaults: true, verbose: true });
   private readonly byOperation = new Map<string, OperationValidators>();
 
-  constructor(document: Json, entries: readonly CatalogueEntry[]) {
-    this.ajv.addSchema({ $id: 'doc', components: rebase(document.components) } as never);
-    const paths = isObject(document.paths) ? document.paths : {};
+  constructor(document: DereferencedDocument, entries: readonly CatalogueEntry[]) {
     for (const entry of entries) {
-      const op = resolve(document, resolve(document, paths[entry.path])[entry.method]);
-      const headerProps: Json = {};
+      const op = document.paths[entry.path]?.[entry.method];
+      if (!op) throw new Error(`the document has no operation ${entry.method.toUpperCase()} ${entry.path} (${entry.id})`);
+      const headerProps: Record<string, SchemaObject> = {};
       const required: string[] = [];
-      for (const p of Array.isArray(op.parameters) ? op.parameters : []) {
-        const param = resolve(document, p);
-        if (param.in !== 'header' || typeof param.name !== 'string') continue;
+      for (const param of op.parameters ?? []) {
+        if (param.in !== 'header') continue;
         const name = param.name.toLowerCase();
-        headerProps[name] = rebase(param.schema ?? {});
+        headerProps[name] = param.schema ?? {};
         if (param.required === true) required.push(name);
       }
-      const content = resolve(document, op.requestBody).content;
-      const bodySchema = isObject(content) && isObject(content['application/json']) ? content['application/json'].schema : undefined;
+      const bodySchema = op.requestBody?.content['application/json']?.schema;
       const responses = new Map<number, ValidateFunction>();
-      for (const [status, response] of Object.entries(isObject(op.responses) ? op.responses : {})) {
-        const rc = resolve(document, response).content;
-        const schema = isObject(rc) && isObject(rc['application/json']) ? rc['application/json'].schema : undefined;
-        if (schema) responses.set(Number(status), this.ajv.compile(rebase(schema) as Json));
+      for (const [status, response] of Object.entries(op.responses)) {
+        const schema = response.content?.['application/json']?.schema;
+        if (schema) responses.set(Number(status), this.ajv.compile(schema));
       }
       this.byOperation.set(entry.id, {
-        body: bodySchema ? this.ajv.compile(rebase(bodySchema) as Json) : null,
+        body: bodySchema ? this.ajv.compile(bodySchema) : null,
         headers: this.ajv.compile({ type: 'object', properties: headerProps, required }),
         headerNames: Object.keys(headerProps),
         responses,

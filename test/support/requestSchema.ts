@@ -1,75 +1,24 @@
-import { Ajv, type ValidateFunction } from 'ajv';
+import type { ValidateFunction } from 'ajv';
 import { type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
-import { document } from '../../generated/document.ts';
+import { dereferenced } from '../../generated/dereferenced.ts';
+import { createAjv, toJsonSchema } from '../../server/ajv.cjs';
 
 /**
- * The documented operations read straight from the bundled document (generated/document.ts) and the
- * catalogue, for the generated bad-input cases and the fuzz test: request schemas dereferenced and
- * translated to JSON Schema, examples, header parameters and documented statuses. Nothing here names
- * an operation or a field.
+ * The documented operations read straight from the dereferenced document (generated/dereferenced.ts)
+ * and the catalogue, for the generated bad-input cases and the fuzz test: request schemas translated
+ * to JSON Schema (server/ajv.cjs `toJsonSchema`, with `x-ref` and `x-example`), examples, header
+ * parameters and documented statuses. Nothing here names an operation or a field.
  */
 
 export type Schema = Record<string, any>;
 type Json = Record<string, unknown>;
 export type Path = ReadonlyArray<string | number>;
 
-const doc = document as unknown as Json;
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+const jsonSchema = (node: unknown): Schema => toJsonSchema(node, { annotate: true });
 
-function pointer(ref: string): unknown {
-  if (!ref.startsWith('#/')) throw new Error(`only local $refs are supported, got ${ref}`);
-  let node: unknown = doc;
-  for (const raw of ref.slice(2).split('/')) {
-    const part = raw.replace(/~1/g, '/').replace(/~0/g, '~');
-    if (!isObject(node) || !(part in node)) throw new Error(`unresolvable $ref ${ref}`);
-    node = node[part];
-  }
-  return node;
-}
-
-const deref = (node: unknown): Json => {
-  let current = node;
-  while (isObject(current) && typeof current.$ref === 'string') current = pointer(current.$ref);
-  return isObject(current) ? current : {};
-};
-
-const ANNOTATIONS = new Set(['nullable', 'description', 'deprecated', 'readOnly', 'writeOnly', 'xml', 'externalDocs', 'discriminator', 'example']);
-const SCHEMA_MAPS = new Set(['properties', 'patternProperties']);
-const SCHEMA_LISTS = new Set(['allOf', 'anyOf', 'oneOf']);
-const SCHEMA_VALUES = new Set(['items', 'additionalProperties', 'not']);
-
-/**
- * An OpenAPI 3.0 Schema Object as self-contained JSON Schema: $refs inlined (the component's name
- * kept as `x-ref`), `nullable` translated, the `example` kept as `x-example`.
- */
-export function toJsonSchema(node: unknown, refs: string[] = []): Schema {
-  if (!isObject(node)) return {};
-  if (typeof node.$ref === 'string') {
-    if (refs.includes(node.$ref)) throw new Error(`recursive schema ${node.$ref} is not supported`);
-    return { ...toJsonSchema(pointer(node.$ref), [...refs, node.$ref]), 'x-ref': node.$ref.split('/').pop() };
-  }
-  const out: Schema = {};
-  for (const [key, value] of Object.entries(node)) {
-    if (ANNOTATIONS.has(key) || key.startsWith('x-')) continue;
-    if (SCHEMA_MAPS.has(key) && isObject(value)) out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJsonSchema(v, refs)]));
-    else if (SCHEMA_LISTS.has(key) && Array.isArray(value)) out[key] = value.map((v) => toJsonSchema(v, refs));
-    else if (SCHEMA_VALUES.has(key) && isObject(value)) out[key] = toJsonSchema(value, refs);
-    else out[key] = structuredClone(value);
-  }
-  if ('example' in node) out['x-example'] = structuredClone(node.example);
-  if (node.nullable === true) {
-    if (typeof out.type === 'string') {
-      out.type = [out.type, 'null'];
-      if (Array.isArray(out.enum) && !out.enum.includes(null)) out.enum = [...out.enum, null];
-    } else {
-      return { anyOf: [out, { type: 'null' }] };
-    }
-  }
-  return out;
-}
-
-/** An independent validator (its own Ajv, the document's options: no coercion, code-point lengths). */
-const ajv = new Ajv({ strict: false, allErrors: false, coerceTypes: false, discriminator: false });
+/** An independent validator (its own Ajv instance of the one set-up). */
+const ajv = createAjv();
 const compiled = new WeakMap<Schema, ValidateFunction>();
 export function validatorOf(schema: Schema): ValidateFunction {
   let v = compiled.get(schema);
@@ -109,19 +58,16 @@ export interface DocOperation {
 function readOperations(): DocOperation[] {
   const byId = new Map<string, CatalogueEntry>((catalogue as readonly CatalogueEntry[]).map((e) => [e.id, e]));
   const out: DocOperation[] = [];
-  for (const [path, rawItem] of Object.entries(deref(doc.paths))) {
-    const item = deref(rawItem);
+  for (const [path, item] of Object.entries(dereferenced.paths)) {
     for (const method of ['get', 'post'] as const) {
-      if (!isObject(item[method])) continue;
-      const op = item[method] as Json;
+      const op = item[method];
+      if (!op) continue;
       const id = String(op.operationId);
-      const content = deref(op.requestBody).content;
-      const media = isObject(content) ? content : {};
-      const json = isObject(media['application/json']) ? (media['application/json'] as Json) : null;
+      const media = op.requestBody?.content ?? {};
+      const json = media['application/json'] ?? null;
       const headers: HeaderParam[] = [];
-      for (const p of Array.isArray(op.parameters) ? op.parameters : []) {
-        const param = deref(p);
-        if (param.in === 'header') headers.push({ name: String(param.name), required: param.required === true, schema: toJsonSchema(param.schema) });
+      for (const param of op.parameters ?? []) {
+        if (param.in === 'header') headers.push({ name: String(param.name), required: param.required === true, schema: jsonSchema(param.schema) });
       }
       out.push({
         id,
@@ -131,10 +77,10 @@ function readOperations(): DocOperation[] {
         actAs: (op['x-service-act-as'] as DocOperation['actAs']) ?? 'none',
         entry: byId.get(id) ?? null,
         headers,
-        body: json ? toJsonSchema(json.schema) : null,
+        body: json ? jsonSchema(json.schema) : null,
         contentTypes: Object.keys(media).sort((a, b) => (a === 'application/json' ? -1 : b === 'application/json' ? 1 : a.localeCompare(b))),
         example: json ? structuredClone(json.example) : undefined,
-        statuses: Object.keys(isObject(op.responses) ? op.responses : {}).map(Number).sort((a, b) => a - b),
+        statuses: Object.keys(op.responses).map(Number).sort((a, b) => a - b),
       });
     }
   }
