@@ -12,7 +12,7 @@ import type { InternalCalls } from './internalCalls.ts';
 import type { JobDefinition } from './jobs.ts';
 import type { Handler } from './operation.ts';
 import type { EventConsumer } from './outbox.ts';
-import type { PageKit } from './pages.ts';
+import type { NavEntry, PageKit } from './pages.ts';
 import type { BackgroundWorker, Workers } from './workers.ts';
 
 /** The operations of one namespace, each with its handler: a missing or extra one fails `tsc`. */
@@ -74,6 +74,10 @@ export interface ServiceModule<NS extends string = string, Settings = undefined>
   config?(env: ServiceEnv): Settings;
   /** Pages and other routes outside /v1/operations, mounted at the root. */
   routes?(deps: ModuleDeps<Settings>): Router;
+  /** Its entries of the navigation bar on every member page (label, path, badge, who sees it). */
+  navigation?(deps: ModuleDeps<Settings>): NavEntry[];
+  /** Its CSS file, appended to the one stylesheet of every page. */
+  readonly stylesheet?: URL;
   /** Lean endpoints served before express. */
   endpoints?(deps: ModuleDeps<Settings>): RawEndpoint;
   /** Background jobs by kind (`<namespace>.<what>`), run by the database-backed job runner. */

@@ -1,10 +1,15 @@
 /**
- * The page layer: every HTML page the service serves (sign-in notices, the analytics dashboard, and
- * later webhook approval, the signer's page, settings and the member inbox) goes through one
- * auto-escaping template engine (Eta: `<%= %>` escapes, `<%~ %>` is only used for HTML rendered by
- * it), one layout and stylesheet, one set of security headers (helmet: Content-Security-Policy
- * without inline script or style, no framing, `Referrer-Policy: same-origin`), express's cookie
- * handling, and CSRF protection for form posts.
+ * The page layer: every HTML page the service serves (sign-in notices, the modules' member pages, the
+ * pages of people who are not members) goes through one auto-escaping template engine (Eta: `<%= %>`
+ * escapes, `<%~ %>` is only used for HTML rendered by it), one layout with one frame (the navigation
+ * bar the modules contribute to, server/pages/frame.ts), one stylesheet (the platform's and the
+ * modules' contributions), one set of security headers (helmet: Content-Security-Policy without inline
+ * script or style, no framing, `Referrer-Policy: same-origin`), express's cookie handling, CSRF
+ * protection for form posts, and HTML error pages (404, 405, 410) for every path outside /v1.
+ *
+ * A member page starts with `pages.member(req, res)` (session, member, role, capabilities and the
+ * frame in one call). Form posts answer with a redirect (post/redirect/get); what a post must show
+ * once is held for the next view of the page it redirects to (server/pages/holds.ts).
  *
  * CSRF: a form carries a token (hidden field `_csrf`) bound to the member's session (csrf-csrf's
  * signed double-submit cookie, keyed by a secret derived from the session secret, so any process of
@@ -21,8 +26,18 @@ import { doubleCsrf } from 'csrf-csrf';
 import { Eta } from 'eta';
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import helmet from 'helmet';
-import type { Credential, CredentialStore } from './credentials.ts';
+import type { Database } from '../db/database.ts';
+import { mayManageSettings } from './capabilities.ts';
+import type { Clock } from './clock.ts';
+import type { Credential, CredentialStore, MemberInfo } from './credentials.ts';
 import { ServiceError } from './errors.ts';
+import { type Frame, type NavEntry, Navigation, type Viewer } from './pages/frame.ts';
+import { hold, take } from './pages/holds.ts';
+import { isLocalPath } from './pages/paths.ts';
+import { authenticateScoped, inspectScopedLink, openScopedLink, SCOPED_COOKIE, type ScopedSession } from './pages/scoped.ts';
+
+export type { NavEntry, Viewer };
+export { isLocalPath };
 
 export const SESSION_COOKIE = 'wso_session';
 const CSRF_COOKIE = 'wso_csrf';
@@ -64,6 +79,8 @@ export interface Page {
   styles?: string[];
   scripts?: string[];
   bodyClass?: string;
+  /** The navigation bar (member pages). */
+  frame?: Frame;
 }
 
 /** A folder of Eta templates (a module's pages), rendered with auto-escaping. */
@@ -108,21 +125,71 @@ const csrf = doubleCsrf({
   },
 });
 
+
 export interface PageKitOptions {
   credentials: CredentialStore;
 }
 
+/** What a module adds to every page (`ServiceModule.navigation` and `.stylesheet`). */
+export interface PageContribution {
+  navigation?: readonly NavEntry[];
+  /** A CSS file of the module, appended to the one stylesheet. */
+  stylesheet?: URL;
+}
+
 export const HOW_TO_SIGN_IN =
-  'Ask an operator for a new sign-in link: npm run admin -- signin-link --workspace <workspace id> --member <member id> --next "/dashboard" (links work once, for 15 minutes).';
+  'Ask an operator for a new sign-in link: npm run admin -- signin-link --workspace <workspace id> --member <member id> --next "/" (links work once, for 15 minutes).';
+
+/** A member page's request, signed in: who, what they may do, and how to answer inside the frame. */
+export interface MemberPage {
+  readonly session: Credential;
+  readonly member: MemberInfo;
+  readonly workspaceId: string;
+  readonly viewer: Viewer;
+  /** May manage the workspace's settings (server/capabilities.ts). */
+  readonly manage: boolean;
+  /** The CSRF token for this page's forms. */
+  readonly csrf: string;
+  /** Sends a page inside the layout and the frame. */
+  send(status: number, page: Omit<Page, 'frame'>): Promise<void>;
+  /** A short notice (error pages: 400, 403, 404, 409, 410) inside the frame. */
+  notice(status: number, title: string, paragraphs: string[]): Promise<void>;
+  /** Holds a value for this session's next view of `path` (post/redirect/get). */
+  hold(path: string, value: unknown): Promise<void>;
+  /** Takes what a post held for this page (`req.path` unless given), once; undefined when nothing is held. */
+  take(path?: string): Promise<unknown>;
+}
 
 /** The page layer of one service process (see the file comment). */
 export class PageKit {
+  private readonly navigation = new Navigation();
+  private stylesheet: Buffer = PAGE_CSS;
+  private readonly routers: express.Router[] = [];
+  private store: { db: Database; clock: Clock } | null = null;
+
   constructor(private readonly options: PageKitOptions) {}
+
+  /** Takes the modules' contributions and the database (once, when the service is composed). */
+  compose(store: { db: Database; clock: Clock }, contributions: readonly PageContribution[]): void {
+    this.store = store;
+    const css = [PAGE_CSS];
+    for (const c of contributions) {
+      this.navigation.add(c.navigation ?? []);
+      if (c.stylesheet) css.push(Buffer.from(`\n/* ${fileURLToPath(c.stylesheet).split('/').slice(-3).join('/')} */\n`), fs.readFileSync(c.stylesheet));
+    }
+    this.stylesheet = Buffer.concat(css);
+  }
+
+  private get db(): { db: Database; clock: Clock } {
+    if (!this.store) throw new Error('the page kit is used before the service composed it');
+    return this.store;
+  }
 
   /** A router for pages: cookies parsed, security headers and no-store set, form bodies read. */
   router(): express.Router {
     const router = express.Router();
     router.use(cookieParser(), pageHelmet, noStore, express.urlencoded({ extended: false, limit: '16kb' }));
+    this.routers.push(router);
     return router;
   }
 
@@ -134,13 +201,20 @@ export class PageKit {
 
   /** Sends a page inside the one layout. */
   send(res: Response, status: number, page: Page): void {
-    const html = layoutEngine.render('layout', { title: page.title, body: page.html, styles: page.styles ?? [], scripts: page.scripts ?? [], bodyClass: page.bodyClass ?? '' });
+    const html = layoutEngine.render('layout', {
+      title: page.title,
+      body: page.html,
+      styles: page.styles ?? [],
+      scripts: page.scripts ?? [],
+      bodyClass: page.bodyClass ?? '',
+      frame: page.frame ?? null,
+    });
     res.status(status).type('html').send(html);
   }
 
   /** A short notice page: a title and plain-text paragraphs (escaped), optionally with a sign-out button. */
   notice(res: Response, status: number, title: string, paragraphs: string[], signoutToken?: string): void {
-    this.send(res, status, { title, bodyClass: 'notice', html: layoutEngine.render('notice', { title, paragraphs, signout: signoutToken ?? '' }) });
+    this.send(res, status, { title, bodyClass: 'notice', html: layoutEngine.render('notice', { title, paragraphs, signout: signoutToken ?? '', framed: false }) });
   }
 
   /** The CSRF token for this page's forms (sets its cookie). */
@@ -183,11 +257,117 @@ export class PageKit {
     }
   }
 
-  /** `GET /assets/page.css`: the one stylesheet of every page. */
+  /** A member page request: the session, its member and the frame in one call; null after a 401 or 429 page. */
+  async member(req: Request, res: Response): Promise<MemberPage | null> {
+    const session = await this.session(req, res);
+    if (!session) return null;
+    const member = session.sessionMember!;
+    const token = sessionTokenOf(req)!;
+    const manage = mayManageSettings(member.role);
+    const viewer: Viewer = { id: member.id, name: member.name, role: member.role, workspaceId: session.workspaceId, manage };
+    const csrfToken = this.csrfToken(req, res);
+    const frame = () => this.navigation.frame(viewer, req.path, csrfToken);
+    const held = { id: session.keyId, token };
+    const { db, clock } = this.db;
+    return {
+      session,
+      member,
+      workspaceId: session.workspaceId,
+      viewer,
+      manage,
+      csrf: csrfToken,
+      send: async (status, page) => this.send(res, status, { bodyClass: 'page', ...page, frame: await frame() }),
+      notice: async (status, title, paragraphs) =>
+        this.send(res, status, { title, bodyClass: 'page', frame: await frame(), html: layoutEngine.render('notice', { title, paragraphs, signout: '', framed: true }) }),
+      hold: (path, value) => hold(db, clock, held, path, value),
+      take: (path) => take(db, clock, held, path ?? req.path),
+    };
+  }
+
+  /**
+   * The scoped session (server/pages/scoped.ts) of a page for people who are not members, for one
+   * purpose; null after a 401 page (no session, or one for another purpose). Member sessions do not count.
+   */
+  async scoped(req: Request, res: Response, purpose: string): Promise<ScopedSession | null> {
+    const { db, clock } = this.db;
+    const cookies = req.cookies as Record<string, unknown> | undefined;
+    const token = cookies?.[SCOPED_COOKIE];
+    const session = await authenticateScoped(db, clock, typeof token === 'string' ? token : undefined);
+    if (session && session.purpose === purpose) return session;
+    this.notice(res, 401, 'Link needed', ['This page opens through the link you were sent, for a limited time. Open the link again, or ask the sender for a new one.']);
+    return null;
+  }
+
+  /** An HTML 404 page (inside the frame when the request is a member's). */
+  notFound(res: Response, what = 'There is no page at this address.'): void {
+    this.notice(res, 404, 'Not found', [what]);
+  }
+
+  /**
+   * The kit's own routes, mounted after every module's: `GET /` (a signed-in member to the home entry
+   * of the navigation, anyone else to the public landing entry), the scoped links, and the HTML
+   * 404 and 405 pages for every path outside /v1 that no route answered.
+   */
+  routes(): express.Router {
+    const router = this.router();
+    router.get('/', async (req: Request, res: Response) => {
+      const token = sessionTokenOf(req);
+      let member = false;
+      if (token !== undefined) member = await this.options.credentials.authenticateSession(token).then(() => true, () => false);
+      const to = member ? this.navigation.home : this.navigation.landing;
+      if (to === null) return this.notFound(res);
+      res.redirect(303, to);
+    });
+    // The token is in these URLs; the page policy (same-origin) sends it as a referrer to this service
+    // only (never logged), and Chromium sends `Origin: null` on a form post from a no-referrer page.
+    router.get('/signin/scoped/:token', async (req: Request<{ token: string }>, res: Response) => {
+      const link = await inspectScopedLink(this.db.db, this.db.clock, req.params.token);
+      if (link === 404 || link === 410) return this.scopedLinkRefused(res, link);
+      // Opening takes a click (a POST): mail scanners and previews fetch links, and must not use them up.
+      this.send(res, 200, { title: 'Continue', bodyClass: 'notice', html: layoutEngine.render('open-link', { action: req.originalUrl }) });
+    });
+    router.post('/signin/scoped/:token', async (req: Request<{ token: string }>, res: Response) => {
+      if (!sameOrigin(req)) return this.notice(res, 403, 'Refused', ['This form may only be sent from a page of this service.']);
+      const opened = await openScopedLink(this.db.db, this.db.clock, req.params.token);
+      if (!opened.ok) return this.scopedLinkRefused(res, opened.status);
+      res.cookie(SCOPED_COOKIE, opened.token, { path: '/', httpOnly: true, sameSite: 'lax', secure: req.secure, maxAge: opened.ttlMs });
+      res.redirect(303, isLocalPath(opened.next) ? opened.next : '/');
+    });
+    router.use((req: Request, res: Response, next: NextFunction) => {
+      if (req.path === '/v1' || req.path.startsWith('/v1/')) return next();
+      const allowed = this.methodsAt(req.path);
+      if (allowed.length && !allowed.includes(req.method)) {
+        res.setHeader('Allow', allowed.join(', '));
+        return this.notice(res, 405, 'Not allowed here', [`This address answers ${allowed.join(' and ')}, not ${req.method}.`]);
+      }
+      this.notFound(res);
+    });
+    return router;
+  }
+
+  private scopedLinkRefused(res: Response, status: 404 | 410): void {
+    this.notice(res, status, status === 410 ? 'This link can no longer be used' : 'Unknown link', [
+      status === 410 ? 'This link was already used or has expired. Ask the sender for a new one.' : 'This link does not exist. Check that it was copied completely.',
+    ]);
+  }
+
+  /** The methods the page routes answer at a path (GET implies HEAD), for 405 and its `Allow`. */
+  private methodsAt(path: string): string[] {
+    const methods = new Set<string>();
+    for (const router of this.routers) {
+      for (const layer of router.stack as unknown as Array<{ route?: { methods: Record<string, boolean> }; match(path: string): boolean }>) {
+        if (layer.route && layer.match(path)) for (const [m, on] of Object.entries(layer.route.methods)) if (on) methods.add(m.toUpperCase());
+      }
+    }
+    if (methods.has('GET')) methods.add('HEAD');
+    return [...methods].sort();
+  }
+
+  /** `GET /assets/page.css`: the one stylesheet of every page (the platform's, then each module's). */
   readonly css: RequestHandler = (_req, res) => {
     res.setHeader('Content-Type', 'text/css; charset=utf-8');
     res.setHeader('Cache-Control', 'no-cache');
     res.setHeader('X-Content-Type-Options', 'nosniff');
-    res.status(200).send(PAGE_CSS);
+    res.status(200).send(this.stylesheet);
   };
 }

@@ -36,7 +36,10 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
+  platform.pages.compose(deps, modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })));
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps(m)));
+  // `GET /`, scoped links, and the HTML 404 / 405 pages outside /v1: after every module's pages.
+  platform.mount(platform.pages.routes());
   platform.finish();
 
   jobs.define('idempotency.prune', {

@@ -13,7 +13,7 @@ import type { Clock } from './clock.ts';
 import { newSessionSecret, sessionIdOf } from './credentials.ts';
 import { ServiceError } from './errors.ts';
 import { sha256Hex } from './ids.ts';
-import { HOW_TO_SIGN_IN, type PageKit, SESSION_COOKIE, sameOrigin, sessionTokenOf } from './pages.ts';
+import { HOW_TO_SIGN_IN, isLocalPath, type PageKit, SESSION_COOKIE, sameOrigin, sessionTokenOf } from './pages.ts';
 
 export { SESSION_COOKIE };
 
@@ -24,23 +24,12 @@ const LINK_TOKEN = /^[A-Za-z0-9_-]{43}$/;
 /** A readable refusal of a sign-in request (unknown member, bad `next`); the CLI prints it on one line. */
 export class SigninError extends Error {}
 
-/**
- * Whether `next` is a path on this service: it starts with exactly one "/", has no backslash, no
- * whitespace or control characters, and stays on the origin it is resolved against.
- */
-export function isLocalPath(next: string): boolean {
-  if (next.length > 2000 || !/^\/(?![/\\])/.test(next) || /[\\\s\u0000-\u001f\u007f]/.test(next)) return false;
-  try {
-    return new URL(next, 'http://service.invalid').origin === 'http://service.invalid';
-  } catch {
-    return false;
-  }
-}
+export { isLocalPath };
 
 export interface SigninLinkRequest {
   workspaceId: string;
   memberId: string;
-  /** Where the browser goes once signed in (default `/dashboard`). */
+  /** Where the browser goes once signed in (default `/`: the member's home page). */
   next?: string;
   /** The service's public origin, e.g. `https://ops.example.com` (the link is `BASE/signin/<token>`). */
   baseUrl: string;
@@ -62,7 +51,7 @@ export const ENDED_RETENTION_MS = 24 * 3_600_000;
  * is rare, so it also deletes links and sessions that ended more than a day ago.
  */
 export async function createSigninLink(db: Database, clock: Clock, request: SigninLinkRequest): Promise<SigninLink> {
-  const next = request.next ?? '/dashboard';
+  const next = request.next ?? '/';
   if (!isLocalPath(next)) throw new SigninError(`--next must be a path on this service starting with a single "/" (got "${next}")`);
   let base: URL;
   try {
@@ -132,7 +121,7 @@ export function checkOrigin(req: Request): void {
   if (!sameOrigin(req)) throw new ServiceError(403, 'forbidden', 'A sign-in session may only be used from pages of this service (Origin differs).');
 }
 
-/** `GET /signin/<token>` (opens a session and redirects) and `POST /signout` (a CSRF-protected form). */
+/** `GET /signin/<token>` (opens a session and redirects) and `POST /signout` (a CSRF-protected form, then 303 to `GET /signout`). */
 export function signinRoutes(options: { db: Database; clock: Clock; logger: Logger; pages: PageKit }): express.Router {
   const { db, clock, logger, pages } = options;
   const router = pages.router();
@@ -165,7 +154,7 @@ export function signinRoutes(options: { db: Database; clock: Clock; logger: Logg
     }
     res.cookie(SESSION_COOKIE, outcome.sessionToken, { ...cookie(req), maxAge: SESSION_TTL_MS });
     // Checked again: the link row holds what the CLI validated, but a redirect must never leave the origin.
-    res.redirect(303, isLocalPath(outcome.next) ? outcome.next : '/dashboard');
+    res.redirect(303, isLocalPath(outcome.next) ? outcome.next : '/');
   });
   router.post('/signout', pages.protectForm, async (req: Request, res: Response) => {
     const token = sessionTokenOf(req);
@@ -176,6 +165,14 @@ export function signinRoutes(options: { db: Database; clock: Clock; logger: Logg
       await revokeSession(db, clock, { id: sessionId, secretHash: sha256Hex(token) });
     }
     res.clearCookie(SESSION_COOKIE, cookie(req));
+    // Post/redirect/get: a reload of the page that says so sends nothing again.
+    res.redirect(303, '/signout');
+  });
+  router.get('/signout', (req: Request, res: Response) => {
+    if (sessionTokenOf(req) !== undefined) {
+      pages.notice(res, 200, 'Sign out?', ['You are still signed in on this browser.'], pages.csrfToken(req, res));
+      return;
+    }
     pages.notice(res, 200, 'Signed out', ['Your sign-in session has ended. ' + HOW_TO_SIGN_IN]);
   });
   return router;

@@ -1,6 +1,6 @@
 /**
- * The analytics dashboard page (`GET /dashboard?site=<bundle id>`): a static HTML shell for a signed-in
- * member and a script bundled by esbuild from dashboard/app.ts on first use (kept in memory), which
+ * The analytics dashboard page (`GET /dashboard?site=<bundle id>`): a static HTML shell inside the
+ * page frame (the navigation bar) for a signed-in member and a script bundled by esbuild from dashboard/app.ts on first use (kept in memory), which
  * reads the analytics operations through the generated client with the session cookie.
  */
 import fs from 'node:fs/promises';
@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import esbuild from 'esbuild';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import type { PageKit } from '../../server/pages.ts';
+import type { NavEntry, PageKit } from '../../server/pages.ts';
 
 const DASHBOARD_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'dashboard-app');
 
@@ -47,19 +47,23 @@ function buildAssets(): Promise<Map<string, Asset>> {
   return assets;
 }
 
+/** The module's entry in the navigation bar: the members' home (the brand and `GET /` lead here). */
+export const dashboardNavigation: NavEntry[] = [{ label: 'Analytics', path: '/dashboard', order: 10, home: true }];
+
 export function dashboardRoutes(options: { pages: PageKit; logger: Logger }): express.Router {
   const { pages, logger } = options;
   const views = pages.views(new URL('./pages/', import.meta.url));
   const router = pages.router();
   router.get('/dashboard', async (req: Request, res: Response) => {
-    const session = await pages.session(req, res);
-    if (!session) return;
+    const page = await pages.member(req, res);
+    if (!page) return;
     await buildAssets().catch((err: unknown) => logger.error({ err }, 'dashboard bundle failed'));
-    pages.send(res, 200, {
+    await page.send(200, {
       title: 'Analytics',
+      bodyClass: 'page dashboard',
       styles: ['/dashboard/assets/app.css'],
       scripts: ['/dashboard/assets/app.js'],
-      html: views.render('dashboard', { member: session.sessionMember?.name ?? '', csrf: pages.csrfToken(req, res) }),
+      html: views.render('dashboard', { member: page.member.name }),
     });
   });
   router.get('/dashboard/assets/:name', async (req: Request<{ name: string }>, res: Response) => {

@@ -2,7 +2,7 @@ import type { ServiceModule } from '../../server/module.ts';
 import { analyticsAdmin } from './admin.ts';
 import { createCollector } from './collect.ts';
 import { deleteSaltsCreatedBefore } from './collectQueries.ts';
-import { dashboardRoutes } from './dashboard.ts';
+import { dashboardNavigation, dashboardRoutes } from './dashboard.ts';
 import { analyticsQueryHandlers } from './handlers.ts';
 import { type AnalyticsSettings, analyticsSettings } from './settings.ts';
 
@@ -14,6 +14,7 @@ export const analytics: ServiceModule<'analytics', AnalyticsSettings> = {
   migrations: new URL('./migrations/', import.meta.url),
   endpoints: (deps) => createCollector(deps),
   routes: (deps) => dashboardRoutes(deps),
+  navigation: () => dashboardNavigation,
   jobs: ({ db, clock, logger }) => ({
     'analytics.salts.prune': {
       everyMs: 60 * 60_000,

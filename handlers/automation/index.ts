@@ -4,7 +4,7 @@ import { automationsSection } from './authoring.ts';
 import { RUN_RETENTION_MS, RUNS_WORKER, runsWorker, triggerConsumer } from './engine.ts';
 import { automationHandlers } from './handlers.ts';
 import { pruneRuns } from './queries.ts';
-import { automationRoutes } from './pages.ts';
+import { automationNavigation, automationRoutes } from './pages.ts';
 
 /**
  * Automation rules: the operations (list, get with runs, pause, delete), the engine (an outbox
@@ -32,6 +32,7 @@ export const automation: ServiceModule<'automation'> = {
     },
   }),
   routes: (deps) => automationRoutes(deps),
+  navigation: () => automationNavigation,
   workspaceFile: automationsSection,
   admin: automationAdmin,
 };

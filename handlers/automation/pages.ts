@@ -10,36 +10,25 @@
  */
 import express, { type Request, type Response } from 'express';
 import { listWorkspaceMembers } from '../../db/queries/credentials.ts';
-import { unreadCount } from '../../db/queries/inbox.ts';
-import type { MemberInfo } from '../../server/credentials.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { AdminError } from '../../server/admin.ts';
+import type { MemberPage, NavEntry } from '../../server/pages.ts';
+import { parsePagePosition, positionOf, timeInWords } from '../../server/pages/format.ts';
 import { setEnabled } from './admin.ts';
-import { findAnyRule, mayManage } from './handlers.ts';
+import { findAnyRule } from './handlers.ts';
 import { type DbAutomationRunRow, findRule, latestRuns, listRules, listRuns } from './queries.ts';
 import { BUILT_IN_RULES, type Rule, compareRules, ruleFromRow } from './rules.ts';
-import { actionDetails, actionInWords, timeInWords, triggerInWords } from './words.ts';
+import { actionDetails, actionInWords, triggerInWords } from './words.ts';
 
 /** Runs per page of a rule's page. */
 export const RUNS_PER_PAGE = 20;
 const MAX_RULES = 5000;
-const RUN_POSITION = /^(\d{1,16})\.([a-z]{1,8}_[0-9a-z]{1,40})$/;
 const DONE: Record<string, string> = {
   paused: 'is paused: changes from now on do not run it.',
   resumed: 'is running again: changes from now on run it (changes made while it was paused are not replayed).',
 };
 
 type RuleParams = { appId: string; ruleId: string };
-
-/** `?before=<queued_at>.<run id>`: absent (null), valid, or 'invalid'. */
-export function parseRunPosition(value: unknown): { at: number; id: string } | null | 'invalid' {
-  if (value === undefined) return null;
-  if (typeof value !== 'string') return 'invalid';
-  const m = RUN_POSITION.exec(value);
-  if (!m) return 'invalid';
-  const at = Number(m[1]);
-  return Number.isSafeInteger(at) ? { at, id: m[2]! } : 'invalid';
-}
 
 const ruleHref = (r: { appId: string; ruleId: string }) => `/settings/automation/${encodeURIComponent(r.appId)}/${encodeURIComponent(r.ruleId)}`;
 
@@ -71,10 +60,8 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
     return (id) => names.get(id) ?? id;
   }
 
-  /** What every page of this module shows at the top (navigation, unread count, sign-out). */
-  async function chrome(req: Request, res: Response, member: MemberInfo) {
-    return { member: member.name, role: member.role, unread: await unreadCount(db.sql, member.id), csrf: pages.csrfToken(req, res), section: 'automation' };
-  }
+  const noRule = (page: MemberPage, ruleId: string, appId: string) =>
+    page.notice(404, 'No such rule', [`This workspace has no automation rule ${ruleId} of app ${appId}. It may have been deleted.`]);
 
   function ruleSummary(rule: Rule, name: (id: string) => string, manage: boolean, last: DbAutomationRunRow | undefined) {
     return {
@@ -93,30 +80,28 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
   }
 
   router.get('/settings/automation', async (req: Request, res: Response) => {
-    const session = await pages.session(req, res);
-    if (!session) return;
-    const member = session.sessionMember!;
-    const manage = mayManage({ member });
+    const page = await pages.member(req, res);
+    if (!page) return;
+    const { workspaceId, manage } = page;
     const stored: Rule[] = [];
     let after: { appId: string; ruleId: string } | null = null;
     for (;;) {
-      const rows = await listRules(db.sql, session.workspaceId, {}, after, 500);
+      const rows = await listRules(db.sql, workspaceId, {}, after, 500);
       stored.push(...rows.map(ruleFromRow));
       const last = rows.at(-1);
       if (rows.length < 500 || !last || stored.length >= MAX_RULES) break;
       after = { appId: last.app_id, ruleId: last.rule_id };
     }
-    const latest = new Map((await latestRuns(db.sql, session.workspaceId)).map((r) => [`${r.app_id}/${r.rule_id}`, r]));
+    const latest = new Map((await latestRuns(db.sql, workspaceId)).map((r) => [`${r.app_id}/${r.rule_id}`, r]));
     const authored = stored.sort((a, b) => (a.appId !== b.appId ? compareRules(a, b) : a.name.localeCompare(b.name, 'en') || compareRules(a, b)));
-    const name = await memberNamer(session.workspaceId);
+    const name = await memberNamer(workspaceId);
     const rules = [...[...BUILT_IN_RULES].sort(compareRules), ...authored].map((r) => ruleSummary(r, name, manage, latest.get(`${r.appId}/${r.ruleId}`)));
     const done = typeof req.query.done === 'string' ? DONE[req.query.done] : undefined;
     const doneRule = done && typeof req.query.rule === 'string' ? rules.find((r) => r.ruleId === req.query.rule) : undefined;
-    pages.send(res, 200, {
+    await page.send(200, {
       title: 'Automation rules',
-      bodyClass: 'page',
       html: views.render('rules', {
-        ...(await chrome(req, res, member)),
+        csrf: page.csrf,
         manage,
         rules,
         flash: done ? `${doneRule ? `“${doneRule.name}”` : 'The rule'} ${done}` : '',
@@ -125,40 +110,34 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
   });
 
   router.get('/settings/automation/:appId/:ruleId', async (req: Request<RuleParams>, res: Response) => {
-    const session = await pages.session(req, res);
-    if (!session) return;
-    const member = session.sessionMember!;
-    const before = parseRunPosition(req.query.before);
+    const page = await pages.member(req, res);
+    if (!page) return;
+    const { workspaceId, manage } = page;
+    const before = parsePagePosition(req.query.before);
     if (before === 'invalid') {
-      pages.notice(res, 400, 'Bad request', ['The “before” position in this address is not one this page made (it looks like 1795000000000.rn_…). Open the rule from the list of rules again.']);
-      return;
+      return page.notice(400, 'Bad request', ['The “before” position in this address is not one this page made (it looks like 1795000000000.rn_…). Open the rule from the list of rules again.']);
     }
     const { appId, ruleId } = req.params;
-    const rule = await findAnyRule(db.sql, session.workspaceId, ruleId, appId);
-    if (!rule) {
-      pages.notice(res, 404, 'No such rule', [`This workspace has no automation rule ${ruleId} of app ${appId}. It may have been deleted.`]);
-      return;
-    }
-    const manage = mayManage({ member });
-    const runs = await listRuns(db.sql, session.workspaceId, rule.appId, rule.ruleId, before, RUNS_PER_PAGE + 1);
-    const page = runs.slice(0, RUNS_PER_PAGE);
-    const last = page.at(-1);
-    const older = runs.length > RUNS_PER_PAGE && last ? `${ruleHref(rule)}?before=${Number(last.queued_at)}.${last.id}` : '';
-    const row = rule.builtIn ? undefined : await findRule(db.sql, session.workspaceId, rule.ruleId, rule.appId);
-    const name = await memberNamer(session.workspaceId);
+    const rule = await findAnyRule(db.sql, workspaceId, ruleId, appId);
+    if (!rule) return noRule(page, ruleId, appId);
+    const runs = await listRuns(db.sql, workspaceId, rule.appId, rule.ruleId, before && { at: before.at, id: before.id }, RUNS_PER_PAGE + 1);
+    const shown = runs.slice(0, RUNS_PER_PAGE);
+    const last = shown.at(-1);
+    const older = runs.length > RUNS_PER_PAGE && last ? `${ruleHref(rule)}?before=${positionOf(last.queued_at, last.id)}` : '';
+    const row = rule.builtIn ? undefined : await findRule(db.sql, workspaceId, rule.ruleId, rule.appId);
+    const name = await memberNamer(workspaceId);
     const changedBy = row?.changed_by ? row.changed_by.replace(/^member (\S+)$/, (_m, id: string) => name(id)) : '';
     const done = typeof req.query.done === 'string' ? DONE[req.query.done] : undefined;
-    pages.send(res, 200, {
+    await page.send(200, {
       title: rule.name,
-      bodyClass: 'page',
       html: views.render('rule', {
-        ...(await chrome(req, res, member)),
+        csrf: page.csrf,
         manage,
         rule: ruleSummary(rule, name, manage, undefined),
         changed: rule.builtIn ? '' : `${timeInWords(rule.updatedAt)}${changedBy ? ` by ${changedBy}` : ''}`,
         created: rule.builtIn ? '' : timeInWords(rule.createdAt),
         flash: done ? `“${rule.name}” ${done}` : '',
-        runs: page.map((r) => ({
+        runs: shown.map((r) => ({
           id: r.id,
           status: r.status,
           event: r.event_type.replace(/^resource\./, ''),
@@ -178,30 +157,24 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
 
   for (const [verb, enabled] of [['pause', false], ['resume', true]] as const) {
     router.post(`/settings/automation/:appId/:ruleId/${verb}`, pages.protectForm, async (req: Request<RuleParams>, res: Response) => {
-      const session = await pages.session(req, res);
-      if (!session) return;
-      const member = session.sessionMember!;
+      const page = await pages.member(req, res);
+      if (!page) return;
+      const { member, workspaceId } = page;
       const { appId, ruleId } = req.params;
-      const rule = await findAnyRule(db.sql, session.workspaceId, ruleId, appId);
-      if (!rule) {
-        pages.notice(res, 404, 'No such rule', [`This workspace has no automation rule ${ruleId} of app ${appId}. It may have been deleted.`]);
-        return;
-      }
+      const rule = await findAnyRule(db.sql, workspaceId, ruleId, appId);
+      if (!rule) return noRule(page, ruleId, appId);
       if (rule.builtIn) {
-        pages.notice(res, 403, 'Not allowed', [`“${rule.name}” is built into the service and locked: it always runs and cannot be paused or resumed.`]);
-        return;
+        return page.notice(403, 'Not allowed', [`“${rule.name}” is built into the service and locked: it always runs and cannot be paused or resumed.`]);
       }
-      if (!mayManage({ member })) {
-        pages.notice(res, 403, 'Not allowed', [`Only owners and admins may pause or resume automation rules; you are signed in as ${member.name} (${member.role}).`]);
-        return;
+      if (!page.manage) {
+        return page.notice(403, 'Not allowed', [`Only owners and admins may pause or resume automation rules; you are signed in as ${member.name} (${member.role}).`]);
       }
       try {
-        await setEnabled(db, clock, session.workspaceId, rule.ruleId, enabled, `member ${member.id}`, rule.appId);
+        await setEnabled(db, clock, workspaceId, rule.ruleId, enabled, `member ${member.id}`, rule.appId);
       } catch (err) {
         // Deleted between the read above and this write.
         if (!(err instanceof AdminError)) throw err;
-        pages.notice(res, 404, 'No such rule', [`This workspace has no automation rule ${ruleId} of app ${appId}. It may have been deleted.`]);
-        return;
+        return noRule(page, ruleId, appId);
       }
       const body = (req.body ?? {}) as Record<string, unknown>;
       const back = body.back === 'rule' ? ruleHref(rule) : '/settings/automation';
@@ -211,3 +184,6 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
 
   return router;
 }
+
+/** The module's entry in the navigation bar. */
+export const automationNavigation: NavEntry[] = [{ label: 'Automation', path: '/settings/automation', order: 20 }];

@@ -10,6 +10,8 @@ import { referenceRoutes } from './reference.ts';
 export const discovery: ServiceModule<'discovery'> = {
   namespace: 'discovery',
   routes: referenceRoutes,
+  // The public page `GET /` sends people who are not signed in to; members find it in the bar too.
+  navigation: () => [{ label: 'API reference', path: '/docs', order: 90, landing: true }],
   handlers: {
     'discovery.ListOperations': async (_input, ctx) => ({
       items: (catalogue as readonly CatalogueEntry[])

@@ -1,3 +1,4 @@
+import { unreadCount } from '../../db/queries/inbox.ts';
 import type { ServiceModule } from '../../server/module.ts';
 import { inboxRoutes } from './pages.ts';
 
@@ -10,4 +11,6 @@ export const inbox: ServiceModule<'inbox'> = {
   namespace: 'inbox',
   handlers: {},
   routes: (deps) => inboxRoutes(deps),
+  navigation: ({ db }) => [{ label: 'Inbox', path: '/inbox', order: 40, badge: (viewer) => unreadCount(db.sql, viewer.id), badgeLabel: 'unread' }],
+  stylesheet: new URL('./pages/inbox.css', import.meta.url),
 };

@@ -2,7 +2,7 @@ import type { ServiceModule } from '../../server/module.ts';
 import { webhooksAdmin } from './admin.ts';
 import { DELIVER_WORKER, fanoutConsumer, RETENTION_MS } from './delivery.ts';
 import { webhookHandlers } from './handlers.ts';
-import { webhookRoutes } from './pages.ts';
+import { webhookNavigation, webhookRoutes, webhookStylesheet } from './pages.ts';
 import { expireProposals, pruneWebhooks } from './queries.ts';
 import { deliveryWorker } from './worker.ts';
 
@@ -28,5 +28,7 @@ export const webhooks: ServiceModule<'webhooks'> = {
     },
   }),
   routes: (deps) => webhookRoutes(deps),
+  navigation: () => webhookNavigation,
+  stylesheet: webhookStylesheet,
   admin: webhooksAdmin,
 };

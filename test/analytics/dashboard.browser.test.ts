@@ -172,7 +172,7 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
       // Visitor- and member-supplied text is shown as text: no element, no script ran.
       assert.equal(await page.locator('#breakdowns img').count(), 0);
       assert.equal(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss), undefined);
-      assert.equal(await page.locator('.who span').textContent(), 'Olga <b>Owner</b>');
+      assert.equal(await page.locator('.topbar .who .name').textContent(), 'Olga <b>Owner</b>');
 
       fs.mkdirSync(path.join(root, 'test-output'), { recursive: true });
       await page.screenshot({ path: path.join(root, 'test-output', 'dashboard.png'), fullPage: true });

@@ -135,7 +135,7 @@ forEachDatabase('automation settings and inbox in headless Chromium', (svc) => {
     assert.equal(await strict.locator('.last .status').textContent(), 'failed');
     assert.equal(await page.locator('.info').count(), 0, 'owners see no read-only note');
     // The inbox link in the top bar carries the unread count: the closed deal and the big deal.
-    assert.equal(await page.locator('.topbar .count').getAttribute('data-unread'), '2');
+    assert.equal(await page.locator('.topbar .count').getAttribute('data-count'), '2');
     await shot(page, 'automation-rules');
 
     // Pause: a form post with the page's CSRF token, 303 back to the list with a notice.
@@ -304,7 +304,7 @@ forEachDatabase('automation settings and inbox in headless Chromium', (svc) => {
     assert.equal(await page.textContent('h1'), 'Inbox');
     assert.equal(await page.locator('[data-unread-count]').getAttribute('data-unread-count'), '2');
     assert.equal(await page.locator('[data-unread-count]').textContent(), '2 unread notices.');
-    assert.equal(await page.locator('.topbar .count').getAttribute('data-unread'), '2');
+    assert.equal(await page.locator('.topbar .count').getAttribute('data-count'), '2');
     const titles = await page.locator('.notice-item h2').allTextContents();
     assert.equal(titles.length, 2);
     assert.deepEqual(titles.map((t) => t.replace(/^Unread: /, '')).sort(), ['Big deal moved: Fleet', 'Deal closed: Fleet']);
@@ -316,7 +316,7 @@ forEachDatabase('automation settings and inbox in headless Chromium', (svc) => {
 
     await Promise.all([page.waitForURL(/done=read/), bigNotice.locator('button', { hasText: 'Mark as read' }).click()]);
     assert.equal(await page.locator('[data-unread-count]').getAttribute('data-unread-count'), '1');
-    assert.equal(await page.locator('.topbar .count').getAttribute('data-unread'), '1');
+    assert.equal(await page.locator('.topbar .count').getAttribute('data-count'), '1');
     assert.equal(await page.locator('.notice-item', { hasText: 'Big deal moved: Fleet' }).locator('button').count(), 0);
     assert.equal(await page.locator('.notice-item.unread').count(), 1);
     await shot(page, 'inbox-one-read');

@@ -292,18 +292,23 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.match(dash.headers.get('content-security-policy')!, /script-src 'self'/);
     const html = await dash.text();
     assert.match(html, /data-member="Olga Owner"/);
-    const csrf = /data-csrf="([^"]+)"/.exec(html)![1]!;
+    // The frame's sign-out form carries the page's CSRF token.
+    const csrf = /<form method="post" action="\/signout" class="inline signout"><input type="hidden" name="_csrf" value="([^"]+)"/.exec(html)![1]!;
     const csrfCookie = dash.headers.getSetCookie().find((c) => c.startsWith('wso_csrf='))!.split(';')[0]!;
     const signout = (body: string, headers: Record<string, string>) =>
-      fetch(`${originOf(svc())}/signout`, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded', ...headers }, body });
+      fetch(`${originOf(svc())}/signout`, { method: 'POST', redirect: 'manual', headers: { 'Content-Type': 'application/x-www-form-urlencoded', ...headers }, body });
     // Without the page's token, or from another origin, nothing is ended.
     assert.equal((await signout('', { Cookie: `${cookie}; ${csrfCookie}` })).status, 403);
     assert.equal((await signout(`_csrf=${encodeURIComponent(csrf)}`, { Cookie: `${cookie}; ${csrfCookie}`, Origin: 'https://evil.example' })).status, 403);
     assert.equal((await call(svc(), 'workspace.ListBundles', cookie)).status, 200);
     const out = await signout(`_csrf=${encodeURIComponent(csrf)}`, { Cookie: `${cookie}; ${csrfCookie}`, Origin: originOf(svc()) });
-    assert.equal(out.status, 200);
+    assert.equal(out.status, 303, 'post/redirect/get');
+    assert.equal(out.headers.get('location'), '/signout');
     assert.match(out.headers.getSetCookie()[0]!, /^wso_session=; Path=\/; Expires=Thu, 01 Jan 1970/);
     assert.equal((await call(svc(), 'workspace.ListBundles', cookie)).status, 401);
+    const after = await fetch(`${originOf(svc())}/signout`);
+    assert.equal(after.status, 200);
+    assert.match(await after.text(), /<h1>Signed out<\/h1>/);
   });
 
   it('keeps link tokens and session secrets out of the logs', async () => {

@@ -104,10 +104,12 @@ forEachDatabase(
       assert.equal(await page.locator('form button', { hasText: 'Reject' }).count(), 1);
       await shot(page, 'webhooks-proposal');
 
+      // Post/redirect/get: the form answers 303 to the page that shows the secret once.
       const [response] = await Promise.all([page.waitForEvent('response', (r) => r.url().endsWith('/approve')), page.locator('button', { hasText: 'Approve' }).click()]);
-      await page.waitForLoadState();
-      assert.equal(response.status(), 200, 'a page, not a redirect');
+      await page.waitForURL(/\/settings\/webhooks\/wh_[0-9a-z]+\/secret$/);
+      assert.equal(response.status(), 303);
       assert.equal(response.headers()['cache-control'], 'no-store');
+      const secretPath = new URL(page.url()).pathname;
       assert.equal(await page.textContent('h1'), 'Webhook approved');
       const secret = (await page.locator('[data-secret]').textContent())!;
       assert.match(secret, /^whsec_[A-Za-z0-9_-]{43}$/);
@@ -128,13 +130,24 @@ forEachDatabase(
       assert.equal(svc().logs().includes(secret), false, 'the secret is never logged');
       approved = { id: row.id, secret, proposalPath: proposal.path };
 
-      // Reloading (the form is sent again) and revisiting never show it again.
+      assert.equal(secretPath, `/settings/webhooks/${row.id}/secret`, 'the secret is never in the address');
+
+      // Reloading (a GET: nothing is sent again), going Back and Forward, and revisiting never show it again.
       const reloaded = await page.reload();
-      assert.equal(reloaded!.status(), 409, 'a reload sends the form again: already approved');
-      assert.match((await page.locator('.problem').textContent())!, /already approved/);
-      assert.deepEqual(problems.splice(0), ['console: Failed to load resource: the server responded with a status of 409 (Conflict)']);
+      assert.equal(reloaded!.status(), 410, 'shown once already');
+      assert.equal(await page.textContent('h1'), 'Shown once already');
+      assert.equal(await page.locator('.topbar nav a[aria-current="page"]').textContent(), 'Webhooks', 'an error page inside the frame');
+      assert.deepEqual(problems.splice(0), ['console: Failed to load resource: the server responded with a status of 410 (Gone)']);
       assert.equal((await page.content()).includes(secret), false, 'not after a reload');
       assert.equal(await page.locator('[data-secret]').count(), 0);
+      await shot(page, 'webhooks-secret-gone');
+      await page.goBack();
+      assert.equal(new URL(page.url()).pathname, proposal.path, 'Back leads to the proposal page, not to the form post');
+      assert.equal((await page.content()).includes(secret), false);
+      await page.goForward();
+      assert.equal((await page.content()).includes(secret), false);
+      problems.splice(0);
+      assert.equal(await svc().db.sql.one(`SELECT path FROM page_holds WHERE path = ?`, [secretPath]), undefined, 'nothing is held any more');
       await page.goto(`${origin()}${proposal.path}`);
       assert.equal(await page.textContent('h1'), 'Webhook proposal');
       assert.equal(await page.locator('.badges [data-state]').getAttribute('data-state'), 'approved');
@@ -268,12 +281,17 @@ forEachDatabase(
       // Enable while the receiver answers 500: the test delivery fails, the error is shown, it stays disabled.
       receiver.requests.length = 0;
       receiver.answer(() => ({ status: 500, body: 'nope' }));
-      await Promise.all([page.waitForURL(/\/enable$/), card.locator('button', { hasText: 'Test and enable' }).click()]);
+      const [enableResponse] = await Promise.all([page.waitForEvent('response', (r) => r.url().endsWith('/enable')), card.locator('button', { hasText: 'Test and enable' }).click()]);
+      assert.equal(enableResponse.status(), 303, 'post/redirect/get');
+      await page.waitForURL(/\/settings\/webhooks$/);
       assert.match((await page.locator('.problem').textContent())!, /The test delivery to https:\/\/127\.0\.0\.1:\d+\/hook failed: HTTP 500 .*The webhook stays disabled/);
       assert.equal(await card.locator('[data-state]').textContent(), 'Disabled');
       assert.equal(Boolean((await subscriptionRow(id))!.enabled), false);
       assert.equal(receiver.requests.length, 1);
       await shot(page, 'webhooks-enable-failed');
+      await page.reload();
+      assert.equal(await page.locator('.problem').count(), 0, 'the outcome is shown once; a reload sends nothing again');
+      assert.equal(receiver.requests.length, 1);
 
       // Enable while it answers 200: enabled, after a signed test delivery.
       receiver.requests.length = 0;
@@ -291,7 +309,7 @@ forEachDatabase(
       assert.equal(test.headers['x-webhook-signature'], `v1=${opensslHmac(secret, Buffer.concat([Buffer.from(`${ts}.`), test.body]))}`, 'signed with the secret shown at approval');
 
       // Rotate: a new secret, shown once, with the grace period.
-      await Promise.all([page.waitForURL(/\/rotate$/), card.locator('button', { hasText: 'Rotate secret' }).click()]);
+      await Promise.all([page.waitForURL(new RegExp(`/settings/webhooks/${id}/secret$`)), card.locator('button', { hasText: 'Rotate secret' }).click()]);
       assert.equal(await page.textContent('h1'), 'New signing secret');
       const rotated = (await page.locator('[data-secret]').textContent())!;
       assert.match(rotated, /^whsec_[A-Za-z0-9_-]{43}$/);
@@ -304,6 +322,11 @@ forEachDatabase(
       assert.equal(svc().logs().includes(rotated), false, 'the new secret is never logged');
       await Promise.all([page.waitForURL(new RegExp(`/settings/webhooks/${id}$`)), page.locator('a', { hasText: 'open the webhook' }).click()]);
       assert.equal((await page.content()).includes(rotated), false, 'never shown again');
+      const backToSecret = await page.goBack();
+      assert.equal(backToSecret!.status(), 410);
+      assert.equal((await page.content()).includes(rotated), false, 'not on Back either');
+      assert.equal(problems.splice(0).length, 1, 'the 410 of Back');
+      await page.goForward();
       assert.match((await page.locator('.fields').textContent())!, /Rotated: the previous secret also signs until/);
 
       // A phone: nothing wider than the screen (tables scroll inside their cards).

@@ -185,7 +185,6 @@ const state = {
 };
 
 const root = document.getElementById('app')!;
-const memberName = root.dataset.member ?? '';
 
 const siteSelect = h('select', { id: 'site', 'aria-label': 'Site' });
 const periodButtons = h('div', { class: 'periods', role: 'group', 'aria-label': 'Period' });
@@ -240,19 +239,9 @@ function layout(): void {
     state.site = siteSelect.value;
     void refresh();
   });
-  const signout = h(
-    'form',
-    { method: 'post', action: '/signout', class: 'signout' },
-    h('input', { type: 'hidden', name: '_csrf', value: root.dataset.csrf ?? '' }),
-    h('button', { type: 'submit' }, 'Sign out'),
-  );
+  // The navigation bar above (the page frame) names the member and signs out.
   root.replaceChildren(
-    h(
-      'header',
-      { class: 'top' },
-      h('div', { class: 'brand' }, h('strong', {}, 'Analytics'), range, previousRange),
-      h('div', { class: 'who' }, memberName ? h('span', {}, memberName) : '', signout),
-    ),
+    h('div', { class: 'top' }, h('div', { class: 'title' }, h('h1', {}, 'Analytics'), range, previousRange)),
     h('div', { class: 'controls' }, siteSelect, periodButtons, customForm, realtime),
     banner,
     rangeNote,
