@@ -24,6 +24,9 @@
  *   overload: as fast as answered for BENCH_DURATION_S seconds (default 15): the capacity, events/s
  *     taken while more are offered than the writer can store (the rest get the documented 503).
  * After a graceful stop (which flushes the buffer) the stored events must equal the accepted ones.
+ * Flood (issue 14): a second server with the documented collection limits; one site sends as fast as
+ * answered while another sends BENCH_FLOOD_OTHER_RATE (200) events/s for BENCH_DURATION_S: the
+ * flooding site must be held by its key's limit (429, never 503) and every event of the other taken.
  *
  * Targets (p50): site 30 d <= 50 ms, site 366 d <= 250 ms, workspace 30 d <= 150 ms, breakdown
  * <= 100 ms, realtime <= 10 ms; collection >= 5,000 events/s sustained. A miss prints MISS (exit code stays 0);
@@ -51,6 +54,7 @@ import {
   fmt,
   log,
   pinCpus,
+  type Pinning,
   positive,
   resetPostgres,
   root,
@@ -72,6 +76,9 @@ const MEASURE_S = positive('BENCH_DURATION_S', 15);
 const TRACK_RATE = positive('BENCH_TRACK_RATE', 5000);
 const SUSTAIN_S = positive('BENCH_SUSTAIN_S', 30);
 const PAUSE_S = 2;
+const FLOOD_OTHER_RATE = positive('BENCH_FLOOD_OTHER_RATE', 200);
+/** The flood server may use every CPU (its writer thread and both load generators share them). */
+const UNPINNED: Pinning = { pinned: false, note: 'unpinned' };
 const PG_DEFAULT = 'postgres://wsops:wsops@127.0.0.1:5432/wsops_bench';
 const DATABASES = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',');
 const SITES = 5;
@@ -93,6 +100,13 @@ interface DatabaseResult {
   queries: Record<string, Timing>;
   straightforwardMs: Timing;
   collection: { accepted: number; sent: number; stored: number; sustained: CollectResult & { rate: number }; overload: CollectResult; load: string };
+  flood: FloodResult;
+}
+
+/** One site flooding while another sends at a browser-like rate, with the default collection limits. */
+interface FloodResult {
+  flooding: CollectPhase & { stored: number };
+  other: CollectPhase & { stored: number; rate: number };
 }
 
 function timing(samples: number[]): Timing {
@@ -127,7 +141,7 @@ const USER_AGENTS = [
 const REFERRERS = ['', '', '', 'https://www.google.com/', 'https://news.ycombinator.com/', 'https://duckduckgo.com/', 'https://t.co/abc'];
 
 /** One browser-like event per request: a pageview (4 in 5) or an engagement ping, from 20,000 visitors. */
-function trackRequest(collectKey: string, domain: string): { request: autocannon.Request; sent: () => number } {
+function trackRequest(collectKey: string, domain: string, net = 10): { request: autocannon.Request; sent: () => number } {
   let n = 0;
   const request = {
     method: 'POST',
@@ -140,7 +154,7 @@ function trackRequest(collectKey: string, domain: string): { request: autocannon
       req.headers = {
         'content-type': 'text/plain;charset=UTF-8',
         'user-agent': USER_AGENTS[visitor % USER_AGENTS.length]!,
-        'x-forwarded-for': `10.${(visitor >> 16) & 255}.${(visitor >> 8) & 255}.${visitor & 255}`,
+        'x-forwarded-for': `${net}.${(visitor >> 16) & 255}.${(visitor >> 8) & 255}.${visitor & 255}`,
         origin: `https://${domain}`,
       };
       req.body = JSON.stringify({
@@ -167,6 +181,8 @@ interface CollectResult {
 interface CollectPhase {
   accepted: number;
   refused: number;
+  /** 429: over a collect key's or an address's limit. */
+  limited: number;
   failed: number;
   seconds: number;
   p50: number;
@@ -186,27 +202,35 @@ const hasWrk = () => spawnSync('wrk', ['--version'], { encoding: 'utf8' }).error
  * One collection phase. wrk (Debian's `wrk`, scripts/bench-track.lua) is preferred: written in C, it
  * leaves the shared CPU to the service; autocannon (in this process) is the fallback.
  */
-async function collect(load: 'wrk' | 'autocannon', server: Server, collectKey: string, seconds: number, rate?: number): Promise<CollectPhase> {
+async function collect(
+  load: 'wrk' | 'autocannon',
+  server: Server,
+  collectKey: string,
+  seconds: number,
+  rate?: number,
+  site = { domain: 'site0.bench.test', net: 10, connections: CONNECTIONS },
+): Promise<CollectPhase> {
   if (load === 'autocannon') {
     const samples: Array<{ status: number; body: string }> = [];
-    const p = await runPhase(server, trackRequest(collectKey, 'site0.bench.test').request, seconds, samples, CONNECTIONS, rate ? { overallRate: rate } : {});
+    const p = await runPhase(server, trackRequest(collectKey, site.domain, site.net).request, seconds, samples, site.connections, rate ? { overallRate: rate } : {});
     const refused = p.statusCodes['503'] ?? 0;
-    return { accepted: p.ok2xx, refused, failed: p.non2xx + p.errors - refused, seconds: p.durationS, p50: p.latencyMs.p50, p99: p.latencyMs.p99 };
+    const limited = p.statusCodes['429'] ?? 0;
+    return { accepted: p.ok2xx, refused, limited, failed: p.non2xx + p.errors - refused - limited, seconds: p.durationS, p50: p.latencyMs.p50, p99: p.latencyMs.p99 };
   }
   const out = await new Promise<string>((resolve, reject) => {
     execFile(
       'wrk',
-      ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', path.join(root, 'scripts', 'bench-track.lua'), `http://127.0.0.1:${server.port}`],
-      { env: { ...process.env, TRACK_KEY: collectKey, TRACK_HOST: 'site0.bench.test', TRACK_RATE: rate ? String(rate) : '' }, maxBuffer: 1 << 20 },
+      ['-t1', `-c${site.connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', path.join(root, 'scripts', 'bench-track.lua'), `http://127.0.0.1:${server.port}`],
+      { env: { ...process.env, TRACK_KEY: collectKey, TRACK_HOST: site.domain, TRACK_NET: String(site.net), TRACK_RATE: rate ? String(rate) : '' }, maxBuffer: 1 << 20 },
       (err, stdout, stderr) => (err ? reject(new Error(`wrk failed: ${err.message}\n${stderr}`)) : resolve(stdout)),
     );
   });
-  const counts = [...out.matchAll(/^WRKRESULT (\d+) (\d+) (\d+)$/gm)].map((m) => m.slice(1).map(Number));
+  const counts = [...out.matchAll(/^WRKRESULT (\d+) (\d+) (\d+) (\d+)$/gm)].map((m) => m.slice(1).map(Number));
   const lat = /^WRKLAT (\S+) (\S+) (\S+)$/m.exec(out);
   const errors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out)?.slice(1).reduce((a, b) => a + Number(b), 0) ?? 0;
   if (!counts.length || !lat) throw new Error(`unexpected wrk output:\n${out}`);
   const sum = (i: number) => counts.reduce((a, c) => a + c[i]!, 0);
-  return { accepted: sum(0), refused: sum(1), failed: sum(2) + errors, seconds: Number(lat[3]), p50: Number(lat[1]), p99: Number(lat[2]) };
+  return { accepted: sum(0), refused: sum(1), limited: sum(2), failed: sum(3) + errors, seconds: Number(lat[3]), p50: Number(lat[1]), p99: Number(lat[2]) };
 }
 
 /** Lets every thread of the server run on any CPU (collection: the writer thread uses the second core). */
@@ -223,6 +247,55 @@ async function countEvents(databaseUrl: string): Promise<number> {
     return Number((await db.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM analytics_events'))?.n ?? 0);
   } finally {
     await db.close();
+  }
+}
+
+async function countSiteEvents(databaseUrl: string, bundleId: string): Promise<number> {
+  const db = openDatabase(databaseUrl);
+  try {
+    return Number((await db.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM analytics_events WHERE bundle_id = ?', [bundleId]))?.n ?? 0);
+  } finally {
+    await db.close();
+  }
+}
+
+/**
+ * The flood phase (issue 14): a fresh server with the documented collection limits; site1 sends as
+ * fast as answered from 20,000 addresses, site2 at FLOOD_OTHER_RATE events/s from its own visitors,
+ * both for MEASURE_S seconds. site1 must be held to its key's limit (429), never fill the queue
+ * (no 503), and every event of site2 must be taken and stored.
+ */
+async function floodPhase(
+  database: string,
+  databaseUrl: string,
+  keys: Record<string, string>,
+  [floodingId, otherId]: [string, string],
+  load: 'wrk' | 'autocannon',
+): Promise<FloodResult> {
+  const server = await startServer(`service (flood), ${database}`, 'scripts/start.ts', {
+    NODE_ENV: 'production',
+    DATABASE_URL: databaseUrl,
+    JOBS: 'off',
+    LOG_LEVEL: process.env.LOG_LEVEL || 'info',
+    COLLECT_CLIENT_IP_HEADER: 'x-forwarded-for',
+  }, UNPINNED, [], serverLog(`${database}-flood`));
+  try {
+    await waitReady(server, (base) => fetch(`${base}/healthz`));
+    const before = [await countSiteEvents(databaseUrl, floodingId), await countSiteEvents(databaseUrl, otherId)];
+    log(`${database}: flood, site1 as fast as answered and site2 at ${FLOOD_OTHER_RATE} events/s for ${MEASURE_S} s, default limits (${load})`);
+    const [flooding, other] = await Promise.all([
+      collect(load, server, keys.site1!, MEASURE_S, undefined, { domain: 'site1.bench.test', net: 10, connections: CONNECTIONS }),
+      collect(load, server, keys.site2!, MEASURE_S, FLOOD_OTHER_RATE, { domain: 'site2.bench.test', net: 172, connections: 10 }),
+    ]);
+    await stopServer(server);
+    const stored = [(await countSiteEvents(databaseUrl, floodingId)) - before[0]!, (await countSiteEvents(databaseUrl, otherId)) - before[1]!];
+    log(
+      `${database}: flood: site1 ${fmt(flooding.accepted / flooding.seconds, 0)} events/s taken, ${flooding.limited} limited (429), ${flooding.refused} refused (503), ${stored[0]} stored; ` +
+        `site2 ${other.accepted} of ${other.accepted + other.limited + other.refused + other.failed} taken, ${other.limited} limited, ${other.refused} refused, ${stored[1]} stored`,
+    );
+    return { flooding: { ...flooding, stored: stored[0]! }, other: { ...other, stored: stored[1]!, rate: FLOOD_OTHER_RATE } };
+  } finally {
+    await stopServer(server);
   }
 }
 
@@ -283,6 +356,10 @@ async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: strin
     JOBS: 'off',
     LOG_LEVEL: process.env.LOG_LEVEL || 'info',
     COLLECT_CLIENT_IP_HEADER: 'x-forwarded-for',
+    // These phases measure the writer with one site: its key is not limited here (the flood phase
+    // below runs with the documented defaults).
+    COLLECT_KEY_RATE_PER_SECOND: '1000000',
+    COLLECT_KEY_BURST: '1000000',
   }, serverCpu, [], serverLog(database));
   try {
     await waitReady(server, (base) => fetch(`${base}/healthz`));
@@ -326,6 +403,7 @@ async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: strin
     const sent = accepted + refused + failed + phases.length * CONNECTIONS;
     log(`${database}: collection overload: ${fmt(phase.accepted / phase.seconds, 0)} events/s taken; in all ${accepted} accepted, ${stored} stored, ${refused} refused (503), ${failed} failed`);
     const result = (p: CollectPhase): CollectResult => ({ eventsPerS: p.accepted / p.seconds, refused: p.refused, failed: p.failed, p50: p.p50, p99: p.p99 });
+    const flood = await floodPhase(database, databaseUrl, applied.collect_keys, [bundleIds[1]!, bundleIds[2]!], load);
     return {
       database,
       loadS,
@@ -333,6 +411,7 @@ async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: strin
       queries,
       straightforwardMs,
       collection: { accepted, sent, stored, sustained: { rate: TRACK_RATE, ...result(steady) }, overload: result(phase), load },
+      flood,
     };
   } finally {
     await stopServer(server);
@@ -392,6 +471,10 @@ async function main(): Promise<number> {
   row('  refused (503) / p50 / p99 (ms)', '0 / - / -', (r) => `${r.collection.sustained.refused} / ${fmt(r.collection.sustained.p50, 1)} / ${fmt(r.collection.sustained.p99, 1)}`);
   row('collection overload capacity (events/s taken)', '-', (r) => fmt(r.collection.overload.eventsPerS, 0));
   row('  refused (503) / p50 / p99 (ms)', '-', (r) => `${r.collection.overload.refused} / ${fmt(r.collection.overload.p50, 1)} / ${fmt(r.collection.overload.p99, 1)}`);
+  row('flood: site1 as fast as answered (events/s taken)', '<= key limit', (r) => fmt(r.flood.flooding.accepted / r.flood.flooding.seconds, 0));
+  row('  limited (429) / refused (503)', '- / 0', (r) => `${r.flood.flooding.limited} / ${r.flood.flooding.refused}`);
+  row(`flood: site2 at ${FLOOD_OTHER_RATE}/s (taken / sent)`, 'all', (r) => `${r.flood.other.accepted} / ${r.flood.other.accepted + r.flood.other.limited + r.flood.other.refused + r.flood.other.failed}`);
+  row('  p50 / p99 (ms)', '-', (r) => `${fmt(r.flood.other.p50, 1)} / ${fmt(r.flood.other.p99, 1)}`);
   row('query-time sessions 30 d (ms)', '-', (r) => fmt(r.straightforwardMs.p50, 1));
   row('  ratio to maintained site 30 d', '>= 10x', (r) => `${fmt(r.straightforwardMs.p50 / r.queries.site30!.p50, 1)}x`);
   console.log(table(rows));
@@ -414,7 +497,15 @@ async function main(): Promise<number> {
         sustained.rate >= TARGETS.eventsPerS && sustained.eventsPerS >= 0.99 * sustained.rate && sustained.refused === 0 && sustained.failed === 0,
       ],
       [`${r.database}: maintained vs query-time ${fmt(r.straightforwardMs.p50 / q.site30!.p50, 1)}x >= 10x`, r.straightforwardMs.p50 / q.site30!.p50 >= 10],
+      [
+        `${r.database}: flood: site1 held by its key (${r.flood.flooding.limited} limited, ${r.flood.flooding.refused} refused with 503, must be 0); site2 ${r.flood.other.accepted} taken, ${r.flood.other.limited + r.flood.other.refused + r.flood.other.failed} not (must be 0)`,
+        r.flood.flooding.limited > 0 && r.flood.flooding.refused === 0 && r.flood.other.accepted > 0 && r.flood.other.limited + r.flood.other.refused + r.flood.other.failed === 0,
+      ],
     );
+    const { flooding, other } = r.flood;
+    // Requests in flight at the deadline (at most one per connection) were stored but not counted.
+    if (other.stored < other.accepted || other.stored > other.accepted + 10) problems.push(`${r.database}: flood: site2 had ${other.accepted} events accepted but ${other.stored} stored`);
+    if (flooding.stored < flooding.accepted || flooding.stored > flooding.accepted + CONNECTIONS) problems.push(`${r.database}: flood: site1 had ${flooding.accepted} events accepted but ${flooding.stored} stored`);
     const failed = r.collection.sustained.failed + r.collection.overload.failed;
     if (failed) problems.push(`${r.database}: ${failed} collection requests failed`);
     // autocannon stops counting at the deadline: requests still in flight then were answered and

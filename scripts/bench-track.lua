@@ -1,9 +1,10 @@
 -- wrk script of `npm run bench:analytics`: single browser-like events to POST /v1/track from 20,000
 -- visitors (X-Forwarded-For, trusted for the run), 300 pages, 4 pageviews to 1 engagement ping.
--- Environment: TRACK_KEY (the site's collect key), TRACK_HOST (the page host), TRACK_RATE (optional:
+-- Environment: TRACK_KEY (the site's collect key), TRACK_HOST (the page host), TRACK_NET (first octet of
+-- the visitors' addresses, default 10), TRACK_RATE (optional:
 -- requests per second per wrk thread, sent on a fixed schedule whatever the answers' latency, as
 -- browsers do; without it every connection sends its next request as soon as it has the answer). Prints
--- `WRKRESULT <202s> <503s> <other>` per thread and `WRKLAT <p50 ms> <p99 ms> <duration s>`.
+-- `WRKRESULT <202s> <503s> <429s> <other>` per thread and `WRKLAT <p50 ms> <p99 ms> <duration s>`.
 local key = os.getenv("TRACK_KEY")
 local host = os.getenv("TRACK_HOST") or "site0.bench.test"
 local uas = {
@@ -16,9 +17,10 @@ local uas = {
 }
 local referrers = { "", "", "", "https://www.google.com/", "https://news.ycombinator.com/", "https://duckduckgo.com/", "https://t.co/abc" }
 local rate = tonumber(os.getenv("TRACK_RATE") or "")
+local net = tonumber(os.getenv("TRACK_NET") or "") or 10
 local threads = {}
 local n = 0
-ok, refused, other = 0, 0, 0
+ok, refused, limited, other = 0, 0, 0, 0
 
 function setup(thread)
   table.insert(threads, thread)
@@ -37,7 +39,7 @@ request = function()
   return wrk.format("POST", "/v1/track", {
     ["Content-Type"] = "text/plain;charset=UTF-8",
     ["User-Agent"] = uas[(v % #uas) + 1],
-    ["X-Forwarded-For"] = string.format("10.%d.%d.%d", math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256),
+    ["X-Forwarded-For"] = string.format("%d.%d.%d.%d", net, math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256),
     ["Origin"] = "https://" .. host,
   }, body)
 end
@@ -63,12 +65,12 @@ if rate then
 end
 
 response = function(status)
-  if status == 202 then ok = ok + 1 elseif status == 503 then refused = refused + 1 else other = other + 1 end
+  if status == 202 then ok = ok + 1 elseif status == 503 then refused = refused + 1 elseif status == 429 then limited = limited + 1 else other = other + 1 end
 end
 
 done = function(summary, latency)
   for _, t in ipairs(threads) do
-    io.write(string.format("WRKRESULT %d %d %d\n", t:get("ok"), t:get("refused"), t:get("other")))
+    io.write(string.format("WRKRESULT %d %d %d %d\n", t:get("ok"), t:get("refused"), t:get("limited"), t:get("other")))
   end
   io.write(string.format("WRKLAT %f %f %f\n", latency:percentile(50) / 1000, latency:percentile(99) / 1000, summary.duration / 1e6))
 end

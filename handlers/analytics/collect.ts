@@ -26,7 +26,9 @@ const KEY_TTL_MS = 60_000;
 const UNKNOWN_KEY_TTL_MS = 10_000;
 const CACHE_MAX = 10_000;
 
-const CORS = { 'Access-Control-Allow-Origin': '*' } as const;
+const CORS = { 'Access-Control-Allow-Origin': '*', 'X-Content-Type-Options': 'nosniff' } as const;
+/** Answers about one request (the script alone may be cached). */
+const NO_STORE = { 'Cache-Control': 'no-store' } as const;
 // Answers that do not depend on the request are built once: an Error costs a stack capture, which
 // showed as the largest single cost of the collection thread when one was made per request.
 const TOO_LARGE = new ServiceError(413, 'invalid_input', `The body is larger than ${MAX_BODY_BYTES / 1024} KB.`);
@@ -62,6 +64,7 @@ function sendError(res: ServerResponse, e: ServiceError, close = false): void {
   const body = JSON.stringify(e.bodyFor(requestId));
   res.writeHead(e.status, {
     ...CORS,
+    ...NO_STORE,
     ...e.headers,
     'Request-Id': requestId,
     'Content-Type': 'application/json; charset=utf-8',
@@ -112,6 +115,7 @@ function trackerScript() {
 function preflight(res: ServerResponse): void {
   res.writeHead(204, {
     ...CORS,
+    ...NO_STORE,
     'Request-Id': crypto.randomUUID(),
     'Access-Control-Allow-Methods': 'POST, OPTIONS',
     'Access-Control-Allow-Headers': 'Content-Type',
@@ -202,7 +206,7 @@ export function createCollector({ db, clock, config, settings, logger }: Collect
     readBody(req, res, (text) => {
       accept(req, ip, text).then(
         () => {
-          res.writeHead(202, { ...CORS, 'Request-Id': crypto.randomUUID(), 'Content-Length': 0 });
+          res.writeHead(202, { ...CORS, ...NO_STORE, 'Request-Id': crypto.randomUUID(), 'Content-Length': 0 });
           res.end();
         },
         (err: unknown) => {

@@ -3,7 +3,7 @@
  * fields derived from it (referrer host, source, campaign, unknowns) and the order of a visitor's
  * events, shared by ingestion, the bulk rebuild and the from-scratch figures.
  */
-import { Ajv } from 'ajv';
+import { createAjv } from '../../server/ajv.cjs';
 import { document } from '../../generated/document.ts';
 import type { components } from '../../generated/openapi.ts';
 import { textProblem } from '../../server/validation.ts';
@@ -42,7 +42,7 @@ export interface AnalyticsEventInput {
 }
 
 const text = (max: number) => ({ type: 'string', maxLength: max, nullable: true }) as const;
-const ajv = new Ajv({ allErrors: false, strict: true });
+const ajv = createAjv();
 const validateInput = ajv.compile<AnalyticsEventInput>({
   type: 'object',
   additionalProperties: false,

@@ -4,7 +4,7 @@
  * trusted headers.
  */
 import type { IncomingMessage } from 'node:http';
-import { Ajv } from 'ajv';
+import { createAjv } from '../../server/ajv.cjs';
 import Bowser from 'bowser';
 import { isbot } from 'isbot';
 import { document } from '../../generated/document.ts';
@@ -25,7 +25,7 @@ const COUNTRIES = new Set(
 /** The request body as the document defines it (components/schemas/TrackEvent.yaml). */
 type TrackBody = components['schemas']['TrackEvent'];
 
-const validateBody = new Ajv({ strict: false, allErrors: false, coerceTypes: false }).compile<TrackBody>(
+const validateBody = createAjv().compile<TrackBody>(
   (document.components.schemas as Record<string, object>).TrackEvent!,
 );
 

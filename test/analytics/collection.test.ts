@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { Ajv } from 'ajv';
+import { createAjv } from '../../server/ajv.cjs';
 import { document } from '../../generated/document.ts';
 import type { WorkspaceSpec } from '../../server/admin.ts';
 import { dayOf } from '../../handlers/analytics/input.ts';
@@ -27,7 +27,7 @@ const workspace = (): WorkspaceSpec => ({
 });
 
 /** The documented error body (components/schemas/Error.yaml). */
-const errorSchema = new Ajv({ strict: false }).compile<{ error: string; message: string }>((document.components.schemas as Record<string, object>).Error!);
+const errorSchema = createAjv().compile<{ error: string; message: string }>((document.components.schemas as Record<string, object>).Error!);
 
 interface Sent {
   status: number;
@@ -106,6 +106,8 @@ forEachDatabase(
       assert.equal(res.body, '');
       assert.equal(res.headers.get('access-control-allow-origin'), '*');
       assert.match(res.headers.get('request-id')!, UUID, 'every answer carries a Request-Id, 202 included');
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+      assert.equal(res.headers.get('cache-control'), 'no-store');
       assert.equal(res.headers.get('set-cookie'), null);
       const [e, ...rest] = await events(svc(), docs);
       assert.equal(rest.length, 0);
@@ -318,6 +320,7 @@ forEachDatabase(
       const res = await fetch(`${svc().origin}/v1/track.js`);
       assert.equal(res.status, 200);
       assert.match(res.headers.get('request-id')!, UUID);
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
       assert.match(res.headers.get('content-type')!, /^text\/javascript/);
       assert.equal(res.headers.get('cache-control'), 'public, max-age=3600');
       assert.equal(res.headers.get('access-control-allow-origin'), '*');
@@ -441,6 +444,8 @@ forEachDatabase('collection limits', (svc) => {
     assert.match(refused.body.message, /client address/);
     assert.equal(refused.headers.get('retry-after'), '1');
     assert.equal(refused.headers.get('access-control-allow-origin'), '*');
+    assert.equal(refused.headers.get('cache-control'), 'no-store');
+    assert.equal(refused.headers.get('x-content-type-options'), 'nosniff');
     assert.match(refused.headers.get('request-id')!, UUID);
     assert.equal(refused.body.request_id, refused.headers.get('request-id'));
     assert.ok(errorSchema(refused.body));
