@@ -140,10 +140,3 @@ export function retryAfterMs(value: string | undefined, now: number): number | n
   const at = Date.parse(trimmed);
   return Number.isNaN(at) ? null : Math.max(0, at - now);
 }
-
-/** When attempt `done + 1` is due, after `done` attempts that began at `firstAt` (with jitter). */
-export function nextAttemptAt(firstAt: number, done: number, random = Math.random): number {
-  const offset = ATTEMPT_OFFSETS_MS[done]!;
-  const gap = offset - ATTEMPT_OFFSETS_MS[done - 1]!;
-  return firstAt + offset + Math.floor(random() * gap * 0.1);
-}

@@ -216,47 +216,6 @@ export async function insertDelivery(sql: Sql, d: DbWebhookDeliveryRow): Promise
   return changed > 0;
 }
 
-/** Due now: pending ones whose time has come, and ones whose worker's lease ran out mid-attempt (a killed worker: at least once). */
-const DUE = `((status = 'pending' AND next_attempt_at <= ?) OR (status = 'delivering' AND lease_until < ?))`;
-
-/**
- * Claims up to `limit` due deliveries, at most `room(webhookId)` of each subscription (what its
- * in-flight cap leaves), none of the `busy` subscriptions. Candidates are read first, then taken by
- * one UPDATE that checks each is still due: a row another worker took meanwhile no longer matches
- * (PostgreSQL re-checks the condition on the row it waited for), so no delivery is claimed twice.
- */
-export async function claimDueDeliveries(
-  sql: Sql,
-  claim: { worker: string; now: number; leaseUntil: number; limit: number; busy: readonly string[]; room: (webhookId: string) => number },
-): Promise<{ rows: DbWebhookDeliveryRow[]; skipped: Set<string> }> {
-  const { worker, now, leaseUntil, limit, busy } = claim;
-  const skipped = new Set<string>();
-  if (limit <= 0) return { rows: [], skipped };
-  const skip = busy.length ? ` AND webhook_id NOT IN (${placeholders(busy.length)})` : '';
-  const candidates = await sql.all<{ id: string; webhook_id: string }>(
-    `SELECT id, webhook_id FROM webhook_deliveries WHERE ${DUE}${skip} ORDER BY next_attempt_at LIMIT ?`,
-    [now, now, ...busy, limit * 4],
-  );
-  const taken = new Map<string, number>();
-  const ids: string[] = [];
-  for (const c of candidates) {
-    const n = taken.get(c.webhook_id) ?? 0;
-    if (n >= claim.room(c.webhook_id)) {
-      skipped.add(c.webhook_id);
-      continue;
-    }
-    taken.set(c.webhook_id, n + 1);
-    ids.push(c.id);
-    if (ids.length === limit) break;
-  }
-  if (!ids.length) return { rows: [], skipped };
-  const rows = await sql.all<DbWebhookDeliveryRow>(
-    `UPDATE webhook_deliveries SET status = 'delivering', leased_by = ?, lease_until = ? WHERE id IN (${placeholders(ids.length)}) AND ${DUE} RETURNING *`,
-    [worker, leaseUntil, ...ids, now, now],
-  );
-  return { rows, skipped };
-}
-
 export function findDelivery(sql: Sql, webhookId: string, id: string): Promise<DbWebhookDeliveryRow | undefined> {
   return sql.one<DbWebhookDeliveryRow>(`SELECT * FROM webhook_deliveries WHERE webhook_id = ? AND id = ?`, [webhookId, id]);
 }

@@ -11,8 +11,9 @@
  * member lost access is stopped and the delivery fails without an attempt.
  */
 import type { Sql } from '../../db/database.ts';
+import { type BackoffSchedule, claim, finishLeased, type LeaseColumns, leaseNow, nextAttempt, PROCESS_OWNER, WorkPool } from '../../server/background.ts';
 import { EgressRefused, post } from '../../server/egress.ts';
-import { newId, randomIdPart } from '../../server/ids.ts';
+import { newId } from '../../server/ids.ts';
 import { notify } from '../../server/inbox.ts';
 import type { BackgroundWorker } from '../../server/workers.ts';
 import { AccessCache, stopSubscription } from './access.ts';
@@ -23,14 +24,12 @@ import {
   type DeliveryDeps,
   DISABLE_AFTER,
   MAX_ATTEMPTS,
-  nextAttemptAt,
   RESPONSE_BODY_BYTES,
   retryAfterMs,
   SUBSCRIPTION_ATTEMPTS_PER_MINUTE,
   WORKSPACE_ATTEMPTS_PER_MINUTE,
 } from './delivery.ts';
 import {
-  claimDueDeliveries,
   type DbWebhookDeliveryRow,
   type DbWebhookSubscriptionRow,
   insertAttempt,
@@ -44,15 +43,20 @@ import { signedHeaders } from './signing.ts';
 export const MAX_IN_FLIGHT = 64;
 /** Attempts in flight to one subscription in one process, at most. */
 export const PER_SUBSCRIPTION_IN_FLIGHT = 4;
+/** Deliveries one claim takes at most (what exceeds a subscription's room goes back at once). */
+const CLAIM_BATCH = 16;
 /** A claim's lease: far longer than an attempt's 10 s limit and the writes around it. */
-const LEASE_MS = 60_000;
+export const LEASE_MS = 60_000;
+/** The seed's retry times from the first attempt, each later by up to 10 % of the gap before it. */
+export const ATTEMPT_BACKOFF: BackoffSchedule = { kind: 'offsets', offsetsMs: ATTEMPT_OFFSETS_MS, jitter: 0.1 };
+const DELIVERIES: LeaseColumns = { table: 'webhook_deliveries' };
 
 type Outcome = { ok: true; status: number; body: string; durationMs: number } | { ok: false; status: number | null; error: string; body: string | null; durationMs: number; retryAfterMs: number | null };
 
 /** The delivery worker. */
-export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { settled(): Promise<void> } {
+export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain(): Promise<void> } {
   const { db, clock, logger, config } = deps;
-  const owner = `webhooks-${process.pid}-${randomIdPart(8)}`;
+  const owner = PROCESS_OWNER;
   const access = new AccessCache();
 
   async function send(d: DbWebhookDeliveryRow, s: DbWebhookSubscriptionRow, attemptId: string, now: number): Promise<Outcome> {
@@ -81,16 +85,13 @@ export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { settled
     return { ok: false, status: result.status, error, body: result.body, durationMs: result.durationMs, retryAfterMs: retry };
   }
 
-  /** Puts a claimed delivery back for later without an attempt (rate limit). */
+  /** Puts a claimed delivery back for later (`at`) without an attempt: a rate limit, or no room this time. */
   async function defer(d: DbWebhookDeliveryRow, at: number): Promise<void> {
-    await db.sql.run(`UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, leased_by = NULL, lease_until = NULL WHERE id = ? AND leased_by = ?`, [at, d.id, owner]);
+    await finishLeased(db.sql, DELIVERIES, d.id, owner, { text: `status = 'pending', next_attempt_at = ?`, params: [at] });
   }
 
   async function finishWithout(d: DbWebhookDeliveryRow, error: string, sql: Sql = db.sql): Promise<void> {
-    await sql.run(
-      `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = ?, finished_at = ?, leased_by = NULL, lease_until = NULL WHERE id = ? AND leased_by = ?`,
-      [error, clock.now(), d.id, owner],
-    );
+    await finishLeased(sql, DELIVERIES, d.id, owner, { text: `status = 'failed', next_attempt_at = NULL, last_error = ?, finished_at = ?`, params: [error, clock.now()] });
   }
 
   async function attempt(d: DbWebhookDeliveryRow): Promise<void> {
@@ -123,20 +124,18 @@ export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { settled
     if (!outcome.ok && !exhausted) {
       // Never sooner than half the nominal gap after this attempt (after a long Retry-After or a deferral
       // the schedule's later offsets may already be past: they do not fire back to back).
-      next = Math.max(nextAttemptAt(firstAt, number), now + (ATTEMPT_OFFSETS_MS[number]! - ATTEMPT_OFFSETS_MS[number - 1]!) / 2);
+      next = Math.max(nextAttempt(ATTEMPT_BACKOFF, number, { now, firstAt })!, now + (ATTEMPT_OFFSETS_MS[number]! - ATTEMPT_OFFSETS_MS[number - 1]!) / 2);
       if (outcome.retryAfterMs !== null) next = Math.max(next, now + Math.min(outcome.retryAfterMs, 86_400_000));
     }
     const status = outcome.ok ? 'succeeded' : exhausted ? 'failed' : 'pending';
     const error = outcome.ok ? null : outcome.error;
     await db.tx(async (sql) => {
-      const changed = await sql.run(
-        `UPDATE webhook_deliveries SET status = ?, attempts = ?, first_attempt_at = ?, next_attempt_at = ?, last_attempt_at = ?, last_status_code = ?, last_error = ?,
-           leased_by = NULL, lease_until = NULL, finished_at = ?
-         WHERE id = ? AND leased_by = ? AND status = 'delivering'`,
-        [status, number, firstAt, next, now, outcome.status, error, status === 'pending' ? null : now, d.id, owner],
-      );
+      const recorded = await finishLeased(sql, DELIVERIES, d.id, owner, {
+        text: 'status = ?, attempts = ?, first_attempt_at = ?, next_attempt_at = ?, last_attempt_at = ?, last_status_code = ?, last_error = ?, finished_at = ?',
+        params: [status, number, firstAt, next, now, outcome.status, error, status === 'pending' ? null : now],
+      });
       // Our lease ran out and another worker took the delivery over: its attempt is the one recorded.
-      if (!changed) return;
+      if (!recorded) return;
       await insertAttempt(sql, {
         id: attemptId,
         delivery_id: d.id,
@@ -190,53 +189,63 @@ export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { settled
   }
 
   const running = new Map<string, number>();
-  const inFlight = new Set<Promise<void>>();
-  /** Subscriptions with due deliveries left behind by the last claim (at their cap), and whether it took all it could. */
+  /** Subscriptions whose due deliveries the last claim left (at their cap), and whether it filled every free lane. */
   let waiting = new Set<string>();
   let full = false;
 
-  function start(d: DbWebhookDeliveryRow): void {
-    running.set(d.webhook_id, (running.get(d.webhook_id) ?? 0) + 1);
-    const done: Promise<void> = attempt(d)
-      // Left leased: another attempt follows when the lease ends.
-      .catch((err: unknown) => logger.error({ err, delivery: d.id }, 'webhook attempt could not be recorded'))
-      .finally(() => {
-        inFlight.delete(done);
-        const left = running.get(d.webhook_id)! - 1;
-        if (left) running.set(d.webhook_id, left);
-        else running.delete(d.webhook_id);
-        if (full || waiting.has(d.webhook_id)) deps.workers.wake(DELIVER_WORKER);
-      });
-    inFlight.add(done);
+  /** Claims up to `n` due deliveries, never more than a subscription's room; the rest go back at once. */
+  async function claimDue(n: number): Promise<DbWebhookDeliveryRow[]> {
+    const busy = [...running].filter(([, k]) => k >= PER_SUBSCRIPTION_IN_FLIGHT).map(([id]) => id);
+    const notBusy = busy.length ? ` AND webhook_id NOT IN (${busy.map(() => '?').join(', ')})` : '';
+    const lease = leaseNow(clock, LEASE_MS, owner);
+    const rows = await claim<DbWebhookDeliveryRow>(db.sql, {
+      ...DELIVERIES,
+      due: { text: `status = 'pending' AND next_attempt_at <= ?${notBusy}`, params: [lease.now, ...busy] },
+      held: { text: `status = 'delivering'${notBusy}`, params: busy },
+      set: { text: `status = 'delivering'` },
+      order: 'next_attempt_at',
+      limit: Math.min(n, CLAIM_BATCH),
+    }, lease);
+    waiting = new Set(busy);
+    const taken: DbWebhookDeliveryRow[] = [];
+    const back: DbWebhookDeliveryRow[] = [];
+    for (const d of rows) {
+      const k = running.get(d.webhook_id) ?? 0;
+      if (k >= PER_SUBSCRIPTION_IN_FLIGHT) {
+        waiting.add(d.webhook_id);
+        back.push(d);
+        continue;
+      }
+      running.set(d.webhook_id, k + 1);
+      taken.push(d);
+    }
+    await Promise.all(back.map((d) => defer(d, Number(d.next_attempt_at ?? lease.now))));
+    full = rows.length === Math.min(n, CLAIM_BATCH);
+    return taken;
   }
+
+  const pool = new WorkPool<DbWebhookDeliveryRow>(
+    {
+      claim: claimDue,
+      perform: (d) =>
+        attempt(d).finally(() => {
+          const left = running.get(d.webhook_id)! - 1;
+          if (left) running.set(d.webhook_id, left);
+          else running.delete(d.webhook_id);
+          // Only when work was left waiting: a free lane alone is no reason to look again.
+          if (full || waiting.has(d.webhook_id)) deps.workers.wake(DELIVER_WORKER);
+        }),
+      // Left leased: another attempt follows when the lease ends.
+      onError: (err, d) => logger.error({ err, delivery: d.id }, 'webhook attempt could not be recorded'),
+    },
+    { concurrency: MAX_IN_FLIGHT },
+  );
 
   return {
     intervalMs: 500,
     /** Starts every due delivery there is room for and returns how many; never waits for an attempt. */
-    async runOnce() {
-      const free = MAX_IN_FLIGHT - inFlight.size;
-      const busy = [...running].filter(([, n]) => n >= PER_SUBSCRIPTION_IN_FLIGHT).map(([id]) => id);
-      if (free <= 0) {
-        full = true;
-        return 0;
-      }
-      const now = clock.now();
-      const claim = await claimDueDeliveries(db.sql, {
-        worker: owner,
-        now,
-        leaseUntil: now + LEASE_MS,
-        limit: free,
-        busy,
-        room: (id) => PER_SUBSCRIPTION_IN_FLIGHT - (running.get(id) ?? 0),
-      });
-      waiting = new Set([...busy, ...claim.skipped]);
-      full = claim.rows.length === free;
-      for (const d of claim.rows) start(d);
-      return claim.rows.length;
-    },
-    /** Resolves once no attempt is in flight (shutdown). */
-    async settled() {
-      while (inFlight.size) await Promise.allSettled([...inFlight]);
-    },
+    runOnce: () => pool.runOnce(),
+    /** Resolves once no attempt is in flight (tests, shutdown). */
+    drain: () => pool.drain(),
   };
 }

@@ -8,7 +8,7 @@ import { ATTEMPT_TIMEOUT_MS } from '../../handlers/webhooks/delivery.ts';
 import { PER_SUBSCRIPTION_IN_FLIGHT } from '../../handlers/webhooks/worker.ts';
 import { acme } from '../support/fixtures.ts';
 import { startReceiver } from '../support/receiver.ts';
-import { forEachDatabase, type TestService } from '../support/service.ts';
+import { forEachDatabase } from '../support/service.ts';
 import { deliver, deliveries, fanOut, hookWorkspace, receiverPolicy, subscribe } from './support.ts';
 
 const receiver = await startReceiver();
@@ -16,15 +16,15 @@ after(() => receiver.close());
 const stallUrl = `https://127.0.0.1:${receiver.port}/stall`;
 const arrivedAt = (path: string) => receiver.requests.filter((r) => r.url.startsWith(path)).map((r) => r.at);
 
-/** Runs the delivery worker as its loop does (again while it starts work) until `done`, bounded by real time. */
-async function pollUntil(svc: TestService, done: () => boolean | Promise<boolean>, ms: number): Promise<void> {
+/** Waits (real time, bounded) until `done`, while the workers' loops run as in a serving process. */
+async function waitUntil(done: () => boolean | Promise<boolean>, ms: number): Promise<void> {
   const until = Date.now() + ms;
-  while (!(await done()) && Date.now() < until) {
-    if (!(await svc.workers.runOnce('webhooks.deliver'))) await new Promise((resolve) => setTimeout(resolve, 5));
-  }
+  while (!(await done()) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 5));
 }
 
 forEachDatabase('webhook delivery isolation', (svc) => {
+  afterEach(() => svc().workers.stop());
+
   it('a receiver that never answers holds back only its own deliveries, in this workspace and others', async function () {
     this.timeout(60_000);
     receiver.requests.length = 0;
@@ -43,7 +43,8 @@ forEachDatabase('webhook delivery isolation', (svc) => {
     await otherApi.customers.CreateCompany({ data: { name: 'Other', domain: 'other.example' } });
     await fanOut(svc());
     const started = Date.now();
-    await pollUntil(svc(), () => arrivedAt('/hook/same').length === 8 && arrivedAt('/hook/other').length === 1, 8000);
+    svc().workers.start();
+    await waitUntil(() => arrivedAt('/hook/same').length === 8 && arrivedAt('/hook/other').length === 1, 8000);
     const healthyMs = Math.max(...arrivedAt('/hook/same'), ...arrivedAt('/hook/other')) - started;
     assert.equal(arrivedAt('/hook/same').length, 8, 'every delivery of the healthy subscription arrived');
     assert.equal(arrivedAt('/hook/other').length, 1, "the other workspace's delivery arrived");
@@ -51,7 +52,7 @@ forEachDatabase('webhook delivery isolation', (svc) => {
     assert.equal(arrivedAt('/stall').length, PER_SUBSCRIPTION_IN_FLIGHT, 'at most the per-subscription number of attempts in flight to the stalled one');
     // Recorded as soon as each answer is read (the arrival above comes first).
     const succeeded = async (id: string) => (await deliveries(svc(), id)).every((d) => d.status === 'succeeded');
-    await pollUntil(svc(), async () => (await succeeded(healthy.id)) && (await succeeded(other.id)), 5000);
+    await waitUntil(async () => (await succeeded(healthy.id)) && (await succeeded(other.id)), 5000);
     assert.ok(await succeeded(healthy.id));
     assert.ok(await succeeded(other.id));
     const stuck = await deliveries(svc(), stalled.id);
@@ -61,12 +62,13 @@ forEachDatabase('webhook delivery isolation', (svc) => {
     await api.customers.CreateCompany({ data: { name: 'Later', domain: 'later.example' } });
     await fanOut(svc());
     const later = Date.now();
-    await pollUntil(svc(), () => arrivedAt('/hook/same').length === 9, 5000);
+    await waitUntil(() => arrivedAt('/hook/same').length === 9, 5000);
     assert.equal(arrivedAt('/hook/same').length, 9);
     assert.ok(arrivedAt('/hook/same')[8]! - later < ATTEMPT_TIMEOUT_MS / 2, 'a new event is not queued behind the stalled attempts');
 
     // The receiver recovers; the 10 s limit ends the stalled attempts (failures, retried later) and the rest go through.
     receiver.answer(() => ({ status: 200 }));
+    await svc().workers.stop();
     await deliver(svc(), 3 * ATTEMPT_TIMEOUT_MS);
     const ended = await svc().db.sql.all<{ error: string | null }>(`SELECT error FROM webhook_attempts WHERE webhook_id = ? AND error IS NOT NULL`, [stalled.id]);
     assert.equal(ended.length, PER_SUBSCRIPTION_IN_FLIGHT);
