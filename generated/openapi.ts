@@ -775,6 +775,17 @@ export interface paths {
          *
          *     Acting for a member (`Service-Act-As`), the proposal records that member as its author, and the
          *     member's role must read every selected type.
+         *
+         *     Access: a subscription delivers with the access of the key that proposed it and of the member that
+         *     key acted for, judged again whenever a delivery is made, not only at approval. When that key is
+         *     revoked, that member is disabled, the key may no longer act for that member, or the key or the
+         *     member's role no longer reads one of the subscribed types, nothing new is delivered: the
+         *     subscription is disabled with the reason recorded (shown on its settings page), deliveries not yet
+         *     attempted fail without an attempt, and the workspace's owners and admins get an inbox notice;
+         *     enabling it again is refused while the access is still lost (propose it again with a key that
+         *     may read its types). A key replaced by a new one (`npm run admin -- key replace`) hands its
+         *     subscriptions to its replacement, so rotating a key never stops its webhooks; a proposal whose key
+         *     was revoked with no replacement can no longer be approved.
          */
         post: operations["webhooks.PrepareWebhook"];
         delete?: never;
