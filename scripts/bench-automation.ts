@@ -61,8 +61,9 @@ import { setEnabled } from '../handlers/automation/admin.ts';
 import { applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { acme, createPipeline } from '../test/support/fixtures.ts';
-import { fmt, log, openLoopPost, percentile, pinCpus, type Pinning, positive, processCpuMs, resetPostgres, root, runMain, type Server, sleep, startServer, stopServer, table, waitReady } from './bench-support.ts';
-import { reachablePostgres, redactUrl } from './postgres.ts';
+import { type BenchDatabase, dist, type Dist, machineCpu, onEachDatabase, report } from './bench-runner.ts';
+import { fmt, log, openLoopPost, percentile, pinCpus, type Pinning, positive, processCpuMs, root, runMain, type Server, sleep, startServer, stopServer, table, waitReady } from './bench-support.ts';
+import { redactUrl } from './postgres.ts';
 
 const RATE = positive('BENCH_WRITE_RATE', 200);
 const PHASE_S = positive('BENCH_PHASE_S', 30);
@@ -72,8 +73,6 @@ const PIPELINES = positive('BENCH_PIPELINES', 20);
 const DRAIN_TIMEOUT_S = positive('BENCH_DRAIN_TIMEOUT_S', 60);
 /** BENCH_WORKER=1: the API process with JOBS=off and a second process (scripts/start.ts, its HTTP port unused) running the jobs and consumers. */
 const SEPARATE_WORKER = process.env.BENCH_WORKER === '1';
-const DATABASES = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',').map((s) => s.trim());
-const PG_DEFAULT = 'postgres://wsops:wsops@127.0.0.1:5432/wsops_bench';
 const LOG_LEVEL = process.env.LOG_LEVEL || 'info';
 const EXTRA_NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
 const AIMS = { eventToFinishedP50Ms: 1000, maxSlowdown: 0.1 };
@@ -157,28 +156,6 @@ interface Load {
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
 
-/** Busy and total CPU time of the machine so far (ms, all CPUs, /proc/stat), and the CPU time of every PostgreSQL process. */
-function machineCpu(): { busy: number; total: number; postgres: number } | null {
-  try {
-    const fields = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-    const total = fields.reduce((a, b) => a + b, 0);
-    const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
-    let postgres = 0;
-    for (const pid of fs.readdirSync('/proc')) {
-      if (!/^\d+$/.test(pid)) continue;
-      try {
-        if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') postgres += processCpuMs(Number(pid)) ?? 0;
-      } catch {
-        // gone meanwhile
-      }
-    }
-    const tick = 10; // USER_HZ 100 on Linux: /proc/stat counts in 10 ms ticks
-    return { busy: (total - idle) * tick, total: total * tick, postgres };
-  } catch {
-    return null;
-  }
-}
-
 /** The next request of the traffic (the counter runs on across phases, so every write flips the stage). */
 function trafficOf(dealIds: readonly string[], secret: string) {
   let n = 0;
@@ -232,19 +209,6 @@ async function openLoop(server: Server, seconds: number, next: ReturnType<typeof
 // ---------------------------------------------------------------------------------------------
 // Runs
 
-interface Dist {
-  n: number;
-  p50: number;
-  p90: number;
-  p99: number;
-  max: number;
-}
-
-function dist(values: number[]): Dist {
-  const sorted = Float64Array.from(values).sort();
-  return { n: sorted.length, p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99), max: sorted.length ? sorted[sorted.length - 1]! : Number.NaN };
-}
-
 interface RunRow {
   status: string;
   event_occurred_at: number;
@@ -286,7 +250,7 @@ async function backlog(db: Database): Promise<{ unreadEvents: number; unfinished
 // One database
 
 interface Result {
-  database: 'sqlite' | 'postgres';
+  database: BenchDatabase;
   baseline: Load;
   withRules: Load;
   runs: {
@@ -312,7 +276,7 @@ interface Result {
 
 const runStamp = new Date().toISOString().replace(/[:.]/g, '-');
 
-async function benchDatabase(database: 'sqlite' | 'postgres', databaseUrl: string, pinning: Pinning): Promise<Result> {
+async function benchDatabase(database: BenchDatabase, databaseUrl: string, pinning: Pinning): Promise<Result> {
   const label = database === 'sqlite' ? 'SQLite' : 'PostgreSQL';
   log(`${label}: preparing ${database === 'sqlite' ? databaseUrl : redactUrl(databaseUrl)}`);
   const db = openDatabase(databaseUrl);
@@ -445,37 +409,8 @@ async function main(): Promise<number> {
   if (SEPARATE_WORKER) console.log('  BENCH_WORKER=1: the API process runs with JOBS=off; a second service process runs the jobs and consumers');
   console.log('');
 
-  const results: Result[] = [];
-  const problems: string[] = [];
-  let pgSkipped: string | null = null;
-  if (DATABASES.includes('sqlite')) {
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wsops-bench-automation-'));
-    try {
-      results.push(await benchDatabase('sqlite', `sqlite:${path.join(tmp, 'automation.sqlite')}`, pinning));
-    } catch (err) {
-      problems.push(`SQLite run failed: ${(err as Error).stack}`);
-      log(problems.at(-1)!);
-    } finally {
-      fs.rmSync(tmp, { recursive: true, force: true });
-    }
-  }
-  if (DATABASES.includes('postgres')) {
-    const target = await reachablePostgres(process.env.BENCH_POSTGRES_URL || PG_DEFAULT, !process.env.BENCH_POSTGRES_URL, log);
-    if ('why' in target) {
-      pgSkipped = target.why;
-      log(`PostgreSQL part DID NOT RUN: ${pgSkipped}`);
-    } else {
-      const url = new URL(target.url);
-      url.searchParams.set('schema', 'bench_automation');
-      try {
-        await resetPostgres(url.toString());
-        results.push(await benchDatabase('postgres', url.toString(), pinning));
-      } catch (err) {
-        problems.push(`PostgreSQL run failed: ${(err as Error).stack}`);
-        log(problems.at(-1)!);
-      }
-    }
-  }
+  const run = await onEachDatabase('automation', (database, url) => benchDatabase(database, url, pinning));
+  const { results, problems } = run;
 
   const pct = (x: number) => `${x >= 0 ? '+' : ''}${fmt(x * 100, 1)} %`;
   const rows: string[][] = [['measure', 'aim', ...results.map((r) => r.database)]];
@@ -520,26 +455,11 @@ async function main(): Promise<number> {
     if (!r.runs.drain.drained) problems.push(`${r.database}: the backlog did not drain within ${DRAIN_TIMEOUT_S} s`);
     if (r.runs.queued === 0) problems.push(`${r.database}: no run was queued in phase B`);
   }
-  console.log('\nAims:');
-  for (const [text, ok] of checks) console.log(`  ${ok ? 'ok  ' : 'MISS'}  ${text}`);
-  if (pgSkipped) console.log(`\nPostgreSQL part DID NOT RUN: ${pgSkipped}. Set BENCH_POSTGRES_URL to a reachable database.`);
-  for (const p of problems) console.log(`\nPROBLEM: ${p}`);
-
-  const outDir = path.join(root, '.bench');
-  fs.mkdirSync(outDir, { recursive: true });
-  const meta = {
+  return report('automation', run, checks, {
     started: started.toISOString(),
-    finished: new Date().toISOString(),
-    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, loadavg: os.loadavg(), node: process.version },
     config: { rate: RATE, phaseS: PHASE_S, warmupS: WARMUP_S, deals: DEALS, pipelines: PIPELINES, drainTimeoutS: DRAIN_TIMEOUT_S, pinning, serviceEnv: passed, separateWorker: SEPARATE_WORKER, nodeArgs: EXTRA_NODE_ARGS, rules: RULES, expectedRunsPerWrite: EXPECTED_RUNS_PER_WRITE },
     aims: AIMS,
-  };
-  for (const r of results) {
-    const file = path.join(outDir, `automation-${r.database}.json`);
-    fs.writeFileSync(file, JSON.stringify({ ...meta, result: r, checks: checks.filter(([t]) => t.startsWith(r.database)).map(([target, ok]) => ({ target, ok })), problems: problems.filter((p) => p.startsWith(r.database)) }, null, 2));
-    console.log(`Results: ${path.relative(root, file)}`);
-  }
-  return problems.length ? 1 : 0;
+  });
 }
 
 runMain(main);

@@ -1,7 +1,8 @@
 /**
  * The HTTPS webhook receiver of `npm run bench:webhooks`, in its own process (forked with an IPC
- * channel, so it never shares an event loop with the load generator): answers every request `200 ok`
- * at once and records, per request, its arrival time (Unix ms, fractional), the payload's
+ * channel, so it never shares an event loop with the load generator): answers `200 ok` at once, except
+ * under `/stall/` (never answers: the service's 10 s limit ends each attempt) and `/slow/<ms>/` (answers
+ * after that many ms), and records, per request, its arrival time (Unix ms, fractional), the payload's
  * `occurred_at`, `webhook_id` and `event_id`. The parent sends `{ type: 'listen', key, cert }` and gets
  * `{ type: 'listening', port }`; `{ type: 'take', from }` returns the records from index `from` on as
  * `{ type: 'records', from, at, occurredAt, webhookIds, eventIds }`; `{ type: 'count' }` returns
@@ -29,8 +30,13 @@ process.on('message', (msg: { type: string; key?: string; cert?: string; from?: 
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         const t = now();
-        res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' });
-        res.end('ok');
+        const ok = () => {
+          res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' });
+          res.end('ok');
+        };
+        const slow = /^\/slow\/(\d+)\//.exec(req.url ?? '');
+        if (slow) setTimeout(ok, Number(slow[1]));
+        else if (!(req.url ?? '').startsWith('/stall/')) ok();
         try {
           const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { occurred_at?: number; webhook_id?: string; event_id?: string };
           at.push(t);
