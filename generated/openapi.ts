@@ -1189,7 +1189,8 @@ export interface paths {
          *     is what keeps it cheap), a shared counter would add one per request, and the queue they protect
          *     is itself per process. With N API processes behind a load balancer, a site may send up to N times
          *     these rates in all. Behind a proxy set `COLLECT_CLIENT_IP_HEADER`, or every visitor shares the
-         *     proxy's address and its limit.
+         *     proxy's address and its limit; where many real visitors share one address (carrier-grade NAT, a
+         *     large office), raise the address limit.
          */
         post: operations["collection.Track"];
         delete?: never;

@@ -22,6 +22,7 @@ import {
 import type { NewAnalyticsEvent } from './rows.ts';
 import { sessionize, toEvent } from './sessions.ts';
 
+/** From this many events the import CLI uses bulkLoadEvents (below, incremental batches are cheaper). */
 export const BULK_IMPORT_MIN = 20_000;
 const BULK_EVENT_ROWS = 10_000;
 const REBUILD_PAGE_ROWS = 20_000;

@@ -1,7 +1,7 @@
 /**
- * Analytics ingestion core: stores events and keeps sessions and daily
- * rollups equal to a from-scratch recomputation over the raw events. The collection writer, the import CLI
- * and the demo feed it batches; sessions are built by sessionize (sessions.ts).
+ * Analytics ingestion: stores batches of events and keeps sessions (sessions.ts) and daily rollups
+ * (rollups.ts) equal to a from-scratch recomputation over the raw events (figures.ts). The
+ * collection writer, the import CLI and the demo feed it.
  */
 import type { Database, Sql } from '../../db/database.ts';
 import { deleteSessions, eventsOfVisitors, insertEvents, latestOfVisitors, putSessions, sessionsInProgress, sessionsOfVisitors, visitorEvents } from './queries.ts';
