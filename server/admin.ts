@@ -1,4 +1,5 @@
-import { Ajv, type JSONSchemaType, type ValidateFunction } from 'ajv';
+import type { JSONSchemaType, ValidateFunction } from 'ajv';
+import { createAjv } from './ajv.cjs';
 import type { Database, Sql } from '../db/database.ts';
 import { revokeSessions } from '../db/queries/sessions.ts';
 import { bumpAuthVersion } from '../db/queries/workspaces.ts';
@@ -159,7 +160,7 @@ const specSchema: JSONSchemaType<WorkspaceSpec> = {
   },
 };
 
-const ajv = new Ajv({ allErrors: true, allowUnionTypes: true });
+const ajv = createAjv({ allErrors: true });
 const validateSpec = ajv.compile(specSchema);
 
 /** Expands operation grants: exact ids, or `namespace.*` as that namespace's operations today (interface rule 9.4). */

@@ -8,6 +8,9 @@ const { Ajv } = require('ajv');
 
 // OpenAPI 3.0 Schema Object keywords that JSON Schema does not have (Ajv knows `nullable` itself).
 const OPENAPI_ANNOTATIONS = ['example', 'xml', 'externalDocs', 'discriminator'];
+// `components`: the document's components registered as one schema (`addSchema({ $id, components })`)
+// for `$ref`s into them.
+const CONTAINERS = ['components'];
 const EXTENSION = /^strict mode: unknown keyword: "x-[^"]*"$/;
 
 /**
@@ -48,7 +51,7 @@ function createAjv(options = {}) {
     allowUnionTypes: true,
     discriminator: false,
   });
-  ajv.addVocabulary(OPENAPI_ANNOTATIONS);
+  ajv.addVocabulary([...OPENAPI_ANNOTATIONS, ...CONTAINERS]);
   return ajv;
 }
 

@@ -3,7 +3,7 @@
  * or `workspace add`): each is checked against the document's AutomationTrigger and AutomationAction
  * schemas and against the catalogue (a type an action writes must have the operation it needs).
  */
-import { Ajv } from 'ajv';
+import { createAjv } from '../../server/ajv.cjs';
 import type { Sql } from '../../db/database.ts';
 import { catalogue } from '../../generated/catalogue.ts';
 import { document } from '../../generated/document.ts';
@@ -24,7 +24,7 @@ interface RuleSpec {
 
 // The document's own schemas, so the file and GetRule can never disagree.
 const components = JSON.parse(JSON.stringify(document.components).replaceAll('#/components/', 'doc#/components/')) as object;
-const ajv = new Ajv({ allErrors: false, strict: false });
+const ajv = createAjv();
 ajv.addSchema({ $id: 'doc', components });
 
 const ruleSchema = {
