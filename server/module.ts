@@ -8,6 +8,7 @@ import type { WorkspaceFileSection } from './admin.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig, ServiceEnv } from './config.ts';
 import type { CredentialStore } from './credentials.ts';
+import type { EgressClient } from './egress.ts';
 import type { InternalCalls } from './internalCalls.ts';
 import type { JobDefinition } from './jobs.ts';
 import type { Handler } from './operation.ts';
@@ -33,6 +34,8 @@ export interface ModuleDeps<Settings = unknown> {
   readonly calls: InternalCalls;
   /** This process's module workers: `wake(name)` after committing work for one. */
   readonly workers: Pick<Workers, 'wake'>;
+  /** Outbound HTTPS under the egress policy (webhook deliveries); the service closes it at shutdown. */
+  readonly egress: EgressClient;
   /** The module's own settings (`ServiceModule.config`), read once when the process starts. */
   readonly settings: Settings;
 }

@@ -4,6 +4,7 @@ import type { Database } from '../db/database.ts';
 import { deleteReceiptsBefore } from '../db/queries/idempotency.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
+import { EgressClient } from './egress.ts';
 import { JobRunner } from './jobs.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
@@ -32,7 +33,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   // The workers are built from the modules below; what a module is given wakes them once they exist.
   let workers: Workers | null = null;
   const wakeWorker = { wake: (name: string) => workers?.wake(name) };
-  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker };
+  const egress = new EgressClient(deps.config.egress);
+  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress };
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
@@ -88,8 +90,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     get queued() {
       return endpoints.reduce((n, e) => n + e.queued, 0);
     },
-    /** Stores what the lean endpoints hold (at shutdown). */
-    closeEndpoints: () => Promise.all(endpoints.map((e) => e.close())).then(() => undefined),
+    /** Stores what the lean endpoints hold and closes the egress client's kept connections (at shutdown). */
+    closeEndpoints: () => Promise.all([...endpoints.map((e) => e.close()), egress.close()]).then(() => undefined),
     /** The lean endpoints by namespace. */
     endpoints: byNamespace,
   };

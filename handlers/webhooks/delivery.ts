@@ -19,6 +19,7 @@ import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import type { Clock } from '../../server/clock.ts';
 import type { ServiceConfig } from '../../server/config.ts';
+import type { EgressClient } from '../../server/egress.ts';
 import { newId } from '../../server/ids.ts';
 import type { EventConsumer, OutboxEvent } from '../../server/outbox.ts';
 import { type DbWebhookDeliveryRow, type DbWebhookSubscriptionRow, insertDelivery, subscribersOf, type WebhookEventName } from './queries.ts';
@@ -40,6 +41,7 @@ export interface DeliveryDeps {
   readonly logger: Logger;
   readonly config: ServiceConfig;
   readonly workers: { wake(name: string): void };
+  readonly egress: EgressClient;
 }
 
 /** The body every attempt of an event's deliveries sends, byte for byte. */

@@ -7,7 +7,7 @@ import type { Database } from '../../db/database.ts';
 import { insertRecordEvent } from '../../db/queries/events.ts';
 import { resourceTypes } from '../../generated/catalogue.ts';
 import type { Clock } from '../../server/clock.ts';
-import { checkDestination, EgressRefused, type EgressPolicy, post } from '../../server/egress.ts';
+import { checkDestination, EgressClient, EgressRefused, type EgressPolicy } from '../../server/egress.ts';
 import { newId } from '../../server/ids.ts';
 import { judgeAccess } from './access.ts';
 import { ATTEMPT_TIMEOUT_MS, RESPONSE_BODY_BYTES } from './delivery.ts';
@@ -116,7 +116,18 @@ export interface TestDelivery {
   durationMs: number;
 }
 
-export async function testDelivery(s: DbWebhookSubscriptionRow, now: number, policy: EgressPolicy): Promise<TestDelivery> {
+/** The service's egress client, or (a command line, a page not given one) a client for this policy, closed after. */
+async function withEgress<T>(egress: EgressClient | EgressPolicy, use: (client: EgressClient) => Promise<T>): Promise<T> {
+  if (egress instanceof EgressClient) return use(egress);
+  const client = new EgressClient(egress);
+  try {
+    return await use(client);
+  } finally {
+    await client.close();
+  }
+}
+
+export async function testDelivery(s: DbWebhookSubscriptionRow, now: number, egress: EgressClient | EgressPolicy): Promise<TestDelivery> {
   const eventId = newId('evt');
   const body = JSON.stringify({ event: 'webhook.test', event_id: eventId, webhook_id: s.id, occurred_at: now });
   const headers = {
@@ -125,7 +136,7 @@ export async function testDelivery(s: DbWebhookSubscriptionRow, now: number, pol
     ...signedHeaders({ legacy: s.event === 'meeting.completed', eventId, attemptId: newId('wha'), body, nowMs: now, secrets: [s.secret] }),
   };
   try {
-    const r = await post(s.url, { headers, body, timeoutMs: ATTEMPT_TIMEOUT_MS, maxResponseBytes: RESPONSE_BODY_BYTES }, policy);
+    const r = await withEgress(egress, (client) => client.post(s.url, { headers, body, timeoutMs: ATTEMPT_TIMEOUT_MS, maxResponseBytes: RESPONSE_BODY_BYTES }));
     if (r.kind === 'error') return { ok: false, status: null, error: r.error, durationMs: r.durationMs };
     const ok = r.status >= 200 && r.status < 300;
     return { ok, status: r.status, error: ok ? null : r.status < 400 && r.status >= 300 ? `redirect (not followed): ${r.status}` : `HTTP ${r.status}`, durationMs: r.durationMs };
@@ -139,12 +150,12 @@ export async function testDelivery(s: DbWebhookSubscriptionRow, now: number, pol
  * Enables a disabled subscription after a successful test delivery: the failure count is cleared and
  * events from now on are delivered (events of the disabled period can be recovered).
  */
-export async function enableSubscription(db: Database, clock: Clock, workspaceId: string, id: string, policy: EgressPolicy): Promise<TestDelivery> {
+export async function enableSubscription(db: Database, clock: Clock, workspaceId: string, id: string, egress: EgressClient | EgressPolicy): Promise<TestDelivery> {
   const s = await subscriptionOf(db, workspaceId, id);
   if (s.enabled) return { ok: true, status: null, error: null, durationMs: 0 };
   const verdict = await judgeAccess(db.sql, s, clock.now());
   if (!verdict.ok) return { ok: false, status: null, error: `access lost: ${verdict.reason}; propose it again with a key that may read its types`, durationMs: 0 };
-  const test = await testDelivery(s, clock.now(), policy);
+  const test = await testDelivery(s, clock.now(), egress);
   if (!test.ok) return test;
   const now = clock.now();
   await db.sql.run(

@@ -12,7 +12,7 @@
  */
 import type { Sql } from '../../db/database.ts';
 import { type BackoffSchedule, claim, finishLeased, type LeaseColumns, leaseNow, nextAttempt, PROCESS_OWNER, WorkPool } from '../../server/background.ts';
-import { EgressRefused, post } from '../../server/egress.ts';
+import { EgressRefused, type PostOutcome } from '../../server/egress.ts';
 import { newId } from '../../server/ids.ts';
 import { notify } from '../../server/inbox.ts';
 import type { BackgroundWorker } from '../../server/workers.ts';
@@ -55,7 +55,7 @@ type Outcome = { ok: true; status: number; body: string; durationMs: number } | 
 
 /** The delivery worker. */
 export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain(): Promise<void> } {
-  const { db, clock, logger, config } = deps;
+  const { db, clock, logger, egress } = deps;
   const owner = PROCESS_OWNER;
   const access = new AccessCache();
 
@@ -70,9 +70,9 @@ export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain()
       'User-Agent': 'WorkspaceOperations-Webhooks/1',
       ...signedHeaders({ legacy, eventId: d.event_id, attemptId, body: d.payload, nowMs: now, secrets }),
     };
-    let result: Awaited<ReturnType<typeof post>>;
+    let result: PostOutcome;
     try {
-      result = await post(s.url, { headers, body: d.payload, timeoutMs: ATTEMPT_TIMEOUT_MS, maxResponseBytes: RESPONSE_BODY_BYTES }, config.egress);
+      result = await egress.post(s.url, { headers, body: d.payload, timeoutMs: ATTEMPT_TIMEOUT_MS, maxResponseBytes: RESPONSE_BODY_BYTES });
     } catch (err) {
       // The reason only: the message names the host and what it resolved to, which API readers of attempts may not see.
       if (err instanceof EgressRefused) return { ok: false, status: null, error: `destination refused: ${err.reason}`, body: null, durationMs: 0, retryAfterMs: null };

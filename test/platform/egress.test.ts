@@ -18,11 +18,12 @@ import { once } from 'node:events';
 import {
   checkDestination,
   classifyAddress,
+  EgressClient,
   type EgressPolicy,
   EgressRefused,
   egressPolicyFromEnv,
   type LookupAll,
-  post,
+  type PostInit,
   relaxations,
   resolveDestination,
   STRICT_EGRESS_POLICY,
@@ -32,6 +33,15 @@ import { loadConfig } from '../../server/config.ts';
 import { freePort } from '../../scripts/ports.ts';
 
 const strict: EgressPolicy = STRICT_EGRESS_POLICY;
+
+/** One client per policy, as a service owns one for its policy; closed when the run ends. */
+const clients = new Map<string, EgressClient>();
+const post = (url: string, init: PostInit, policy: EgressPolicy, lookup?: LookupAll) => {
+  const key = JSON.stringify(policy);
+  if (!clients.has(key)) clients.set(key, new EgressClient(policy));
+  return clients.get(key)!.post(url, init, lookup);
+};
+after(() => Promise.all([...clients.values()].map((c) => c.close())));
 
 /** Asserts that `fn` throws (or rejects with) an EgressRefused with `reason`; returns it. */
 async function refused(fn: () => unknown, reason: string): Promise<EgressRefused> {
@@ -455,6 +465,16 @@ describe('egress: post() to a real HTTPS receiver on 127.0.0.1 (throwaway CA mad
     assert.deepEqual(dns.asked, ['hooks.example.com', 'hooks.example.com'], 'resolved and checked at every attempt');
     assert.equal(r.requests.length, 4);
     assert.equal(r.connections, 2);
+  });
+
+  it('a closed client (the service at shutdown) drops its kept connections; later posts still work and keep none', async () => {
+    const r = await receiver((_req, res) => res.end('ok'));
+    const client = new EgressClient(policyFor(r));
+    for (let i = 0; i < 2; i++) assert.equal((await client.post(`https://127.0.0.1:${r.port}/in`, init())).kind, 'response');
+    assert.equal(r.connections, 1);
+    await client.close();
+    for (let i = 0; i < 2; i++) assert.equal((await client.post(`https://127.0.0.1:${r.port}/in`, init())).kind, 'response');
+    assert.equal(r.connections, 3, 'a new connection for each post after close');
   });
 
   it('keeps a connection after an answer read in full (any status) and closes one that timed out', async () => {
