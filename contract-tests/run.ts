@@ -16,7 +16,9 @@
  *
  * The hooks (contract-tests/hooks.cjs, with a scenario table per namespace in
  * contract-tests/scenarios/) run inside Dredd's process and read the context this script writes (base
- * URL, key secrets, member ids) from the file named by CONTRACT_CONTEXT. Key secrets are never
+ * URL, key secrets, member ids, and by namespace what that namespace's kit `test/<namespace>/kit.ts`
+ * gives its scenarios: rules, subscriptions, stored traffic) from the file named by CONTRACT_CONTEXT;
+ * this script names no module and imports none of a module's code. Key secrets are never
  * printed. The main key's grants are derived from the catalogue (`grants`): every namespace, read and
  * write on every resource type.
  */
@@ -30,19 +32,14 @@ import { Command, InvalidArgumentError } from 'commander';
 import YAML from 'yaml';
 // The composition root registers the modules' workspace-file sections (`automations:`) that applyWorkspace accepts.
 import { migrations } from '../app.ts';
-import { openDatabase } from '../db/database.ts';
+import { type Database, openDatabase } from '../db/database.ts';
 import { type Access, catalogue, namespaces, resourceTypes } from '../generated/catalogue.ts';
-import { lockReceipt, releaseReceipt } from '../db/queries/idempotency.ts';
-import { type ApplyResult, applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
-import { ingestEvents, normalizeEvent } from '../handlers/analytics/ingest.ts';
-import { type DbWebhookDeliveryRow, type DeliveryStatus, insertAttempt, insertDelivery, insertProposal } from '../handlers/webhooks/queries.ts';
-import { approveProposal, disableSubscription, PROPOSAL_TTL_MS } from '../handlers/webhooks/subscriptions.ts';
+import { applyWorkspace } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
-import { newId } from '../server/ids.ts';
-import { requestFingerprint } from '../server/idempotency.ts';
 import { SESSION_COOKIE } from '../server/pages.ts';
 import { createSigninLink, useSigninLink } from '../server/signin.ts';
-import { acme, createPipeline, stages } from '../test/support/fixtures.ts';
+import { acme } from '../test/support/fixtures.ts';
+import { type FixtureSpec, type Seed, testKits } from '../test/support/kit.ts';
 import { freePort } from '../scripts/ports.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -51,7 +48,11 @@ const DREDD_CONFIG = path.join(root, 'contract-tests', 'dredd.yml');
 const HOOKS = path.join(root, 'contract-tests', 'hooks.cjs');
 const DREDD = path.join(root, 'node_modules', '.bin', 'dredd');
 
-/** What the hooks read from CONTRACT_CONTEXT. Mirrored (untyped) in hooks.cjs. */
+/**
+ * What the hooks read from CONTRACT_CONTEXT. Mirrored (untyped) in hooks.cjs. Besides these, by
+ * namespace, what that namespace's kit (test/<namespace>/kit.ts, `contract`) gives its scenarios:
+ * `ctx.webhooks`, `ctx.automation`, `ctx.customers`, ...
+ */
 export interface ContractContext {
   mode: 'local' | 'deployment';
   /** Base URL of the API including /v1, without a trailing slash. */
@@ -65,56 +66,15 @@ export interface ContractContext {
     restricted?: string;
     /** A key used only for 429; the hooks burn its rate budget. */
     throttle?: string;
-    /** Local mode: a key granted webhooks.PrepareWebhook that may not read `webhooks.type` (PrepareWebhook's 403 for a type). */
-    narrow?: string;
+    /** Local mode: the keys kits added to the workspace, by handle (e.g. webhooks' `narrow`). */
+    [handle: string]: string | undefined;
   };
   /** A site's publishable collect key, for POST /track (local mode: the fixture site's; deployment: --collect-key). */
   collectKey?: string;
   /** Member ids of the fixture workspace by handle (local mode only). */
   members: Record<string, string>;
-  /** Request fixtures shared with the mocha suites (test/support/fixtures.ts). */
-  fixtures: { stages: typeof stages.basic };
-  /**
-   * Local mode, by operation id: an Idempotency-Key of the main key whose request is recorded as still
-   * in progress (the same receipt row the server takes when a request starts), with the body to send,
-   * so `409 conflict` happens deterministically for the create operations, which have no other 409.
-   */
-  inProgress?: Record<string, { idempotencyKey: string; body: unknown; scope: string }>;
   /** Local mode: `wso_session=...`, a member's sign-in session (for the discovery endpoints' 403 from a foreign Origin). */
   sessionCookie?: string;
-  /**
-   * Local mode: the automation rules the fixture workspace file authored (`AUTOMATIONS`), rule id by
-   * handle, and the members the main key acts for on them (an owner, who may manage rules, and a
-   * plain member, who may not). Rules cannot be created through the API: a deployment run has none.
-   */
-  automation?: { rules: Record<keyof typeof AUTOMATIONS, string>; owner: string; member: string };
-  /**
-   * Local mode: the webhook subscriptions of the fixture workspace (`prepareWebhooks`), proposed and
-   * approved by an owner as on the settings page, with deliveries as the worker leaves them. The server
-   * runs with JOBS=off: nothing is delivered, so they stay as made until Dredd's requests change them.
-   */
-  webhooks?: ContractWebhooks;
-}
-
-/** A delivery run.ts recorded (`prepareWebhooks`). */
-export interface ContractDelivery {
-  delivery_id: string;
-  event_id: string;
-  /** Attempt ids recorded for it, in order. */
-  attempts: string[];
-}
-
-export interface ContractWebhooks {
-  /** Enabled, resource.updated of `type`: a delivery that failed (8 attempts, the first two recorded) and one still pending. */
-  main: { webhook_id: string; failed: ContractDelivery; pending: ContractDelivery };
-  /** Enabled, with one delivery that failed: RecoverWebhookEvents replays it (nothing else replays on it). */
-  recover: { webhook_id: string; failed: ContractDelivery };
-  /** Disabled by an owner after a delivery failed: ReplayWebhookEvent and RecoverWebhookEvents answer 409. */
-  disabled: { webhook_id: string; failed: ContractDelivery };
-  /** The type the main subscription carries (the document's example) and keys.narrow may not read. */
-  type: string;
-  /** Every webhook id above, in creation order. */
-  all: string[];
 }
 
 /** What the main key is granted: derived from the catalogue, so new namespaces and resource types need no edit here. */
@@ -181,221 +141,69 @@ const serverLog = path.join(tmp, 'server.log');
 let server: ChildProcess | undefined;
 let dredd: ChildProcess | undefined;
 
-/**
- * The automation rules of the fixture workspace file (`automations:`; rules are authored by operators,
- * never through the API): one to read (GetRule, and UpdateRule's 403 for a plain member, which leaves
- * it enabled), one UpdateRule pauses and one DeleteRule deletes. Every run applies a new workspace, so
- * a reused database (PostgreSQL) gets fresh rules each time. The server runs with JOBS=off: no rule runs.
- */
-const AUTOMATIONS = {
-  read: {
-    name: 'Contract tests: follow up on big deals',
-    description: 'Read by automation.GetRule; a plain member may not pause it (403).',
-    trigger: { resource_type: 'core:Deal', event: 'created', conditions: [{ field: 'amount.amount', op: 'gte', value: 10000 }, { field: 'amount.currency', op: 'eq', value: 'EUR' }] },
-    actions: [
-      { type: 'create_record', resource_type: 'core:Company', data: { name: 'Prospect of {{record.data.name}}' } },
-      { type: 'notify', to: 'owners_and_admins', title: 'Big deal: {{record.data.name}}', body: 'Amount {{record.data.amount.amount}} {{record.data.amount.currency}}' },
-    ],
-  },
-  pause: {
-    name: 'Contract tests: rule to pause',
-    trigger: { resource_type: 'core:Company', event: 'updated', fields: ['lifecycle_stage'], conditions: [{ field: 'lifecycle_stage', op: 'eq', value: 'customer' }] },
-    actions: [{ type: 'set_fields', data: { industry: 'Customer' } }],
-  },
-  remove: {
-    name: 'Contract tests: rule to delete',
-    trigger: { resource_type: 'core:Deal', event: 'deleted' },
-    actions: [{ type: 'notify', to: 'owners_and_admins', title: 'Deal deleted: {{record.id}}' }],
-  },
-} as const;
-
-/** The type the contract subscriptions carry: the PrepareWebhook example's. */
-const WEBHOOK_TYPE = 'core:Deal';
-/** The destination of the contract subscriptions (the PrepareWebhook example's; JOBS=off: nothing is ever sent to it). */
-const WEBHOOK_URL = 'https://hooks.acme-receiver.com/workspace-operations';
-
-/** Whom the main key acts for on the automation rules, by member handle in acme(): an owner and a plain member. */
+/** Whom the main key acts for, by member handle in acme(): an owner and a plain member (e.g. automation.DeleteRule requires Service-Act-As). */
 const ACT_AS = { owner: 'olga', member: 'ada' } as const;
 
-/** The fixture workspace: acme() from the mocha fixtures, its ci key granted everything, a dedicated key for the 429 cases, and automation rules. */
-function contractWorkspace(): WorkspaceSpec & { automations: typeof AUTOMATIONS } {
-  const spec = acme();
+/**
+ * The fixture workspace: acme() from the mocha fixtures, its ci key granted everything, a dedicated
+ * key for the 429 cases, and what the namespaces' kits add (sections such as `automations:`, keys).
+ * Every run applies a new workspace, so a reused database (PostgreSQL) gets fresh records each time.
+ */
+async function contractWorkspace(): Promise<{ spec: FixtureSpec; kitKeys: string[] }> {
+  const spec: FixtureSpec = { ...acme() };
   spec.workspace.name = 'Acme (contract tests)';
-  // ci is the main key (every namespace, every resource type), bare has no grants. ci also acts for
-  // an owner (automation.DeleteRule requires Service-Act-As) and a plain member (refused: 403).
+  // ci is the main key (every namespace, every resource type), bare has no grants.
   const ci = spec.keys!.ci!;
   const delegation = ci.delegation === 'all' ? 'all' : [...new Set([...(Array.isArray(ci.delegation) ? ci.delegation : []), ...Object.values(ACT_AS)])];
-  // narrow may propose webhooks but not read the webhook type (PrepareWebhook's 403 for a type it may not read).
-  const narrowResources = Object.fromEntries(resourceTypes.filter((t) => t !== WEBHOOK_TYPE).map((t) => [t, ['read', 'write'] as Access[]]));
-  spec.keys = {
-    ...spec.keys,
-    ci: { ...ci, ...grants, delegation },
-    throttle: { name: 'Contract tests: rate limit', operations: [] },
-    narrow: { name: `Contract tests: webhooks without read on ${WEBHOOK_TYPE}`, operations: ['webhooks.PrepareWebhook'], resources: narrowResources },
-  };
+  spec.keys = { ...spec.keys, ci: { ...ci, ...grants, delegation }, throttle: { name: 'Contract tests: rate limit', operations: [] } };
   const roles = { owner: ['owner', 'admin'], member: ['member'] };
   for (const [what, handle] of Object.entries(ACT_AS) as Array<[keyof typeof ACT_AS, string]>) {
     const member = spec.members?.[handle];
-    if (!member || member.disabled || !roles[what].includes(member.role)) throw new Error(`the contract workspace needs ${handle} as an active ${roles[what].join(' or ')} (automation cases)`);
+    if (!member || member.disabled || !roles[what].includes(member.role)) throw new Error(`the contract workspace needs ${handle} as an active ${roles[what].join(' or ')}`);
   }
-  return { ...spec, automations: AUTOMATIONS };
+  const kitKeys: string[] = [];
+  for (const { kit } of await testKits()) kitKeys.push(...(kit.contract?.workspace?.(spec) ?? []));
+  return { spec, kitKeys };
 }
-
-/**
- * Bodies of the create requests recorded as in progress: valid for the request schema (it is checked
- * before the receipt), with the defaults the validator fills in spelled out (the fingerprint is taken
- * after), never run (the receipt answers first).
- */
-const IN_PROGRESS_BODIES: Record<string, unknown> = {
-  'customers.CreateSalesPipeline': { ...createPipeline('Contract in-progress create'), private: false },
-  'customers.CreateDeal': { data: { name: 'Contract in-progress deal', pipeline_id: 'pl_contract_in_progress', stage_id: 'lead' }, private: false },
-};
-
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Migrates the database, creates the fixture workspace (with its automation rules) and the in-progress idempotency receipt. */
-async function prepareDatabase(databaseUrl: string): Promise<Omit<ContractContext, 'mode' | 'baseUrl' | 'runId' | 'fixtures'>> {
+type Prepared = Pick<ContractContext, 'keys' | 'members' | 'collectKey' | 'sessionCookie'> & { seeded: Record<string, object | undefined> };
+
+/** Migrates the database, creates the fixture workspace and what each namespace's kit seeds, and a member's sign-in session. */
+async function prepareDatabase(databaseUrl: string): Promise<Prepared> {
   const db = openDatabase(databaseUrl);
   try {
     await db.migrate(migrations);
-    const ws = (await applyWorkspace(db, systemClock, contractWorkspace())) as ApplyResult & { automations: Record<keyof typeof AUTOMATIONS, string> };
-    const main = ws.keys.ci!;
-    // A little traffic on the fixture site, so the analytics transactions return real rows (and a second breakdown page).
-    const now = systemClock.now();
-    await ingestEvents(
-      db,
-      [
-        { type: 'pageview' as const, ts: now - 120_000, visitor: 'contract-a', path: '/', referrer: 'https://search.example/' },
-        { type: 'engagement' as const, ts: now - 60_000, visitor: 'contract-a', path: '/', engaged_ms: 15_000 },
-        { type: 'pageview' as const, ts: now - 30_000, visitor: 'contract-b', path: '/pricing' },
-      ].map((e) => normalizeEvent(ws.bundles.docs!, e)),
-    );
-    // Exactly what the platform stores when such a request with this key starts (server/idempotency.ts):
-    // the receipt lock, not yet completed, under the same fingerprint.
-    const inProgress: NonNullable<ContractContext['inProgress']> = {};
-    const scope = `${main.id}:-`; // receipts are scoped to the key and the member acted for (none)
-    for (const [operationId, body] of Object.entries(IN_PROGRESS_BODIES)) {
-      const idempotencyKey = `contract-in-progress-${crypto.randomUUID()}`;
-      const locked = await lockReceipt(db.sql, { scope, key: idempotencyKey }, operationId, requestFingerprint(operationId, body), systemClock.now());
-      if (!locked) throw new Error(`could not record the in-progress idempotency receipt of ${operationId}`);
-      inProgress[operationId] = { idempotencyKey, body, scope };
-    }
+    const { spec, kitKeys } = await contractWorkspace();
+    const ws = await applyWorkspace(db, systemClock, spec);
+    const seed: Seed = { db, clock: systemClock, ws, key: ws.keys.ci!, members: { owner: ws.members[ACT_AS.owner]!, member: ws.members[ACT_AS.member]! } };
+    const seeded: Prepared['seeded'] = {};
+    for (const { namespace, kit } of await testKits()) if (kit.contract?.seed) seeded[namespace] = await kit.contract.seed(seed);
     // A member's sign-in session, as a browser holds it after opening a sign-in link.
-    const webhooks = await prepareWebhooks(db, ws.workspace_id, main.id, ws.members[ACT_AS.owner]!);
     const link = await createSigninLink(db, systemClock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, baseUrl: 'http://127.0.0.1/' });
     const signedIn = await useSigninLink(db, systemClock, link.url.split('/signin/')[1]!);
     if (!signedIn.ok) throw new Error('could not start the sign-in session for the discovery 403 cases');
     return {
-      keys: { main: main.secret, restricted: ws.keys.bare!.secret, throttle: ws.keys.throttle!.secret, narrow: ws.keys.narrow!.secret },
+      keys: { main: ws.keys.ci!.secret, restricted: ws.keys.bare!.secret, throttle: ws.keys.throttle!.secret, ...Object.fromEntries(kitKeys.map((k) => [k, ws.keys[k]!.secret])) },
       members: ws.members,
-      collectKey: ws.collect_keys.docs!,
-      inProgress,
+      collectKey: Object.values(ws.collect_keys)[0]!,
       sessionCookie: `${SESSION_COOKIE}=${signedIn.sessionToken}`,
-      automation: { rules: ws.automations, owner: ws.members[ACT_AS.owner]!, member: ws.members[ACT_AS.member]! },
-      webhooks,
+      seeded,
     };
   } finally {
     await db.close();
   }
 }
 
-/**
- * The webhook subscriptions of the contract workspace, made as in production: a proposal as
- * webhooks.PrepareWebhook stores it (by the main key), approved by an owner (approveProposal, what the
- * approval page calls); the disabled one is then disabled as on the settings page. Their deliveries are
- * what the delivery worker leaves behind: one that exhausted its 8 attempts (the first two recorded)
- * and one still waiting for its next attempt. A new workspace every run: a reused database
- * (PostgreSQL) gets fresh ones.
- */
-async function prepareWebhooks(db: ReturnType<typeof openDatabase>, workspaceId: string, keyId: string, ownerId: string): Promise<ContractWebhooks> {
-  if (!(resourceTypes as readonly string[]).includes(WEBHOOK_TYPE)) throw new Error(`${WEBHOOK_TYPE} is no longer a published resource type; pick another WEBHOOK_TYPE`);
-  const subscribe = async (path: string) => {
-    const now = systemClock.now();
-    const proposalId = newId('whp');
-    await insertProposal(db.sql, {
-      id: proposalId,
-      workspace_id: workspaceId,
-      url: `${WEBHOOK_URL}/${path}`,
-      event: 'resource.updated',
-      resource_types: JSON.stringify([WEBHOOK_TYPE]),
-      proposed_by_key: keyId,
-      proposed_by_member: null,
-      status: 'pending',
-      expires_at: now + PROPOSAL_TTL_MS,
-      decided_by: null,
-      decided_at: null,
-      webhook_id: null,
-      created_at: now,
-    });
-    return (await approveProposal(db, systemClock, proposalId, { workspaceId, memberId: ownerId, role: 'owner' })).webhook_id;
-  };
-  const deliver = async (webhookId: string, status: DeliveryStatus, attempts: Array<{ status: number | null; error: string }>): Promise<ContractDelivery> => {
-    const now = systemClock.now();
-    const start = now - 10 * 60_000;
-    const failed = status === 'failed';
-    const eventId = newId('evt');
-    const recordId = newId('dl');
-    const delivery: DbWebhookDeliveryRow = {
-      id: newId('whd'),
-      workspace_id: workspaceId,
-      webhook_id: webhookId,
-      event_id: eventId,
-      event_type: 'resource.updated',
-      resource_type: WEBHOOK_TYPE,
-      record_id: recordId,
-      event_occurred_at: start - 100,
-      payload: JSON.stringify({ event: 'resource.updated', event_id: eventId, webhook_id: webhookId, resource_type: WEBHOOK_TYPE, record_id: recordId, occurred_at: start - 100, changed_fields: ['stage_id'] }),
-      status,
-      attempts: failed ? 8 : attempts.length,
-      first_attempt_at: start,
-      next_attempt_at: failed ? null : now + 3_600_000,
-      last_attempt_at: failed ? now - 60_000 : start + 30_000 * (attempts.length - 1),
-      last_status_code: attempts.at(-1)!.status,
-      last_error: attempts.at(-1)!.error,
-      leased_by: null,
-      lease_until: null,
-      replay_of: null,
-      created_at: start,
-      finished_at: failed ? now - 60_000 : null,
-    };
-    await insertDelivery(db.sql, delivery);
-    const ids: string[] = [];
-    for (const [i, a] of attempts.entries()) {
-      const id = newId('wha');
-      await insertAttempt(db.sql, {
-        id,
-        delivery_id: delivery.id,
-        webhook_id: webhookId,
-        workspace_id: workspaceId,
-        attempt: i + 1,
-        started_at: start + 30_000 * i,
-        duration_ms: a.status === null ? 10_000 : 84,
-        status_code: a.status,
-        error: a.error,
-        response_body: a.status === null ? null : 'upstream unavailable',
-        next_attempt_at: i === attempts.length - 1 && !failed ? delivery.next_attempt_at : start + 30_000 * (i + 1),
-      });
-      ids.push(id);
-    }
-    return { delivery_id: delivery.id, event_id: eventId, attempts: ids };
-  };
-  const tries = [
-    { status: 500, error: 'HTTP 500' },
-    { status: null, error: 'timeout after 10000 ms' },
-  ];
-  const main = await subscribe('main');
-  const recover = await subscribe('recover');
-  const disabled = await subscribe('disabled');
-  const webhooks: ContractWebhooks = {
-    main: { webhook_id: main, failed: await deliver(main, 'failed', tries), pending: await deliver(main, 'pending', tries.slice(0, 1)) },
-    recover: { webhook_id: recover, failed: await deliver(recover, 'failed', tries) },
-    disabled: { webhook_id: disabled, failed: await deliver(disabled, 'failed', tries) },
-    type: WEBHOOK_TYPE,
-    all: [main, recover, disabled],
-  };
-  if (!(await disableSubscription(db, systemClock, workspaceId, disabled, 'Contract tests'))) throw new Error(`could not disable webhook subscription ${disabled}`);
-  return webhooks;
+/** What each namespace's scenarios read as `ctx[namespace]`: its kit's context, and in local runs what it seeded. */
+async function kitContexts(seeded: Prepared['seeded'] = {}): Promise<Record<string, object>> {
+  const out: Record<string, object> = {};
+  for (const { namespace, kit } of await testKits()) {
+    const context = { ...kit.contract?.context?.(), ...seeded[namespace] };
+    if (Object.keys(context).length) out[namespace] = context;
+  }
+  return out;
 }
 
 function tail(file: string, lines: number): string {
@@ -528,11 +336,11 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-/** Removes the never-finished receipts again, so a reused database (PostgreSQL) does not collect them. */
-async function releaseInProgress(databaseUrl: string, receipts: NonNullable<ContractContext['inProgress']>): Promise<void> {
-  const db = openDatabase(databaseUrl);
+/** Lets each kit undo what it seeded that a reused database (PostgreSQL) must not collect. */
+async function cleanupSeeds(databaseUrl: string, seeded: Prepared['seeded']): Promise<void> {
+  const db: Database = openDatabase(databaseUrl);
   try {
-    for (const receipt of Object.values(receipts)) await releaseReceipt(db.sql, { scope: receipt.scope, key: receipt.idempotencyKey });
+    for (const { namespace, kit } of await testKits()) await kit.contract?.cleanup?.(db, seeded[namespace]);
   } finally {
     await db.close();
   }
@@ -540,8 +348,9 @@ async function releaseInProgress(databaseUrl: string, receipts: NonNullable<Cont
 
 let exitCode = 1;
 let databaseUrl: string | undefined;
+let seeded: Prepared['seeded'] | undefined;
 try {
-  let context: ContractContext;
+  let context: ContractContext & Record<string, unknown>;
   const runId = crypto.randomBytes(4).toString('hex');
   if (deployment) {
     const baseUrl = opts.baseUrl!;
@@ -557,17 +366,18 @@ try {
       keys: { main: keys.main!, ...(keys.restricted ? { restricted: keys.restricted } : {}), ...(keys.throttle ? { throttle: keys.throttle } : {}) },
       members: {},
       ...(keys.collect ? { collectKey: keys.collect } : {}),
-      fixtures: { stages: stages.basic },
+      ...(await kitContexts()),
     };
   } else {
     databaseUrl = opts.databaseUrl ?? `sqlite:${path.join(tmp, 'contract.sqlite')}`;
     log(`local mode: database ${redactUrl(databaseUrl)}`);
-    const prepared = await prepareDatabase(databaseUrl);
+    const { seeded: kitSeeds, ...prepared } = await prepareDatabase(databaseUrl);
+    seeded = kitSeeds;
     log(`database ready after ${elapsed()}`);
     const port = await freePort();
     server = await startServer(databaseUrl, port);
     log(`server ready on http://127.0.0.1:${port}/v1 after ${elapsed()} (NODE_ENV=development, response validation on; log: ${serverLog})`);
-    context = { mode: 'local', baseUrl: `http://127.0.0.1:${port}/v1`, runId, ...prepared, fixtures: { stages: stages.basic } };
+    context = { mode: 'local', baseUrl: `http://127.0.0.1:${port}/v1`, runId, ...prepared, ...(await kitContexts(seeded)) };
   }
   exitCode = await runDredd(context);
   if (exitCode === 0 && !fs.existsSync(`${contextFile}.done`)) {
@@ -575,7 +385,7 @@ try {
     log('Dredd ended before its afterAll hooks ran; failing the run');
     exitCode = 1;
   }
-  if (context.inProgress && databaseUrl) await releaseInProgress(databaseUrl, context.inProgress);
+  if (seeded && databaseUrl) await cleanupSeeds(databaseUrl, seeded);
   if (server && !running(server)) {
     log(`the server exited during the run (${server.exitCode ?? server.signalCode}); failing the run`);
     exitCode ||= 1;

@@ -46,6 +46,8 @@ export interface ModuleDeps<Settings = unknown> {
  */
 export interface RawEndpoint {
   handle(req: IncomingMessage, res: ServerResponse): boolean;
+  /** Writes what it holds now and keeps serving (tests, which run without flush timers). */
+  flush(): Promise<void>;
   close(): Promise<void>;
   /** Items held in memory and not yet stored (logged at shutdown). */
   readonly queued: number;

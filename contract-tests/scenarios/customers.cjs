@@ -10,13 +10,13 @@
 const NOT_CURRENT = 'Not the current value';
 
 /**
- * Local runs: run.ts recorded an Idempotency-Key of the main key as in progress for this operation
+ * Local runs: the customers' kit (test/customers/kit.ts) recorded an Idempotency-Key of the main key as in progress for this operation
  * (the same receipt row the server takes when a request starts), so the request with that key and
  * body answers 409 deterministically. Create operations have no other 409.
  */
 function inProgress(operationId) {
   return (t, kit) => {
-    const receipt = kit.ctx.inProgress && kit.ctx.inProgress[operationId];
+    const receipt = kit.ctx.customers.inProgress && kit.ctx.customers.inProgress[operationId];
     if (!receipt) {
       return kit.skip(
         t,
@@ -32,7 +32,7 @@ function inProgress(operationId) {
 module.exports = {
   async setup(kit) {
     const { call, name, domain, ctx } = kit;
-    const pipeline = async (what) => (await call('customers.CreateSalesPipeline', { data: { name: name(what), stages: ctx.fixtures.stages } })).item;
+    const pipeline = async (what) => (await call('customers.CreateSalesPipeline', { data: { name: name(what), stages: ctx.customers.stages } })).item;
     const company = async (what, more = {}) =>
       (await call('customers.CreateCompany', { data: { name: name(what), domain: domain(what), lifecycle_stage: 'prospect', employee_count: 40, ...more } })).item;
     kit.seed.pipelines = { read: await pipeline('read'), update: await pipeline('update'), conflict: await pipeline('conflict'), remove: await pipeline('delete') };

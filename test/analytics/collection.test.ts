@@ -57,7 +57,7 @@ async function send(svc: TestService, body: unknown, options: { headers?: Record
 type Row = { visitor: string; type: string; path: string; source: string; campaign: string; referrer_host: string | null; country: string; device: string; browser: string; os: string; engaged_ms: number; ts: number };
 
 async function events(svc: TestService, bundleId: string): Promise<Row[]> {
-  await svc.collector.flush();
+  await svc.flushEndpoints();
   const rows = await svc.db.sql.all<Row>(`SELECT * FROM analytics_events WHERE bundle_id = ? ORDER BY id`, [bundleId]);
   return rows.map((r) => ({ ...r, ts: Number(r.ts), engaged_ms: Number(r.engaged_ms) }));
 }
@@ -184,7 +184,7 @@ forEachDatabase(
       const { docs, key, api } = await setup();
       svc().clock.set(Date.UTC(2026, 10, 22, 23, 50));
       await send(svc(), pageview(key, 'https://docs.collect.test/one'));
-      await svc().collector.flush();
+      await svc().flushEndpoints();
       svc().clock.set(Date.UTC(2026, 10, 23, 0, 5));
       await send(svc(), pageview(key, 'https://docs.collect.test/two'));
       svc().clock.set(Date.UTC(2026, 10, 23, 0, 20));
@@ -217,7 +217,7 @@ forEachDatabase(
       const { docs, key } = await setup();
       svc().clock.set(Date.UTC(2026, 10, 24, 23, 59, 59));
       await send(svc(), pageview(key, 'https://docs.collect.test/late'));
-      assert.equal(svc().collector.queued, 1);
+      assert.equal(svc().endpoints.analytics!.queued, 1);
       svc().clock.set(Date.UTC(2026, 10, 25, 0, 0, 30));
       await send(svc(), pageview(key, 'https://docs.collect.test/later'));
       const rows = await events(svc(), docs);
@@ -374,7 +374,7 @@ forEachDatabase(
       await send(svc(), { key, type: 'engagement', url: 'https://docs.collect.test/a', engaged_ms: 18_000 });
       svc().clock.advance(1000);
       await send(svc(), pageview(key, 'https://docs.collect.test/b', { referrer: 'https://docs.collect.test/a' }));
-      await svc().collector.flush();
+      await svc().flushEndpoints();
       const { data } = await api.analytics.GetSiteAnalyticsSummary({ bundle_id: docs, from: TODAY, to: TODAY });
       assert.equal(data!.pageviews, 2);
       assert.equal(data!.visitors, 1);
@@ -469,7 +469,7 @@ forEachDatabase('collection limits', (svc) => {
     assert.equal(refused.body.error, 'rate_limited');
     assert.match(refused.body.message, /collect key/);
     assert.equal(refused.headers.get('retry-after'), '1');
-    assert.equal(svc().collector.refused, 0, 'no 503: the queue (10) never filled');
+    assert.equal(svc().endpoints.analytics!.refused, 0, 'no 503: the queue (10) never filled');
     // The other site, meanwhile: every event taken (its own burst is untouched).
     const shopSends = await burst(svc(), Array.from({ length: 5 }, (_, i) => ({ body: pageview(shopKey, 'https://shop.collect.test/'), ip: `203.0.113.${i + 10}` })));
     assert.deepEqual(shopSends, [202, 202, 202, 202, 202]);

@@ -24,7 +24,7 @@ type Stored = { type: string; path: string; source: string; referrer_host: strin
 async function storedEvents(svc: TestService, bundleId: string, n: number): Promise<Stored[]> {
   const deadline = Date.now() + 20_000;
   for (;;) {
-    await svc.collector.flush();
+    await svc.flushEndpoints();
     const rows = await svc.db.sql.all<Stored>(`SELECT type, path, source, referrer_host, engaged_ms, visitor, browser, os, device FROM analytics_events WHERE bundle_id = ? ORDER BY id`, [bundleId]);
     if (rows.length >= n) return rows.map((r) => ({ ...r, engaged_ms: Number(r.engaged_ms) }));
     if (Date.now() > deadline) throw new Error(`waited 20 s for ${n} stored events of the site; there are ${rows.length}: ${JSON.stringify(rows)}`);

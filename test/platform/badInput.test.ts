@@ -312,7 +312,7 @@ forEachDatabase(
           const res = await call(svc(), fx, track, { ...example, url: `https://docs.acme.test${path}`, referrer: null });
           assert.equal(res.status, 202, res.text);
         }
-        await svc().collector.flush();
+        await svc().flushEndpoints();
         const first = await call(svc(), fx, breakdown, { bundle_id: site, dimension: 'page', limit: 1 });
         const page = first.body as { rows: Array<{ value: string }>; next_cursor: string | null };
         assert.equal(first.status, 200, first.text);

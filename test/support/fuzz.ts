@@ -475,7 +475,7 @@ export async function check(svc: TestService, fx: Fixture, op: DocOperation, req
   if (res.status === 202 && op.kind === 'collection') {
     // Accepted means storable: write the queued event now (a failed batch would stay queued and block the rest).
     try {
-      await svc.collector.flush();
+      await svc.flushEndpoints();
     } catch (err) {
       return `an accepted event could not be stored: ${(err as Error).message}`;
     }

@@ -6,13 +6,13 @@ import http, { type Server } from 'node:http';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { createService, migrations } from '../../app.ts';
-import type { Collector } from '../../handlers/analytics/collect.ts';
 import { type Database, openDatabase } from '../../db/database.ts';
 import { createClient, type ServiceClient } from '../../generated/client.ts';
 import { type ApplyResult, applyWorkspace, type WorkspaceSpec } from '../../server/admin.ts';
 import { FakeClock } from '../../server/clock.ts';
 import { loadConfig, type ServiceConfig } from '../../server/config.ts';
 import { loggerOptions } from '../../server/logger.ts';
+import type { RawEndpoint } from '../../server/module.ts';
 
 /** A fresh schema per test service, so runs never see each other's rows; dropped when the service closes. */
 function withSchema(url: string): string {
@@ -68,8 +68,10 @@ export interface TestService {
   outbox: ReturnType<typeof createService>['outbox'];
   /** The modules' background workers; not polling: `workers.runOnce(name)` does what is due. */
   workers: ReturnType<typeof createService>['workers'];
-  /** The collection endpoints; `collector.flush()` writes queued events (tests run with no flush timer). */
-  collector: Collector;
+  /** The modules' lean endpoints by namespace (tests run them without flush timers). */
+  endpoints: Readonly<Record<string, RawEndpoint>>;
+  /** Stores what every lean endpoint holds (e.g. collected events). */
+  flushEndpoints(): Promise<void>;
   /** The server's origin, e.g. http://127.0.0.1:PORT (the collection endpoints are below /v1 too). */
   origin: string;
   /** Creates a workspace (fresh ids each call) and returns its ids and key secrets. */
@@ -98,7 +100,6 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
   const { handler, jobs, outbox } = service;
   // As a serving process does at start: consumers that begin at the end begin here, not at their first poll.
   await outbox.prepare();
-  const collector = service.endpoints.analytics as Collector;
   const server: Server = await new Promise((resolve) => {
     const s = http.createServer(handler).listen(0, '127.0.0.1', () => resolve(s));
   });
@@ -113,7 +114,8 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
     jobs,
     outbox,
     workers: service.workers,
-    collector,
+    endpoints: service.endpoints,
+    flushEndpoints: () => Promise.all(Object.values(service.endpoints).map((e) => e.flush())).then(() => undefined),
     origin,
     logs: () => logText,
     apply: (spec) => applyWorkspace(db, clock, spec),
@@ -136,7 +138,7 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
     async close(options = {}) {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
-      await collector.close();
+      await service.closeEndpoints();
       const schema = db.dialect === 'pg' && !options.keepData ? new URL(databaseUrl).searchParams.get('schema') : null;
       if (schema) await db.knex.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await db.close();
