@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { approveProposal, enableSubscription } from '../../handlers/webhooks/subscriptions.ts';
 import { disableMember, replaceKey, revokeKey } from '../../server/admin.ts';
+import { createSigninLink } from '../../server/signin.ts';
 import { startReceiver } from '../support/receiver.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 import { deliver, deliveries, hookWorkspace, receiverPolicy, subscribe } from './support.ts';
@@ -17,6 +18,17 @@ async function subscriptionRow(svc: TestService, id: string) {
     `SELECT enabled, access_key_id, access_member_id, access_lost, disabled_reason FROM webhook_subscriptions WHERE id = ?`,
     [id],
   ))!;
+}
+
+/** The subscription's settings page as the workspace's owner sees it (signed in through a one-time link). */
+async function settingsPage(svc: TestService, ws: { workspace_id: string; members: Record<string, string> }, id: string): Promise<string> {
+  const origin = svc.baseUrl.replace(/\/v1$/, '');
+  const link = await createSigninLink(svc.db, svc.clock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, baseUrl: origin });
+  const opened = await fetch(link.url, { redirect: 'manual' });
+  const cookie = opened.headers.getSetCookie()[0]!.split(';')[0]!;
+  const page = await fetch(`${origin}/settings/webhooks/${id}`, { headers: { Cookie: cookie } });
+  assert.equal(page.status, 200);
+  return page.text();
 }
 
 async function notices(svc: TestService, workspaceId: string) {
@@ -60,6 +72,9 @@ forEachDatabase('webhook access', (svc) => {
     assert.match(enabling.error!, /access lost/);
     assert.equal(receiver.requests.length, 1, 'no test delivery either');
     assert.equal((await notices(svc(), ws.workspace_id)).length, 2, 'told once');
+    const page = await settingsPage(svc(), ws, hook.id);
+    assert.match(page, /data-access-lost/);
+    assert.match(page, /access lost: the key &quot;Webhook integration&quot; \(ak_\w+\) that proposed it was revoked/);
   });
 
   it('a key replaced by a new one hands its subscriptions over: rotating the key never stops its webhooks', async () => {
