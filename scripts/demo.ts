@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
 import YAML from 'yaml';
 import { openDatabase } from '../db/database.ts';
+import { type Access, namespaces, resourceTypes } from '../generated/catalogue.ts';
 import { createClient, type RequestBody } from '../generated/client.ts';
 import { trackerTag } from '../handlers/analytics/admin.ts';
 import http from 'node:http';
@@ -28,6 +29,8 @@ const again = process.argv.includes('--again');
 const db = openDatabase();
 await db.migrate(migrations);
 const spec = YAML.parse(fs.readFileSync(path.join(here, 'demo-workspace.yaml'), 'utf8'));
+// The demo key may call all the document offers: derived from the catalogue, so a new namespace or type needs no edit here.
+spec.keys.ci = { ...spec.keys.ci, ...demoGrants() };
 // One demo workspace is enough: a second one doubles the sites on the dashboard and confuses the counts.
 const earlier = await db.sql.all<{ id: string }>('SELECT id FROM workspaces WHERE name = ? ORDER BY created_at', [spec.workspace.name]);
 if (earlier.length && !again) {
@@ -52,6 +55,11 @@ spec.bundles ??= {};
 for (const [handle, site] of Object.entries(extraSites)) if (Object.keys(spec.bundles).length < 5 && !spec.bundles[handle]) spec.bundles[handle] = site;
 const result = await applyWorkspace(db, systemClock, spec);
 await loadDemoTraffic(Object.values(result.bundles));
+
+/** Every namespace (`<namespace>.*`), read and write on every resource type. */
+function demoGrants(): { operations: string[]; resources: Record<string, Access[]> } {
+  return { operations: namespaces.map((n) => `${n}.*`), resources: Object.fromEntries(resourceTypes.map((t) => [t, ['read', 'write'] as Access[]])) };
+}
 
 /** 90 days of traffic over the sites (the first the busiest), bulk loaded with a progress bar. */
 async function loadDemoTraffic(bundleIds: string[]): Promise<void> {
