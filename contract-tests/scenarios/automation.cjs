@@ -1,7 +1,7 @@
 'use strict';
 /**
  * Automation rules. Rules are authored by operators in the workspace file, never through the API, so
- * local runs use the rules run.ts authored in the fixture workspace (`ctx.automation`: one to read,
+ * local runs use the rules the automation kit (test/automation/kit.ts) authors in the fixture workspace (`ctx.automation`: one to read,
  * one to pause, one to delete; a new workspace every run, so reruns on a reused database get fresh
  * rules) and act for its owner (DeleteRule requires `Service-Act-As`) and a plain member (refused:
  * 403). The built-in rule `builtin.deal-closed` (app `core`) is in every workspace: it answers the

@@ -1,8 +1,8 @@
 'use strict';
 /**
  * Webhooks. Subscriptions are created by people (an owner or admin approves a proposal on the settings
- * page), never through the API, so local runs use the ones run.ts made in the fixture workspace
- * (`ctx.webhooks`, see prepareWebhooks in run.ts: proposed by the main key, approved as an owner; a new
+ * page), never through the API, so local runs use the ones the webhooks kit made in the fixture workspace
+ * (`ctx.webhooks`, see test/webhooks/kit.ts: proposed by the main key, approved as an owner; a new
  * workspace every run, so reruns on a reused database get fresh ones):
  *  - `main` (enabled): a delivery that failed (8 attempts, two recorded) and one still pending: the
  *    listings read them, ReplayWebhookEvent replays the failed one (200) and is refused for the pending
@@ -65,7 +65,7 @@ module.exports = {
     kit.seed.webhooks = { subscription: null, delivery: null, disabled: null };
     const hooks = made(kit);
     if (hooks) {
-      // The subscriptions run.ts made must be listed as made, or the cases below prove nothing.
+      // The subscriptions the kit made must be listed as made, or the cases below prove nothing.
       const listed = await kit.call('webhooks.ListWebhookSubscriptions', { limit: 100 });
       const byId = new Map(listed.items.map((s) => [s.webhook_id, s]));
       for (const [what, enabled] of [['main', true], ['recover', true], ['disabled', false]]) {
