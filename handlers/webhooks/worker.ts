@@ -10,9 +10,10 @@
  * Before each attempt the subscription's access is judged (access.ts): a subscription whose key or
  * member lost access is stopped and the delivery fails without an attempt.
  */
+import type { Logger } from 'pino';
 import type { Sql } from '../../db/database.ts';
 import { type BackoffSchedule, claim, finishLeased, type LeaseColumns, leaseNow, nextAttempt, PROCESS_OWNER, WorkPool } from '../../server/background.ts';
-import { EgressRefused, type PostOutcome } from '../../server/egress.ts';
+import { type EgressClient, EgressRefused, type PostOutcome } from '../../server/egress.ts';
 import { newId } from '../../server/ids.ts';
 import { notify } from '../../server/inbox.ts';
 import type { BackgroundWorker } from '../../server/workers.ts';
@@ -53,37 +54,73 @@ const DELIVERIES: LeaseColumns = { table: 'webhook_deliveries' };
 
 type Outcome = { ok: true; status: number; body: string; durationMs: number } | { ok: false; status: number | null; error: string; body: string | null; durationMs: number; retryAfterMs: number | null };
 
+/** One signed attempt of a delivery through the egress client; its outcome, never a throw for the receiver's doing. */
+async function send(egress: EgressClient, d: DbWebhookDeliveryRow, s: DbWebhookSubscriptionRow, attemptId: string, now: number): Promise<Outcome> {
+  const previous = s.previous_secret && Number(s.previous_secret_until ?? 0) > now ? s.previous_secret : null;
+  const legacy = d.event_type === 'meeting.completed';
+  // Resource events carry both signatures during a rotation's grace period; the legacy signature has
+  // room for one, so it keeps the old secret until the grace period ends (then the new one).
+  const secrets = legacy ? [previous ?? s.secret] : [s.secret, ...(previous ? [previous] : [])];
+  const headers = {
+    'Content-Type': 'application/json',
+    'User-Agent': 'WorkspaceOperations-Webhooks/1',
+    ...signedHeaders({ legacy, eventId: d.event_id, attemptId, body: d.payload, nowMs: now, secrets }),
+  };
+  let result: PostOutcome;
+  try {
+    result = await egress.post(s.url, { headers, body: d.payload, timeoutMs: ATTEMPT_TIMEOUT_MS, maxResponseBytes: RESPONSE_BODY_BYTES });
+  } catch (err) {
+    // The reason only: the message names the host and what it resolved to, which API readers of attempts may not see.
+    if (err instanceof EgressRefused) return { ok: false, status: null, error: `destination refused: ${err.reason}`, body: null, durationMs: 0, retryAfterMs: null };
+    throw err;
+  }
+  if (result.kind === 'error') return { ok: false, status: null, error: result.error, body: null, durationMs: result.durationMs, retryAfterMs: null };
+  if (result.status >= 200 && result.status < 300) return { ok: true, status: result.status, body: result.body, durationMs: result.durationMs };
+  const error = result.status >= 300 && result.status < 400 ? `redirect (not followed): ${result.status}` : `HTTP ${result.status}`;
+  const retry = result.status === 429 || result.status === 503 ? retryAfterMs(result.headers['retry-after'], now) : null;
+  return { ok: false, status: result.status, error, body: result.body, durationMs: result.durationMs, retryAfterMs: retry };
+}
+
+/** The subscription's timestamps and failure count; the tenth exhausted delivery in a row disables it. */
+async function recordOnSubscription(sql: Sql, logger: Logger, d: DbWebhookDeliveryRow, ok: boolean, exhausted: boolean, firstAt: number, now: number, error: string | null): Promise<void> {
+  const s = await sql.one<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE id = ?${sql.dialect === 'pg' ? ' FOR UPDATE' : ''}`, [d.webhook_id]);
+  if (!s) return;
+  const max = (a: number | null, b: number) => (a === null ? b : Math.max(Number(a), b));
+  const lastSuccess = ok ? max(s.last_success_at, now) : s.last_success_at === null ? null : Number(s.last_success_at);
+  let failures = Number(s.consecutive_failures);
+  // A success since this delivery began means the receiver works: its late failure counts for nothing.
+  if (ok) failures = 0;
+  else if (exhausted && (lastSuccess === null || lastSuccess < firstAt)) failures += 1;
+  const disable = Boolean(s.enabled) && failures >= DISABLE_AFTER;
+  await sql.run(
+    `UPDATE webhook_subscriptions SET last_attempt_at = ?, last_success_at = ?, last_failure_at = ?, consecutive_failures = ?, updated_at = ?
+       ${disable ? ", enabled = ?, disabled_at = ?, disabled_reason = ?" : ''}
+     WHERE id = ?`,
+    [
+      max(s.last_attempt_at, now), lastSuccess, ok ? s.last_failure_at : max(s.last_failure_at, now), failures, now,
+      ...(disable ? [false, now, `${DISABLE_AFTER} deliveries in a row exhausted their ${MAX_ATTEMPTS} attempts`] : []),
+      s.id,
+    ],
+  );
+  if (disable) {
+    const host = new URL(s.url).host;
+    await notify(sql, s.workspace_id, { ownersAndAdmins: true }, {
+      kind: 'webhooks.disabled',
+      title: `Webhook to ${host} disabled`,
+      body: `${DISABLE_AFTER} deliveries in a row to ${host} (${s.event}) failed after ${MAX_ATTEMPTS} attempts each; the last error: ${error ?? 'see the attempts'}. ` +
+        'No new events are delivered while it is disabled. Repair the receiver, then enable it again in settings (a test delivery is sent first); failed events can be replayed.',
+      link: `/settings/webhooks/${encodeURIComponent(s.id)}`,
+      sourceId: s.id,
+    }, now);
+    logger.warn({ webhook: s.id, workspace: s.workspace_id }, 'webhook subscription disabled after repeated failures');
+  }
+}
+
 /** The delivery worker. */
 export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain(): Promise<void> } {
   const { db, clock, logger, egress } = deps;
   const owner = PROCESS_OWNER;
   const access = new AccessCache();
-
-  async function send(d: DbWebhookDeliveryRow, s: DbWebhookSubscriptionRow, attemptId: string, now: number): Promise<Outcome> {
-    const previous = s.previous_secret && Number(s.previous_secret_until ?? 0) > now ? s.previous_secret : null;
-    const legacy = d.event_type === 'meeting.completed';
-    // Resource events carry both signatures during a rotation's grace period; the legacy signature has
-    // room for one, so it keeps the old secret until the grace period ends (then the new one).
-    const secrets = legacy ? [previous ?? s.secret] : [s.secret, ...(previous ? [previous] : [])];
-    const headers = {
-      'Content-Type': 'application/json',
-      'User-Agent': 'WorkspaceOperations-Webhooks/1',
-      ...signedHeaders({ legacy, eventId: d.event_id, attemptId, body: d.payload, nowMs: now, secrets }),
-    };
-    let result: PostOutcome;
-    try {
-      result = await egress.post(s.url, { headers, body: d.payload, timeoutMs: ATTEMPT_TIMEOUT_MS, maxResponseBytes: RESPONSE_BODY_BYTES });
-    } catch (err) {
-      // The reason only: the message names the host and what it resolved to, which API readers of attempts may not see.
-      if (err instanceof EgressRefused) return { ok: false, status: null, error: `destination refused: ${err.reason}`, body: null, durationMs: 0, retryAfterMs: null };
-      throw err;
-    }
-    if (result.kind === 'error') return { ok: false, status: null, error: result.error, body: null, durationMs: result.durationMs, retryAfterMs: null };
-    if (result.status >= 200 && result.status < 300) return { ok: true, status: result.status, body: result.body, durationMs: result.durationMs };
-    const error = result.status >= 300 && result.status < 400 ? `redirect (not followed): ${result.status}` : `HTTP ${result.status}`;
-    const retry = result.status === 429 || result.status === 503 ? retryAfterMs(result.headers['retry-after'], now) : null;
-    return { ok: false, status: result.status, error, body: result.body, durationMs: result.durationMs, retryAfterMs: retry };
-  }
 
   /** Puts a claimed delivery back for later (`at`) without an attempt: a rate limit, or no room this time. */
   async function defer(d: DbWebhookDeliveryRow, at: number): Promise<void> {
@@ -118,7 +155,7 @@ export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain()
     const number = Number(d.attempts) + 1;
     const firstAt = d.first_attempt_at === null ? now : Number(d.first_attempt_at);
     const attemptId = newId('wha');
-    const outcome = await send(d, s, attemptId, now);
+    const outcome = await send(egress, d, s, attemptId, now);
     const exhausted = !outcome.ok && number >= MAX_ATTEMPTS;
     let next: number | null = null;
     if (!outcome.ok && !exhausted) {
@@ -149,43 +186,8 @@ export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain()
         response_body: outcome.body === null ? null : outcome.body.slice(0, RESPONSE_BODY_BYTES),
         next_attempt_at: next,
       });
-      await recordOnSubscription(sql, d, outcome.ok, exhausted, firstAt, now, error);
+      await recordOnSubscription(sql, logger, d, outcome.ok, exhausted, firstAt, now, error);
     });
-  }
-
-  /** The subscription's timestamps and failure count; the tenth exhausted delivery in a row disables it. */
-  async function recordOnSubscription(sql: Sql, d: DbWebhookDeliveryRow, ok: boolean, exhausted: boolean, firstAt: number, now: number, error: string | null): Promise<void> {
-    const s = await sql.one<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE id = ?${sql.dialect === 'pg' ? ' FOR UPDATE' : ''}`, [d.webhook_id]);
-    if (!s) return;
-    const max = (a: number | null, b: number) => (a === null ? b : Math.max(Number(a), b));
-    const lastSuccess = ok ? max(s.last_success_at, now) : s.last_success_at === null ? null : Number(s.last_success_at);
-    let failures = Number(s.consecutive_failures);
-    // A success since this delivery began means the receiver works: its late failure counts for nothing.
-    if (ok) failures = 0;
-    else if (exhausted && (lastSuccess === null || lastSuccess < firstAt)) failures += 1;
-    const disable = Boolean(s.enabled) && failures >= DISABLE_AFTER;
-    await sql.run(
-      `UPDATE webhook_subscriptions SET last_attempt_at = ?, last_success_at = ?, last_failure_at = ?, consecutive_failures = ?, updated_at = ?
-         ${disable ? ", enabled = ?, disabled_at = ?, disabled_reason = ?" : ''}
-       WHERE id = ?`,
-      [
-        max(s.last_attempt_at, now), lastSuccess, ok ? s.last_failure_at : max(s.last_failure_at, now), failures, now,
-        ...(disable ? [false, now, `${DISABLE_AFTER} deliveries in a row exhausted their ${MAX_ATTEMPTS} attempts`] : []),
-        s.id,
-      ],
-    );
-    if (disable) {
-      const host = new URL(s.url).host;
-      await notify(sql, s.workspace_id, { ownersAndAdmins: true }, {
-        kind: 'webhooks.disabled',
-        title: `Webhook to ${host} disabled`,
-        body: `${DISABLE_AFTER} deliveries in a row to ${host} (${s.event}) failed after ${MAX_ATTEMPTS} attempts each; the last error: ${error ?? 'see the attempts'}. ` +
-          'No new events are delivered while it is disabled. Repair the receiver, then enable it again in settings (a test delivery is sent first); failed events can be replayed.',
-        link: `/settings/webhooks/${encodeURIComponent(s.id)}`,
-        sourceId: s.id,
-      }, now);
-      logger.warn({ webhook: s.id, workspace: s.workspace_id }, 'webhook subscription disabled after repeated failures');
-    }
   }
 
   const running = new Map<string, number>();
