@@ -122,6 +122,22 @@ forEachDatabase('webhook access', (svc) => {
     assert.equal((await notices(svc(), ws.workspace_id)).length, 2);
   });
 
+  it('a key that may no longer act for the member it proposed for stops that subscription only', async () => {
+    const { ws, api } = await hookWorkspace(svc());
+    const asAda = svc().client(ws.keys.hooks!.secret, ws.members.ada!);
+    const proposed = await asAda.webhooks.PrepareWebhook({ url: `${receiver.url}/ada`, event: 'resource.created', resource_types: ['core:Company'] });
+    const forAda = (await approveProposal(svc().db, svc().clock, proposed.data!.proposal_id, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, role: 'owner' })).webhook_id;
+    const plain = await subscribe(svc(), ws, `${receiver.url}/plain`, 'resource.created', ['core:Company']);
+    // No command narrows a key's delegation yet: the row changes as such a command would (with the auth version).
+    await svc().db.sql.run(`UPDATE api_keys SET delegation = 'none' WHERE id = ?`, [ws.keys.hooks!.id]);
+    await svc().db.sql.run(`UPDATE workspaces SET auth_version = auth_version + 1 WHERE id = ?`, [ws.workspace_id]);
+    await api.customers.CreateCompany({ data: { name: 'Delegated', domain: 'delegated.example' } });
+    await deliver(svc());
+    assert.deepEqual(receiver.requests.map((r) => r.url), ['/hook/plain'], 'the subscription proposed without a member still delivers');
+    assert.equal((await subscriptionRow(svc(), forAda)).access_lost, 'delegation_lost');
+    assert.equal((await subscriptionRow(svc(), plain.id)).access_lost, null);
+  });
+
   it('lost read on a subscribed type stops it', async () => {
     const { ws } = await hookWorkspace(svc());
     const hook = await subscribe(svc(), ws, receiver.url, 'resource.created', ['core:Company']);
