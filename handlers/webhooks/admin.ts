@@ -21,7 +21,7 @@ export function webhooksAdmin(program: Command, { withDb, clock }: AdminDeps): v
   webhooks
     .command('list')
     .requiredOption(ws, 'workspace id (ws_...)')
-    .description("a workspace's subscriptions with their destination (never the secret)")
+    .description("a workspace's subscriptions with their destination and the key (and member) whose access they deliver with (never the secret)")
     .action((o: { workspace: string }) =>
       withDb(async (db) =>
         (await listSubscriptions(db.sql, o.workspace, null, 1000)).map((s) => ({
@@ -32,6 +32,8 @@ export function webhooksAdmin(program: Command, { withDb, clock }: AdminDeps): v
           enabled: Boolean(s.enabled),
           consecutive_failures: Number(s.consecutive_failures),
           disabled_reason: s.disabled_reason,
+          delivers_as: { key: s.access_key_id, member: s.access_member_id },
+          access_lost: s.access_lost,
         })),
       ),
     );

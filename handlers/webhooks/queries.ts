@@ -139,11 +139,6 @@ export function findSubscription(sql: Sql, workspaceId: string, id: string, lock
   return sql.one<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE workspace_id = ? AND id = ?${lock ? forUpdate(sql) : ''}`, [workspaceId, id]);
 }
 
-export function subscriptionsById(sql: Sql, ids: readonly string[]): Promise<DbWebhookSubscriptionRow[]> {
-  if (!ids.length) return Promise.resolve([]);
-  return sql.all<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE id IN (${placeholders(ids.length)})`, [...ids]);
-}
-
 /** Subscriptions of a workspace in (created_at, id) order after a position. */
 export function listSubscriptions(sql: Sql, workspaceId: string, after: { t: number; i: string } | null, limit: number): Promise<DbWebhookSubscriptionRow[]> {
   return after
