@@ -297,7 +297,11 @@ export async function revokeKey(db: Database, clock: Clock, id: string): Promise
   return { id, revoked_at: now };
 }
 
-/** Makes a new key with the same name, grants and delegation; both work until the old one is revoked. */
+/**
+ * Makes a new key with the same name, grants and delegation; both work until the old one is revoked.
+ * The new key records the one it replaces (`replaces_key_id`): work done with a key's access (a
+ * module's background callbacks) follows that link to the replacement once the old key is revoked.
+ */
 export async function replaceKey(db: Database, clock: Clock, id: string): Promise<{ id: string; secret: string; replaces: string }> {
   return db.tx(async (sql) => {
     const old = await activeKey(sql, id);
