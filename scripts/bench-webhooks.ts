@@ -61,7 +61,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { migrations } from '../app.ts';
-import { openDatabase } from '../db/database.ts';
+import { type Database, openDatabase } from '../db/database.ts';
 import { createClient } from '../generated/client.ts';
 import { approveProposal } from '../handlers/webhooks/subscriptions.ts';
 import { applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
@@ -69,7 +69,7 @@ import { systemClock } from '../server/clock.ts';
 import { createPipeline } from '../test/support/fixtures.ts';
 import { testCertificates } from '../test/support/receiver.ts';
 import { type BenchDatabase, dist, type Dist, onEachDatabase, report } from './bench-runner.ts';
-import { fmt, log, positive, root, runMain, startServer, stopServer, table, waitReady } from './bench-support.ts';
+import { fmt, log, positive, root, runMain, type Server, startServer, stopServer, table, waitReady } from './bench-support.ts';
 import {
   cpuBetween,
   cpuNow,
@@ -185,10 +185,202 @@ function workspaceSpec(name: string): WorkspaceSpec {
   };
 }
 
+/** One database's run: what every phase reads, and where it reports problems. */
+interface Run {
+  database: BenchDatabase;
+  label: string;
+  db: Database;
+  receiver: Receiver;
+  server: Server;
+  targets: Record<string, Target[]>;
+  problems: string[];
+}
+
+const hooksOf = (run: Run, set: string) => new Set(run.targets[set]!.flatMap((t) => t.webhookIds));
+const idsOf = (run: Run, set: string) => run.targets[set]!.map((t) => t.workspaceId);
+
+/** Each set's workspaces through the running service: a pipeline, its deals, and the approved subscriptions. */
+async function makeTargets(run: Run, applied: Record<string, Array<{ workspaceId: string; secret: string; owner: string }>>): Promise<void> {
+  for (const [set, list] of Object.entries(applied)) {
+    const paths = set === 'S' ? STRAGGLERS.map((p) => `${p}/S`) : Array.from({ length: set === 'L' || set === 'I' ? 1 : TPUT_SUBS }, (_, s) => `/hook/${set}/${s}`);
+    run.targets[set] = new Array(list.length);
+    for (let start = 0; start < list.length; start += 10) {
+      await Promise.all(
+        list.slice(start, start + 10).map(async (w, j) => {
+          const client = createClient({ baseUrl: `http://127.0.0.1:${run.server.port}/v1`, apiKey: w.secret });
+          const p = await client.customers.CreateSalesPipeline(createPipeline('Hooks'));
+          if (!p.data) throw new Error(`creating a pipeline failed: HTTP ${p.response.status} ${JSON.stringify(p.error)}`);
+          const dealIds: string[] = [];
+          for (let d = 0; d < DEALS; d++) {
+            const r = await client.customers.CreateDeal({ data: { name: `Hook deal ${d}`, amount: { amount: '1000.00', currency: 'EUR' }, pipeline_id: p.data.item.id, stage_id: 'lead' } });
+            if (!r.data) throw new Error(`creating a deal failed: HTTP ${r.response.status} ${JSON.stringify(r.error)}`);
+            dealIds.push(r.data.item.id);
+          }
+          const webhookIds: string[] = [];
+          for (const at of paths) {
+            const proposed = await client.webhooks.PrepareWebhook({ url: `https://127.0.0.1:${run.receiver.port}${at}`, event: 'resource.updated', resource_types: ['core:Deal'] });
+            if (!proposed.data) throw new Error(`PrepareWebhook failed: HTTP ${proposed.response.status} ${JSON.stringify(proposed.error)}`);
+            const { webhook_id } = await approveProposal(run.db, systemClock, proposed.data.proposal_id, { workspaceId: w.workspaceId, memberId: w.owner, role: 'owner' });
+            webhookIds.push(webhook_id);
+          }
+          run.targets[set]![start + j] = { workspaceId: w.workspaceId, secret: w.secret, dealIds, webhookIds };
+        }),
+      );
+    }
+  }
+}
+
+/** Latency: BENCH_LATENCY_RATE writes/s to L; commit -> first attempt, and its parts from the database. */
+async function latencyPhase(run: Run): Promise<Result['latency']> {
+  const nextL = writesTo(run.targets.L!);
+  log(`${run.label}: latency: warm-up ${WARMUP_S} s + ${LAT_S} s at ${LAT_RATE} writes/s (${LAT_RATE} deliveries/s)`);
+  const warmL = await openLoop(run.server, LAT_RATE, WARMUP_S, nextL);
+  const c0 = cpuNow(run.server, run.receiver);
+  const latWrites = await openLoop(run.server, LAT_RATE, LAT_S, nextL);
+  const c1 = cpuNow(run.server, run.receiver);
+  const latCpu = cpuBetween(c0, c1);
+  const hooksL = hooksOf(run, 'L');
+  const expectedL = warmL.ok + latWrites.ok;
+  const drainL = await waitForArrivals(run.receiver, hooksL, expectedL, DRAIN_TIMEOUT_S);
+  const arrivalsL = firstArrivals(await run.receiver.take(), hooksL);
+  const inPhaseL = arrivalsL.first.filter((r) => r.occurredAt >= latWrites.from && r.occurredAt < latWrites.to);
+  const latDist = dist(inPhaseL.map((r) => r.at - r.occurredAt));
+  const latState = await deliveryState(run.db, idsOf(run, 'L'));
+  const latParts = await deliveryParts(run.db, idsOf(run, 'L'), latWrites.from, latWrites.to);
+  log(
+    `${run.label}: latency: ${latWrites.ok} writes (p50 ${fmt(latWrites.latencyMs.p50)} ms), commit -> arrival p50 ${fmt(latDist.p50, 0)} / p99 ${fmt(latDist.p99, 0)} / max ${fmt(latDist.max, 0)} ms over ${latDist.n}; ` +
+      `parts p50: occurred -> delivery made ${fmt(latParts.occurredToMadeMs.p50, 0)} ms, -> first attempt began ${fmt(latParts.madeToFirstAttemptMs.p50, 0)} ms, attempt ${fmt(latState.attemptMs.p50, 0)} ms; ` +
+      `${drainL.complete ? 'all arrived' : `${expectedL - drainL.arrived} MISSING`}; service CPU ${latCpu.servicePct} %, run.receiver ${latCpu.receiverPct} %`,
+  );
+  if (!drainL.complete) run.problems.push(`${run.database}: latency phase: ${expectedL - drainL.arrived} of ${expectedL} deliveries did not arrive within ${DRAIN_TIMEOUT_S} s`);
+  for (const l of [warmL, latWrites]) if (l.failed) run.problems.push(`${run.database}: latency phase: ${l.failed} of ${l.offered} writes failed: ${JSON.stringify(l.statusCodes)}; ${l.failureSamples.join(' | ')}`);
+  return { writes: latWrites, deliveriesPerWrite: 1, commitToArrivalMs: latDist, parts: latParts, drainS: drainL.seconds, missing: expectedL - drainL.arrived, duplicates: arrivalsL.duplicates, cpu: latCpu, deliveries: latState };
+}
+
+/** Isolation: healthy subscriptions while the stalled and slow ones hold their attempts. */
+async function isolationPhase(run: Run): Promise<Result['isolation']> {
+  const nextI = writesTo(run.targets.I!);
+  const hooksI = hooksOf(run, 'I');
+  log(`${run.label}: isolation: warm-up ${WARMUP_S} s + ${ISO_S} s at ${ISO_RATE} writes/s to ${ISO_WS} healthy subscriptions, beside the stalled and slow ones`);
+  const warmI = await openLoop(run.server, ISO_RATE, WARMUP_S, nextI);
+  const c0 = cpuNow(run.server, run.receiver);
+  const isoWrites = await openLoop(run.server, ISO_RATE, ISO_S, nextI);
+  const c1 = cpuNow(run.server, run.receiver);
+  const drainI = await waitForArrivals(run.receiver, hooksI, warmI.ok + isoWrites.ok, DRAIN_TIMEOUT_S);
+  const isoDist = dist(firstArrivals(await run.receiver.take(), hooksI).first.filter((r) => r.occurredAt >= isoWrites.from && r.occurredAt < isoWrites.to).map((r) => r.at - r.occurredAt));
+  const isoState = await deliveryState(run.db, idsOf(run, 'I'));
+  const missing = warmI.ok + isoWrites.ok - drainI.arrived;
+  log(
+    `${run.label}: isolation: commit -> first attempt p50 ${fmt(isoDist.p50, 0)} / p99 ${fmt(isoDist.p99, 0)} / max ${fmt(isoDist.max, 0)} ms over ${isoDist.n}; ` +
+      `${drainI.complete ? 'all arrived' : `${missing} MISSING`}; stragglers: ${JSON.stringify((await deliveryState(run.db, idsOf(run, 'S'))).byStatus)}`,
+  );
+  if (!drainI.complete) run.problems.push(`${run.database}: isolation phase: ${missing} deliveries did not arrive within ${DRAIN_TIMEOUT_S} s`);
+  for (const l of [warmI, isoWrites]) if (l.failed) run.problems.push(`${run.database}: isolation phase: ${l.failed} of ${l.offered} writes failed: ${JSON.stringify(l.statusCodes)}; ${l.failureSamples.join(' | ')}`);
+  return { writes: isoWrites, commitToArrivalMs: isoDist, missing, cpu: cpuBetween(c0, c1), deliveries: isoState };
+}
+
+/** Throughput: BENCH_TPUT_RATE deliveries/s offered to T; arrivals per second, the backlog at the end and its drain. */
+async function throughputPhase(run: Run): Promise<Result['throughput']> {
+  const tputWriteRate = TPUT_RATE / TPUT_SUBS;
+  const nextT = writesTo(run.targets.T!);
+  const hooksT = hooksOf(run, 'T');
+  log(`${run.label}: throughput: warm-up ${WARMUP_S} s + ${TPUT_S} s at ${tputWriteRate} writes/s x ${TPUT_SUBS} subscriptions = ${TPUT_RATE} deliveries/s offered`);
+  const warmT = await openLoop(run.server, tputWriteRate, WARMUP_S, nextT);
+  const baseCount = await run.receiver.count();
+  const counts: number[] = [];
+  const c0 = cpuNow(run.server, run.receiver);
+  const phaseStart = Date.now();
+  const sampling = setInterval(() => void run.receiver.count().then((n) => counts.push(n)), 1000);
+  const tWrites = await openLoop(run.server, tputWriteRate, TPUT_S, nextT);
+  clearInterval(sampling);
+  const phaseEnd = Date.now();
+  const c1 = cpuNow(run.server, run.receiver);
+  const tCpu = cpuBetween(c0, c1);
+  const atEndDb = (await deliveryState(run.db, idsOf(run, 'T'))).byStatus;
+  const atEnd = firstArrivals(await run.receiver.take(), hooksT);
+  const expectedT = (warmT.ok + tWrites.ok) * TPUT_SUBS;
+  const arrivedInPhase = atEnd.first.filter((r) => r.at >= phaseStart && r.at < phaseEnd).length;
+  const perSecond = counts.map((n, i) => n - (i === 0 ? baseCount : counts[i - 1]!));
+  const lastTen = perSecond.slice(-10);
+  const drainStart = performance.now();
+  const drainT = await waitForArrivals(run.receiver, hooksT, expectedT, DRAIN_TIMEOUT_S);
+  const drainTS = (performance.now() - drainStart) / 1000;
+  const arrivalsT = firstArrivals(await run.receiver.take(), hooksT);
+  const tDist = dist(arrivalsT.first.filter((r) => r.occurredAt >= tWrites.from && r.occurredAt < tWrites.to).map((r) => r.at - r.occurredAt));
+  const tState = await deliveryState(run.db, idsOf(run, 'T'));
+  const achieved = arrivedInPhase / ((phaseEnd - phaseStart) / 1000);
+  log(
+    `${run.label}: throughput: ${fmt(achieved, 1)} deliveries/s arrived during the phase (last 10 s: ${fmt(lastTen.reduce((a, b) => a + b, 0) / Math.max(1, lastTen.length), 1)}/s), ` +
+      `backlog at its end ${expectedT - atEnd.first.length} (run.db: ${JSON.stringify(atEndDb)}), ${drainT.complete ? `drained in ${fmt(drainTS, 1)} s` : `${expectedT - drainT.arrived} MISSING after ${DRAIN_TIMEOUT_S} s`}; ` +
+      `commit -> arrival p50 ${fmt(tDist.p50, 0)} ms; attempt p50 ${fmt(tState.attemptMs.p50, 0)} / p99 ${fmt(tState.attemptMs.p99, 0)} ms; service CPU ${tCpu.servicePct} %, run.receiver ${tCpu.receiverPct} %, PostgreSQL ${tCpu.postgresPct} %, machine ${tCpu.machineBusyPct} %`,
+  );
+  if (!drainT.complete) run.problems.push(`${run.database}: throughput phase: ${expectedT - drainT.arrived} of ${expectedT} deliveries did not arrive within ${DRAIN_TIMEOUT_S} s of its end`);
+  for (const l of [warmT, tWrites]) if (l.failed) run.problems.push(`${run.database}: throughput phase: ${l.failed} of ${l.offered} writes failed: ${JSON.stringify(l.statusCodes)}; ${l.failureSamples.join(' | ')}`);
+  return {
+    writes: tWrites,
+    offeredDeliveriesPerS: TPUT_RATE,
+    arrivedInPhase,
+    achievedPerS: achieved,
+    lastTenSecondsPerS: lastTen.reduce((a, b) => a + b, 0) / Math.max(1, lastTen.length),
+    perSecond,
+    backlogAtEnd: expectedT - atEnd.first.length,
+    backlogAtEndDb: atEndDb,
+    commitToArrivalMs: tDist,
+    drain: { complete: drainT.complete, seconds: drainTS, missing: expectedT - drainT.arrived },
+    duplicates: arrivalsT.duplicates,
+    cpu: tCpu,
+    deliveries: tState,
+  };
+}
+
+/** Backlog: writes made with JOBS=off, then the time the service takes to deliver them all once started. */
+async function backlogPhase(run: Run, service: { start(name: string, env: Record<string, string>, logSuffix: string): Promise<Server> }): Promise<Result['backlog']> {
+  log(`${run.label}: backlog: restarting the service with JOBS=off; ${BACKLOG_WRITES} writes to ${BACKLOG_WS} workspaces x ${TPUT_SUBS} subscriptions`);
+  await stopServer(run.server);
+  run.server = await service.start(`service (JOBS=off), ${run.label}`, { JOBS: 'off' }, '-jobs-off.log');
+  await waitReady(run.server, (base) => fetch(`${base}/healthz`));
+  const bWrites = await openLoop(run.server, 200, BACKLOG_WRITES / 200, writesTo(run.targets.B!));
+  await stopServer(run.server);
+  if (bWrites.failed) run.problems.push(`${run.database}: backlog: ${bWrites.failed} of ${bWrites.offered} writes failed: ${JSON.stringify(bWrites.statusCodes)}; ${bWrites.failureSamples.join(' | ')}`);
+  const expectedB = bWrites.ok * TPUT_SUBS;
+  const hooksB = hooksOf(run, 'B');
+  log(`${run.label}: backlog: ${expectedB} deliveries waiting in the outbox; starting the service with JOBS on`);
+  const spawned = performance.now();
+  run.server = await service.start(`service, ${run.label}`, {}, '-backlog.log');
+  const b0 = cpuNow(run.server, run.receiver);
+  await waitReady(run.server, (base) => fetch(`${base}/healthz`));
+  const ready = performance.now();
+  const drainB = await waitForArrivals(run.receiver, hooksB, expectedB, DRAIN_TIMEOUT_S);
+  const b1 = cpuNow(run.server, run.receiver);
+  const arrivalsB = firstArrivals(await run.receiver.take(), hooksB).first.map((r) => r.at).sort((a, b) => a - b);
+  const last = arrivalsB.at(-1) ?? Number.NaN;
+  const lastPerf = last - performance.timeOrigin;
+  const state = await deliveryState(run.db, idsOf(run, 'B'));
+  const backlog: NonNullable<Result['backlog']> = {
+    writes: bWrites,
+    deliveries: expectedB,
+    drainFromSpawnS: (lastPerf - spawned) / 1000,
+    drainFromReadyS: (lastPerf - ready) / 1000,
+    firstToLastPerS: arrivalsB.length > 1 ? (arrivalsB.length - 1) / ((last - arrivalsB[0]!) / 1000) : Number.NaN,
+    complete: drainB.complete,
+    missing: expectedB - drainB.arrived,
+    cpu: cpuBetween(b0, b1),
+    state,
+  };
+  log(
+    `${run.label}: backlog: ${drainB.complete ? `all ${expectedB} arrived ${fmt(backlog.drainFromReadyS, 1)} s after the service was ready (${fmt(backlog.drainFromSpawnS, 1)} s after its start)` : `${backlog.missing} of ${expectedB} MISSING after ${DRAIN_TIMEOUT_S} s`}, ` +
+      `${fmt(backlog.firstToLastPerS, 1)} deliveries/s from first to last arrival; fan-out made them over ${fmt(((state.created.to ?? NaN) - (state.created.from ?? NaN)) / 1000, 1)} s, ` +
+      `first attempts over ${fmt(((state.firstAttempt.to ?? NaN) - (state.firstAttempt.from ?? NaN)) / 1000, 1)} s (from ${fmt(((state.firstAttempt.from ?? NaN) - (state.created.from ?? NaN)) / 1000, 1)} s after the first was made); ` +
+      `attempt p50 ${fmt(state.attemptMs.p50, 0)} / p99 ${fmt(state.attemptMs.p99, 0)} ms; service CPU ${backlog.cpu.servicePct} %, run.receiver ${backlog.cpu.receiverPct} %`,
+  );
+  if (!drainB.complete) run.problems.push(`${run.database}: backlog: ${backlog.missing} of ${expectedB} deliveries did not arrive within ${DRAIN_TIMEOUT_S} s`);
+  if (state.failedAttempts) run.problems.push(`${run.database}: backlog: ${state.failedAttempts} attempts failed`);
+  return backlog;
+}
+
 async function benchDatabase(database: BenchDatabase, databaseUrl: string, receiver: Receiver, caFile: string): Promise<Result> {
   const label = database === 'sqlite' ? 'SQLite' : 'PostgreSQL';
   log(`${label}: preparing ${database === 'sqlite' ? databaseUrl : redactUrl(databaseUrl)}`);
-  const problems: string[] = [];
   const setupStart = performance.now();
   const db = openDatabase(databaseUrl);
   try {
@@ -215,207 +407,45 @@ async function benchDatabase(database: BenchDatabase, databaseUrl: string, recei
       EGRESS_ALLOWED_PORTS: String(receiver.port),
       EGRESS_TEST_CA_FILE: caFile,
     };
-    const unpinned = { pinned: false, note: '' };
-    let server = await startServer(`service, ${label}`, 'scripts/start.ts', serviceEnv, unpinned, EXTRA_NODE_ARGS, serverLog);
+    const service = {
+      start: (name: string, env: Record<string, string>, logSuffix: string) =>
+        startServer(name, 'scripts/start.ts', { ...serviceEnv, ...env }, { pinned: false, note: '' }, env.JOBS === 'off' ? [] : EXTRA_NODE_ARGS, serverLog.replace(/-server\.log$/, logSuffix)),
+    };
+    const run: Run = { database, label, db, receiver, server: await service.start(`service, ${label}`, {}, '-server.log'), targets: {}, problems: [] };
     try {
-      await waitReady(server, (base) => fetch(`${base}/healthz`));
-      const targets: Record<string, Target[]> = {};
-      for (const [set, list] of Object.entries(applied)) {
-        const paths = set === 'S' ? STRAGGLERS.map((p) => `${p}/S`) : Array.from({ length: set === 'L' || set === 'I' ? 1 : TPUT_SUBS }, (_, s) => `/hook/${set}/${s}`);
-        targets[set] = new Array(list.length);
-        for (let start = 0; start < list.length; start += 10) {
-          await Promise.all(
-            list.slice(start, start + 10).map(async (w, j) => {
-              const client = createClient({ baseUrl: `http://127.0.0.1:${server.port}/v1`, apiKey: w.secret });
-              const p = await client.customers.CreateSalesPipeline(createPipeline('Hooks'));
-              if (!p.data) throw new Error(`creating a pipeline failed: HTTP ${p.response.status} ${JSON.stringify(p.error)}`);
-              const dealIds: string[] = [];
-              for (let d = 0; d < DEALS; d++) {
-                const r = await client.customers.CreateDeal({ data: { name: `Hook deal ${d}`, amount: { amount: '1000.00', currency: 'EUR' }, pipeline_id: p.data.item.id, stage_id: 'lead' } });
-                if (!r.data) throw new Error(`creating a deal failed: HTTP ${r.response.status} ${JSON.stringify(r.error)}`);
-                dealIds.push(r.data.item.id);
-              }
-              const webhookIds: string[] = [];
-              for (const at of paths) {
-                const proposed = await client.webhooks.PrepareWebhook({ url: `https://127.0.0.1:${receiver.port}${at}`, event: 'resource.updated', resource_types: ['core:Deal'] });
-                if (!proposed.data) throw new Error(`PrepareWebhook failed: HTTP ${proposed.response.status} ${JSON.stringify(proposed.error)}`);
-                const { webhook_id } = await approveProposal(db, systemClock, proposed.data.proposal_id, { workspaceId: w.workspaceId, memberId: w.owner, role: 'owner' });
-                webhookIds.push(webhook_id);
-              }
-              targets[set]![start + j] = { workspaceId: w.workspaceId, secret: w.secret, dealIds, webhookIds };
-            }),
-          );
-        }
-      }
-      const hooksOf = (set: string) => new Set(targets[set]!.flatMap((t) => t.webhookIds));
-      const idsOf = (set: string) => targets[set]!.map((t) => t.workspaceId);
+      await waitReady(run.server, (base) => fetch(`${base}/healthz`));
+      await makeTargets(run, applied);
       const setupS = (performance.now() - setupStart) / 1000;
-      log(`${label}: ${Object.entries(targets).map(([s, l]) => `${s}: ${l.length} workspaces x ${l[0]!.webhookIds.length} subscriptions`).join('; ')}; ${DEALS} deals each (${fmt(setupS, 1)} s)`);
+      log(`${label}: ${Object.entries(run.targets).map(([s, l]) => `${s}: ${l.length} workspaces x ${l[0]!.webhookIds.length} subscriptions`).join('; ')}; ${DEALS} deals each (${fmt(setupS, 1)} s)`);
 
       // The stragglers get a steady trickle of writes from here to the end of the throughput phase.
-      const stragglers = trickle(server, STRAGGLER_RATE, writesTo(targets.S!));
+      const stragglers = trickle(run.server, STRAGGLER_RATE, writesTo(run.targets.S!));
       log(`${label}: stragglers: ${STRAGGLER_RATE} write/s to ${STRAGGLERS.length} subscriptions (${STRAGGLERS.join(', ')}) from now to the end of the throughput phase`);
-
-      // ---- latency
-      const nextL = writesTo(targets.L!);
-      log(`${label}: latency: warm-up ${WARMUP_S} s + ${LAT_S} s at ${LAT_RATE} writes/s (${LAT_RATE} deliveries/s)`);
-      const warmL = await openLoop(server, LAT_RATE, WARMUP_S, nextL);
-      let c0 = cpuNow(server, receiver);
-      const latWrites = await openLoop(server, LAT_RATE, LAT_S, nextL);
-      let c1 = cpuNow(server, receiver);
-      const latCpu = cpuBetween(c0, c1);
-      const hooksL = hooksOf('L');
-      const expectedL = warmL.ok + latWrites.ok;
-      const drainL = await waitForArrivals(receiver, hooksL, expectedL, DRAIN_TIMEOUT_S);
-      const arrivalsL = firstArrivals(await receiver.take(), hooksL);
-      const inPhaseL = arrivalsL.first.filter((r) => r.occurredAt >= latWrites.from && r.occurredAt < latWrites.to);
-      const latDist = dist(inPhaseL.map((r) => r.at - r.occurredAt));
-      const latState = await deliveryState(db, idsOf('L'));
-      const latParts = await deliveryParts(db, idsOf('L'), latWrites.from, latWrites.to);
-      log(
-        `${label}: latency: ${latWrites.ok} writes (p50 ${fmt(latWrites.latencyMs.p50)} ms), commit -> arrival p50 ${fmt(latDist.p50, 0)} / p99 ${fmt(latDist.p99, 0)} / max ${fmt(latDist.max, 0)} ms over ${latDist.n}; ` +
-          `parts p50: occurred -> delivery made ${fmt(latParts.occurredToMadeMs.p50, 0)} ms, -> first attempt began ${fmt(latParts.madeToFirstAttemptMs.p50, 0)} ms, attempt ${fmt(latState.attemptMs.p50, 0)} ms; ` +
-          `${drainL.complete ? 'all arrived' : `${expectedL - drainL.arrived} MISSING`}; service CPU ${latCpu.servicePct} %, receiver ${latCpu.receiverPct} %`,
-      );
-      if (!drainL.complete) problems.push(`${database}: latency phase: ${expectedL - drainL.arrived} of ${expectedL} deliveries did not arrive within ${DRAIN_TIMEOUT_S} s`);
-      for (const l of [warmL, latWrites]) if (l.failed) problems.push(`${database}: latency phase: ${l.failed} of ${l.offered} writes failed: ${JSON.stringify(l.statusCodes)}; ${l.failureSamples.join(' | ')}`);
-
-      // ---- isolation: healthy subscriptions while the stalled and slow ones hold their attempts
-      const nextI = writesTo(targets.I!);
-      const hooksI = hooksOf('I');
-      log(`${label}: isolation: warm-up ${WARMUP_S} s + ${ISO_S} s at ${ISO_RATE} writes/s to ${ISO_WS} healthy subscriptions, beside the stalled and slow ones`);
-      const warmI = await openLoop(server, ISO_RATE, WARMUP_S, nextI);
-      c0 = cpuNow(server, receiver);
-      const isoWrites = await openLoop(server, ISO_RATE, ISO_S, nextI);
-      c1 = cpuNow(server, receiver);
-      const drainI = await waitForArrivals(receiver, hooksI, warmI.ok + isoWrites.ok, DRAIN_TIMEOUT_S);
-      const isoDist = dist(firstArrivals(await receiver.take(), hooksI).first.filter((r) => r.occurredAt >= isoWrites.from && r.occurredAt < isoWrites.to).map((r) => r.at - r.occurredAt));
-      const isoState = await deliveryState(db, idsOf('I'));
-      const isolation = { writes: isoWrites, commitToArrivalMs: isoDist, missing: warmI.ok + isoWrites.ok - drainI.arrived, cpu: cpuBetween(c0, c1), deliveries: isoState };
-      log(
-        `${label}: isolation: commit -> first attempt p50 ${fmt(isoDist.p50, 0)} / p99 ${fmt(isoDist.p99, 0)} / max ${fmt(isoDist.max, 0)} ms over ${isoDist.n}; ` +
-          `${drainI.complete ? 'all arrived' : `${isolation.missing} MISSING`}; stragglers: ${JSON.stringify((await deliveryState(db, idsOf('S'))).byStatus)}`,
-      );
-      if (!drainI.complete) problems.push(`${database}: isolation phase: ${isolation.missing} deliveries did not arrive within ${DRAIN_TIMEOUT_S} s`);
-      for (const l of [warmI, isoWrites]) if (l.failed) problems.push(`${database}: isolation phase: ${l.failed} of ${l.offered} writes failed: ${JSON.stringify(l.statusCodes)}; ${l.failureSamples.join(' | ')}`);
-
-      // ---- throughput
-      const tputWriteRate = TPUT_RATE / TPUT_SUBS;
-      const nextT = writesTo(targets.T!);
-      const hooksT = hooksOf('T');
-      log(`${label}: throughput: warm-up ${WARMUP_S} s + ${TPUT_S} s at ${tputWriteRate} writes/s x ${TPUT_SUBS} subscriptions = ${TPUT_RATE} deliveries/s offered`);
-      const warmT = await openLoop(server, tputWriteRate, WARMUP_S, nextT);
-      const baseCount = await receiver.count();
-      const counts: number[] = [];
-      c0 = cpuNow(server, receiver);
-      const phaseStart = Date.now();
-      const sampling = setInterval(() => void receiver.count().then((n) => counts.push(n)), 1000);
-      const tWrites = await openLoop(server, tputWriteRate, TPUT_S, nextT);
-      clearInterval(sampling);
-      const phaseEnd = Date.now();
-      c1 = cpuNow(server, receiver);
-      const tCpu = cpuBetween(c0, c1);
-      const atEndDb = (await deliveryState(db, idsOf('T'))).byStatus;
-      const atEnd = firstArrivals(await receiver.take(), hooksT);
-      const expectedT = (warmT.ok + tWrites.ok) * TPUT_SUBS;
-      const arrivedInPhase = atEnd.first.filter((r) => r.at >= phaseStart && r.at < phaseEnd).length;
-      const perSecond = counts.map((n, i) => n - (i === 0 ? baseCount : counts[i - 1]!));
-      const lastTen = perSecond.slice(-10);
-      const drainStart = performance.now();
-      const drainT = await waitForArrivals(receiver, hooksT, expectedT, DRAIN_TIMEOUT_S);
-      const drainTS = (performance.now() - drainStart) / 1000;
-      const arrivalsT = firstArrivals(await receiver.take(), hooksT);
-      const tDist = dist(arrivalsT.first.filter((r) => r.occurredAt >= tWrites.from && r.occurredAt < tWrites.to).map((r) => r.at - r.occurredAt));
-      const tState = await deliveryState(db, idsOf('T'));
-      const achieved = arrivedInPhase / ((phaseEnd - phaseStart) / 1000);
-      log(
-        `${label}: throughput: ${fmt(achieved, 1)} deliveries/s arrived during the phase (last 10 s: ${fmt(lastTen.reduce((a, b) => a + b, 0) / Math.max(1, lastTen.length), 1)}/s), ` +
-          `backlog at its end ${expectedT - atEnd.first.length} (db: ${JSON.stringify(atEndDb)}), ${drainT.complete ? `drained in ${fmt(drainTS, 1)} s` : `${expectedT - drainT.arrived} MISSING after ${DRAIN_TIMEOUT_S} s`}; ` +
-          `commit -> arrival p50 ${fmt(tDist.p50, 0)} ms; attempt p50 ${fmt(tState.attemptMs.p50, 0)} / p99 ${fmt(tState.attemptMs.p99, 0)} ms; service CPU ${tCpu.servicePct} %, receiver ${tCpu.receiverPct} %, PostgreSQL ${tCpu.postgresPct} %, machine ${tCpu.machineBusyPct} %`,
-      );
-      if (!drainT.complete) problems.push(`${database}: throughput phase: ${expectedT - drainT.arrived} of ${expectedT} deliveries did not arrive within ${DRAIN_TIMEOUT_S} s of its end`);
-      for (const l of [warmT, tWrites]) if (l.failed) problems.push(`${database}: throughput phase: ${l.failed} of ${l.offered} writes failed: ${JSON.stringify(l.statusCodes)}; ${l.failureSamples.join(' | ')}`);
+      const latency = await latencyPhase(run);
+      const isolation = await isolationPhase(run);
+      const throughput = await throughputPhase(run);
       const trickled = stragglers.stop();
-      const stragglerState = await deliveryState(db, idsOf('S'));
+      const stragglerState = await deliveryState(db, idsOf(run, 'S'));
       log(`${label}: stragglers: ${trickled.sent} writes (${trickled.failed} failed); their deliveries ${JSON.stringify(stragglerState.byStatus)}, ${stragglerState.attempts} attempts (${stragglerState.failedAttempts} failed)`);
-      if (trickled.failed) problems.push(`${database}: stragglers: ${trickled.failed} of ${trickled.sent} writes failed`);
-      for (const [name, s] of [['latency', latState], ['isolation', isoState], ['throughput', tState]] as const) {
-        if (s.failedAttempts) problems.push(`${database}: ${name} phase: ${s.failedAttempts} attempts failed`);
+      if (trickled.failed) run.problems.push(`${database}: stragglers: ${trickled.failed} of ${trickled.sent} writes failed`);
+      for (const [name, s] of [['latency', latency.deliveries], ['isolation', isolation.deliveries], ['throughput', throughput.deliveries]] as const) {
+        if (s.failedAttempts) run.problems.push(`${database}: ${name} phase: ${s.failedAttempts} attempts failed`);
       }
-
-      // ---- backlog
-      let backlog: Result['backlog'] = null;
-      if (BACKLOG_WRITES > 0) {
-        log(`${label}: backlog: restarting the service with JOBS=off; ${BACKLOG_WRITES} writes to ${BACKLOG_WS} workspaces x ${TPUT_SUBS} subscriptions`);
-        await stopServer(server);
-        server = await startServer(`service (JOBS=off), ${label}`, 'scripts/start.ts', { ...serviceEnv, JOBS: 'off' }, unpinned, [], serverLog.replace(/-server\.log$/, '-jobs-off.log'));
-        await waitReady(server, (base) => fetch(`${base}/healthz`));
-        const bWrites = await openLoop(server, 200, BACKLOG_WRITES / 200, writesTo(targets.B!));
-        await stopServer(server);
-        if (bWrites.failed) problems.push(`${database}: backlog: ${bWrites.failed} of ${bWrites.offered} writes failed: ${JSON.stringify(bWrites.statusCodes)}; ${bWrites.failureSamples.join(' | ')}`);
-        const expectedB = bWrites.ok * TPUT_SUBS;
-        const hooksB = hooksOf('B');
-        log(`${label}: backlog: ${expectedB} deliveries waiting in the outbox; starting the service with JOBS on`);
-        const spawned = performance.now();
-        server = await startServer(`service, ${label}`, 'scripts/start.ts', serviceEnv, unpinned, EXTRA_NODE_ARGS, serverLog.replace(/-server\.log$/, '-backlog.log'));
-        const b0 = cpuNow(server, receiver);
-        await waitReady(server, (base) => fetch(`${base}/healthz`));
-        const ready = performance.now();
-        const drainB = await waitForArrivals(receiver, hooksB, expectedB, DRAIN_TIMEOUT_S);
-        const b1 = cpuNow(server, receiver);
-        const arrivalsB = firstArrivals(await receiver.take(), hooksB).first.map((r) => r.at).sort((a, b) => a - b);
-        const last = arrivalsB.at(-1) ?? Number.NaN;
-        const lastPerf = last - performance.timeOrigin;
-        const state = await deliveryState(db, idsOf('B'));
-        backlog = {
-          writes: bWrites,
-          deliveries: expectedB,
-          drainFromSpawnS: (lastPerf - spawned) / 1000,
-          drainFromReadyS: (lastPerf - ready) / 1000,
-          firstToLastPerS: arrivalsB.length > 1 ? (arrivalsB.length - 1) / ((last - arrivalsB[0]!) / 1000) : Number.NaN,
-          complete: drainB.complete,
-          missing: expectedB - drainB.arrived,
-          cpu: cpuBetween(b0, b1),
-          state,
-        };
-        log(
-          `${label}: backlog: ${drainB.complete ? `all ${expectedB} arrived ${fmt(backlog.drainFromReadyS, 1)} s after the service was ready (${fmt(backlog.drainFromSpawnS, 1)} s after its start)` : `${backlog.missing} of ${expectedB} MISSING after ${DRAIN_TIMEOUT_S} s`}, ` +
-            `${fmt(backlog.firstToLastPerS, 1)} deliveries/s from first to last arrival; fan-out made them over ${fmt(((state.created.to ?? NaN) - (state.created.from ?? NaN)) / 1000, 1)} s, ` +
-            `first attempts over ${fmt(((state.firstAttempt.to ?? NaN) - (state.firstAttempt.from ?? NaN)) / 1000, 1)} s (from ${fmt(((state.firstAttempt.from ?? NaN) - (state.created.from ?? NaN)) / 1000, 1)} s after the first was made); ` +
-            `attempt p50 ${fmt(state.attemptMs.p50, 0)} / p99 ${fmt(state.attemptMs.p99, 0)} ms; service CPU ${backlog.cpu.servicePct} %, receiver ${backlog.cpu.receiverPct} %`,
-        );
-        if (!drainB.complete) problems.push(`${database}: backlog: ${backlog.missing} of ${expectedB} deliveries did not arrive within ${DRAIN_TIMEOUT_S} s`);
-        if (state.failedAttempts) problems.push(`${database}: backlog: ${state.failedAttempts} attempts failed`);
-      }
-      await stopServer(server);
-
+      const backlog = BACKLOG_WRITES > 0 ? await backlogPhase(run, service) : null;
+      await stopServer(run.server);
       return {
         database,
         setupS,
-        latency: { writes: latWrites, deliveriesPerWrite: 1, commitToArrivalMs: latDist, parts: latParts, drainS: drainL.seconds, missing: expectedL - drainL.arrived, duplicates: arrivalsL.duplicates, cpu: latCpu, deliveries: latState },
+        latency,
         isolation,
         stragglers: { writes: trickled.sent, failedWrites: trickled.failed, deliveries: stragglerState },
-        throughput: {
-          writes: tWrites,
-          offeredDeliveriesPerS: TPUT_RATE,
-          arrivedInPhase,
-          achievedPerS: achieved,
-          lastTenSecondsPerS: lastTen.reduce((a, b) => a + b, 0) / Math.max(1, lastTen.length),
-          perSecond,
-          backlogAtEnd: expectedT - atEnd.first.length,
-          backlogAtEndDb: atEndDb,
-          commitToArrivalMs: tDist,
-          drain: { complete: drainT.complete, seconds: drainTS, missing: expectedT - drainT.arrived },
-          duplicates: arrivalsT.duplicates,
-          cpu: tCpu,
-          deliveries: tState,
-        },
+        throughput,
         backlog,
-        problems,
+        problems: run.problems,
         serverLog: path.relative(root, serverLog),
       };
     } finally {
-      await stopServer(server);
+      await stopServer(run.server);
     }
   } finally {
     await db.close();
