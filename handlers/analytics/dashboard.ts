@@ -1,7 +1,8 @@
 /**
  * The analytics dashboard page (`GET /dashboard?site=<bundle id>`): a static HTML shell inside the
- * page frame (the navigation bar) for a signed-in member and a script bundled by esbuild from dashboard/app.ts on first use (kept in memory), which
- * reads the analytics operations through the generated client with the session cookie.
+ * page frame (the navigation bar) for a signed-in member, and a script bundled by esbuild from
+ * dashboard-app/app.ts on first use (kept in memory), which reads the analytics operations through
+ * the generated client with the session cookie.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';

@@ -14,7 +14,7 @@ import type { NavEntry } from '../../server/pages.ts';
 import { webhookPageContext } from './pages/context.ts';
 import { proposalRoutes } from './pages/proposals.ts';
 import { secretRoutes } from './pages/secret.ts';
-import { subscriptionRoutes } from './pages/subscriptions.ts';
+import { subscriptionActions, subscriptionPages } from './pages/subscriptions.ts';
 
 export { DELIVERIES_PER_PAGE } from './pages/subscriptions.ts';
 export { typeInfo } from './pages/fields.ts';
@@ -24,7 +24,8 @@ export function webhookRoutes(deps: ModuleDeps): express.Router {
   const ctx = webhookPageContext(deps);
   proposalRoutes(router, ctx);
   secretRoutes(router, ctx);
-  subscriptionRoutes(router, ctx);
+  subscriptionPages(router, ctx);
+  subscriptionActions(router, ctx);
   return router;
 }
 

@@ -40,10 +40,21 @@ const DONE: Record<string, string> = {
 type IdParams = { id: string };
 const heldProblem = (held: unknown) => (typeof held === 'object' && held !== null && typeof (held as { problem?: unknown }).problem === 'string' ? (held as { problem: string }).problem : '');
 
-export function subscriptionRoutes(router: express.Router, ctx: WebhookPageContext): void {
-  const { db, clock, config, pages } = ctx.deps;
+const noSubscription = (page: MemberPage, id: string) => page.notice(404, 'No such webhook', [`This workspace has no webhook subscription ${id}. It may have been deleted.`]);
 
-  const noSubscription = (page: MemberPage, id: string) => page.notice(404, 'No such webhook', [`This workspace has no webhook subscription ${id}. It may have been deleted.`]);
+/** The subscription of the page's workspace that its member reads, or null after a 404 page. */
+async function subscriptionOf(ctx: WebhookPageContext, page: MemberPage, id: string): Promise<DbWebhookSubscriptionRow | null> {
+  const s = WEBHOOK_ID.test(id) ? await findSubscription(ctx.deps.db.sql, page.workspaceId, id) : undefined;
+  if (!s || !ctx.readable(page, s)) {
+    await noSubscription(page, id);
+    return null;
+  }
+  return s;
+}
+
+/** The list and a subscription's page with its deliveries. */
+export function subscriptionPages(router: express.Router, ctx: WebhookPageContext): void {
+  const { db, clock, pages } = ctx.deps;
 
   /** The `?done=` notice of a page after an action (naming the subscription when it still exists). */
   async function doneText(req: Request, page: MemberPage): Promise<string> {
@@ -86,20 +97,10 @@ export function subscriptionRoutes(router: express.Router, ctx: WebhookPageConte
     });
   });
 
-  /** The subscription of the page's workspace that its member reads, or null after a 404 page. */
-  async function subscriptionOf(page: MemberPage, id: string): Promise<DbWebhookSubscriptionRow | null> {
-    const s = WEBHOOK_ID.test(id) ? await findSubscription(db.sql, page.workspaceId, id) : undefined;
-    if (!s || !ctx.readable(page, s)) {
-      await noSubscription(page, id);
-      return null;
-    }
-    return s;
-  }
-
   router.get('/settings/webhooks/:id', async (req: Request<IdParams>, res: Response) => {
     const page = await pages.member(req, res);
     if (!page) return;
-    const s = await subscriptionOf(page, req.params.id);
+    const s = await subscriptionOf(ctx, page, req.params.id);
     if (!s) return;
     const before = parsePagePosition(req.query.before);
     if (before === 'invalid') {
@@ -133,6 +134,11 @@ export function subscriptionRoutes(router: express.Router, ctx: WebhookPageConte
       }),
     });
   });
+}
+
+/** The forms of those who manage settings: disable, test-and-enable, rotate, delete. */
+export function subscriptionActions(router: express.Router, ctx: WebhookPageContext): void {
+  const { db, clock, config, pages } = ctx.deps;
 
   /** Where a form goes back to: the subscription's page or the list. */
   const backOf = (req: Request, id: string) => (((req.body ?? {}) as Record<string, unknown>).back === 'subscription' ? subscriptionHref(id) : LIST);
@@ -141,7 +147,7 @@ export function subscriptionRoutes(router: express.Router, ctx: WebhookPageConte
   async function managed(req: Request<IdParams>, res: Response, what: string): Promise<{ page: MemberPage; s: DbWebhookSubscriptionRow } | null> {
     const page = await pages.member(req, res);
     if (!page) return null;
-    const s = await subscriptionOf(page, req.params.id);
+    const s = await subscriptionOf(ctx, page, req.params.id);
     if (!s) return null;
     if (!page.manage) {
       await ctx.notAllowed(page, what);
