@@ -6,7 +6,6 @@ import { promisify } from 'node:util';
 import { createClient } from '../../generated/client.ts';
 import { document } from '../../generated/document.ts';
 import { disableMember, revokeKey } from '../../server/admin.ts';
-import { ingestEvents, normalizeEvent } from '../../handlers/analytics/ingest.ts';
 import { redactUrl } from '../../server/logger.ts';
 import { sha256Hex } from '../../server/ids.ts';
 import { createSigninLink, isLocalPath, revokeSession, SigninError } from '../../server/signin.ts';
@@ -15,6 +14,8 @@ import { forEachDatabase, startTestService, type TestService } from '../support/
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const MIN = 60_000;
+const FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0';
+const SAFARI = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_0) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Safari/605.1.15';
 const HOUR = 3_600_000;
 
 const originOf = (svc: TestService) => svc.baseUrl.replace(/\/v1$/, '');
@@ -153,12 +154,20 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
   it("reads analytics and the workspace's sites through /v1 with the cookie, via the generated client without a key", async () => {
     const ws = await svc().apply(acme());
     const bundle = ws.bundles.docs!;
-    const now = svc().clock.now();
-    await ingestEvents(svc().db, [
-      normalizeEvent(bundle, { type: 'pageview', ts: now - 2 * MIN, visitor: 'v1', path: '/' }),
-      normalizeEvent(bundle, { type: 'pageview', ts: now - 1 * MIN, visitor: 'v1', path: '/pricing' }),
-      normalizeEvent(bundle, { type: 'pageview', ts: now - 1 * MIN, visitor: 'v2', path: '/' }),
-    ]);
+    // Traffic arrives as browsers send it, through the public collection endpoint (two browsers, one session each).
+    const visit = async (userAgent: string, path: string) => {
+      const res = await fetch(`${svc().origin}/v1/track`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'text/plain;charset=UTF-8', 'User-Agent': userAgent },
+        body: JSON.stringify({ key: ws.collect_keys.docs!, type: 'pageview', url: `https://docs.acme.test${path}` }),
+      });
+      assert.equal(res.status, 202);
+    };
+    await visit(FIREFOX, '/');
+    svc().clock.advance(MIN);
+    await visit(FIREFOX, '/pricing');
+    await visit(SAFARI, '/');
+    await svc().flushEndpoints();
     const cookie = await signIn(svc(), ws);
     const api = createClient({ baseUrl: svc().baseUrl, headers: { Cookie: cookie } });
     const summary = await api.analytics.GetSiteAnalyticsSummary({ bundle_id: bundle });
