@@ -82,7 +82,8 @@ export interface DbRecordEventRow {
   seq: number;
   id: string;
   workspace_id: string;
-  type: 'resource.created' | 'resource.updated' | 'resource.deleted' | 'meeting.completed';
+  /** The event's kind (server/events.ts: record changes, or a kind a module declared). */
+  type: string;
   resource_type: string;
   record_id: string;
   private: DbBoolean;

@@ -7,8 +7,8 @@
  * <id> ... ORDER BY ... LIMIT n) RETURNING ...`. On PostgreSQL the inner select takes `FOR UPDATE SKIP
  * LOCKED`, so concurrent claimers never wait for each other nor take the same row; on SQLite writers
  * are serial, so the same statement without it is enough. A row is claimable when it is due and
- * nobody holds it, or when the lease of its holder ended (the holder died: the work is done at least
- * once). Every finish, renewal or failure names the owner, so a holder whose lease was taken over
+ * nobody holds it, or when the lease of its holder ended (`until <= now`: the holder died, and the work
+ * is done at least once). Every finish, renewal or failure names the owner, so a holder whose lease was taken over
  * changes nothing.
  *
  * A pool (`WorkPool`) runs claimed items with bounded concurrency: it claims only as many as it has
@@ -85,7 +85,7 @@ export function claim<T extends object>(sql: Sql, q: ClaimQuery, lease: Lease): 
   const c = cols(q);
   const params: SqlValue[] = [lease.owner, leaseEnd(lease), ...(q.set?.params ?? [])];
   const mine = q.ownAgain ? ` OR ${c.owner} = ?` : '';
-  const ended = `${c.until} < ?${mine}`;
+  const ended = `${c.until} <= ?${mine}`;
   const free = q.held ? `(${q.due.text}) OR ((${q.held.text}) AND (${ended}))` : `(${q.due.text}) AND (${c.until} IS NULL OR ${ended})`;
   params.push(...(q.due.params ?? []), ...(q.held?.params ?? []), lease.now, ...(q.ownAgain ? [lease.owner] : []), q.limit);
   const skip = sql.dialect === 'pg' ? ' FOR UPDATE SKIP LOCKED' : '';
@@ -188,7 +188,7 @@ export interface PoolWork<T> {
  * Runs claimed items with at most `concurrency` at a time. `runOnce()` claims as many as there are free
  * lanes, starts them and returns how many it started without waiting for them (a poll loop calls it
  * again at once while it finds work; a lane that frees up calls `wake`). `drain()` waits for the items
- * in flight (tests, shutdown).
+ * in flight (tests, shutdown). It is a module worker as it stands (`runOnce`, `drain`, `onFree`, `intervalMs`).
  */
 export class WorkPool<T> {
   private readonly inFlight = new Set<Promise<void>>();
@@ -196,8 +196,13 @@ export class WorkPool<T> {
 
   constructor(
     private readonly work: PoolWork<T>,
-    private readonly options: { readonly concurrency: number; readonly renewEveryMs?: number | ((item: T) => number) },
+    private readonly options: { readonly concurrency: number; readonly renewEveryMs?: number | ((item: T) => number); readonly intervalMs?: number },
   ) {}
+
+  /** Longest wait between polls when idle, for the poll loop that runs the pool. */
+  get intervalMs(): number | undefined {
+    return this.options.intervalMs;
+  }
 
   /** Items running now. */
   get running(): number {

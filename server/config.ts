@@ -30,8 +30,10 @@ export interface ServiceConfig {
   metricsToken: string | null;
   /** How often the change-event consumers (the outbox) look for new events (ms); events wait for the next poll. */
   outboxPollMs: number;
-  /** How often the job runner looks for due jobs (ms); jobs enqueued by this process's consumers wake it at once. */
+  /** How often the job runner looks for due jobs (ms); jobs enqueued by this process's commands and consumers wake it at once. */
   jobsPollMs: number;
+  /** Change events older than this (days, at least 30: webhook replay) are pruned once every consumer has passed them. */
+  outboxRetentionDays: number;
   /**
    * Outbound HTTPS (webhook deliveries): public HTTPS on 443 only unless relaxed for test receivers
    * (EGRESS_ALLOWED_PORTS, EGRESS_ALLOW_DESTINATIONS, EGRESS_TEST_CA_FILE; see server/egress.ts).
@@ -95,6 +97,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     metricsToken: env.METRICS_TOKEN?.trim() || null,
     outboxPollMs: envNumber(env, 'OUTBOX_POLL_MS', 250, 10),
     jobsPollMs: envNumber(env, 'JOBS_POLL_MS', 1000, 10),
+    outboxRetentionDays: envNumber(env, 'OUTBOX_RETENTION_DAYS', 30, 30),
     egress: egressPolicyFromEnv(env),
     env,
   };

@@ -9,6 +9,7 @@ import { type Access, type AnyOperationId, type CatalogueEntry, catalogue, resou
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import type { Credential } from './credentials.ts';
+import type { JobQueue } from './jobs.ts';
 import type { EventCause, HandlerMap, Input, OperationContext, Output } from './operation.ts';
 import type { ContractValidator } from './validation.ts';
 
@@ -31,6 +32,7 @@ export class InternalCalls {
     private readonly config: ServiceConfig,
     private readonly handlers: HandlerMap,
     private readonly validator: ContractValidator,
+    private readonly jobs: JobQueue,
   ) {}
 
   /** Every operation of the catalogue (to find a resource type's record operations). */
@@ -67,6 +69,7 @@ export class InternalCalls {
       clock: this.clock,
       config: this.config,
       cause: call.cause,
+      jobs: this.jobs,
     };
     const handler = this.handlers[id] as unknown as (input: Input<Op>, ctx: OperationContext) => Promise<Output<Op>>;
     return handler(input, ctx);

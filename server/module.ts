@@ -10,7 +10,7 @@ import type { ServiceConfig, ServiceEnv } from './config.ts';
 import type { CredentialStore } from './credentials.ts';
 import type { EgressClient } from './egress.ts';
 import type { InternalCalls } from './internalCalls.ts';
-import type { JobDefinition } from './jobs.ts';
+import type { JobDefinition, JobQueue } from './jobs.ts';
 import type { Handler } from './operation.ts';
 import type { EventConsumer } from './outbox.ts';
 import type { NavEntry, PageKit } from './pages.ts';
@@ -34,6 +34,8 @@ export interface ModuleDeps<Settings = unknown> {
   readonly calls: InternalCalls;
   /** This process's module workers: `wake(name)` after committing work for one. */
   readonly workers: Pick<Workers, 'wake'>;
+  /** Background jobs: `enqueue(sql, kind, payload, { runAt, key })` in the caller's transaction. */
+  readonly jobs: JobQueue;
   /** Outbound HTTPS under the egress policy (webhook deliveries); the service closes it at shutdown. */
   readonly egress: EgressClient;
   /** The module's own settings (`ServiceModule.config`), read once when the process starts. */

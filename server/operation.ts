@@ -4,6 +4,7 @@ import type { operations } from '../generated/openapi.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import type { Credential, MemberInfo } from './credentials.ts';
+import type { JobQueue } from './jobs.ts';
 
 /** Request body of an operation, from the generated types. */
 export type Input<Op extends AnyOperationId> = operations[Op] extends { requestBody: { content: { 'application/json': infer B } } } ? B : undefined;
@@ -36,6 +37,8 @@ export interface OperationContext {
   readonly config: ServiceConfig;
   /** Set when an automation run makes this call (server/internalCalls.ts); its change events carry it. */
   readonly cause?: EventCause;
+  /** Enqueues background jobs in this call's transaction (`ctx.jobs.enqueue(ctx.sql, kind, payload)`): they exist exactly when it commits. */
+  readonly jobs: JobQueue;
 }
 
 export type Handler<Op extends AnyOperationId> = (input: Input<Op>, ctx: OperationContext) => Promise<Output<Op>>;

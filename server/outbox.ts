@@ -40,33 +40,43 @@
  * transaction excludes everyone), so even a holder that outlives its lease never runs a batch beside
  * its successor. An idle consumer costs two reads per poll and no transaction.
  *
- * Retention: events are kept (webhook replay will need 30 days); nothing prunes them yet.
+ * Leases are taken, renewed and checked through the background kit (server/background.ts).
+ *
+ * Retention. A recurring job (`outbox.prune`, `pruneOutboxJob`) deletes events that every stored
+ * consumer has passed (by the smallest position, in outbox order: (txid, seq) on PostgreSQL) and that
+ * occurred more than the retention period ago (OUTBOX_RETENTION_DAYS, default 30). A consumer that
+ * stops being run (its module removed) keeps its row and so holds pruning back at its position until
+ * an operator deletes the row; with no consumer at all, age alone decides.
  */
 import type { Logger } from 'pino';
 import { type Database, isBusy, type Sql } from '../db/database.ts';
 import {
   advanceOutboxConsumer,
-  claimOutboxConsumer,
+  columns,
   type DbOutboxConsumerRow,
   type DbOutboxEventRow,
   ensureOutboxConsumer,
   getOutboxConsumer,
   listOutboxConsumers,
-  lockLeasedOutboxConsumer,
   lockOutboxConsumer,
   oldestRunningTransaction,
   OUTBOX_START,
   outboxEnd,
   peekOutbox,
   type OutboxPosition,
+  pruneRecordEvents,
   readOutboxEvents,
   recordOutboxFailure,
-  releaseOutboxConsumer,
+  slowestOutboxPosition,
 } from '../db/queries/outbox.ts';
+import { claim, finishLeased, type LeaseColumns, lockHeld, nextAttempt, PROCESS_OWNER } from './background.ts';
 import type { Clock } from './clock.ts';
+import type { EventKind } from './events.ts';
+import type { JobDefinition } from './jobs.ts';
 import type { EventCause } from './operation.ts';
-import { randomIdPart } from './ids.ts';
 import { PollLoop } from './workers.ts';
+
+const CONSUMERS: LeaseColumns = { table: 'outbox_consumers', id: 'name' };
 
 /** A committed change event as consumers read it (the `record_events` outbox). */
 export interface OutboxEvent {
@@ -77,8 +87,11 @@ export interface OutboxEvent {
   readonly seq: number;
   readonly id: string;
   readonly workspaceId: string;
-  /** A record change, or `meeting.completed` (legacy meeting events, recorded for webhook delivery). */
-  readonly type: 'resource.created' | 'resource.updated' | 'resource.deleted' | 'meeting.completed';
+  /**
+   * The event's kind: a record change (`resource.created`, `.updated`, `.deleted`), or a kind a module
+   * declared and emits (`emitEvent`); consumers handle the kinds they know and pass over the others.
+   */
+  readonly type: EventKind;
   readonly resourceType: string;
   readonly recordId: string;
   readonly private: boolean;
@@ -104,7 +117,7 @@ export interface EventConsumer {
    * `end` (events committed from its first run on, and any an older transaction still held back then).
    */
   readonly startAt?: 'beginning' | 'end';
-  /** Called after a batch that handled events has committed (e.g. to wake the job runner for jobs it enqueued). */
+  /** Called after a batch that handled events has committed (e.g. to wake a worker for rows it queued). */
   afterCommit?(): void;
 }
 
@@ -119,9 +132,14 @@ export interface OutboxOptions {
   stuckAfterAttempts?: number;
   /** How long events may be held back by an older running transaction before that is logged. */
   heldBackWarnMs?: number;
+  /** This runner's name in leases (default: the process's, PROCESS_OWNER). */
+  owner?: string;
+  /** Called with a batch's transaction after it committed (the service wakes its job runner when a handler enqueued jobs). */
+  onCommit?: (sql: Sql) => void;
 }
 
-const DEFAULTS: Required<OutboxOptions> = { leaseMs: 30_000, batchSize: 100, maxBackoffMs: 5 * 60_000, stuckAfterAttempts: 5, heldBackWarnMs: 60_000 };
+type Defaulted = Required<Omit<OutboxOptions, 'onCommit'>> & Pick<OutboxOptions, 'onCommit'>;
+const DEFAULTS: Defaulted = { leaseMs: 30_000, batchSize: 100, maxBackoffMs: 5 * 60_000, stuckAfterAttempts: 5, heldBackWarnMs: 60_000, owner: PROCESS_OWNER };
 
 type BatchOutcome =
   | { kind: 'done'; handled: number }
@@ -134,7 +152,7 @@ function toEvent(row: DbOutboxEventRow): OutboxEvent {
     seq: Number(row.seq),
     id: row.id,
     workspaceId: row.workspace_id,
-    type: row.type,
+    type: row.type as EventKind,
     resourceType: row.resource_type,
     recordId: row.record_id,
     private: Boolean(row.private),
@@ -155,8 +173,8 @@ const errorText = (err: unknown) => (err instanceof Error ? err.message : String
  */
 export class OutboxRunner {
   /** This runner's name in leases (`leased_by`). */
-  readonly owner = `outbox-${process.pid}-${randomIdPart(8)}`;
-  private readonly options: Required<OutboxOptions>;
+  readonly owner: string;
+  private readonly options: Defaulted;
   private readonly names: string[];
   private ensured: Promise<void> | null = null;
   private chain: Promise<unknown> = Promise.resolve();
@@ -171,6 +189,7 @@ export class OutboxRunner {
     options: OutboxOptions = {},
   ) {
     this.options = { ...DEFAULTS, ...options };
+    this.owner = this.options.owner;
     this.names = Object.keys(consumers).sort();
   }
 
@@ -215,7 +234,7 @@ export class OutboxRunner {
     try {
       await this.chain;
       for (const name of this.names) {
-        await releaseOutboxConsumer(this.db.sql, name, this.owner).catch((err: unknown) => this.logger.warn({ err, consumer: name }, 'outbox lease not released'));
+        await finishLeased(this.db.sql, CONSUMERS, name, this.owner).catch((err: unknown) => this.logger.warn({ err, consumer: name }, 'outbox lease not released'));
       }
     } finally {
       this.stopping = false;
@@ -280,7 +299,8 @@ export class OutboxRunner {
     await this.watchHeldBack(name, ahead === 'held');
     if (ahead !== 'ready') return { handled: 0, more: false };
     if (!mine || Number(row.lease_until) - now < this.options.leaseMs / 2) {
-      row = await claimOutboxConsumer(this.db.sql, name, this.owner, now, now + this.options.leaseMs);
+      const lease = { owner: this.owner, now, ms: this.options.leaseMs };
+      [row] = await claim<DbOutboxConsumerRow>(this.db.sql, { ...CONSUMERS, due: { text: 'name = ?', params: [name] }, ownAgain: true, order: 'name', limit: 1, returning: columns(this.db.sql) }, lease);
       if (!row) return { handled: 0, more: false };
     }
 
@@ -322,8 +342,10 @@ export class OutboxRunner {
     let events: DbOutboxEventRow[] = [];
     let index: number | null = null;
     try {
+      let batchSql: Sql | undefined;
       const outcome = await this.db.tx(async (sql): Promise<BatchOutcome> => {
-        const row = await lockLeasedOutboxConsumer(sql, name, this.owner, this.clock.now());
+        batchSql = sql;
+        const row = await lockHeld<DbOutboxConsumerRow>(sql, CONSUMERS, name, { owner: this.owner, now: this.clock.now(), ms: 0 }, columns(sql));
         if (!row) return { kind: 'lost' };
         events = await readOutboxEvents(sql, positionOf(row), limit);
         for (let i = 0; i < events.length; i++) {
@@ -338,7 +360,10 @@ export class OutboxRunner {
         }
         return { kind: 'done', handled: events.length };
       });
-      if (outcome.kind === 'done' && outcome.handled) consumer.afterCommit?.();
+      if (outcome.kind === 'done' && outcome.handled) {
+        consumer.afterCommit?.();
+        if (batchSql) this.options.onCommit?.(batchSql);
+      }
       return outcome;
     } catch (error) {
       // Before any event was read, the failure is not the consumer's: the round logs it.
@@ -351,7 +376,7 @@ export class OutboxRunner {
     const now = this.clock.now();
     const before = await getOutboxConsumer(this.db.sql, name);
     const attempts = before?.failing_event_id === event.id ? Number(before.attempts) + 1 : 1;
-    const retryInMs = Math.min(this.options.maxBackoffMs, 1000 * 2 ** Math.min(attempts - 1, 30));
+    const retryInMs = nextAttempt({ kind: 'exponential', baseMs: 1000, capMs: this.options.maxBackoffMs }, attempts, { now })! - now;
     await recordOutboxFailure(this.db.sql, name, this.owner, { eventId: event.id, attempts, error: errorText(error), now, retryAt: now + retryInMs });
     const details = { err: error, consumer: name, event: event.id, seq: Number(event.seq), attempts, retryInMs };
     if (attempts >= this.options.stuckAfterAttempts) {
@@ -393,4 +418,20 @@ export async function skipOutboxEvent(db: Database, clock: Clock, name: string, 
     await advanceOutboxConsumer(sql, name, { xid: next.txid, seq: Number(next.seq) }, clock.now());
     return true;
   });
+}
+
+/**
+ * The recurring job that prunes `record_events`: events every stored consumer has passed and that
+ * occurred more than `retentionMs` ago, in batches.
+ */
+export function pruneOutboxJob(db: Database, clock: Clock, logger: Logger, retentionMs: number): JobDefinition {
+  return {
+    everyMs: 60 * 60_000,
+    run: async () => {
+      const upTo = (await slowestOutboxPosition(db.sql)) ?? { xid: '18446744073709551615', seq: Number.MAX_SAFE_INTEGER };
+      let removed = 0;
+      for (let batch = -1; batch !== 0; removed += batch) batch = await pruneRecordEvents(db.sql, upTo, clock.now() - retentionMs, 5000);
+      if (removed) logger.info({ removed }, 'pruned change events that every consumer has passed');
+    },
+  };
 }

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import type { Database } from '../db/database.ts';
+import type { Database, Sql } from '../db/database.ts';
 import { type CatalogueEntry, catalogue } from '../generated/catalogue.ts';
 import { dereferenced } from '../generated/dereferenced.ts';
 import { document } from '../generated/document.ts';
@@ -14,6 +14,7 @@ import { type Credential, CredentialStore } from './credentials.ts';
 import { errorMiddleware, invalidJson, methodNotAllowed, notFound, requestIdOf, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
 import { InternalCalls } from './internalCalls.ts';
+import type { JobQueue } from './jobs.ts';
 import { redactUrl, requestScope } from './logger.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
 import { Metrics } from './metrics.ts';
@@ -32,8 +33,10 @@ export interface PlatformOptions {
   config: ServiceConfig;
   logger: Logger;
   handlers: HandlerMap;
-  /** Called after a command committed (the service wakes its outbox reader: the command may have written change events). */
-  afterCommand?: () => void;
+  /** Where handlers enqueue jobs (`ctx.jobs`), in their command's transaction. */
+  jobs: JobQueue;
+  /** Called after a command committed, with its transaction (the service wakes its outbox reader and, if it enqueued jobs, its job runner). */
+  afterCommand?: (sql: Sql) => void;
   /** The modules' lean endpoints, by namespace (for the metrics). */
   endpoints: () => Record<string, { queued: number; refused: number }>;
 }
@@ -200,14 +203,15 @@ export function createPlatform(options: PlatformOptions) {
     const implicit = entry.actAs === 'none' ? undefined : credential.sessionMember?.id;
     const member = authorize(credential, entry, typeof actAs === 'string' ? actAs : implicit);
     const handler = handlers[entry.id as keyof HandlerMap] as (input: unknown, ctx: OperationContext) => Promise<unknown>;
-    const base = { operation: entry, credential, workspaceId: credential.workspaceId, member, now: clock.now(), db, clock, config };
+    const base = { operation: entry, credential, workspaceId: credential.workspaceId, member, now: clock.now(), db, clock, config, jobs: options.jobs };
     if (entry.kind === 'query') return send(res, 200, await handler(input, { ...base, sql: db.sql }));
+    let committed: Sql | undefined;
     const result = await idempotency.run(
       { keyId: credential.keyId, memberId: member?.id ?? null, operationId: entry.id, idempotencyKey: String(req.headers['idempotency-key']), body: input },
-      (sql) => handler(input, { ...base, sql }),
+      (sql) => handler(input, { ...base, sql: (committed = sql) }),
     );
     if (result.replayed) res.setHeader('Idempotency-Replayed', 'true');
-    else if (result.status === 200) options.afterCommand?.();
+    else if (result.status === 200 && committed) options.afterCommand?.(committed);
     return send(res, result.status, result.body);
   });
   // Documented errors of an operation are checked against the document too (development and tests).
@@ -227,7 +231,7 @@ export function createPlatform(options: PlatformOptions) {
     credentials,
     pages,
     /** Operations called by the service itself (automation actions), with the same validation and handlers. */
-    calls: new InternalCalls(db, clock, config, handlers, validator),
+    calls: new InternalCalls(db, clock, config, handlers, validator, options.jobs),
     /** Adds a module's routes (pages) after the platform's own. */
     mount: (router: express.Router) => void app.use(router),
     /** Ends the chain: unknown endpoints and the documented error body. Call after every mount. */

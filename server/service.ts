@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { Database } from '../db/database.ts';
+import type { Database, Sql } from '../db/database.ts';
 import { deleteReceiptsBefore } from '../db/queries/idempotency.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
@@ -8,7 +8,7 @@ import { EgressClient } from './egress.ts';
 import { JobRunner } from './jobs.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
-import { type EventConsumer, OutboxRunner } from './outbox.ts';
+import { type EventConsumer, OutboxRunner, pruneOutboxJob } from './outbox.ts';
 import { createPlatform } from './platform.ts';
 import { type BackgroundWorker, Workers } from './workers.ts';
 
@@ -28,13 +28,17 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   const handlers = Object.assign({}, ...modules.map((m) => m.handlers)) as HandlerMap;
   const byNamespace: Record<string, RawEndpoint> = {};
   let outbox: OutboxRunner | null = null;
-  const platform = createPlatform({ ...deps, handlers, endpoints: () => byNamespace, afterCommand: () => outbox?.wake() });
   const jobs = new JobRunner(deps.db, deps.clock, deps.logger);
+  const afterCommand = (sql: Sql) => {
+    outbox?.wake();
+    jobs.committed(sql);
+  };
+  const platform = createPlatform({ ...deps, handlers, jobs, endpoints: () => byNamespace, afterCommand });
   // The workers are built from the modules below; what a module is given wakes them once they exist.
   let workers: Workers | null = null;
   const wakeWorker = { wake: (name: string) => workers?.wake(name) };
   const egress = new EgressClient(deps.config.egress);
-  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress };
+  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, jobs };
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
@@ -60,7 +64,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
       consumers[name] = consumer;
     }
   }
-  outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers);
+  outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers, { onCommit: (sql) => jobs.committed(sql) });
+  jobs.define('outbox.prune', pruneOutboxJob(deps.db, deps.clock, deps.logger, deps.config.outboxRetentionDays * 86_400_000));
 
   const loops: Record<string, BackgroundWorker> = {};
   for (const m of modules) {

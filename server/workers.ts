@@ -1,8 +1,8 @@
 /**
  * Background workers of modules (e.g. webhook delivery): a `runOnce()` that does what is due and says
  * how much, run in a loop: again at once while it finds work, else after its interval, or when woken
- * (`wake`, after this process committed work for it). Work is claimed through the database (leases,
- * `FOR UPDATE SKIP LOCKED`), so any number of processes run the same workers.
+ * (`wake`, after this process committed work for it). Work is claimed through the database under
+ * leases (server/background.ts), so any number of processes run the same workers.
  */
 import type { Logger } from 'pino';
 import { isBusy } from '../db/database.ts';
@@ -12,6 +12,13 @@ export interface BackgroundWorker {
   runOnce(): Promise<number>;
   /** Longest wait between polls when idle (default 1000 ms). */
   readonly intervalMs?: number;
+  /**
+   * For a worker whose `runOnce` starts items and returns before they finish (a WorkPool of the
+   * background kit): waits until none is in flight (tests, shutdown).
+   */
+  drain?(): Promise<void>;
+  /** Given the loop's `wake`, for a worker to call when it can take more (a lane freed up). */
+  onFree?(wake: () => void): void;
 }
 
 /**
@@ -31,7 +38,9 @@ export class PollLoop {
     private readonly name: string,
     private readonly worker: BackgroundWorker & { readonly wakeGapMs?: number },
     private readonly logger: Logger,
-  ) {}
+  ) {
+    worker.onFree?.(() => this.wake());
+  }
 
   private soon(): number {
     return Math.max(0, this.lastPoll + (this.worker.wakeGapMs ?? 0) - Date.now());
@@ -69,11 +78,13 @@ export class PollLoop {
     this.timer = setTimeout(this.tick, this.soon());
   }
 
+  /** Stops polling and waits for the poll in flight and the items it started. */
   async stop(): Promise<void> {
     this.started = false;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.running;
+    await this.worker.drain?.();
   }
 }
 
@@ -97,11 +108,13 @@ export class Workers {
     this.loops.get(name)?.wake();
   }
 
-  /** Runs one worker once, in the caller's time (tests). */
-  runOnce(name: string): Promise<number> {
+  /** Runs one worker once, in the caller's time, and waits for the items it started (tests). */
+  async runOnce(name: string): Promise<number> {
     const w = this.workers[name];
     if (!w) throw new Error(`no worker ${name}`);
-    return w.runOnce();
+    const handled = await w.runOnce();
+    await w.drain?.();
+    return handled;
   }
 
   async stop(): Promise<void> {

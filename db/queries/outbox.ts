@@ -36,7 +36,8 @@ export type DbOutboxEventRow = DbRecordEventRow & { txid: string };
 
 const CONSUMER_COLUMNS = `name, position_xid, position_seq, leased_by, lease_until, attempts, failing_event_id, retry_at, last_error, last_error_at, created_at, updated_at`;
 const PG_CONSUMER_COLUMNS = CONSUMER_COLUMNS.replace('position_xid', 'position_xid::text AS position_xid');
-const columns = (sql: Sql) => (sql.dialect === 'pg' ? PG_CONSUMER_COLUMNS : CONSUMER_COLUMNS);
+/** The columns of a consumer's row as read (PostgreSQL's xid8 as text). */
+export const columns = (sql: Sql) => (sql.dialect === 'pg' ? PG_CONSUMER_COLUMNS : CONSUMER_COLUMNS);
 const xid = (sql: Sql) => (sql.dialect === 'pg' ? '?::xid8' : '?');
 
 /** Creates a consumer's row at `start` unless it exists (its stored position wins). */
@@ -54,30 +55,6 @@ export function getOutboxConsumer(sql: Sql, name: string): Promise<DbOutboxConsu
 
 export function listOutboxConsumers(sql: Sql): Promise<DbOutboxConsumerRow[]> {
   return sql.all<DbOutboxConsumerRow>(`SELECT ${columns(sql)} FROM outbox_consumers ORDER BY name`);
-}
-
-/**
- * Takes or renews a consumer's lease for `owner` until `leaseUntil`, when it is free, expired or
- * already the owner's. Never waits: a row locked by a holder in the middle of a batch is skipped.
- */
-export function claimOutboxConsumer(sql: Sql, name: string, owner: string, now: number, leaseUntil: number): Promise<DbOutboxConsumerRow | undefined> {
-  return sql.one<DbOutboxConsumerRow>(
-    `UPDATE outbox_consumers SET leased_by = ?, lease_until = ?
-     WHERE name = (SELECT name FROM outbox_consumers WHERE name = ? AND (leased_by IS NULL OR leased_by = ? OR lease_until <= ?) FOR UPDATE SKIP LOCKED)
-     RETURNING ${columns(sql)}`,
-    [owner, leaseUntil, name, owner, now],
-  );
-}
-
-/**
- * Inside a batch's transaction: the consumer's row if `owner` still holds an unexpired lease, locked
- * until commit (PostgreSQL; on SQLite the write transaction already excludes everyone else).
- */
-export function lockLeasedOutboxConsumer(sql: Sql, name: string, owner: string, now: number): Promise<DbOutboxConsumerRow | undefined> {
-  return sql.one<DbOutboxConsumerRow>(
-    `SELECT ${columns(sql)} FROM outbox_consumers WHERE name = ? AND leased_by = ? AND lease_until > ? FOR UPDATE SKIP LOCKED`,
-    [name, owner, now],
-  );
 }
 
 /**
@@ -161,15 +138,37 @@ export function recordOutboxFailure(
   );
 }
 
-/** Gives up a lease (graceful shutdown), so another process takes the consumer over at once. */
-export async function releaseOutboxConsumer(sql: Sql, name: string, owner: string): Promise<void> {
-  await sql.run(`UPDATE outbox_consumers SET leased_by = NULL, lease_until = NULL WHERE name = ? AND leased_by = ?`, [name, owner]);
-}
-
 /** PostgreSQL: the oldest transaction still running in the cluster (what holds the outbox back). */
 export function oldestRunningTransaction(sql: Sql): Promise<{ pid: number; xid: string; started_at: number | null; state: string | null; database: string | null } | undefined> {
   return sql.one(
     `SELECT pid, backend_xid::text AS xid, (extract(epoch FROM xact_start) * 1000)::bigint AS started_at, state, datname AS database
      FROM pg_stat_activity WHERE backend_xid IS NOT NULL ORDER BY age(backend_xid) DESC LIMIT 1`,
   );
+}
+
+/**
+ * The position every stored consumer has passed: the smallest of their positions, in outbox order;
+ * undefined when there is no consumer.
+ */
+export function slowestOutboxPosition(sql: Sql): Promise<OutboxPosition | undefined> {
+  return sql
+    .one<{ xid: string; seq: number }>(
+      sql.dialect === 'pg'
+        ? `SELECT position_xid::text AS xid, position_seq AS seq FROM outbox_consumers ORDER BY position_xid, position_seq LIMIT 1`
+        : `SELECT '0' AS xid, position_seq AS seq FROM outbox_consumers ORDER BY position_seq LIMIT 1`,
+    )
+    .then((row) => row && { xid: String(row.xid), seq: Number(row.seq) });
+}
+
+/**
+ * Deletes up to `limit` events at or before `upTo` (in outbox order: (txid, seq) on PostgreSQL, seq on
+ * SQLite) that occurred before `before`; returns how many.
+ */
+export function pruneRecordEvents(sql: Sql, upTo: OutboxPosition, before: number, limit: number): Promise<number> {
+  return sql.dialect === 'pg'
+    ? sql.run(
+        `DELETE FROM record_events WHERE seq IN (SELECT seq FROM record_events WHERE (txid, seq) <= (?::xid8, ?) AND occurred_at < ? ORDER BY txid, seq LIMIT ?)`,
+        [upTo.xid, upTo.seq, before, limit],
+      )
+    : sql.run(`DELETE FROM record_events WHERE seq IN (SELECT seq FROM record_events WHERE seq <= ? AND occurred_at < ? ORDER BY seq LIMIT ?)`, [upTo.seq, before, limit]);
 }

@@ -23,10 +23,10 @@ import { notify } from '../../server/inbox.ts';
 import type { InternalCalls } from '../../server/internalCalls.ts';
 import type { EventCause } from '../../server/operation.ts';
 import type { EventConsumer, OutboxEvent } from '../../server/outbox.ts';
+import { leaseNow, PROCESS_OWNER, renewLease, WorkPool } from '../../server/background.ts';
 import type { BackgroundWorker } from '../../server/workers.ts';
-import { randomIdPart } from '../../server/ids.ts';
 import { allHold, fill } from './conditions.ts';
-import { claimRuns, findRule, finishRun, insertRun, rulesFor, type DbAutomationRunRow, type RunStatus } from './queries.ts';
+import { claimRuns, findRule, finishRun, insertRun, RUNS, rulesFor, type DbAutomationRunRow, type RunStatus } from './queries.ts';
 import { type Action, BUILT_IN_RULES, type Rule, ruleFromRow, ruleKey } from './rules.ts';
 
 /** Runs caused by runs stop here: a change made by a run of this depth triggers nothing (a skipped run says so). */
@@ -38,9 +38,9 @@ export const RUNS_WORKER = 'automation.runs';
 export const RUN_LEASE_MS = 60_000;
 /** Finished runs are kept this long. */
 export const RUN_RETENTION_MS = 30 * 86_400_000;
-const CLAIM_BATCH = 32;
 
-const EVENT_KIND = { 'resource.created': 'created', 'resource.updated': 'updated', 'resource.deleted': 'deleted' } as const;
+/** The event kinds a rule's trigger can name (record changes); the engine passes over every other kind. */
+const EVENT_KIND: ReadonlyMap<string, 'created' | 'updated' | 'deleted'> = new Map([['resource.created', 'created'], ['resource.updated', 'updated'], ['resource.deleted', 'deleted']]);
 
 export interface ActionOutcome {
   type: Action['type'];
@@ -77,7 +77,7 @@ async function readRecord(calls: InternalCalls, sql: Sql, event: Pick<OutboxEven
 }
 
 function matches(rule: Rule, event: OutboxEvent): boolean {
-  if (rule.trigger.resource_type !== event.resourceType || rule.trigger.event !== EVENT_KIND[event.type as keyof typeof EVENT_KIND]) return false;
+  if (rule.trigger.resource_type !== event.resourceType || rule.trigger.event !== EVENT_KIND.get(event.type)) return false;
   if (event.occurredAt < rule.enabledSince) return false;
   const fields = rule.trigger.fields;
   if (event.type === 'resource.updated' && fields?.length) return (event.changedFields ?? []).some((f) => fields.includes(f));
@@ -92,8 +92,8 @@ export function triggerConsumer(deps: EngineDeps): EventConsumer {
     // Rules act on what happens from now on: a new database does not replay its history.
     startAt: 'end',
     async handle(event, sql) {
-      if (event.private || event.type === 'meeting.completed') return;
-      const kind = EVENT_KIND[event.type];
+      const kind = EVENT_KIND.get(event.type);
+      if (event.private || !kind) return;
       const stored = (await rulesFor(sql, event.workspaceId, event.resourceType, kind)).map(ruleFromRow);
       const candidates = [...BUILT_IN_RULES.filter((r) => r.enabled), ...stored].filter((r) => matches(r, event));
       if (!candidates.length) return;
@@ -160,11 +160,12 @@ class RunFailed extends Error {
 }
 
 /** The worker that performs queued runs. */
-export function runsWorker(deps: EngineDeps & { readonly concurrency?: number }): BackgroundWorker {
+export function runsWorker(deps: EngineDeps & { readonly concurrency?: number; readonly owner?: string }): BackgroundWorker {
   const { db, clock, logger, calls } = deps;
-  const owner = `automation-${process.pid}-${randomIdPart(8)}`;
-  // SQLite runs one write transaction at a time: lanes would only queue on its one connection.
-  const lanes = db.dialect === 'pg' ? (deps.concurrency ?? 4) : 1;
+  const owner = deps.owner ?? PROCESS_OWNER;
+  // SQLite runs one write transaction at a time, so more lanes would only queue on its one connection;
+  // two keep the next run claimed and ready while one commits.
+  const lanes = db.dialect === 'pg' ? (deps.concurrency ?? 4) : 2;
   async function rule(sql: Sql, run: DbAutomationRunRow): Promise<Rule | undefined> {
     const builtIn = BUILT_IN_RULES.find((r) => r.appId === run.app_id && r.ruleId === run.rule_id);
     if (builtIn) return builtIn;
@@ -264,18 +265,15 @@ export function runsWorker(deps: EngineDeps & { readonly concurrency?: number })
     }
   }
 
-  return {
-    intervalMs: 1000,
-    async runOnce() {
-      const now = clock.now();
-      // A few per lane: a claimed run waits for a lane under its lease, which must not run out first.
-      const claimed = await claimRuns(db.sql, owner, now, now + RUN_LEASE_MS, Math.min(CLAIM_BATCH, lanes * 4));
-      let next = 0;
-      const lane = async () => {
-        while (next < claimed.length) await perform1(claimed[next++]!);
-      };
-      await Promise.all(Array.from({ length: Math.min(lanes, claimed.length) }, lane));
-      return claimed.length;
+  // Each run takes a free lane as soon as one is free: a slow run holds only its own lane, under its own
+  // lease (renewed while it runs), and never the runs claimed after it.
+  return new WorkPool<DbAutomationRunRow>(
+    {
+      claim: (n) => claimRuns(db.sql, leaseNow(clock, RUN_LEASE_MS, owner), n),
+      perform: perform1,
+      renew: (run) => renewLease(db.sql, RUNS, run.id, leaseNow(clock, RUN_LEASE_MS, owner)),
+      onError: (err, run) => logger.warn({ err, run: run.id }, 'automation run bookkeeping failed; the run is taken again when its lease ends'),
     },
-  };
+    { concurrency: lanes, renewEveryMs: RUN_LEASE_MS / 3, intervalMs: 1000 },
+  );
 }

@@ -1,6 +1,7 @@
 /** The automation tables (db/migrations/20261202000000_automation.ts): rules and runs. */
 import type { Sql } from '../../db/database.ts';
 import type { DbBoolean } from '../../db/rows.ts';
+import { claim, finishLeased, type Lease, type LeaseColumns } from '../../server/background.ts';
 
 export interface DbAutomationRuleRow {
   workspace_id: string;
@@ -113,30 +114,32 @@ export async function insertRun(sql: Sql, r: DbAutomationRunRow): Promise<boolea
   return changed > 0;
 }
 
+/** Where a run's lease is kept (the background kit's columns). */
+export const RUNS: LeaseColumns = { table: 'automation_runs' };
+
 /**
- * Claims up to `limit` runs for a worker, in one statement: queued ones, and running ones whose
+ * Claims up to `limit` runs under `lease`, in one statement: queued ones, and running ones whose
  * worker's lease ended (it died mid-run). They become `running` (committed) with a new lease; other
  * workers skip the claimed rows.
  */
-export function claimRuns(sql: Sql, worker: string, now: number, leaseUntil: number, limit: number): Promise<DbAutomationRunRow[]> {
-  const skip = sql.dialect === 'pg' ? ' FOR UPDATE SKIP LOCKED' : '';
-  return sql.all<DbAutomationRunRow>(
-    `UPDATE automation_runs SET status = 'running', started_at = ?, attempts = attempts + 1, leased_by = ?, lease_until = ?
-     WHERE id IN (
-       SELECT id FROM automation_runs WHERE status = 'queued' OR (status = 'running' AND lease_until < ?)
-       ORDER BY queued_at LIMIT ?${skip})
-     RETURNING *`,
-    [now, worker, leaseUntil, now, limit],
+export function claimRuns(sql: Sql, lease: Lease, limit: number): Promise<DbAutomationRunRow[]> {
+  return claim<DbAutomationRunRow>(
+    sql,
+    {
+      ...RUNS,
+      due: { text: "status = 'queued'" },
+      held: { text: "status = 'running'" },
+      set: { text: "status = 'running', started_at = ?, attempts = attempts + 1", params: [lease.now] },
+      order: 'queued_at',
+      limit,
+    },
+    lease,
   );
 }
 
 /** Records a run's outcome; false when this worker no longer holds it (its lease ended and another took it over). */
-export async function finishRun(sql: Sql, id: string, worker: string, status: RunStatus, actions: unknown[], error: string | null, now: number): Promise<boolean> {
-  const changed = await sql.run(
-    `UPDATE automation_runs SET status = ?, actions = ?, error = ?, finished_at = ?, leased_by = NULL, lease_until = NULL WHERE id = ? AND status = 'running' AND leased_by = ?`,
-    [status, JSON.stringify(actions), error, now, id, worker],
-  );
-  return changed > 0;
+export function finishRun(sql: Sql, id: string, worker: string, status: RunStatus, actions: unknown[], error: string | null, now: number): Promise<boolean> {
+  return finishLeased(sql, RUNS, id, worker, { text: 'status = ?, actions = ?, error = ?, finished_at = ?', params: [status, JSON.stringify(actions), error, now] });
 }
 
 /** Deletes finished runs queued before `before`, at most `limit` (the retention job deletes in batches). */

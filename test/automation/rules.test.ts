@@ -216,7 +216,7 @@ forEachDatabase('automation operations', (svc) => {
     await settleAutomation(svc(), { jobs: false });
     // A worker claims the run and dies before its transaction commits: the run stays running under its lease.
     const now = svc().clock.now();
-    const claimed = await claimRuns(svc().db.sql, 'dead-worker', now, now + RUN_LEASE_MS, 10);
+    const claimed = await claimRuns(svc().db.sql, { owner: 'dead-worker', now, ms: RUN_LEASE_MS }, 10);
     assert.equal(claimed.length, 1);
     assert.equal(claimed[0]!.status, 'running');
     assert.equal(await svc().workers.runOnce('automation.runs'), 0, 'the run is held by the dead worker until its lease ends');

@@ -138,7 +138,7 @@ async function sameAs(sql: Sql, consumer: string, expected: () => Promise<string
 forEachDatabase('change-event outbox', (svc) => {
   let log: ReturnType<typeof capturedLogger>;
   const runner = (consumers: Record<string, EventConsumer>, options: OutboxOptions = {}, db: Database = svc().db) =>
-    new OutboxRunner(db, svc().clock, log.logger, consumers, { leaseMs: LEASE_MS, ...options });
+    new OutboxRunner(db, svc().clock, log.logger, consumers, { leaseMs: LEASE_MS, owner: newId('runner'), ...options }); // each runner plays a process of its own
   const delivered = (consumer: string, s: TestService = svc()) => () => sameAs(s.db.sql, consumer, () => committedIds(s.db.sql));
   /** Returns once every committed event is readable (on PostgreSQL: no older transaction holds it back), by reading them all. */
   const settle = async () => {
