@@ -3,8 +3,8 @@
  * committed event in order and, in the same transaction that advances its position, queues one run
  * per matching enabled rule: the unique (rule, event) key makes that exactly one run whatever the
  * number of processes, and a crash before commit queues nothing and reads the event again. A worker
- * (`automation.runs`, in every process that runs background work) then claims queued runs in batches,
- * marking them `running` under a lease (one statement, `FOR UPDATE SKIP LOCKED` on PostgreSQL), and
+ * (`automation.runs`, in every process that runs background work) then claims queued runs as lanes free up,
+ * marking them `running` under a lease (the background kit's claim, server/background.ts), and
  * performs each in one transaction: the actions, through the same operations as API calls, and the
  * outcome commit together. A worker that dies mid-run leaves the run `running` with nothing done;
  * once its lease ends another worker claims it and the run completes once.
