@@ -4,7 +4,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Sql } from '../../db/database.ts';
 import { jobsOfKind } from '../../db/queries/jobs.ts';
-import { claim, type ClaimQuery, failLeased, finishLeased, type Lease, nextAttempt, renewLease } from '../../server/background.ts';
+import pino from 'pino';
+import { claim, type ClaimQuery, failLeased, finishLeased, type Lease, nextAttempt, renewLease, WorkPool } from '../../server/background.ts';
+import { PollLoop } from '../../server/workers.ts';
 import { forEachDatabase } from '../support/service.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -38,6 +40,44 @@ describe('background kit: retry schedules', () => {
     assert.equal(nextAttempt(s, 1, { now: 99_999, firstAt: 1000 }, () => 0), 31_000);
     assert.equal(nextAttempt(s, 2, { now: 99_999, firstAt: 1000 }, () => 0.999), 151_000 + Math.floor(0.999 * 120_000 * 0.1));
     assert.equal(nextAttempt(s, 3, { now: 0, firstAt: 0 }), null);
+  });
+});
+
+describe('background kit: a pool of lanes', () => {
+  it('a slow item holds one lane; the items claimed beside and after it go through the others (automation runs, jobs)', async () => {
+    const queue = ['slow', 'q1', 'q2', 'q3', 'q4', 'q5'];
+    const release = deferred();
+    const done: string[] = [];
+    let claims = 0;
+    const pool = new WorkPool<string>(
+      {
+        claim: async (n) => {
+          claims++;
+          return queue.splice(0, n);
+        },
+        perform: async (item) => {
+          if (item === 'slow') await release.promise;
+          done.push(item);
+        },
+        onError: (err) => {
+          throw err;
+        },
+      },
+      { concurrency: 2, intervalMs: 60_000 },
+    );
+    const loop = new PollLoop('test.pool', pool, pino({ level: 'silent' }));
+    loop.start();
+    try {
+      await until(() => done.length === 5);
+      assert.deepEqual(done, ['q1', 'q2', 'q3', 'q4', 'q5']);
+      assert.equal(pool.running, 1);
+      assert.ok(claims >= 5, 'each freed lane claimed again at once (no wait for the minute-long poll interval)');
+    } finally {
+      release.resolve();
+      await loop.stop();
+    }
+    assert.deepEqual(done.at(-1), 'slow');
+    assert.equal(pool.running, 0);
   });
 });
 
