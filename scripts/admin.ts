@@ -68,12 +68,14 @@ key
   .description('create an API key in an existing workspace; prints its secret once')
   .action((o: { workspace: string; name: string; operations: string; resource?: string[]; delegation: string; createdBy?: string }) =>
     withDb(async (db) => {
-      const resources: Record<string, string[]> = {};
-      for (const r of o.resource ?? []) {
-        const [type, access] = r.split('=');
-        if (!type || !access) throw new AdminError(`--resource must be type=read,write (got "${r}")`);
-        resources[type] = access.split(',').map((a) => a.trim());
-      }
+      // fromEntries keeps a type such as "__proto__" as the file's own entry, so it is refused by name.
+      const resources = Object.fromEntries(
+        (o.resource ?? []).map((r) => {
+          const [type, access] = r.split('=');
+          if (!type || !access) throw new AdminError(`--resource must be type=read,write (got "${r}")`);
+          return [type, access.split(',').map((a) => a.trim())];
+        }),
+      );
       const delegation = o.delegation === 'none' || o.delegation === 'all' ? o.delegation : o.delegation.split(',').map((m) => m.trim());
       const spec = { keys: { key: { name: o.name, operations: o.operations.split(',').map((g) => g.trim()), resources, delegation, ...(o.createdBy ? { created_by: o.createdBy } : {}) } } };
       const added = await addToWorkspace(db, systemClock, o.workspace, spec);

@@ -49,7 +49,33 @@ export function registerWorkspaceSections(list: readonly WorkspaceFileSection[])
   validateWithSections = null;
 }
 
+/**
+ * Names every JavaScript object already answers to (`__proto__`, `constructor`, `toString`,
+ * `hasOwnProperty`, ...): as a handle they would read or replace what the object inherits instead
+ * of the file's entry, so they are refused anywhere in the file.
+ */
+const RESERVED_NAMES: ReadonlySet<string> = new Set(Object.getOwnPropertyNames(Object.prototype));
+
+/** The first key of the file (at any depth) named like one of those, as a readable refusal; or null. */
+export function reservedNameProblem(value: unknown, where = ''): string | null {
+  if (typeof value !== 'object' || value === null) return null;
+  for (const [key, inner] of Object.entries(value)) {
+    const at = Array.isArray(value) ? `${where}[${key}]` : where ? `${where}.${key}` : key;
+    if (!Array.isArray(value) && RESERVED_NAMES.has(key)) return `${at}: "${key}" cannot be a handle or a name in the workspace file (JavaScript objects reserve it); choose another`;
+    const problem = reservedNameProblem(inner, at);
+    if (problem) return problem;
+  }
+  return null;
+}
+
+/** `handles[handle]` when the file defined it (never what every object inherits), else undefined. */
+function own<T>(handles: Record<string, T>, handle: string): T | undefined {
+  return Object.hasOwn(handles, handle) ? handles[handle] : undefined;
+}
+
 function validateFile(spec: unknown): spec is WorkspaceSpec {
+  const reserved = reservedNameProblem(spec);
+  if (reserved) throw new AdminError(reserved);
   validateWithSections ??= sections.length
     ? ajv.compile({ ...specSchema, properties: { ...specSchema.properties, ...Object.fromEntries(sections.map((s) => [s.key, s.schema])) } })
     : validateSpec;
@@ -238,12 +264,12 @@ export async function applyWorkspace(db: Database, clock: Clock, input: unknown)
       if (Array.isArray(k.delegation)) {
         delegation = 'selected';
         delegates = k.delegation.map((m) => {
-          const id = result.members[m];
+          const id = own(result.members, m);
           if (!id) throw new AdminError(`keys.${h}.delegation: no member "${m}" in this file`);
           return id;
         });
       } else if (k.delegation === 'all') delegation = 'all';
-      const createdBy = k.created_by === undefined ? null : result.members[k.created_by];
+      const createdBy = k.created_by === undefined ? null : own(result.members, k.created_by);
       if (createdBy === undefined) throw new AdminError(`keys.${h}.created_by: no member "${k.created_by}" in this file`);
       const { keyId, secret, secretHash } = newKeySecret();
       await insertKey(sql, {
@@ -264,13 +290,13 @@ export async function applyWorkspace(db: Database, clock: Clock, input: unknown)
       workspaceId: result.workspace_id,
       now,
       member: (handle, where) => {
-        const id = result.members[handle];
+        const id = own(result.members, handle);
         if (!id) throw new AdminError(`${where}: no member "${handle}" in this file`);
         return id;
       },
       app: (handle, where) => {
         if (handle === 'core') return 'core';
-        const id = result.apps[handle];
+        const id = own(result.apps, handle);
         if (!id) throw new AdminError(`${where}: no app "${handle}" in this file (or use core)`);
         return id;
       },
@@ -417,7 +443,7 @@ export async function addToWorkspace(db: Database, clock: Clock, workspaceId: st
       await sql.run(`INSERT INTO bundles (id, workspace_id, name, domain, collect_key, created_at) VALUES (?, ?, ?, ?, ?, ?)`, [id, workspaceId, b.name, b.domain, result.collect_keys[h], now]);
     }
     const member = (handle: string, where: string) => {
-      const id = result.members[handle] ?? (existing.has(handle) ? handle : undefined);
+      const id = own(result.members, handle) ?? (existing.has(handle) ? handle : undefined);
       if (!id) throw new AdminError(`${where}: no member "${handle}" in this file or this workspace`);
       return id;
     };

@@ -5,6 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { AdminError, addToWorkspace, applyWorkspace } from '../../server/admin.ts';
+import { acme } from '../support/fixtures.ts';
 import { forEachDatabase } from '../support/service.ts';
 
 const run = promisify(execFile);
@@ -135,12 +137,58 @@ forEachDatabase('admin CLI', (svc) => {
     }
   });
 
+  it('refuses handles and names that JavaScript objects reserve (__proto__, constructor, toString, hasOwnProperty), naming them', async () => {
+    const ws = await svc().apply(acme());
+    const rule = (member: string) => ({ name: 'R', trigger: { resource_type: 'core:Deal', event: 'created' }, actions: [{ type: 'notify', to: 'member', member_id: member, title: 'T' }] });
+    const entries: Record<string, unknown> = {
+      members: { name: 'X', email: 'x@acme.test', role: 'member' },
+      bundles: { name: 'S', domain: 's.acme.test' },
+      keys: { name: 'K', operations: [] },
+      automations: rule('olga'),
+    };
+    const count = async () => Number((await svc().db.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM workspaces'))!.n);
+    const before = await count();
+    const refused = (message: string | RegExp) => (err: unknown) => {
+      assert.ok(err instanceof AdminError, String(err));
+      if (typeof message === 'string') assert.equal(err.message, message);
+      else assert.match(err.message, message);
+      return true;
+    };
+    for (const name of ['__proto__', 'constructor', 'toString', 'hasOwnProperty']) {
+      for (const [section, entry] of Object.entries(entries)) {
+        // JSON.parse keeps "__proto__" as an own key, as the CLI's JSON and YAML readers do.
+        const file = JSON.parse(`{"workspace":{"name":"W"},"${section}":{"${name}":${JSON.stringify(entry)}}}`);
+        const message = `${section}.${name}: "${name}" cannot be a handle or a name in the workspace file (JavaScript objects reserve it); choose another`;
+        await assert.rejects(applyWorkspace(svc().db, svc().clock, file), refused(message), `apply ${section}.${name}`);
+        const { workspace: _, ...additions } = file;
+        await assert.rejects(addToWorkspace(svc().db, svc().clock, ws.workspace_id, additions), refused(message), `add ${section}.${name}`);
+      }
+      // Anywhere in the file, e.g. a resource grant.
+      await assert.rejects(
+        addToWorkspace(svc().db, svc().clock, ws.workspace_id, JSON.parse(`{"keys":{"k":{"name":"K","operations":[],"resources":{"${name}":["read"]}}}}`)),
+        refused(`keys.k.resources.${name}: "${name}" cannot be a handle or a name in the workspace file (JavaScript objects reserve it); choose another`),
+      );
+      // A reference to such a name finds nothing (never what every object inherits).
+      const base = { workspace: { name: 'W' }, members: { olga: { name: 'O', email: 'o@w.test', role: 'owner' as const } } };
+      await assert.rejects(applyWorkspace(svc().db, svc().clock, { ...base, keys: { k: { name: 'K', operations: [], delegation: [name] } } }), refused(`keys.k.delegation: no member "${name}" in this file`));
+      await assert.rejects(applyWorkspace(svc().db, svc().clock, { ...base, keys: { k: { name: 'K', operations: [], created_by: name } } }), refused(`keys.k.created_by: no member "${name}" in this file`));
+      await assert.rejects(applyWorkspace(svc().db, svc().clock, { ...base, automations: { r: rule(name) } } as never), refused(/^automations\.r\.actions\[0\]\.member_id: no member/));
+      await assert.rejects(applyWorkspace(svc().db, svc().clock, { ...base, automations: { r: { ...rule('olga'), app: name } } } as never), refused(/^automations\.r\.app: no app/));
+      await assert.rejects(
+        addToWorkspace(svc().db, svc().clock, ws.workspace_id, { keys: { k: { name: 'K', operations: [], delegation: [name] } } }),
+        refused(`keys.k.delegation: no member "${name}" in this file or this workspace`),
+      );
+    }
+    assert.equal(await count(), before, 'a refused file creates nothing');
+  });
+
   it('answers bad input with one line on stderr and a non-zero exit', async function () {
     this.timeout(60_000);
     const cases: Array<[string[], RegExp]> = [
       [['apply', '/nonexistent/file.yaml'], /cannot read/],
       [['apply', tempFile('bad.yaml', 'workspace: [unclosed')], /not valid YAML/],
       [['apply', tempFile('bad.yaml', 'members: {}')], /invalid workspace file/],
+      [['apply', tempFile('bad.yaml', 'workspace: { name: X }\nkeys: { __proto__: { name: K, operations: [] } }')], /^admin: keys\.__proto__: "__proto__" cannot be a handle/],
       [['apply', tempFile('bad.yaml', 'workspace: { name: X }\nkeys: { k: { name: K, operations: ["nope.*"] } }')], /unknown operation namespace/],
       [['apply', tempFile('bad.yaml', 'workspace: { name: X }\nkeys: { k: { name: K, operations: [], resources: { "core:Nope": [read] } } }')], /unknown resource type/],
       [['apply', tempFile('bad.yaml', 'workspace: { name: X }\nkeys: { k: { name: K, operations: [], delegation: [ghost] } }')], /no member "ghost"/],
