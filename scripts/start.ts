@@ -85,9 +85,10 @@ async function shutdown(signal: string) {
     'queued collected events still not written after 60 s; exiting',
     service.closeEndpoints().catch((err: unknown) => logger.error({ err, lost: service.queued }, 'collected events could not be written')),
   );
+  // A webhook attempt in flight may take its whole 10 s limit: the background work gets 20 s, as in the worker.
   await within(
-    10_000,
-    'jobs, event consumers or the database still not stopped after 10 s; exiting',
+    20_000,
+    'jobs, event consumers or the database still not stopped after 20 s; exiting',
     Promise.all([jobs.stop(), outbox.stop(), service.workers.stop()]).then(() => db.close()),
   );
   logger.info('stopped');

@@ -4,6 +4,8 @@
  * Members read them on the inbox page after signing in.
  */
 import type { Sql } from '../db/database.ts';
+import { memberRoleNames } from '../generated/catalogue.ts';
+import { mayManageSettings } from './capabilities.ts';
 import { activeMembersWithRoles, insertNotification, isActiveMember } from '../db/queries/inbox.ts';
 import { newId } from './ids.ts';
 
@@ -18,13 +20,16 @@ export interface Notice {
   readonly sourceId?: string | null;
 }
 
+/** The roles that may manage the workspace's settings (owners and admins): who `ownersAndAdmins` reaches. */
+const SETTINGS_ROLES = memberRoleNames.filter(mayManageSettings);
+
 /** Who receives a notice: the workspace's active owners and admins, or named members (inactive ones are left out). */
 export type Recipients = { readonly ownersAndAdmins: true } | { readonly members: readonly string[] };
 
 /** Writes the notice to each recipient's inbox in `sql`; returns the member ids that received it. */
 export async function notify(sql: Sql, workspaceId: string, to: Recipients, notice: Notice, now: number): Promise<string[]> {
   let members: string[];
-  if ('ownersAndAdmins' in to) members = await activeMembersWithRoles(sql, workspaceId, ['owner', 'admin']);
+  if ('ownersAndAdmins' in to) members = await activeMembersWithRoles(sql, workspaceId, SETTINGS_ROLES);
   else {
     members = [];
     for (const id of new Set(to.members)) if (await isActiveMember(sql, workspaceId, id)) members.push(id);

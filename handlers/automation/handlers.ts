@@ -1,5 +1,6 @@
 /** The automation operations: list, get (with runs), pause, delete. */
 import type { Sql } from '../../db/database.ts';
+import { mayManageSettings } from '../../server/capabilities.ts';
 import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
 import { forbidden, notFound } from '../../server/errors.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
@@ -13,7 +14,7 @@ const MISMATCH = 'cursor belongs to a listing with other filters; send the same 
 
 /** Who may pause and delete rules: with workspace access the key's grant decides; a member must be an owner or admin. */
 export function mayManage(ctx: Pick<OperationContext, 'member'>): boolean {
-  return !ctx.member || ctx.member.role === 'owner' || ctx.member.role === 'admin';
+  return !ctx.member || mayManageSettings(ctx.member.role);
 }
 
 /** A rule of the workspace (built-in or authored) by id, and app when given. */

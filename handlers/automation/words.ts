@@ -65,8 +65,3 @@ export function actionDetails(a: Action): string[] {
   if (a.type === 'notify') return a.body ? [a.body] : [];
   return Object.entries(a.data ?? {}).map(([k, v]) => `${k} = ${valueInWords(v)}`);
 }
-
-/** A time as `2026-11-22 12:00:05 UTC`. */
-export function timeInWords(ms: number): string {
-  return `${new Date(ms).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
-}

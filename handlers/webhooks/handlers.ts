@@ -5,7 +5,6 @@ import { conflict, forbidden, invalidInput, notFound } from '../../server/errors
 import { newId } from '../../server/ids.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
-import { roleAllows } from '../../server/roles.ts';
 import { newDelivery, RETENTION_MS } from './delivery.ts';
 import {
   type DbWebhookDeliveryRow,
@@ -20,19 +19,18 @@ import {
   listDeliveries,
   listSubscriptions,
 } from './queries.ts';
+import { readsEveryType } from './readable.ts';
 import { checkProposedUrl, PROPOSAL_TTL_MS, WebhookActionError } from './subscriptions.ts';
 
 const TIME_CURSOR = { t: positionField.millis, i: { type: 'string', maxLength: 40 } } as const;
 const ATTEMPT_CURSOR = { n: { type: 'integer', minimum: 0, maximum: 100 } } as const;
 const MISMATCH = 'cursor belongs to a listing with other filters; send the same filters.';
 
-/** Whether the caller may read a type: the key's grant and, acting for a member, that member's role. */
-function reads(ctx: OperationContext, type: string): boolean {
-  return Boolean(ctx.credential.resources.get(type)?.has('read')) && (!ctx.member || roleAllows(ctx.member.role, type, 'read'));
-}
+/** Whether the caller may read a type: the key's grant and, acting for a member, that member's role (the pages' rule too). */
+const reads = (ctx: OperationContext, type: string) => readsEveryType(ctx.credential, ctx.member, [type]);
 
 /** A subscription is visible only when the caller reads every one of its types. */
-const visible = (ctx: OperationContext, s: DbWebhookSubscriptionRow) => (JSON.parse(s.resource_types) as string[]).every((t) => reads(ctx, t));
+const visible = (ctx: OperationContext, s: DbWebhookSubscriptionRow) => readsEveryType(ctx.credential, ctx.member, JSON.parse(s.resource_types) as string[]);
 
 async function visibleSubscription(ctx: OperationContext, id: string, lock = false): Promise<DbWebhookSubscriptionRow> {
   const s = await findSubscription(ctx.sql, ctx.workspaceId, id, lock);

@@ -4,10 +4,11 @@
  * legacy `meeting.completed` events.
  */
 import type { Database } from '../../db/database.ts';
-import { insertRecordEvent } from '../../db/queries/events.ts';
 import { resourceTypes } from '../../generated/catalogue.ts';
 import type { Clock } from '../../server/clock.ts';
 import { checkDestination, EgressClient, EgressRefused, type EgressPolicy } from '../../server/egress.ts';
+import { mayManageSettings } from '../../server/capabilities.ts';
+import { emitEvent, eventKind } from '../../server/events.ts';
 import { newId } from '../../server/ids.ts';
 import { judgeAccess } from './access.ts';
 import { ATTEMPT_TIMEOUT_MS, RESPONSE_BODY_BYTES } from './delivery.ts';
@@ -35,7 +36,7 @@ export interface Approver {
   readonly role: string;
 }
 
-const mayDecide = (a: Approver) => a.role === 'owner' || a.role === 'admin';
+const mayDecide = (a: Approver) => mayManageSettings(a.role);
 
 /** Approves a pending proposal: the subscription is enabled now and its secret returned, to be shown once. */
 export async function approveProposal(db: Database, clock: Clock, proposalId: string, approver: Approver): Promise<{ webhook_id: string; secret: string }> {
@@ -186,6 +187,9 @@ export async function deleteSubscription(db: Database, workspaceId: string, id: 
   });
 }
 
+/** The legacy event kind this module declares (its payload and bare-hex signature are webhooks' own). */
+export const MEETING_COMPLETED = eventKind('meeting.completed');
+
 /**
  * Records a completed meeting (the meetings integration is outside this service): a `meeting.completed`
  * change event in the outbox, delivered to the workspace's `meeting.completed` subscriptions.
@@ -194,20 +198,8 @@ export async function recordMeetingCompleted(db: Database, clock: Clock, workspa
   if (!/^[A-Za-z0-9_-]{1,40}$/.test(meetingId)) throw new WebhookActionError('A meeting id is 1 to 40 letters, digits, _ or -.');
   const exists = await db.sql.one(`SELECT 1 AS ok FROM workspaces WHERE id = ?`, [workspaceId]);
   if (!exists) throw new WebhookActionError(`No workspace ${workspaceId}.`, 404);
-  const id = newId('evt');
-  await db.tx((sql) =>
-    insertRecordEvent(sql, {
-      id,
-      workspace_id: workspaceId,
-      type: 'meeting.completed',
-      resource_type: 'meeting',
-      record_id: meetingId,
-      private: false,
-      changed_fields: null,
-      actor_key_id: null,
-      actor_member_id: null,
-      occurred_at: clock.now(),
-    }),
+  const id = await db.tx((sql) =>
+    emitEvent(sql, { kind: MEETING_COMPLETED, workspaceId, subjectType: 'meeting', subjectId: meetingId, occurredAt: clock.now() }),
   );
   return { event_id: id };
 }

@@ -1,20 +1,17 @@
 import assert from 'node:assert/strict';
 import { listRecordEvents } from '../../db/queries/events.ts';
-import { document } from '../../generated/document.ts';
+import { dereferenced } from '../../generated/dereferenced.ts';
 import { acme, createPipeline } from '../support/fixtures.ts';
 import { forEachDatabase } from '../support/service.ts';
 
 describe('the document on replayed answers', () => {
   it('declares Idempotency-Replayed on every answer a command stores and replays (200, 404, 409)', () => {
-    type Node = { $ref?: string; headers?: Record<string, unknown> };
-    const deref = (node: Node | undefined): Node | undefined =>
-      node?.$ref ? deref(node.$ref.slice(2).split('/').reduce((at: any, key) => at[key], document) as Node) : node;
     let checked = 0;
-    for (const item of Object.values(document.paths) as Array<Record<string, { operationId: string; 'x-service-kind'?: string; responses: Record<string, Node> }>>) {
+    for (const item of Object.values(dereferenced.paths)) {
       for (const op of Object.values(item)) {
         if (op['x-service-kind'] !== 'command') continue;
         for (const status of ['200', '404', '409']) {
-          const response = deref(op.responses[status]);
+          const response = op.responses[status];
           if (!response) continue;
           checked++;
           assert.ok(response.headers?.['Idempotency-Replayed'], `${op.operationId} ${status} does not declare Idempotency-Replayed`);
