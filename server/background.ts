@@ -76,6 +76,14 @@ const cols = (c: LeaseColumns) => ({ id: c.id ?? 'id', owner: c.owner ?? 'leased
 /** The lease's end for a claim or renewal made now. */
 export const leaseEnd = (lease: Pick<Lease, 'now' | 'ms'>): number => lease.now + lease.ms;
 
+/** Whether a row's lease (owner, until) is held by someone other than `owner` now (a lease has ended when until <= now). */
+export const heldByOther = (row: { owner: string | null; until: number | string | null }, owner: string, now: number): boolean =>
+  row.owner !== owner && row.until !== null && Number(row.until) > now;
+
+/** Whether `owner` should (re)claim: it does not hold the lease, or less than half of `ms` is left. */
+export const needsRenewal = (row: { owner: string | null; until: number | string | null }, lease: Lease): boolean =>
+  row.owner !== lease.owner || row.until === null || Number(row.until) - lease.now < lease.ms / 2;
+
 /**
  * Claims up to `q.limit` rows for `lease.owner` until `now + ms`, in one statement; returns them as
  * changed. Concurrent claimers (processes) never take the same row and never wait for each other.

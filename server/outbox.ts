@@ -69,7 +69,7 @@ import {
   recordOutboxFailure,
   slowestOutboxPosition,
 } from '../db/queries/outbox.ts';
-import { claim, finishLeased, type LeaseColumns, lockHeld, nextAttempt, PROCESS_OWNER } from './background.ts';
+import { claim, finishLeased, heldByOther, type LeaseColumns, leaseEnd, lockHeld, needsRenewal, nextAttempt, PROCESS_OWNER } from './background.ts';
 import type { Clock } from './clock.ts';
 import type { EventKind } from './events.ts';
 import type { JobDefinition } from './jobs.ts';
@@ -291,15 +291,15 @@ export class OutboxRunner {
     const now = this.clock.now();
     let row = await getOutboxConsumer(this.db.sql, name);
     if (!row) return { handled: 0, more: false };
-    const mine = row.leased_by === this.owner;
+    const held = { owner: row.leased_by, until: row.lease_until };
+    const lease = { owner: this.owner, now, ms: this.options.leaseMs };
     // A read first, so that a consumer held elsewhere costs no write (and, on SQLite, no wait for the lock).
-    if (!mine && row.lease_until !== null && Number(row.lease_until) > now) return { handled: 0, more: false };
+    if (heldByOther(held, this.owner, now)) return { handled: 0, more: false };
     if (row.retry_at !== null && Number(row.retry_at) > now) return { handled: 0, more: false };
     const ahead = await peekOutbox(this.db.sql, positionOf(row));
     await this.watchHeldBack(name, ahead === 'held');
     if (ahead !== 'ready') return { handled: 0, more: false };
-    if (!mine || Number(row.lease_until) - now < this.options.leaseMs / 2) {
-      const lease = { owner: this.owner, now, ms: this.options.leaseMs };
+    if (needsRenewal(held, lease)) {
       [row] = await claim<DbOutboxConsumerRow>(this.db.sql, { ...CONSUMERS, due: { text: 'name = ?', params: [name] }, ownAgain: true, order: 'name', limit: 1, returning: columns(this.db.sql) }, lease);
       if (!row) return { handled: 0, more: false };
     }
@@ -356,7 +356,7 @@ export class OutboxRunner {
         const last = events.at(-1);
         if (last) {
           const now = this.clock.now();
-          await advanceOutboxConsumer(sql, name, { xid: last.txid, seq: Number(last.seq) }, now, now + this.options.leaseMs);
+          await advanceOutboxConsumer(sql, name, { xid: last.txid, seq: Number(last.seq) }, now, leaseEnd({ now, ms: this.options.leaseMs }));
         }
         return { kind: 'done', handled: events.length };
       });
