@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Database } from '../db/database.ts';
 import { findKeyForAuth, listKeyDelegateIds, listWorkspaceMembers, takeRateLimitToken } from '../db/queries/credentials.ts';
 import { findSessionForAuth, revokeSessions, takeSessionRateLimitToken } from '../db/queries/sessions.ts';
@@ -82,8 +83,9 @@ export interface RateLimitSettings {
  * revoked, returning the workspace's auth version so a stale cache entry is reloaded at once.
  */
 export class CredentialStore {
-  private readonly cache = new Map<string, Credential>();
-  private readonly sessions = new Map<string, Credential>();
+  // Bounded: the least recently used entries go first (a reload costs one read).
+  private readonly cache = new LRUCache<string, Credential>({ max: 10_000 });
+  private readonly sessions = new LRUCache<string, Credential>({ max: 10_000 });
   private readonly intervalUs: number;
   private readonly toleranceUs: number;
 
@@ -186,7 +188,6 @@ export class CredentialStore {
       sessionMember: member,
       expiresAt: Number(row.expires_at),
     };
-    if (this.sessions.size >= 10_000) this.sessions.clear();
     this.sessions.set(sessionId, credential);
     return credential;
   }
@@ -216,7 +217,6 @@ export class CredentialStore {
       authVersion: Number(row.auth_version),
       secretHash: Buffer.from(row.secret_hash, 'hex'),
     };
-    if (this.cache.size >= 10_000) this.cache.clear();
     this.cache.set(keyId, credential);
     return credential;
   }
