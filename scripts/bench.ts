@@ -230,10 +230,13 @@ interface Check {
   detail: string;
 }
 
+interface Run {
+  results: TargetResult[];
+  problems: string[];
+  pgSkipped: string | null;
+}
 
-async function main(): Promise<number> {
-  const started = new Date();
-  const pinning = pinCpus();
+function printPlan(pinning: Pinning): void {
   const planned = 7 * (WARMUP_S + MEASURE_S);
   console.log(`Benchmark: POST ${OP_PATH} vs a bare express 5 JSON echo server`);
   console.log(`  ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, node ${process.version}`);
@@ -248,12 +251,14 @@ async function main(): Promise<number> {
   );
   if (!pinning.pinned) console.log(`  ${pinning.note}`);
   console.log('');
+}
 
+/** Echo, SQLite, echo, PostgreSQL, echo: a service run that fails is kept as a problem and the others still run. */
+async function runTargets(pinning: Pinning): Promise<Run> {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wsops-bench-'));
   const sqliteUrl = `sqlite:${path.join(tmp, 'bench.sqlite')}`;
-  const results: TargetResult[] = [];
-  const problems: string[] = [];
-  let pgSkipped: string | null = null;
+  const run: Run = { results: [], problems: [], pgSkipped: null };
+  const { results, problems } = run;
 
   const echo = await startServer('echo server', 'scripts/bench-echo.ts', { NODE_ENV: 'production' }, pinning);
   const echoIds = Array.from({ length: PIPELINES }, (_, i) => `pl_bench${String(i).padStart(16, '0')}`);
@@ -273,8 +278,8 @@ async function main(): Promise<number> {
 
     const target = await postgresTarget();
     if ('why' in target) {
-      pgSkipped = target.why;
-      log(`PostgreSQL part DID NOT RUN: ${pgSkipped}`);
+      run.pgSkipped = target.why;
+      log(`PostgreSQL part DID NOT RUN: ${run.pgSkipped}`);
     } else {
       try {
         await resetPostgres(target.url);
@@ -289,21 +294,27 @@ async function main(): Promise<number> {
     await stopServer(echo);
     fs.rmSync(tmp, { recursive: true, force: true });
   }
+  return run;
+}
 
-  // Each service run against the mean of the echo runs just before and after it.
-  const echoes = results.filter((r) => r.kind === 'echo');
-  /** The echo runs just before and just after a service run (other service runs may stand between). */
-  const around = (r: TargetResult) => {
-    const i = results.indexOf(r);
-    const before = results.slice(0, i).reverse().find((x) => x.kind === 'echo');
-    const after = results.slice(i + 1).find((x) => x.kind === 'echo');
-    return [before, after].filter((x): x is TargetResult => x !== undefined);
-  };
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  const echoMean = mean(echoes.map((e) => e.measured.reqPerS));
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/** The echo runs just before and just after a service run (other service runs may stand between). */
+function around(results: TargetResult[], r: TargetResult): TargetResult[] {
+  const i = results.indexOf(r);
+  const before = results.slice(0, i).reverse().find((x) => x.kind === 'echo');
+  const after = results.slice(i + 1).find((x) => x.kind === 'echo');
+  return [before, after].filter((x): x is TargetResult => x !== undefined);
+}
+
+type Ratios = Record<string, { ratio: number; baselineReqPerS: number; cpuRatio: number | null }>;
+const ratioKey = (kind: string, operation: string | undefined) => `${kind} ${operation ?? ''}`;
+
+/** The results table, with each service run against the mean of the echo runs just before and after it. */
+function compareWithEcho(results: TargetResult[]): { rows: string[][]; ratios: Ratios } {
+  const echoMean = mean(results.filter((r) => r.kind === 'echo').map((e) => e.measured.reqPerS));
   const rows: string[][] = [['target', 'requests/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'ratio to echo', 'CPU ms/req', 'CPU ratio']];
-  const ratios: Record<string, { ratio: number; baselineReqPerS: number; cpuRatio: number | null }> = {};
-  const key = (kind: string, operation: string | undefined) => `${kind} ${operation ?? ''}`;
+  const ratios: Ratios = {};
   for (const r of results) {
     const m = r.measured;
     const nonOk = r.warmup.non2xx + m.non2xx;
@@ -311,23 +322,29 @@ async function main(): Promise<number> {
     let ratioCell = r.kind === 'echo' ? `${fmt(m.reqPerS / echoMean)} of mean` : '';
     let cpuRatioCell = '';
     if (r.kind !== 'echo') {
-      const echoRuns = around(r);
+      const echoRuns = around(results, r);
       const base = mean(echoRuns.map((e) => e.measured.reqPerS));
       const echoCpu = echoRuns.map((e) => e.measured.serverCpuMsPerReq).filter((x): x is number => x !== null);
       const cpuRatio = m.serverCpuMsPerReq && echoCpu.length ? mean(echoCpu) / m.serverCpuMsPerReq : null;
-      ratios[key(r.kind, r.operation)] = { ratio: m.reqPerS / base, baselineReqPerS: base, cpuRatio };
+      ratios[ratioKey(r.kind, r.operation)] = { ratio: m.reqPerS / base, baselineReqPerS: base, cpuRatio };
       ratioCell = fmt(m.reqPerS / base, 3);
       cpuRatioCell = cpuRatio === null ? 'n/a' : fmt(cpuRatio, 3);
     }
     const cpuCell = m.serverCpuMsPerReq === null ? 'n/a' : fmt(m.serverCpuMsPerReq, 3);
     rows.push([r.name, fmt(m.reqPerS, 0), fmt(m.latencyMs.p50), fmt(m.latencyMs.p99), String(nonOk), String(errors), ratioCell, cpuCell, cpuRatioCell]);
   }
+  return { rows, ratios };
+}
 
+/** Each measured operation's ratio to echo and p99 against TARGETS, on SQLite and on PostgreSQL. */
+function targetChecks(run: Run, ratios: Ratios): Check[] {
+  const { results, pgSkipped } = run;
   const checks: Check[] = [];
+  const notRun = (kind: 'sqlite' | 'postgres') => (kind === 'postgres' && pgSkipped ? 'PostgreSQL part did not run' : 'run failed');
   const ratioCheck = (kind: 'sqlite' | 'postgres', operation: Measured, label: string, min: number) => {
-    const r = ratios[key(kind, operation)];
+    const r = ratios[ratioKey(kind, operation)];
     if (!r) {
-      checks.push({ target: `${label}: ratio >= ${fmt(min)}`, value: 'not measured', ok: false, measured: false, detail: kind === 'postgres' && pgSkipped ? 'PostgreSQL part did not run' : 'run failed' });
+      checks.push({ target: `${label}: ratio >= ${fmt(min)}`, value: 'not measured', ok: false, measured: false, detail: notRun(kind) });
       return;
     }
     const ok = r.ratio >= min;
@@ -342,11 +359,11 @@ async function main(): Promise<number> {
     const r = results.find((x) => x.kind === kind && x.operation === operation);
     const target = `${label}: p99 <= ${TARGETS.p99OfEcho}x the echo's p99`;
     if (!r) {
-      checks.push({ target, value: 'not measured', ok: false, measured: false, detail: kind === 'postgres' && pgSkipped ? 'PostgreSQL part did not run' : 'run failed' });
+      checks.push({ target, value: 'not measured', ok: false, measured: false, detail: notRun(kind) });
       return;
     }
     const p99 = r.measured.latencyMs.p99;
-    const limit = TARGETS.p99OfEcho * mean(around(r).map((e) => e.measured.latencyMs.p99));
+    const limit = TARGETS.p99OfEcho * mean(around(results, r).map((e) => e.measured.latencyMs.p99));
     const ok = p99 <= limit;
     checks.push({ target, value: `${fmt(p99)} ms`, ok, detail: ok ? `limit ${fmt(limit)} ms` : `over the limit of ${fmt(limit)} ms by ${fmt(p99 - limit)} ms` });
   };
@@ -357,8 +374,12 @@ async function main(): Promise<number> {
     ratioCheck('postgres', operation, `PostgreSQL ${short}`, TARGETS.pgRatio);
     p99Check('postgres', operation, `PostgreSQL ${short}`);
   }
+  return checks;
+}
 
-  // Request failures and write verification.
+/** Failed requests, and successful updates whose idempotency receipts and events are not all in the database. */
+function requestProblems(results: TargetResult[]): string[] {
+  const problems: string[] = [];
   for (const r of results) {
     const bad = r.warmup.non2xx + r.measured.non2xx + r.warmup.errors + r.measured.errors + r.warmup.timeouts + r.measured.timeouts;
     if (bad) {
@@ -377,7 +398,11 @@ async function main(): Promise<number> {
       }
     }
   }
+  return problems;
+}
 
+function printReport(run: Run, rows: string[][], checks: Check[]): void {
+  const echoes = run.results.filter((r) => r.kind === 'echo');
   console.log('');
   console.log(`Results (${CONNECTIONS} connections, ${MEASURE_S} s measured after ${WARMUP_S} s warm-up; latency of 2xx responses; non-2xx and errors include the warm-up):`);
   console.log(table(rows));
@@ -393,14 +418,17 @@ async function main(): Promise<number> {
   }
   const echoP99 = echoes.map((e) => e.measured.latencyMs.p99);
   console.log(`Reference: the bare echo server itself has p99 ${echoP99.map((x) => fmt(x)).join(' / ')} ms at ${CONNECTIONS} connections in this run.`);
-  for (const r of results) {
+  for (const r of run.results) {
     if (r.writes) console.log(`${r.name}: ${r.writes.responses2xx} updates answered 200, ${r.writes.updateReceipts} idempotency receipts and ${r.writes.updateEvents} resource.updated events written.`);
   }
-  if (pgSkipped) console.log(`PostgreSQL part DID NOT RUN: ${pgSkipped}. Set BENCH_POSTGRES_URL to a reachable database.`);
+  if (run.pgSkipped) console.log(`PostgreSQL part DID NOT RUN: ${run.pgSkipped}. Set BENCH_POSTGRES_URL to a reachable database.`);
   console.log('');
   console.log('Targets:');
   console.log(table([['target', 'measured', 'result', ''], ...checks.map((c) => [c.target, c.value, c.measured === false ? 'NOT RUN' : c.ok ? 'PASS' : 'MISS', c.detail])]));
+}
 
+/** Writes `.bench/results-<started>.json` (configuration, machine, ratios, checks, problems, raw results); returns its path. */
+function writeRawResults(started: Date, pinning: Pinning, run: Run, ratios: Ratios, checks: Check[]): string {
   const outDir = path.join(root, '.bench');
   fs.mkdirSync(outDir, { recursive: true });
   const outFile = path.join(outDir, `results-${started.toISOString().replace(/[:.]/g, '-')}.json`);
@@ -420,25 +448,38 @@ async function main(): Promise<number> {
           pinning,
           serviceEnv: { ...serviceEnv('<per target>'), stdout: '/dev/null' },
           serviceNodeArgs: EXTRA_NODE_ARGS,
-          postgres: pgSkipped ? { ran: false, why: pgSkipped } : { ran: true, url: redactUrl(PG_URL) },
+          postgres: run.pgSkipped ? { ran: false, why: run.pgSkipped } : { ran: true, url: redactUrl(PG_URL) },
         },
         targets: TARGETS,
         ratios,
         checks,
-        problems,
-        results,
+        problems: run.problems,
+        results: run.results,
       },
       null,
       2,
     ),
   );
+  return outFile;
+}
+
+async function main(): Promise<number> {
+  const started = new Date();
+  const pinning = pinCpus();
+  printPlan(pinning);
+  const run = await runTargets(pinning);
+  const { rows, ratios } = compareWithEcho(run.results);
+  const checks = targetChecks(run, ratios);
+  run.problems.push(...requestProblems(run.results));
+  printReport(run, rows, checks);
+  const outFile = writeRawResults(started, pinning, run, ratios, checks);
   console.log('');
   console.log(`Raw results: ${path.relative(root, outFile)}`);
 
-  if (problems.length) {
+  if (run.problems.length) {
     console.log('');
     console.log('BENCH FAILED: every request must succeed and each run must complete.');
-    for (const p of problems) console.log(`  - ${p}`);
+    for (const p of run.problems) console.log(`  - ${p}`);
     return 1;
   }
   return 0;
