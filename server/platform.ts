@@ -80,28 +80,11 @@ function noRoute(method: string, path: string): never {
 }
 
 /**
- * Builds the express app every operation goes through, in this order: request log, authentication
- * with the rate limit (one database round trip), operation lookup, JSON body, validation against the
- * document, grants and act-as, then the handler (queries) or the idempotency layer (commands).
+ * One line per request, and its metrics; secrets never reach it (the key or session id is logged,
+ * not the secret; sign-in link tokens are cut from the URL). Sets Request-Id, and HSTS when `hsts`.
  */
-export function createPlatform(options: PlatformOptions) {
-  const { db, clock, config, logger, handlers } = options;
-  const metrics = new Metrics(config.metricsToken, { db, clock, endpoints: options.endpoints });
-  const credentials = new CredentialStore(db, clock, { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst });
-  const idempotency = new Idempotency(db, clock, config.idempotencyLockTimeoutMs);
-  const validator = new ContractValidator(dereferenced, catalogue);
-  const pages = new PageKit({ credentials });
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('trust proxy', config.trustProxy);
-  app.set('etag', false);
-  app.set('query parser', 'simple');
-  // Only a trusted proxy can say the request came over https (X-Forwarded-Proto).
-  const hsts = config.trustProxy !== false;
-
-  // One line per request; secrets never reach it (the key or session id is logged, not the secret;
-  // sign-in link tokens are cut from the URL).
-  app.use((req: Request, res: Response<unknown, Partial<Locals>>, next: NextFunction) => {
+function requestLog(logger: Logger, metrics: Metrics, hsts: boolean) {
+  return (req: Request, res: Response<unknown, Partial<Locals>>, next: NextFunction) => {
     const started = process.hrtime.bigint();
     const id = crypto.randomUUID();
     res.setHeader('Request-Id', id);
@@ -123,41 +106,16 @@ export function createPlatform(options: PlatformOptions) {
       );
     });
     requestScope.run({ requestId: id }, next);
-  });
+  };
+}
 
-  // Answers of /v1 are per credential: never stored by a cache, never sniffed as another type.
-  app.use('/v1', (_req, res, next) => {
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    res.setHeader('Cache-Control', 'no-store');
-    next();
-  });
-
-  // The document itself, without a key: it holds no secrets, and clients and people start from it
-  // (the one /v1 answer a cache may keep).
-  const documentYaml = fs.readFileSync(new URL('../generated/openapi.yaml', import.meta.url));
-  const documentJson = JSON.stringify(document);
-  app.get('/v1/openapi.yaml', (_req, res) => {
-    res.setHeader('Cache-Control', 'public, max-age=300');
-    res.type('application/yaml').send(documentYaml);
-  });
-  app.get('/v1/openapi.json', (_req, res) => {
-    res.setHeader('Cache-Control', 'public, max-age=300');
-    res.type('application/json').send(documentJson);
-  });
-
-  app.get('/metrics', metrics.handler);
-
-  // For load balancers and orchestrators: 200 while the database answers, 503 when it does not.
-  app.get('/healthz', async (_req, res) => {
-    res.setHeader('Cache-Control', 'no-store');
-    try {
-      await db.sql.one('SELECT 1 AS ok');
-      res.json({ status: 'ok' });
-    } catch (err) {
-      logger.warn({ err }, 'health check: the database does not answer');
-      res.status(503).json({ status: 'unavailable', message: 'The database does not answer.' });
-    }
-  });
+/**
+ * The /v1 router every operation goes through: authentication with the rate limit, operation lookup,
+ * JSON body, validation, grants and act-as, then the handler (queries) or the idempotency layer (commands).
+ */
+function operationsRouter(options: PlatformOptions, parts: { credentials: CredentialStore; idempotency: Idempotency; validator: ContractValidator }): express.Router {
+  const { db, clock, config, logger, handlers } = options;
+  const { credentials, idempotency, validator } = parts;
 
   /** Sends a JSON body, checking it against the document first in development and tests. */
   const send = (res: Response<unknown, Locals>, status: number, body: unknown) => {
@@ -184,8 +142,6 @@ export function createPlatform(options: PlatformOptions) {
     return credentials.authenticateSession(session);
   };
 
-  // Every operation, in one function: authentication with the rate limit, operation lookup, JSON
-  // body, validation, grants and act-as, then the handler (queries) or the idempotency layer (commands).
   const v1 = express.Router();
   v1.use(async (req: Request, res: Response<unknown, Locals>) => {
     const credential = (res.locals.credential = await authenticate(req));
@@ -223,7 +179,66 @@ export function createPlatform(options: PlatformOptions) {
     }
     next(err);
   });
-  app.use('/v1', v1);
+  return v1;
+}
+
+/**
+ * Builds the express app every operation goes through, in this order: request log, authentication
+ * with the rate limit (one database round trip), operation lookup, JSON body, validation against the
+ * document, grants and act-as, then the handler (queries) or the idempotency layer (commands).
+ */
+export function createPlatform(options: PlatformOptions) {
+  const { db, clock, config, logger, handlers } = options;
+  const metrics = new Metrics(config.metricsToken, { db, clock, endpoints: options.endpoints });
+  const credentials = new CredentialStore(db, clock, { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst });
+  const idempotency = new Idempotency(db, clock, config.idempotencyLockTimeoutMs);
+  const validator = new ContractValidator(dereferenced, catalogue);
+  const pages = new PageKit({ credentials });
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', config.trustProxy);
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+  // Only a trusted proxy can say the request came over https (X-Forwarded-Proto).
+  const hsts = config.trustProxy !== false;
+
+  app.use(requestLog(logger, metrics, hsts));
+
+  // Answers of /v1 are per credential: never stored by a cache, never sniffed as another type.
+  app.use('/v1', (_req, res, next) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.setHeader('Cache-Control', 'no-store');
+    next();
+  });
+
+  // The document itself, without a key: it holds no secrets, and clients and people start from it
+  // (the one /v1 answer a cache may keep).
+  const documentYaml = fs.readFileSync(new URL('../generated/openapi.yaml', import.meta.url));
+  const documentJson = JSON.stringify(document);
+  app.get('/v1/openapi.yaml', (_req, res) => {
+    res.setHeader('Cache-Control', 'public, max-age=300');
+    res.type('application/yaml').send(documentYaml);
+  });
+  app.get('/v1/openapi.json', (_req, res) => {
+    res.setHeader('Cache-Control', 'public, max-age=300');
+    res.type('application/json').send(documentJson);
+  });
+
+  app.get('/metrics', metrics.handler);
+
+  // For load balancers and orchestrators: 200 while the database answers, 503 when it does not.
+  app.get('/healthz', async (_req, res) => {
+    res.setHeader('Cache-Control', 'no-store');
+    try {
+      await db.sql.one('SELECT 1 AS ok');
+      res.json({ status: 'ok' });
+    } catch (err) {
+      logger.warn({ err }, 'health check: the database does not answer');
+      res.status(503).json({ status: 'unavailable', message: 'The database does not answer.' });
+    }
+  });
+
+  app.use('/v1', operationsRouter(options, { credentials, idempotency, validator }));
   app.use(signinRoutes({ db, clock, logger, pages }));
   app.get('/assets/page.css', pages.css);
   return {
