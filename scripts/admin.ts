@@ -14,6 +14,7 @@ import type { AdminDeps } from '../server/module.ts';
 import { skipOutboxEvent } from '../server/outbox.ts';
 import { listOutboxConsumers } from '../db/queries/outbox.ts';
 import { createSigninLink, revokeSession, SigninError } from '../server/signin.ts';
+import { mailAdmin } from '../server/mailer/admin.ts';
 
 async function withDb<T>(fn: (db: ReturnType<typeof openDatabase>) => Promise<T>): Promise<void> {
   const db = openDatabase();
@@ -175,6 +176,7 @@ outbox
   );
 
 const adminDeps: AdminDeps = { withDb, clock: systemClock };
+mailAdmin(program, adminDeps);
 for (const m of modules) m.admin?.(program, adminDeps);
 
 try {

@@ -11,6 +11,7 @@ import type { CredentialStore } from './credentials.ts';
 import type { EgressClient } from './egress.ts';
 import type { InternalCalls } from './internalCalls.ts';
 import type { JobDefinition, JobQueue } from './jobs.ts';
+import type { Mailer } from './mailer.ts';
 import type { Handler } from './operation.ts';
 import type { EventConsumer } from './outbox.ts';
 import type { NavEntry, PageKit } from './pages.ts';
@@ -38,6 +39,8 @@ export interface ModuleDeps<Settings = unknown> {
   readonly jobs: JobQueue;
   /** Outbound HTTPS under the egress policy (webhook deliveries); the service closes it at shutdown. */
   readonly egress: EgressClient;
+  /** The mailer (SMTP, or the development mailbox without SMTP_URL): ask for it, never build one; the service closes it at shutdown. */
+  readonly mailer: Mailer;
   /** The module's own settings (`ServiceModule.config`), read once when the process starts. */
   readonly settings: Settings;
 }

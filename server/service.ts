@@ -6,6 +6,7 @@ import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import { EgressClient } from './egress.ts';
 import { JobRunner } from './jobs.ts';
+import { createMailer, mailStartupLine, pruneMailboxJob } from './mailer.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
 import { type EventConsumer, OutboxRunner, pruneOutboxJob } from './outbox.ts';
@@ -38,7 +39,11 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   let workers: Workers | null = null;
   const wakeWorker = { wake: (name: string) => workers?.wake(name) };
   const egress = new EgressClient(deps.config.egress);
-  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, jobs };
+  // One mailer per process; where mail goes is said at start (the development mailbox, with how to read it).
+  const mailer = createMailer(deps.config.mail, deps);
+  const mailLine = mailStartupLine(deps.config.mail);
+  deps.logger.info(mailLine.fields, mailLine.message);
+  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, mailer, jobs };
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
@@ -65,6 +70,7 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     }
   }
   outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers, { onCommit: (sql) => jobs.committed(sql) });
+  jobs.define('mailbox.prune', pruneMailboxJob(deps.db, deps.clock, deps.logger));
   jobs.define('outbox.prune', pruneOutboxJob(deps.db, deps.clock, deps.logger, deps.config.outboxRetentionDays * 86_400_000));
 
   const loops: Record<string, BackgroundWorker> = {};
@@ -91,12 +97,14 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     /** The modules' background workers (`start()` / `stop()` in a process that runs jobs; `runOnce(name)` in tests). */
     workers,
     credentials: platform.credentials,
+    /** The mailer the modules are given (`deps.mailer`). */
+    mailer,
     /** Items the lean endpoints hold in memory, not yet stored. */
     get queued() {
       return endpoints.reduce((n, e) => n + e.queued, 0);
     },
-    /** Stores what the lean endpoints hold and closes the egress client's kept connections (at shutdown). */
-    closeEndpoints: () => Promise.all([...endpoints.map((e) => e.close()), egress.close()]).then(() => undefined),
+    /** Stores what the lean endpoints hold and closes the egress client's and the mailer's kept connections (at shutdown). */
+    closeEndpoints: () => Promise.all([...endpoints.map((e) => e.close()), egress.close(), mailer.close()]).then(() => undefined),
     /** The lean endpoints by namespace. */
     endpoints: byNamespace,
   };
