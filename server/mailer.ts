@@ -28,6 +28,11 @@ export interface SmtpSettings {
   readonly display: string;
   /** Credentials from the URL; not enumerable, so printing the settings never shows them. */
   readonly auth: { readonly user: string; readonly pass: string } | null;
+  /**
+   * smtp:// with credentials to a host other than loopback: STARTTLS is required, so a server (or a
+   * man in the middle) that does not offer it never receives the password in clear text.
+   */
+  readonly requireTls: boolean;
   readonly connectionTimeoutMs: number;
   readonly greetingTimeoutMs: number;
   readonly socketTimeoutMs: number;
@@ -77,11 +82,13 @@ function parseSmtpUrl(raw: string): SmtpSettings {
       throw new Error('SMTP_URL credentials are not valid percent-encoding (encode special characters of the user and password)');
     }
   }
+  const loopback = host === 'localhost' || host === '::1' || /^127\./.test(host);
   const settings = {
     host,
     port,
     secure,
     display: `${url.hostname}:${port}`,
+    requireTls: !secure && auth !== null && !loopback,
     connectionTimeoutMs: 10_000,
     greetingTimeoutMs: 10_000,
     socketTimeoutMs: 60_000,

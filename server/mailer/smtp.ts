@@ -23,6 +23,8 @@ export class SmtpMailer implements Mailer {
   readonly kind = 'smtp' as const;
   private readonly transport: Transport;
   private readonly domain: string;
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private closed = false;
 
   constructor(
     private readonly settings: SmtpSettings,
@@ -35,6 +37,7 @@ export class SmtpMailer implements Mailer {
       host: settings.host,
       port: settings.port,
       secure: settings.secure,
+      requireTLS: settings.requireTls,
       ...(settings.auth ? { auth: { user: settings.auth.user, pass: settings.auth.pass } } : {}),
       maxConnections: settings.maxConnections,
       maxMessages: 100,
@@ -59,6 +62,17 @@ export class SmtpMailer implements Mailer {
   }
 
   async send(message: MailMessage): Promise<SendResult> {
+    if (this.closed) throw new MailUnavailableError('the mailer is closed: this process is stopping', 'connection', true);
+    const sending = this.deliver(message);
+    this.inFlight.add(sending);
+    try {
+      return await sending;
+    } finally {
+      this.inFlight.delete(sending);
+    }
+  }
+
+  private async deliver(message: MailMessage): Promise<SendResult> {
     checkMessage(message);
     const { valid, invalid } = recipientsOf(message);
     const messageId = `<${crypto.randomUUID()}@${this.domain}>`;
@@ -114,7 +128,10 @@ export class SmtpMailer implements Mailer {
     return error;
   }
 
+  /** Refuses new sends, lets the ones in flight finish, then closes the pooled connections. */
   async close(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled([...this.inFlight]);
     this.transport.close();
   }
 }

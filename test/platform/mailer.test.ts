@@ -238,6 +238,26 @@ for (const database of databases) {
       silent.close();
     });
 
+    it('sends many mails at once over the pool; closing lets the sends in flight finish and refuses new ones', async () => {
+      const before = smtp.received.length;
+      const started = performance.now();
+      const results = await Promise.all(
+        Array.from({ length: 60 }, (_, i) => svc.mailer.send({ to: `r${i}@example.test`, subject: `Mail ${i}`, text: `n ${i}`, html: `<p>${i}</p>` })),
+      );
+      const ms = performance.now() - started;
+      assert.deepEqual(results.map((r) => r.accepted[0]), Array.from({ length: 60 }, (_, i) => `r${i}@example.test`));
+      assert.equal(smtp.received.length, before + 60);
+      assert.equal(new Set(results.map((r) => r.messageId)).size, 60);
+      console.log(`      60 mails through the pool in ${Math.round(ms)} ms`);
+
+      const closing = createMailer(mailConfigFromEnv({ SMTP_URL: smtpUrl, MAIL_FROM: FROM }), { db: svc.db, clock: svc.clock, logger: svc.logger });
+      const inFlight = Array.from({ length: 5 }, (_, i) => closing.send({ to: `late${i}@example.test`, subject: 'Late', text: 'x', html: 'x' }));
+      await closing.close();
+      assert.deepEqual((await Promise.all(inFlight)).map((r) => r.accepted.length), [1, 1, 1, 1, 1]);
+      const afterClose = await closing.send({ to: 'x@example.test', subject: 'Too late', text: 'x', html: 'x' }).catch((e: unknown) => e);
+      assert.ok(afterClose instanceof MailUnavailableError && afterClose.retryable, String(afterClose));
+    });
+
     it('logs the SMTP host only: the credentials of SMTP_URL never appear', async () => {
       const logs = svc.logs();
       assert.match(logs, new RegExp(`mail: sent through SMTP at 127\\.0\\.0\\.1:${smtp.port}`));
@@ -347,10 +367,16 @@ describe('mailer settings', () => {
     assert.equal(loadConfig({}).mail.smtp, null);
     const ok = mailConfigFromEnv({ SMTP_URL: 'smtps://u%40x:p%3Ass@mail.example.com', MAIL_FROM: 'ops@example.com' });
     assert.deepEqual({ ...ok.smtp, auth: ok.smtp!.auth }, {
-      host: 'mail.example.com', port: 465, secure: true, display: 'mail.example.com:465', auth: { user: 'u@x', pass: 'p:ss' },
+      host: 'mail.example.com', port: 465, secure: true, display: 'mail.example.com:465', auth: { user: 'u@x', pass: 'p:ss' }, requireTls: false,
       connectionTimeoutMs: 10_000, greetingTimeoutMs: 10_000, socketTimeoutMs: 60_000, maxConnections: 3,
     });
     assert.equal(mailConfigFromEnv({ SMTP_URL: 'smtp://relay.internal', MAIL_FROM: 'a@b.example' }).smtp!.port, 587);
+    // Credentials over smtp:// leave this machine only inside STARTTLS.
+    const tls = (url: string) => mailConfigFromEnv({ SMTP_URL: url, MAIL_FROM: 'a@b.example' }).smtp!.requireTls;
+    assert.equal(tls('smtp://u:p@mail.example.com'), true);
+    assert.equal(tls('smtp://mail.example.com:25'), false);
+    assert.equal(tls('smtp://u:p@127.0.0.1:2525'), false);
+    assert.equal(tls('smtp://u:p@[::1]:2525'), false);
     assert.throws(() => loadConfig({ SMTP_URL: 'smtp://u:hunter22@mail.example.com' }), /MAIL_FROM is required when SMTP_URL is set/);
     const refusals: [Record<string, string>, RegExp][] = [
       [{ SMTP_URL: 'https://u:hunter22@mail.example.com', MAIL_FROM: 'a@b.example' }, /SMTP_URL must start with smtp:\/\/ or smtps:\/\/ \(got "https:\/\/"\)/],
