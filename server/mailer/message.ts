@@ -92,6 +92,7 @@ const RESERVED_HEADERS = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'message
 export function checkMessage(message: MailMessage): void {
   if (typeof message.subject !== 'string' || !message.subject.trim() || /[\r\n]/.test(message.subject)) throw new TypeError('mail subject must be one non-empty line');
   if (typeof message.text !== 'string' || typeof message.html !== 'string') throw new TypeError('mail needs both a text and an HTML body');
+  if (typeof message.to !== 'string' && (!Array.isArray(message.to) || message.to.length === 0)) throw new TypeError('mail needs at least one recipient');
   for (const [name, value] of Object.entries(message.headers ?? {})) {
     if (!HEADER_NAME.test(name) || RESERVED_HEADERS.has(name.toLowerCase())) throw new TypeError(`mail header ${JSON.stringify(name)} is not allowed`);
     if (typeof value !== 'string' || /[\r\n]/.test(value)) throw new TypeError(`mail header ${name} must be one line`);

@@ -17,6 +17,7 @@ import { loadConfig } from '../../server/config.ts';
 import { loggerOptions } from '../../server/logger.ts';
 import { createMailer, mailConfigFromEnv, type Mailer, MailUnavailableError, mailTemplates } from '../../server/mailer.ts';
 import { SmtpMailer } from '../../server/mailer/smtp.ts';
+import { testCertificates } from '../support/receiver.ts';
 import { databases } from '../support/service.ts';
 
 const run = promisify(execFile);
@@ -201,6 +202,7 @@ for (const database of databases) {
       await assert.rejects(svc.mailer.send({ to: 'a@example.test', subject: 'Hi\r\nBcc: x@evil.test', text: 'x', html: 'x' }), /subject must be one non-empty line/);
       await assert.rejects(svc.mailer.send({ to: 'a@example.test', subject: 'Hi', text: 'x', html: 'x', headers: { Bcc: 'x@evil.test' } }), /header "Bcc" is not allowed/);
       await assert.rejects(svc.mailer.send({ to: 'a@example.test', subject: 'Hi', text: 'x', html: 'x', headers: { 'X-A': 'one\nBcc: x@evil.test' } }), /must be one line/);
+      await assert.rejects(svc.mailer.send({ to: [], subject: 'Hi', text: 'x', html: 'x' }), /at least one recipient/);
     });
 
     it('an unreachable server, refused credentials and a server that never greets throw MailUnavailableError', async () => {
@@ -236,6 +238,20 @@ for (const database of databases) {
       assert.match(timeoutErr.message, /ETIMEDOUT/);
       await mute.close();
       silent.close();
+
+      // smtps:// verifies the server's certificate: one from an unknown CA is refused, nothing is sent.
+      const certs = testCertificates();
+      const tlsServer = new SMTPServer({ secure: true, key: certs.keyPem, cert: certs.certPem, logger: false, authOptional: true, onData: (s, _session, cb) => s.resume().on('end', () => cb()) });
+      tlsServer.on('error', () => {}); // the client hanging up on its certificate, as expected
+      await new Promise<void>((resolve) => tlsServer.listen(0, '127.0.0.1', resolve));
+      const tlsPort = (tlsServer.server.address() as net.AddressInfo).port;
+      const untrusted = createMailer(mailConfigFromEnv({ SMTP_URL: `smtps://127.0.0.1:${tlsPort}`, MAIL_FROM: FROM }), deps);
+      const tlsErr = await untrusted.send({ to: 'a@example.test', subject: 'Hi', text: 'x', html: 'x' }).catch((e: unknown) => e);
+      assert.ok(tlsErr instanceof MailUnavailableError, String(tlsErr));
+      assert.equal(tlsErr.kind, 'connection');
+      assert.match(tlsErr.message, /certificate/i);
+      await untrusted.close();
+      await new Promise<void>((resolve) => tlsServer.close(() => resolve()));
     });
 
     it('sends many mails at once over the pool; closing lets the sends in flight finish and refuses new ones', async () => {
