@@ -34,7 +34,10 @@ interface Received {
   raw: Buffer;
 }
 
-/** A real SMTP server on 127.0.0.1 that wants USER/PASS and refuses `refused@...` at RCPT with 550. */
+/**
+ * A real SMTP server on 127.0.0.1 that wants USER/PASS, refuses `refused@...` at RCPT with 550 and defers
+ * `greylist@...` with 450; a mail to `blocked@...` is refused after DATA with 554, to `busy@...` with 451.
+ */
 async function startSmtpServer() {
   const received: Received[] = [];
   const server = new SMTPServer({
@@ -48,12 +51,16 @@ async function startSmtpServer() {
     },
     onRcptTo(address, _session, callback) {
       if (address.address.startsWith('refused@')) return callback(Object.assign(new Error('5.1.1 <' + address.address + '>: mailbox unavailable'), { responseCode: 550 }));
+      if (address.address.startsWith('greylist@')) return callback(Object.assign(new Error('4.7.1 greylisted, try again later'), { responseCode: 450 }));
       return callback();
     },
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
+        const to = session.envelope.rcptTo.map((r) => r.address);
+        if (to.some((a) => a.startsWith('blocked@'))) return callback(Object.assign(new Error('5.7.1 message refused as spam'), { responseCode: 554 }));
+        if (to.some((a) => a.startsWith('busy@'))) return callback(Object.assign(new Error('4.3.0 try again later'), { responseCode: 451 }));
         received.push({
           envelopeFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           envelopeTo: session.envelope.rcptTo.map((r) => r.address),
@@ -196,6 +203,24 @@ for (const database of databases) {
       ]);
       assert.equal(smtp.received.length, before + 1);
       assert.deepEqual(smtp.received.at(-1)!.envelopeTo, ['ok@example.test']);
+    });
+
+    it('a deferred recipient is rejected as temporary; a message refused after DATA is refused for each recipient, or throws when deferred', async () => {
+      const before = smtp.received.length;
+      const grey = await svc.mailer.send({ to: ['greylist@example.test', 'ok2@example.test'], subject: 'Hi', text: 'x', html: 'x' });
+      assert.deepEqual(grey.accepted, ['ok2@example.test']);
+      assert.equal(grey.rejected[0]!.temporary, true);
+      assert.match(grey.rejected[0]!.reason, /^450 /);
+      const blocked = await svc.mailer.send({ to: ['blocked@example.test', 'ok3@example.test'], subject: 'Hi', text: 'x', html: 'x' });
+      assert.deepEqual(blocked.accepted, []);
+      assert.deepEqual(blocked.rejected.map((r) => [r.address, r.temporary]), [['blocked@example.test', false], ['ok3@example.test', false]]);
+      assert.match(blocked.rejected[0]!.reason, /^554 .*spam/);
+      const busy = await svc.mailer.send({ to: 'busy@example.test', subject: 'Hi', text: 'x', html: 'x' }).catch((e: unknown) => e);
+      assert.ok(busy instanceof MailUnavailableError, String(busy));
+      assert.equal(busy.kind, 'refused');
+      assert.equal(busy.retryable, true);
+      assert.match(busy.message, /451/);
+      assert.equal(smtp.received.length, before + 1, 'only the greylisted mail was taken');
     });
 
     it("refuses a caller's malformed message (header injection, empty subject) before sending", async () => {
