@@ -240,6 +240,25 @@ describe('signing: the PAdES seal (pdfsig, qpdf, openssl ts)', function () {
     await assert.rejects(loadPkcs12(new Uint8Array([1, 2, 3]), 'x'), CertificateError);
   });
 
+  it('PDFs written other ways: object streams and an xref stream (pdf-lib default), linearized and object-streamed by qpdf', async () => {
+    const doc = await PDFDocument.create();
+    doc.addPage().drawText('object streams', { x: 50, y: 700 });
+    const variants: Array<[string, Uint8Array]> = [['pdf-lib default', await doc.save()]];
+    const plain = await write('variant-plain.pdf', pdf);
+    for (const [name, args] of [['linearized', ['--linearize']], ['qpdf object streams', ['--object-streams=generate']]] as const) {
+      const out = path.join(dir, `variant-${variants.length}.pdf`);
+      await run('qpdf', [...args, plain, out]);
+      variants.push([name, await fs.readFile(out)]);
+    }
+    for (const [name, bytes] of variants) {
+      const file = await write(`variant-sealed-${name.replace(/\W/g, '')}.pdf`, await seal(bytes, { certificate, reason: name, signedAt: SIGNED_AT }));
+      const { out } = await pdfsig(file);
+      assert.match(out, /Signature is Valid\./, name);
+      assert.match(out, /Total document signed/, name);
+      await run('qpdf', ['--check', file]);
+    }
+  });
+
   it('a 100-page PDF: sealed with and without a timestamp (time reported)', async () => {
     const big = await samplePdf(100);
     let t = performance.now();
