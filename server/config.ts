@@ -1,6 +1,7 @@
 import { DEFAULT_DATABASE_URL } from '../db/database.ts';
 import { type EgressPolicy, egressPolicyFromEnv } from './egress.ts';
 import { type MailConfig, mailConfigFromEnv } from './mailer.ts';
+import { type StorageConfig, storageConfigFromEnv } from './storage.ts';
 
 /** The environment settings are read from (process.env, or a test's own). */
 export type ServiceEnv = Readonly<Record<string, string | undefined>>;
@@ -40,6 +41,8 @@ export interface ServiceConfig {
    * (EGRESS_ALLOWED_PORTS, EGRESS_ALLOW_DESTINATIONS, EGRESS_TEST_CA_FILE; see server/egress.ts).
    */
   egress: EgressPolicy;
+  /** Where file bytes are kept (STORAGE: `database` by default, or `filesystem` under STORAGE_PATH): server/storage.ts. */
+  storage: StorageConfig;
   /** Where mail goes (SMTP_URL and MAIL_FROM, or the development mailbox): server/mailer.ts. */
   mail: MailConfig;
   /** The environment these settings were read from: the modules read theirs from it. */
@@ -102,6 +105,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     jobsPollMs: envNumber(env, 'JOBS_POLL_MS', 1000, 10),
     outboxRetentionDays: envNumber(env, 'OUTBOX_RETENTION_DAYS', 30, 30),
     egress: egressPolicyFromEnv(env),
+    storage: storageConfigFromEnv(env),
     mail: mailConfigFromEnv(env),
     env,
   };

@@ -15,6 +15,7 @@ import type { Mailer } from './mailer.ts';
 import type { Handler } from './operation.ts';
 import type { EventConsumer } from './outbox.ts';
 import type { NavEntry, PageKit } from './pages.ts';
+import type { BlobStore } from './storage.ts';
 import type { BackgroundWorker, Workers } from './workers.ts';
 
 /** The operations of one namespace, each with its handler: a missing or extra one fails `tsc`. */
@@ -39,6 +40,8 @@ export interface ModuleDeps<Settings = unknown> {
   readonly jobs: JobQueue;
   /** Outbound HTTPS under the egress policy (webhook deliveries); the service closes it at shutdown. */
   readonly egress: EgressClient;
+  /** The blob store (file bytes; the database or a shared volume, STORAGE): ask for it, never build one. */
+  readonly storage: BlobStore;
   /** The mailer (SMTP, or the development mailbox without SMTP_URL): ask for it, never build one; the service closes it at shutdown. */
   readonly mailer: Mailer;
   /** The module's own settings (`ServiceModule.config`), read once when the process starts. */

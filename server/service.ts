@@ -11,6 +11,7 @@ import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
 import { type EventConsumer, OutboxRunner, pruneOutboxJob } from './outbox.ts';
 import { createPlatform } from './platform.ts';
+import { createBlobStore } from './storage.ts';
 import { type BackgroundWorker, Workers } from './workers.ts';
 
 export interface ServiceDeps {
@@ -43,7 +44,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   const mailer = createMailer(deps.config.mail, deps);
   const mailLine = mailStartupLine(deps.config.mail);
   deps.logger.info(mailLine.fields, mailLine.message);
-  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, mailer, jobs };
+  const storage = createBlobStore(deps.db, deps.clock, deps.config.storage);
+  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, mailer, storage, jobs };
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
@@ -58,6 +60,14 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     run: async () => {
       const removed = await deleteReceiptsBefore(deps.db.sql, deps.clock.now() - deps.config.idempotencyRetentionHours * 3_600_000);
       if (removed) deps.logger.info({ removed }, 'pruned idempotency receipts');
+    },
+  });
+  jobs.define('storage.cleanup', {
+    everyMs: 60 * 60_000,
+    run: async () => {
+      // A put still being written touches its blob with every chunk; a day without one is a crashed process's.
+      const removed = await storage.removeIncompleteBlobs(deps.clock.now() - 86_400_000);
+      if (removed) deps.logger.info({ removed }, 'removed unfinished blobs');
     },
   });
   for (const m of modules) for (const [kind, def] of Object.entries(m.jobs?.(moduleDeps(m)) ?? {})) jobs.define(kind, def);
@@ -99,6 +109,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     credentials: platform.credentials,
     /** The mailer the modules are given (`deps.mailer`). */
     mailer,
+    /** The blob store the modules are given (`deps.storage`). */
+    storage,
     /** Items the lean endpoints hold in memory, not yet stored. */
     get queued() {
       return endpoints.reduce((n, e) => n + e.queued, 0);
