@@ -253,7 +253,7 @@ forEachDatabase('blob store: database backend', (svc) => {
       return Number(rows!.n) + (await countBlobChunks(svc().db.sql, id));
     },
     async cleanupAfter(ageMs) {
-      // The recurring job every process that runs jobs defines: unfinished blobs untouched for a day.
+      // As the recurring job storage.cleanup does (tested below): unfinished blobs untouched for a day.
       const before = await svc().db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM blobs WHERE completed_at IS NULL`);
       const clock = new FakeClock(svc().clock.now() + ageMs);
       const removed = await createBlobStore(svc().db, clock, { backend: 'database' }).removeIncompleteBlobs(clock.now() - DAY);
