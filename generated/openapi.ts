@@ -1158,7 +1158,8 @@ export interface paths {
          *     UTC day, kept in the database so every process agrees; salts are deleted 48 hours after they
          *     were made, after which no stored visitor id can be linked to an address again. The address is
          *     never stored or logged. It is the socket's peer, or the first address of a trusted proxy header
-         *     (`COLLECT_CLIENT_IP_HEADER`, e.g. `x-forwarded-for`). A visitor whose session continues across
+         *     (`COLLECT_CLIENT_IP_HEADER`: one value the proxy sets, e.g. `x-real-ip`; not an `x-forwarded-for`
+         *     that the proxy appends to, whose first entry the client writes). A visitor whose session continues across
          *     midnight keeps the previous day's id: when the id under yesterday's salt has an event on the
          *     site less than 30 minutes ago, that id is used.
          *

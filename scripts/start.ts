@@ -78,6 +78,13 @@ async function shutdown(signal: string) {
   stopping = true;
   logger.info({ signal }, 'shutting down: finishing requests in flight');
   await within(10_000, 'requests still running after 10 s; exiting', new Promise<void>((resolve) => server.close(() => resolve())));
+  // Background work stops first (it may still send mail or deliver webhooks through what closeEndpoints closes).
+  // A webhook attempt in flight may take its whole 10 s limit: the background work gets 20 s, as in the worker.
+  await within(
+    20_000,
+    'jobs, event consumers or workers still not stopped after 20 s; exiting',
+    Promise.all([jobs.stop(), outbox.stop(), service.workers.stop()]),
+  );
   // Collected events are queued in memory: write them all before exiting (at most COLLECT_BUFFER_MAX).
   if (service.queued) logger.info({ events: service.queued }, 'writing queued collected events');
   await within(
@@ -85,12 +92,7 @@ async function shutdown(signal: string) {
     'queued collected events still not written after 60 s; exiting',
     service.closeEndpoints().catch((err: unknown) => logger.error({ err, lost: service.queued }, 'collected events could not be written')),
   );
-  // A webhook attempt in flight may take its whole 10 s limit: the background work gets 20 s, as in the worker.
-  await within(
-    20_000,
-    'jobs, event consumers or the database still not stopped after 20 s; exiting',
-    Promise.all([jobs.stop(), outbox.stop(), service.workers.stop()]).then(() => db.close()),
-  );
+  await within(10_000, 'the database still not closed after 10 s; exiting', db.close());
   logger.info('stopped');
   logger.flush();
   process.exit(0);

@@ -73,7 +73,8 @@ export class JobRunner implements JobQueue {
   private readonly definitions = new Map<string, JobDefinition>();
   private readonly owner: string;
   private readonly pool: WorkPool<DbJobRow>;
-  private readonly enqueuedIn = new Set<Sql>();
+  // Weak: a transaction that rolls back never reports its commit and must not be kept.
+  private readonly enqueuedIn = new WeakSet<Sql>();
   private loop: PollLoop | null = null;
   private busy = false;
 
@@ -182,13 +183,20 @@ export class JobRunner implements JobQueue {
       if (!def) throw new Error(`no job definition for ${job.kind}`);
       if (def.leaseMs && def.leaseMs !== DEFAULT_LEASE_MS) await renewLease(sql, JOBS, job.id, leaseNow(this.clock, def.leaseMs, this.owner));
       await def.run(JSON.parse(job.payload));
-      if (def.everyMs) await finishLeased(sql, JOBS, job.id, this.owner, { text: 'run_at = ?, last_error = NULL, attempts = 0', params: [this.clock.now() + def.everyMs] });
-      else await deleteLeased(sql, JOBS, job.id, this.owner);
     } catch (err) {
       if (isBusy(err)) this.logger.info({ job: job.kind, code: (err as { code: string }).code }, 'job deferred: the database is busy (another process is writing)');
       else this.logger.warn({ err, job: job.kind, attempts: job.attempts }, 'job failed; retrying later');
       const retryAt = nextAttempt(JOB_BACKOFF, Number(job.attempts), { now: this.clock.now() })!;
       await failLeased(sql, JOBS, job.id, this.owner, { column: 'run_at', at: retryAt }, { text: 'last_error = ?', params: [errorText(err)] });
+      return;
+    }
+    // The job succeeded: a failure to record that is not the job's failure (no backoff, no error on the job); the
+    // row stays leased and the job is taken again only when the lease ends.
+    try {
+      if (def.everyMs) await finishLeased(sql, JOBS, job.id, this.owner, { text: 'run_at = ?, last_error = NULL, attempts = 0', params: [this.clock.now() + def.everyMs] });
+      else await deleteLeased(sql, JOBS, job.id, this.owner);
+    } catch (err) {
+      this.logger.error({ err, job: job.kind }, 'job done, but its completion could not be recorded; it runs again when its lease ends');
     }
   }
 }

@@ -5,7 +5,7 @@
 import { envHeaderName, envNumber, type ServiceEnv } from '../../server/config.ts';
 
 export interface AnalyticsSettings {
-  /** Trusted proxy header with the client address (first of a list), e.g. x-forwarded-for; null = the socket address. */
+  /** Trusted proxy header with the client address, one value the proxy sets (e.g. x-real-ip; of a list, the first is read); null = the socket address. */
   collectClientIpHeader: string | null;
   /** Trusted proxy header with the visitor's country (ISO 3166-1 alpha-2), e.g. cf-ipcountry; null = no country. */
   collectCountryHeader: string | null;

@@ -221,7 +221,9 @@ export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain()
       running.set(d.webhook_id, k + 1);
       taken.push(d);
     }
-    await Promise.all(back.map((d) => defer(d, Number(d.next_attempt_at ?? lease.now))));
+    // A deferral that fails leaves its row to wait out the lease; it must not lose the taken ones (their counts are already held).
+    const deferred = await Promise.allSettled(back.map((d) => defer(d, Number(d.next_attempt_at ?? lease.now))));
+    for (const r of deferred) if (r.status === 'rejected') logger.warn({ err: r.reason }, 'a claimed webhook delivery could not be given back; it is taken again when its lease ends');
     full = rows.length === Math.min(n, CLAIM_BATCH);
     return taken;
   }
