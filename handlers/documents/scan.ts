@@ -1,0 +1,38 @@
+/**
+ * The upload scan: the PDF checks (pdf.ts), then, when a ClamAV daemon is configured, its verdict (clamav.ts).
+ * A refusal is a plain reason for `invalid_input`; a scanner that cannot answer throws ScannerUnavailable.
+ */
+import { parseClamavUrl, scanStream, type ClamavConfig } from './clamav.ts';
+import { inspectPdf, type PdfLimits } from './pdf.ts';
+
+export { inspectPdf, type PdfInspection, type PdfLimits } from './pdf.ts';
+export { ClamavUrlError, parseClamavUrl, pingClamd, ScannerUnavailable, scanStream, type ClamavConfig, type ClamavVerdict } from './clamav.ts';
+
+export type ScanOutcome = { ok: true; pages: number; encrypted: 'none' | 'owner-only'; pdfVersion: string } | { ok: false; reason: string };
+
+/** Pieces of `bytes`, views not copies, for scanStream. */
+export async function* chunksOf(bytes: Uint8Array, size = 256 * 1024): AsyncIterable<Uint8Array> {
+  for (let at = 0; at < bytes.length; at += size) yield bytes.subarray(at, at + size);
+}
+
+/**
+ * The ClamAV daemon from `CLAMAV_URL` (tcp://host:port or unix:///path), or `CLAMAV_HOST` with `CLAMAV_PORT`
+ * (default 3310); null when neither is set. Throws ClamavUrlError on a malformed value.
+ */
+export function clamavFromEnv(env: Record<string, string | undefined>): ClamavConfig | null {
+  if (env.CLAMAV_URL?.trim()) return { address: parseClamavUrl(env.CLAMAV_URL) };
+  if (env.CLAMAV_HOST?.trim()) {
+    const port = env.CLAMAV_PORT?.trim() || '3310';
+    return { address: parseClamavUrl(`tcp://${env.CLAMAV_HOST.trim()}:${port}`) };
+  }
+  return null;
+}
+
+/** The whole scan of an uploaded file held in memory: PDF checks first, the virus scan on files that pass them. */
+export async function scanDocument(bytes: Uint8Array, options: { limits: PdfLimits; clamav: ClamavConfig | null }): Promise<ScanOutcome> {
+  const pdf = await inspectPdf(bytes, options.limits);
+  if (!pdf.ok || !options.clamav) return pdf;
+  const verdict = await scanStream(options.clamav, chunksOf(bytes));
+  if (!verdict.clean) return { ok: false, reason: `the file contains malware (ClamAV found ${verdict.signature})` };
+  return pdf;
+}
