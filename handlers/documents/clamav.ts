@@ -75,12 +75,13 @@ export function describeAddress(address: ClamavAddress): string {
 
 function connect(config: ClamavConfig): Promise<net.Socket> {
   const where = describeAddress(config.address);
+  const limitMs = Math.min(config.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, config.timeoutMs ?? DEFAULT_TIMEOUT_MS);
   return new Promise((resolve, reject) => {
     const socket = config.address.kind === 'tcp' ? net.connect({ host: config.address.host, port: config.address.port }) : net.connect({ path: config.address.path });
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new ScannerUnavailable('timeout', `ClamAV at ${where} did not accept a connection within ${config.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS} ms`));
-    }, config.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
+      reject(new ScannerUnavailable('timeout', `ClamAV at ${where} did not accept a connection within ${limitMs} ms`));
+    }, limitMs);
     socket.once('error', (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       reject(new ScannerUnavailable('connection', `cannot connect to ClamAV at ${where}: ${err.code ?? err.message}`));
@@ -147,21 +148,16 @@ export async function scanStream(config: ClamavConfig, source: AsyncIterable<Uin
   const where = describeAddress(config.address);
   const timeoutMs = config.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   let timedOut = false;
-  let timer: NodeJS.Timeout | undefined;
-  const socket = await Promise.race([
-    connect(config),
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ScannerUnavailable('timeout', `ClamAV at ${where} gave no verdict within ${timeoutMs} ms`)), timeoutMs);
-    }),
-  ]).catch((err) => {
-    clearTimeout(timer);
-    throw err;
-  });
-  clearTimeout(timer);
-  timer = setTimeout(() => {
-    timedOut = true;
-    socket.destroy(new ScannerUnavailable('timeout', `ClamAV at ${where} gave no verdict within ${timeoutMs} ms`));
-  }, timeoutMs);
+  const started = performance.now();
+  const socket = await connect(config);
+  // The overall limit counts the connection time too.
+  const timer = setTimeout(
+    () => {
+      timedOut = true;
+      socket.destroy(new ScannerUnavailable('timeout', `ClamAV at ${where} gave no verdict within ${timeoutMs} ms`));
+    },
+    Math.max(0, timeoutMs - (performance.now() - started)),
+  );
   let replied = false;
   const reply = readReply(socket, where).finally(() => (replied = true));
   const settled = reply.then(
@@ -175,7 +171,9 @@ export async function scanStream(config: ClamavConfig, source: AsyncIterable<Uin
       let step: IteratorResult<Uint8Array> | null;
       try {
         // A source that stalls must not outlive the verdict or the timeout.
-        step = await Promise.race([iterator.next(), settled]);
+        const next = iterator.next();
+        next.catch(() => undefined);
+        step = await Promise.race([next, settled]);
       } catch (err) {
         throw new SourceFailed(err);
       }

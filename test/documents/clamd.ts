@@ -11,7 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { pingClamd, type ClamavConfig } from '../../handlers/documents/clamav.ts';
 
-export const CLAMD_BINARY = '/usr/sbin/clamd';
+/** Debian's path; CLAMD_BINARY points elsewhere. */
+export const CLAMD_BINARY = process.env.CLAMD_BINARY || '/usr/sbin/clamd';
 
 /** The 68-byte EICAR anti-virus test file, built in two halves so this source is not itself detected. */
 export const EICAR = Buffer.from('X5O!P%@AP[4\\PZX54(P^)7CC)7}$' + 'EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*', 'latin1');

@@ -43,6 +43,20 @@ async function samplePdf(pages: number, options: { rawStream?: Uint8Array; objec
   return doc.save({ useObjectStreams: options.objectStreams ?? false });
 }
 
+/** A hand-written PDF with a correct cross-reference table around the given object bodies (object 1 is the catalog). */
+function handWritten(objects: string[]): Buffer {
+  let out = '%PDF-1.7\n';
+  const offsets: number[] = [];
+  objects.forEach((body, i) => {
+    offsets.push(out.length);
+    out += `${i + 1} 0 obj\n${body}\nendobj\n`;
+  });
+  const xref = out.length;
+  out += `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n${offsets.map((o) => `${String(o).padStart(10, '0')} 00000 n \n`).join('')}`;
+  out += `trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`;
+  return Buffer.from(out, 'latin1');
+}
+
 async function rejectsUnavailable(promise: Promise<unknown>, reason: ScannerUnavailable['reason'], message: RegExp): Promise<void> {
   await assert.rejects(promise, (err: unknown) => {
     assert.ok(err instanceof ScannerUnavailable, `a ScannerUnavailable, got ${String(err)}`);
@@ -148,6 +162,18 @@ describe('documents: the upload scan', function () {
       });
     });
 
+    it('answers hostile page trees and deep nesting without hanging: the real page count, not the claimed one', async () => {
+      const catalog = '<< /Type /Catalog /Pages 2 0 R >>';
+      const page = '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] >>';
+      const cycle = handWritten([catalog, '<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >>', page]);
+      const claimsBillion = handWritten([catalog, '<< /Type /Pages /Kids [3 0 R] /Count 999999999 >>', page]);
+      const deep = handWritten([`<< /Type /Catalog /Pages 2 0 R /X ${'['.repeat(200_000)}${']'.repeat(200_000)} >>`, '<< /Type /Pages /Kids [3 0 R] /Count 1 >>', page]);
+      assert.deepEqual(await inspectPdf(cycle, LIMITS), { ok: true, pages: 1, encrypted: 'none', pdfVersion: '1.7' });
+      assert.deepEqual(await inspectPdf(claimsBillion, LIMITS), { ok: true, pages: 1, encrypted: 'none', pdfVersion: '1.7' });
+      assert.deepEqual(await inspectPdf(deep, LIMITS), { ok: false, reason: 'the PDF is damaged: its contents cannot be read' });
+      assert.deepEqual(await inspectPdf(handWritten(['<< /Type /Catalog /Pages 1 0 R >>']), LIMITS), { ok: false, reason: 'the PDF has no pages' });
+    });
+
     it('never throws on random bytes behind a PDF header', async () => {
       let seed = 7;
       for (let n = 0; n < 40; n++) {
@@ -244,6 +270,14 @@ describe('documents: the upload scan', function () {
 
     it('reports a stream over StreamMaxLength as ScannerUnavailable with the reason', async () => {
       await rejectsUnavailable(scanStream(clamd!.config, chunksOf(new Uint8Array(STREAM_MAX * 3))), 'size-limit', /INSTREAM size limit exceeded/);
+    });
+
+    it('times out a source that stalls mid-file, as ScannerUnavailable', async () => {
+      async function* stalled(): AsyncIterable<Uint8Array> {
+        yield Buffer.from('%PDF-1.7\n');
+        await new Promise(() => undefined);
+      }
+      await rejectsUnavailable(scanStream({ ...clamd!.config, timeoutMs: 300 }, stalled()), 'timeout', /gave no verdict within 300 ms/);
     });
 
     it('rethrows an error of the source itself', async () => {
