@@ -2,7 +2,7 @@
  * The upload scan: the PDF checks (pdf.ts), then, when a ClamAV daemon is configured, its verdict (clamav.ts).
  * A refusal is a plain reason for `invalid_input`; a scanner that cannot answer throws ScannerUnavailable.
  */
-import { parseClamavUrl, scanStream, type ClamavConfig } from './clamav.ts';
+import { scanStream, type ClamavConfig } from './clamav.ts';
 import { inspectPdf, type PdfLimits } from './pdf.ts';
 
 export { inspectPdf, type PdfInspection, type PdfLimits } from './pdf.ts';
@@ -13,19 +13,6 @@ export type ScanOutcome = { ok: true; pages: number; encrypted: 'none' | 'owner-
 /** Pieces of `bytes`, views not copies, for scanStream. */
 export async function* chunksOf(bytes: Uint8Array, size = 256 * 1024): AsyncIterable<Uint8Array> {
   for (let at = 0; at < bytes.length; at += size) yield bytes.subarray(at, at + size);
-}
-
-/**
- * The ClamAV daemon from `CLAMAV_URL` (tcp://host:port or unix:///path), or `CLAMAV_HOST` with `CLAMAV_PORT`
- * (default 3310); null when neither is set. Throws ClamavUrlError on a malformed value.
- */
-export function clamavFromEnv(env: Record<string, string | undefined>): ClamavConfig | null {
-  if (env.CLAMAV_URL?.trim()) return { address: parseClamavUrl(env.CLAMAV_URL) };
-  if (env.CLAMAV_HOST?.trim()) {
-    const port = env.CLAMAV_PORT?.trim() || '3310';
-    return { address: parseClamavUrl(`tcp://${env.CLAMAV_HOST.trim()}:${port}`) };
-  }
-  return null;
 }
 
 /** The whole scan of an uploaded file held in memory: PDF checks first, the virus scan on files that pass them. */

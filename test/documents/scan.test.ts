@@ -13,7 +13,6 @@ import { promisify } from 'node:util';
 import { PDFDocument, PDFName, StandardFonts } from 'pdf-lib';
 import {
   chunksOf,
-  clamavFromEnv,
   ClamavUrlError,
   inspectPdf,
   parseClamavUrl,
@@ -192,9 +191,6 @@ describe('documents: the upload scan', function () {
       assert.deepEqual(parseClamavUrl('tcp://clamav:3310'), { kind: 'tcp', host: 'clamav', port: 3310 });
       assert.deepEqual(parseClamavUrl('tcp://[::1]:3310'), { kind: 'tcp', host: '::1', port: 3310 });
       assert.deepEqual(parseClamavUrl('unix:///run/clamav/clamd.ctl'), { kind: 'unix', path: '/run/clamav/clamd.ctl' });
-      assert.deepEqual(clamavFromEnv({ CLAMAV_HOST: 'scanner', CLAMAV_PORT: '3311' }), { address: { kind: 'tcp', host: 'scanner', port: 3311 } });
-      assert.deepEqual(clamavFromEnv({ CLAMAV_HOST: 'scanner' }), { address: { kind: 'tcp', host: 'scanner', port: 3310 } });
-      assert.equal(clamavFromEnv({}), null);
     });
 
     it('says what is wrong with a bad value', () => {
