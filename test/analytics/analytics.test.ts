@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import fc from 'fast-check';
 import type { WorkspaceSpec } from '../../server/admin.ts';
 import { maintainedFigures, recomputeFigures } from '../../handlers/analytics/figures.ts';
@@ -12,6 +9,7 @@ import { ImportError, importEvents, parseEventLines } from '../../handlers/analy
 import { ingestEvents } from '../../handlers/analytics/ingest.ts';
 import { type AnalyticsEventInput, dayOf, normalizeEvent } from '../../handlers/analytics/input.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
+import { admin } from '../support/cli.ts';
 
 const MIN = 60_000;
 const DAY = 86_400_000;
@@ -42,17 +40,7 @@ async function assertConsistent(svc: TestService, bundleId: string) {
   assert.deepEqual(await maintainedFigures(svc.db.sql, bundleId), await recomputeFigures(svc.db.sql, bundleId));
 }
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-async function admin(databaseUrl: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(path.join(root, 'node_modules/.bin/tsx'), [path.join(root, 'scripts/admin.ts'), ...args], { env: { ...process.env, DATABASE_URL: databaseUrl }, cwd: root });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 forEachDatabase('analytics', (svc) => {
   async function setup() {

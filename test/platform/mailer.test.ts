@@ -1,28 +1,21 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { promisify } from 'node:util';
+import { pathToFileURL } from 'node:url';
 import { type AddressObject, simpleParser } from 'mailparser';
-import pino from 'pino';
 import { SMTPServer } from 'smtp-server';
 import { createService, migrations } from '../../app.ts';
 import { type Database, openDatabase } from '../../db/database.ts';
 import { FakeClock } from '../../server/clock.ts';
 import { loadConfig } from '../../server/config.ts';
-import { loggerOptions } from '../../server/logger.ts';
 import { createMailer, mailConfigFromEnv, type Mailer, MailUnavailableError, mailTemplates } from '../../server/mailer.ts';
 import { SmtpMailer } from '../../server/mailer/smtp.ts';
 import { testCertificates } from '../support/receiver.ts';
-import { databases } from '../support/service.ts';
+import { capturedLogger, databases } from '../support/service.ts';
+import { admin } from '../support/cli.ts';
 
-const run = promisify(execFile);
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const tsx = path.join(root, 'node_modules/.bin/tsx');
 const DAY = 86_400_000;
 const USER = 'smtp-user-q7k2';
 const PASS = 'pa55:w0rd/Secret!';
@@ -88,14 +81,7 @@ async function closedPort(): Promise<number> {
 async function startService(databaseUrl: string, env: Record<string, string>) {
   const config = { ...loadConfig(env), databaseUrl };
   const clock = new FakeClock();
-  let logText = '';
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      logText += chunk.toString();
-      done();
-    },
-  });
-  const logger = pino(loggerOptions('info'), sink);
+  const { logger, logs } = capturedLogger();
   const db = openDatabase(databaseUrl);
   await db.migrate(migrations);
   const service = createService({ db, clock, config, logger });
@@ -105,7 +91,7 @@ async function startService(databaseUrl: string, env: Record<string, string>) {
     logger,
     service,
     mailer: service.mailer,
-    logs: () => logText,
+    logs,
     async close() {
       await service.closeEndpoints();
       const schema = db.dialect === 'pg' ? new URL(databaseUrl).searchParams.get('schema') : null;
@@ -115,15 +101,6 @@ async function startService(databaseUrl: string, env: Record<string, string>) {
   };
 }
 
-async function admin(databaseUrl: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(tsx, [path.join(root, 'scripts/admin.ts'), ...args], { env: { ...process.env, DATABASE_URL: databaseUrl }, cwd: root });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 const addresses = (field: AddressObject | AddressObject[] | undefined) => (Array.isArray(field) ? field : field ? [field] : []).flatMap((a) => a.value.map((v) => v.address));
 

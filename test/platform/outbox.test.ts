@@ -1,7 +1,3 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
@@ -12,6 +8,7 @@ import { type EventConsumer, type OutboxEvent, type OutboxOptions, OutboxRunner,
 import { buildService } from '../../server/service.ts';
 import { acme, createPipeline } from '../support/fixtures.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
+import { admin } from '../support/cli.ts';
 
 const LEASE_MS = 30_000;
 
@@ -114,21 +111,7 @@ async function runUntil(runners: OutboxRunner | OutboxRunner[], done: () => Prom
   }
 }
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** `npm run admin -- ...` on the test's database, as an operator runs it. */
-async function admin(databaseUrl: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(path.join(root, 'node_modules/.bin/tsx'), [path.join(root, 'scripts/admin.ts'), ...args], {
-      env: { ...process.env, DATABASE_URL: databaseUrl },
-      cwd: root,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 async function sameAs(sql: Sql, consumer: string, expected: () => Promise<string[]>): Promise<boolean> {
   const [got, want] = await Promise.all([effects(sql, consumer), expected()]);

@@ -1,8 +1,4 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { createClient } from '../../generated/client.ts';
 import { document } from '../../generated/document.ts';
 import { disableMember, revokeKey } from '../../server/admin.ts';
@@ -11,8 +7,8 @@ import { sha256Hex } from '../../server/ids.ts';
 import { createSigninLink, isLocalPath, revokeSession, SigninError } from '../../server/signin.ts';
 import { acme, createPipeline } from '../support/fixtures.ts';
 import { forEachDatabase, startTestService, type TestService } from '../support/service.ts';
+import { admin } from '../support/cli.ts';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const MIN = 60_000;
 const FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0';
 const SAFARI = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_0) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Safari/605.1.15';
@@ -350,18 +346,7 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     // The CLI runs on the system clock.
     svc().clock.set(Date.now());
     const ws = await svc().apply(acme());
-    const run = async (...args: string[]) => {
-      try {
-        const { stdout, stderr } = await promisify(execFile)(path.join(root, 'node_modules/.bin/tsx'), [path.join(root, 'scripts/admin.ts'), ...args], {
-          env: { ...process.env, DATABASE_URL: svc().databaseUrl },
-          cwd: root,
-        });
-        return { code: 0, stdout, stderr };
-      } catch (err) {
-        const e = err as { code: number; stdout: string; stderr: string };
-        return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-      }
-    };
+    const run = (...args: string[]) => admin(svc().databaseUrl, ...args);
     const ok = await run('signin-link', '--workspace', ws.workspace_id, '--member', ws.members.bob!, '--next', `/dashboard?site=${ws.bundles.docs}`, '--base-url', originOf(svc()));
     assert.equal(ok.code, 0, ok.stderr);
     const printed = JSON.parse(ok.stdout) as { url: string; member_id: string; next: string };

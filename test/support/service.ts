@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import http, { type Server } from 'node:http';
 import { Writable } from 'node:stream';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { createService, migrations } from '../../app.ts';
 import { type Database, openDatabase } from '../../db/database.ts';
 import { createClient, type ServiceClient } from '../../generated/client.ts';
@@ -83,17 +83,22 @@ export interface TestService {
   close(options?: { keepData?: boolean }): Promise<void>;
 }
 
-export async function startTestService(databaseUrl: string, overrides: Partial<ServiceConfig> = {}): Promise<TestService> {
-  const config: ServiceConfig = { ...loadConfig({}), databaseUrl, validateResponses: true, rateLimitPerSecond: 1000, rateLimitBurst: 1000, ...overrides, env: { COLLECT_FLUSH_INTERVAL_MS: '0', ...overrides.env } };
-  const clock = new FakeClock();
-  let logText = '';
+/** A logger as the entry points build it (level info), whose output the test reads back as text. */
+export function capturedLogger(): { logger: Logger; logs(): string } {
+  let text = '';
   const sink = new Writable({
     write(chunk, _enc, done) {
-      logText += chunk.toString();
+      text += chunk.toString();
       done();
     },
   });
-  const logger = pino(loggerOptions('info'), sink);
+  return { logger: pino(loggerOptions('info'), sink), logs: () => text };
+}
+
+export async function startTestService(databaseUrl: string, overrides: Partial<ServiceConfig> = {}): Promise<TestService> {
+  const config: ServiceConfig = { ...loadConfig({}), databaseUrl, validateResponses: true, rateLimitPerSecond: 1000, rateLimitBurst: 1000, ...overrides, env: { COLLECT_FLUSH_INTERVAL_MS: '0', ...overrides.env } };
+  const clock = new FakeClock();
+  const { logger, logs } = capturedLogger();
   const db = openDatabase(databaseUrl);
   await db.migrate(migrations);
   const service = createService({ db, clock, config, logger });
@@ -117,7 +122,7 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
     endpoints: service.endpoints,
     flushEndpoints: () => Promise.all(Object.values(service.endpoints).map((e) => e.flush())).then(() => undefined),
     origin,
-    logs: () => logText,
+    logs,
     apply: (spec) => applyWorkspace(db, clock, spec),
     client: (apiKey, actAs) => createClient({ baseUrl, apiKey, ...(actAs ? { actAs } : {}) }),
     async post(operation, body, headers = {}) {
