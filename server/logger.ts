@@ -32,10 +32,44 @@ export function createLogger(level = process.env.LOG_LEVEL || 'info'): Logger {
   return pino(loggerOptions(level), pino.destination({ sync: false }));
 }
 
-const SIGNIN_URL = /^(\/+signin)(?:\/|%2f)/i;
+/** The platform's own link prefix (`/signin/<token>`, `/signin/scoped/<token>`); modules add theirs (`ServiceModule.secretPaths`). */
+export const SIGNIN_PREFIX = '/signin/';
 
-/** The request URL as logged: the token of a one-time sign-in link (`/signin/<token>`, any case) is cut out. */
-export function redactUrl(url: string): string {
-  const match = SIGNIN_URL.exec(url);
-  return match ? `${match[1]}/[redacted]` : url;
+/**
+ * The path as a router sees it: percent-escapes decoded, `//` collapsed, `.` and `..` segments resolved,
+ * lower-cased (`/sign%69n/x`, `//SignIn/x` and `/v1/../signin/x` are all `/signin/x`); null when it does not decode.
+ */
+function routedPath(url: string): string | null {
+  const path = url.split(/[?#]/, 1)[0]!;
+  const out: string[] = [];
+  for (const raw of path.split('/')) {
+    let segment: string;
+    try {
+      segment = decodeURIComponent(raw);
+    } catch {
+      return null;
+    }
+    // A decoded `/` (`%2f`) splits the segment, as the router would see it after decoding.
+    for (const part of segment.split('/')) {
+      if (part === '' || part === '.') continue;
+      if (part === '..') out.pop();
+      else out.push(part.toLowerCase());
+    }
+  }
+  return `/${out.join('/')}${path.endsWith('/') && out.length ? '/' : ''}`;
+}
+
+/**
+ * The request URL as logged: when the path, normalised as a router sees it, falls under a prefix that
+ * carries a secret token (`/signin/` and each module's `secretPaths`, e.g. `/files/`), everything after the
+ * prefix is cut, whatever spelling the request used. A URL that does not decode is not logged at all.
+ */
+export function redactUrl(url: string, secretPrefixes: readonly string[] = [SIGNIN_PREFIX]): string {
+  const routed = routedPath(url);
+  if (routed === null) return '[undecodable url]';
+  for (const prefix of secretPrefixes) {
+    const p = prefix.toLowerCase();
+    if (routed.startsWith(p) || `${routed}/` === p) return `${prefix}[redacted]`;
+  }
+  return url;
 }

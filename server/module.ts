@@ -89,6 +89,11 @@ export interface ServiceModule<NS extends string = string, Settings = undefined>
   routes?(deps: ModuleDeps<Settings>): Router;
   /** Its entries of the navigation bar on every member page (label, path, badge, who sees it). */
   navigation?(deps: ModuleDeps<Settings>): NavEntry[];
+  /**
+   * Path prefixes of its routes whose rest is a secret token (`/files/` for signed transfer URLs, `/sign/`
+   * for signers' links): the request log cuts everything after the prefix, however the path is spelled.
+   */
+  readonly secretPaths?: readonly string[];
   /** Its CSS file, appended to the one stylesheet of every page. */
   readonly stylesheet?: URL;
   /** Lean endpoints served before express. */

@@ -15,7 +15,7 @@ import { errorMiddleware, invalidJson, methodNotAllowed, notFound, requestIdOf, 
 import { Idempotency } from './idempotency.ts';
 import { InternalCalls } from './internalCalls.ts';
 import type { JobQueue } from './jobs.ts';
-import { redactUrl, requestScope } from './logger.ts';
+import { redactUrl, requestScope, SIGNIN_PREFIX } from './logger.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
 import { Metrics } from './metrics.ts';
 import { PageKit, sessionTokenOf } from './pages.ts';
@@ -39,6 +39,8 @@ export interface PlatformOptions {
   afterCommand?: (sql: Sql) => void;
   /** The modules' lean endpoints, by namespace (for the metrics). */
   endpoints: () => Record<string, { queued: number; refused: number }>;
+  /** Path prefixes whose rest is a secret token (the modules' `secretPaths`): cut from the request log. */
+  secretPaths?: readonly string[];
 }
 
 /** HSTS for answers that came over https through a trusted proxy: one year, this host only (the operator's proxy may add more). */
@@ -83,7 +85,7 @@ function noRoute(method: string, path: string): never {
  * One line per request, and its metrics; secrets never reach it (the key or session id is logged,
  * not the secret; sign-in link tokens are cut from the URL). Sets Request-Id, and HSTS when `hsts`.
  */
-function requestLog(logger: Logger, metrics: Metrics, hsts: boolean) {
+function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secretPaths: readonly string[]) {
   return (req: Request, res: Response<unknown, Partial<Locals>>, next: NextFunction) => {
     const started = process.hrtime.bigint();
     const id = crypto.randomUUID();
@@ -95,7 +97,7 @@ function requestLog(logger: Logger, metrics: Metrics, hsts: boolean) {
       logger.info(
         {
           request_id: id,
-          req: { id, method: req.method, url: redactUrl(req.originalUrl) },
+          req: { id, method: req.method, url: redactUrl(req.originalUrl, secretPaths) },
           res: { statusCode: res.statusCode },
           key: res.locals.credential?.kind === 'key' ? res.locals.credential.keyId : undefined,
           session: res.locals.credential?.kind === 'session' ? res.locals.credential.keyId : undefined,
@@ -202,7 +204,7 @@ export function createPlatform(options: PlatformOptions) {
   // Only a trusted proxy can say the request came over https (X-Forwarded-Proto).
   const hsts = config.trustProxy !== false;
 
-  app.use(requestLog(logger, metrics, hsts));
+  app.use(requestLog(logger, metrics, hsts, [SIGNIN_PREFIX, ...(options.secretPaths ?? [])]));
 
   // Answers of /v1 are per credential: never stored by a cache, never sniffed as another type.
   app.use('/v1', (_req, res, next) => {

@@ -35,7 +35,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     outbox?.wake();
     jobs.committed(sql);
   };
-  const platform = createPlatform({ ...deps, handlers, jobs, endpoints: () => byNamespace, afterCommand });
+  const secretPaths = modules.flatMap((m) => m.secretPaths ?? []);
+  const platform = createPlatform({ ...deps, handlers, jobs, endpoints: () => byNamespace, afterCommand, secretPaths });
   // The workers are built from the modules below; what a module is given wakes them once they exist.
   let workers: Workers | null = null;
   const wakeWorker = { wake: (name: string) => workers?.wake(name) };

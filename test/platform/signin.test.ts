@@ -336,9 +336,17 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.ok(lines.some((l) => l.req?.url === '/signin/[redacted]' && l.res.statusCode === 303));
     const sessionId = `ss_${secret.slice(4, 28)}`;
     assert.ok(lines.some((l) => l.session === sessionId && l.operation === 'workspace.ListBundles' && l.key === undefined));
-    assert.equal(redactUrl('/SignIn/abc?x=1'), '/SignIn/[redacted]');
-    assert.equal(redactUrl('//signin%2Fabc'), '//signin/[redacted]');
+    assert.equal(redactUrl('/SignIn/abc?x=1'), '/signin/[redacted]');
+    assert.equal(redactUrl('//signin%2Fabc'), '/signin/[redacted]');
+    // However the path is spelled, a router would match /signin/<token>: the token never reaches the log.
+    assert.equal(redactUrl('/sign%69n/abc'), '/signin/[redacted]');
+    assert.equal(redactUrl('/v1/../signin/abc'), '/signin/[redacted]');
+    assert.equal(redactUrl('/./signin/./abc'), '/signin/[redacted]');
+    assert.equal(redactUrl('/files/parts/abc', ['/signin/', '/files/']), '/files/[redacted]');
+    assert.equal(redactUrl('/FILES/abc', ['/signin/', '/files/']), '/files/[redacted]');
+    assert.equal(redactUrl('/signin%zz/abc'), '[undecodable url]');
     assert.equal(redactUrl('/v1/operations/x'), '/v1/operations/x');
+    assert.equal(redactUrl('/signing/x'), '/signing/x');
   });
 
   it('prints a link from the CLI (npm run admin -- signin-link), with readable refusals', async function () {
