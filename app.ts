@@ -7,6 +7,7 @@ import { analytics } from './handlers/analytics/index.ts';
 import { automation } from './handlers/automation/index.ts';
 import { customers } from './handlers/customers/index.ts';
 import { discovery } from './handlers/discovery/index.ts';
+import { documents } from './handlers/documents/index.ts';
 import { inbox } from './handlers/inbox/index.ts';
 import { webhooks } from './handlers/webhooks/index.ts';
 import { workspace } from './handlers/workspace/index.ts';
@@ -14,7 +15,7 @@ import { registerWorkspaceSections } from './server/admin.ts';
 import type { AnyServiceModule } from './server/module.ts';
 import { buildService, type ServiceDeps } from './server/service.ts';
 
-export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks] as const;
+export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks, documents] as const;
 
 // The modules' sections of the workspace file (`automations:`), for every caller of the admin functions.
 registerWorkspaceSections(modules.flatMap((m: AnyServiceModule) => (m.workspaceFile ? [m.workspaceFile] : [])));
