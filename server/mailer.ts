@@ -116,7 +116,7 @@ export function mailStartupLine(config: MailConfig): { fields: Record<string, st
     fields: { mail: 'development mailbox' },
     message:
       'mail: SMTP_URL is not set, so mail is NOT delivered: it goes to the development mailbox in the database. ' +
-      'Read it with `npm run admin -- mail list` and `npm run admin -- mail show --id ml_...`; set SMTP_URL and MAIL_FROM to send real mail',
+      'Owners and admins read it on the page /mailbox; operators with `npm run admin -- mail list` and `npm run admin -- mail show --id ml_...`; set SMTP_URL and MAIL_FROM to send real mail',
   };
 }
 

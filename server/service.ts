@@ -7,6 +7,7 @@ import type { ServiceConfig } from './config.ts';
 import { EgressClient } from './egress.ts';
 import { JobRunner } from './jobs.ts';
 import { createMailer, mailStartupLine, pruneMailboxJob } from './mailer.ts';
+import { MAILBOX_CSS, mailboxNavigation, mailboxRoutes } from './mailer/page.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
 import { type EventConsumer, OutboxRunner, pruneOutboxJob } from './outbox.ts';
@@ -50,8 +51,14 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
-  platform.pages.compose(deps, modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })));
+  // The development mailbox's pages exist only while mail stays in it (no SMTP_URL).
+  const mailbox = mailer.kind === 'mailbox';
+  platform.pages.compose(deps, [
+    ...modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })),
+    ...(mailbox ? [{ navigation: mailboxNavigation, stylesheet: MAILBOX_CSS }] : []),
+  ]);
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps(m)));
+  if (mailbox) platform.mount(mailboxRoutes(platform.pages, deps.db));
   // `GET /`, scoped links, and the HTML 404 / 405 pages outside /v1: after every module's pages.
   platform.mount(platform.pages.routes());
   platform.finish();
