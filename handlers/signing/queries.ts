@@ -1,0 +1,234 @@
+/** The signing module's SQL: requests, recipients, signers' links (token hashes) and the history. */
+import type { Sql } from '../../db/database.ts';
+import type { DbBoolean } from '../../db/rows.ts';
+import { newId } from '../../server/ids.ts';
+
+export type RequestStatus = 'pending' | 'completed' | 'cancelled' | 'expired';
+export type RecipientStatus = 'pending' | 'opened' | 'signed' | 'declined';
+export type InvitationStatus = 'sent' | 'queued' | 'failed';
+export type SignatureMethod = 'standard' | 'bankid';
+
+export interface DbSigningRequestRow {
+  id: string;
+  workspace_id: string;
+  title: string;
+  message: string | null;
+  signature_method: SignatureMethod;
+  status: RequestStatus;
+  source_file_id: string;
+  source_sha256: string;
+  private: DbBoolean;
+  owner_member_id: string | null;
+  created_by_key_id: string | null;
+  deadline_at: number;
+  reminder_interval_days: number | null;
+  created_at: number;
+  updated_at: number;
+  completed_at: number | null;
+  cancelled_at: number | null;
+  cancel_reason: string | null;
+  expired_at: number | null;
+  archive_file_id: string | null;
+  archive_sha256: string | null;
+  archive_error: string | null;
+}
+
+export interface DbSigningRecipientRow {
+  id: string;
+  request_id: string;
+  position: number;
+  email: string;
+  name: string;
+  status: RecipientStatus;
+  invitation_status: InvitationStatus;
+  invitation_error: string | null;
+  invitation_attempts: number;
+  invited_at: number | null;
+  last_reminded_at: number | null;
+  auto_reminders: number;
+  opened_at: number | null;
+  signed_at: number | null;
+  declined_at: number | null;
+  decline_reason: string | null;
+  typed_name: string | null;
+  ip: string | null;
+  user_agent: string | null;
+  provider_evidence: string | null;
+}
+
+export interface DbSigningEventRow {
+  seq: number;
+  id: string;
+  request_id: string;
+  workspace_id: string;
+  kind: string;
+  recipient_id: string | null;
+  data: string;
+  occurred_at: number;
+}
+
+/** The kinds of the request history (signing.ListSigningEvents). */
+export type SigningEventKind =
+  | 'request.created'
+  | 'invitation.sent'
+  | 'invitation.failed'
+  | 'recipient.opened'
+  | 'recipient.signed'
+  | 'recipient.declined'
+  | 'reminder.sent'
+  | 'deadline.changed'
+  | 'request.cancelled'
+  | 'request.expired'
+  | 'request.completed'
+  | 'archive.completed';
+
+const BIGINTS_REQUEST = ['deadline_at', 'created_at', 'updated_at', 'completed_at', 'cancelled_at', 'expired_at', 'reminder_interval_days'] as const;
+const BIGINTS_RECIPIENT = ['position', 'invitation_attempts', 'invited_at', 'last_reminded_at', 'auto_reminders', 'opened_at', 'signed_at', 'declined_at'] as const;
+
+function numbers<T extends object>(row: T | undefined, fields: readonly string[]): T | undefined {
+  if (!row) return row;
+  const r = row as Record<string, unknown>;
+  for (const f of fields) if (r[f] !== null && r[f] !== undefined) r[f] = Number(r[f]);
+  return row;
+}
+const requestRow = (row: DbSigningRequestRow | undefined) => numbers(row, BIGINTS_REQUEST);
+const recipientRow = (row: DbSigningRecipientRow | undefined) => numbers(row, BIGINTS_RECIPIENT);
+
+export async function insertRequest(sql: Sql, r: DbSigningRequestRow): Promise<void> {
+  await sql.run(
+    `INSERT INTO signing_requests (id, workspace_id, title, message, signature_method, status, source_file_id, source_sha256, private, owner_member_id,
+       created_by_key_id, deadline_at, reminder_interval_days, created_at, updated_at, completed_at, cancelled_at, cancel_reason, expired_at,
+       archive_file_id, archive_sha256, archive_error)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [
+      r.id, r.workspace_id, r.title, r.message, r.signature_method, r.status, r.source_file_id, r.source_sha256, Boolean(r.private), r.owner_member_id,
+      r.created_by_key_id, r.deadline_at, r.reminder_interval_days, r.created_at, r.updated_at, r.completed_at, r.cancelled_at, r.cancel_reason, r.expired_at,
+      r.archive_file_id, r.archive_sha256, r.archive_error,
+    ],
+  );
+}
+
+export async function insertRecipient(sql: Sql, r: DbSigningRecipientRow): Promise<void> {
+  await sql.run(
+    `INSERT INTO signing_recipients (id, request_id, position, email, name, status, invitation_status, invitation_error, invitation_attempts, invited_at,
+       last_reminded_at, auto_reminders, opened_at, signed_at, declined_at, decline_reason, typed_name, ip, user_agent, provider_evidence)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [
+      r.id, r.request_id, r.position, r.email, r.name, r.status, r.invitation_status, r.invitation_error, r.invitation_attempts, r.invited_at,
+      r.last_reminded_at, r.auto_reminders, r.opened_at, r.signed_at, r.declined_at, r.decline_reason, r.typed_name, r.ip, r.user_agent, r.provider_evidence,
+    ],
+  );
+}
+
+/** A request of the workspace; `lock` takes its row for the transaction (PostgreSQL), so state moves are serial. */
+export async function findRequest(sql: Sql, workspaceId: string, id: string, lock = false): Promise<DbSigningRequestRow | undefined> {
+  return requestRow(await sql.one<DbSigningRequestRow>(`SELECT * FROM signing_requests WHERE workspace_id = ? AND id = ?${lock ? ' FOR UPDATE' : ''}`, [workspaceId, id]));
+}
+
+/** A request by id alone (background jobs, the signer's link). */
+export async function findRequestById(sql: Sql, id: string, lock = false): Promise<DbSigningRequestRow | undefined> {
+  return requestRow(await sql.one<DbSigningRequestRow>(`SELECT * FROM signing_requests WHERE id = ?${lock ? ' FOR UPDATE' : ''}`, [id]));
+}
+
+export async function listRecipients(sql: Sql, requestId: string): Promise<DbSigningRecipientRow[]> {
+  const rows = await sql.all<DbSigningRecipientRow>(`SELECT * FROM signing_recipients WHERE request_id = ? ORDER BY position`, [requestId]);
+  return rows.map((r) => recipientRow(r)!);
+}
+
+export async function findRecipient(sql: Sql, id: string): Promise<DbSigningRecipientRow | undefined> {
+  return recipientRow(await sql.one<DbSigningRecipientRow>(`SELECT * FROM signing_recipients WHERE id = ?`, [id]));
+}
+
+/** Sets columns of a request (and `updated_at`). */
+export async function updateRequest(sql: Sql, id: string, set: Partial<Omit<DbSigningRequestRow, 'id' | 'workspace_id'>>, now: number): Promise<void> {
+  const entries = Object.entries({ ...set, updated_at: now });
+  await sql.run(`UPDATE signing_requests SET ${entries.map(([k]) => `${k} = ?`).join(', ')} WHERE id = ?`, [...entries.map(([, v]) => v as string | number | null), id]);
+}
+
+/** Sets columns of a recipient; with `onlyIn`, only while its status is one of those; returns whether it changed. */
+export async function updateRecipient(sql: Sql, id: string, set: Partial<Omit<DbSigningRecipientRow, 'id' | 'request_id'>>, onlyIn?: readonly RecipientStatus[]): Promise<boolean> {
+  const entries = Object.entries(set);
+  const where = onlyIn ? ` AND status IN (${onlyIn.map(() => '?').join(', ')})` : '';
+  const changed = await sql.run(`UPDATE signing_recipients SET ${entries.map(([k]) => `${k} = ?`).join(', ')} WHERE id = ?${where}`, [
+    ...entries.map(([, v]) => v as string | number | null),
+    id,
+    ...(onlyIn ?? []),
+  ]);
+  return changed > 0;
+}
+
+export async function insertLink(sql: Sql, link: { token_hash: string; recipient_id: string; request_id: string; created_at: number }): Promise<void> {
+  await sql.run(`INSERT INTO signing_links (token_hash, recipient_id, request_id, created_at) VALUES (?, ?, ?, ?)`, [link.token_hash, link.recipient_id, link.request_id, link.created_at]);
+}
+
+export async function findLink(sql: Sql, tokenHash: string): Promise<{ token_hash: string; recipient_id: string; request_id: string; created_at: number } | undefined> {
+  const row = await sql.one<{ token_hash: string; recipient_id: string; request_id: string; created_at: number }>(`SELECT * FROM signing_links WHERE token_hash = ?`, [tokenHash]);
+  return row ? { ...row, created_at: Number(row.created_at) } : undefined;
+}
+
+export interface NewEvent {
+  requestId: string;
+  workspaceId: string;
+  kind: SigningEventKind;
+  recipientId?: string | null;
+  /** What the event says: never IP addresses, links, tokens or document contents. */
+  data?: Record<string, unknown>;
+  at: number;
+}
+
+/** Appends one event to the request's history, in the caller's transaction; returns its id. */
+export async function appendEvent(sql: Sql, e: NewEvent): Promise<string> {
+  const id = newId('sev');
+  await sql.run(`INSERT INTO signing_events (id, request_id, workspace_id, kind, recipient_id, data, occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?)`, [
+    id,
+    e.requestId,
+    e.workspaceId,
+    e.kind,
+    e.recipientId ?? null,
+    JSON.stringify(e.data ?? {}),
+    e.at,
+  ]);
+  return id;
+}
+
+/** A page of the request's history after position `afterSeq`, oldest first. */
+export async function listEvents(sql: Sql, requestId: string, afterSeq: number, limit: number): Promise<DbSigningEventRow[]> {
+  const rows = await sql.all<DbSigningEventRow>(`SELECT * FROM signing_events WHERE request_id = ? AND seq > ? ORDER BY seq LIMIT ?`, [requestId, afterSeq, limit]);
+  return rows.map((r) => ({ ...r, seq: Number(r.seq), occurred_at: Number(r.occurred_at) }));
+}
+
+/** Pending requests whose deadline has passed (the expiry job). */
+export async function overdueRequests(sql: Sql, now: number, limit: number): Promise<Array<{ id: string }>> {
+  return sql.all<{ id: string }>(`SELECT id FROM signing_requests WHERE status = 'pending' AND deadline_at <= ? ORDER BY deadline_at LIMIT ?`, [now, limit]);
+}
+
+/**
+ * Recipients due an automatic reminder: their request is pending, has an interval and its deadline is
+ * ahead; they have not signed or declined, have had fewer than `cap` automatic reminders, and their
+ * last mail (invitation or reminder) went out at least the interval ago.
+ */
+export async function recipientsDueReminder(sql: Sql, now: number, cap: number, limit: number): Promise<Array<{ recipient_id: string; request_id: string }>> {
+  return sql.all<{ recipient_id: string; request_id: string }>(
+    `SELECT c.id AS recipient_id, c.request_id AS request_id
+       FROM signing_recipients c JOIN signing_requests r ON r.id = c.request_id
+      WHERE r.status = 'pending' AND r.reminder_interval_days IS NOT NULL AND r.deadline_at > ?
+        AND c.status IN ('pending', 'opened') AND c.auto_reminders < ? AND c.invitation_status = 'sent'
+        AND COALESCE(c.last_reminded_at, c.invited_at, r.created_at) <= ? - r.reminder_interval_days * 86400000
+      ORDER BY r.created_at, c.position LIMIT ?`,
+    [now, cap, now, limit],
+  );
+}
+
+/** A member's e-mail and name (active or not), or undefined. */
+export async function findMember(sql: Sql, workspaceId: string, memberId: string): Promise<{ id: string; name: string; email: string; role: string; disabled_at: number | null } | undefined> {
+  return sql.one(`SELECT id, name, email, role, disabled_at FROM members WHERE workspace_id = ? AND id = ?`, [workspaceId, memberId]);
+}
+
+export async function workspaceName(sql: Sql, workspaceId: string): Promise<string> {
+  return (await sql.one<{ name: string }>(`SELECT name FROM workspaces WHERE id = ?`, [workspaceId]))?.name ?? 'Workspace Operations';
+}
+
+/** The member who created an API key (null: none recorded). */
+export async function keyCreator(sql: Sql, keyId: string): Promise<string | null> {
+  return (await sql.one<{ created_by: string | null }>(`SELECT created_by FROM api_keys WHERE id = ?`, [keyId]))?.created_by ?? null;
+}
