@@ -1,0 +1,427 @@
+/**
+ * The signer's pages: recipients sign themselves through the link their invitation mail carries
+ * (`/sign/<token>`, links.ts). They are not members: no navigation bar, no session, no cookie. The
+ * token in the path is the credential and stands in for a CSRF token (a page of another site cannot
+ * know it); posts whose `Origin` (or, without one, `Referer`) names another origin are refused (403).
+ *
+ *   GET  /sign/<token>               who asks (sender, workspace), the title, message and deadline, and
+ *                                    "Continue". Changes and records nothing: mail scanners and link
+ *                                    previews fetch links (GET and HEAD) and must not open them.
+ *   POST /sign/<token>/open          records `opened` once (event recipient.opened), 303 to the review.
+ *   GET  /sign/<token>/review        the rendered pages (pdf.js in the browser), a download, the typed
+ *                                    name, the agreement checkbox and Sign; Decline with a reason. Before
+ *                                    Continue it answers 303 to the first page (records nothing).
+ *   GET  /sign/<token>/document.pdf  the original, byte-identical (`?download=1`: as an attachment);
+ *                                    before Continue 303 to the first page.
+ *   POST /sign/<token>/sign          typed name 1..200 and the agreement: records the signature with
+ *                                    IP address (req.ip, TRUST_PROXY aware) and user agent, 303 to done.
+ *   POST /sign/<token>/decline       a reason 1..500: the request is cancelled for everyone, 303 to done.
+ *   GET  /sign/<token>/done          the confirmation of what this recipient did.
+ *   GET  /assets/signing/*           this page's stylesheet, its script and pdf.js (from node_modules).
+ *
+ * Dead links: an unknown token answers 404, an ended one 410, each with a page saying why (signed,
+ * declined, cancelled, expired or the deadline passed, completed). Bad form input re-renders the page
+ * with 400 and the message; every post that acts answers 303 (post/redirect/get). A bankid request's
+ * sign step posts to `/sign/<token>/bankid/start` (the provider's flow, bankidFlow.ts) instead of the
+ * typed name.
+ */
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import esbuild from 'esbuild';
+import express, { type Request, type Response } from 'express';
+import type { Sql } from '../../db/database.ts';
+import type { ModuleDeps } from '../../server/module.ts';
+import { sameOrigin } from '../../server/pages.ts';
+import { timeInWords, untilInWords } from '../../server/pages/format.ts';
+import { findFile, readFileBytes } from '../documents/files.ts';
+import type { SigningProvider } from './bankid.ts';
+import { type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, workspaceName } from './queries.ts';
+import { type EndedReason, resolveSignerLink } from './links.ts';
+import { recordDeclined, recordOpened, recordSigned } from './requests.ts';
+
+/** The limits of the forms (also said on the page and in the README). */
+export const TYPED_NAME_MAX = 200;
+export const DECLINE_REASON_MAX = 500;
+const USER_AGENT_MAX = 1000;
+
+const require = createRequire(import.meta.url);
+const PDFJS_DIR = path.dirname(require.resolve('pdfjs-dist/package.json'));
+const PAGES_DIR = new URL('./pages/', import.meta.url);
+const ASSET_PREFIX = '/assets/signing/';
+
+type Asset = { file: string; type: string; cache: string } | { build: () => Promise<Buffer>; type: string; cache: string };
+const JS = 'text/javascript; charset=utf-8';
+const PDFJS_CACHE = 'public, max-age=86400';
+const ASSETS: Record<string, Asset> = {
+  'signer.css': { file: fileURLToPath(new URL('signer.css', PAGES_DIR)), type: 'text/css; charset=utf-8', cache: 'no-cache' },
+  'viewer.js': { build: () => viewerBundle(), type: JS, cache: 'no-cache' },
+  'pdf.mjs': { file: path.join(PDFJS_DIR, 'legacy/build/pdf.min.mjs'), type: JS, cache: PDFJS_CACHE },
+  'pdf.worker.mjs': { file: path.join(PDFJS_DIR, 'legacy/build/pdf.worker.min.mjs'), type: JS, cache: PDFJS_CACHE },
+};
+/** pdf.js's data folders (fonts of the 14 standard PDF fonts, character maps, image decoders), by file name. */
+const PDFJS_FOLDERS: Record<string, { dir: string; names: Set<string>; type: (name: string) => string }> = Object.fromEntries(
+  (['standard_fonts', 'cmaps', 'wasm'] as const).map((folder) => {
+    const dir = path.join(PDFJS_DIR, folder);
+    const names = new Set(fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => !n.startsWith('LICENSE')) : []);
+    const type = (name: string) => (name.endsWith('.wasm') ? 'application/wasm' : name.endsWith('.js') ? JS : 'application/octet-stream');
+    return [folder, { dir, names, type }];
+  }),
+);
+
+let viewer: Promise<Buffer> | null = null;
+/** Bundles pages/viewer.ts once per process (pdf.js itself is loaded by URL); a failed build is retried. */
+function viewerBundle(): Promise<Buffer> {
+  viewer ??= esbuild
+    .build({
+      entryPoints: [fileURLToPath(new URL('viewer.ts', PAGES_DIR))],
+      bundle: true,
+      write: false,
+      format: 'esm',
+      platform: 'browser',
+      target: 'es2020',
+      minify: true,
+      legalComments: 'none',
+      logLevel: 'silent',
+    })
+    .then((r) => Buffer.from(r.outputFiles[0]!.contents))
+    .catch((err: unknown) => {
+      viewer = null;
+      throw err;
+    });
+  return viewer;
+}
+
+/** A post from a page of this service (or from no page at all: the token is the credential). */
+function fromThisService(req: Request): boolean {
+  if (req.headers.origin !== undefined) return sameOrigin(req);
+  const referer = req.headers.referer;
+  if (referer === undefined) return true;
+  try {
+    return new URL(referer).host === req.host;
+  } catch {
+    return false;
+  }
+}
+
+/** A form field as one string (a repeated or missing field is ''). */
+function field(req: Request, name: string): string {
+  const value: unknown = (req.body as Record<string, unknown> | undefined)?.[name];
+  return typeof value === 'string' ? value : '';
+}
+
+/** Text typed into a one-line field: control characters removed, spaces collapsed, trimmed. */
+const oneLine = (s: string) => s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ').replace(/\s+/g, ' ').trim();
+/** Text typed into a text area: line breaks kept, other control characters removed, trimmed. */
+const multiLine = (s: string) => s.replace(/\r\n?/g, '\n').replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]+/g, '').trim();
+
+/** A size in words: `48 KB`, `3.2 MB`. */
+function sizeInWords(bytes: number): string {
+  if (bytes < 1024) return `${bytes} bytes`;
+  if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+type Live = Extract<Awaited<ReturnType<typeof resolveSignerLink>>, { state: 'live' }>;
+type Ended = Extract<Awaited<ReturnType<typeof resolveSignerLink>>, { state: 'ended' }>;
+
+export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: SigningProvider | null } = {}): express.Router {
+  const { db, clock, pages, storage, logger } = deps;
+  const views = pages.views(PAGES_DIR);
+  const router = pages.router();
+  const bankid = options.bankid ?? null;
+
+  /** Who asks: the member who sent it (or the creator of the key that did), and the workspace. */
+  async function who(request: DbSigningRequestRow): Promise<{ sender: string; workspace: string }> {
+    const workspace = await workspaceName(db.sql, request.workspace_id);
+    const memberId = request.owner_member_id ?? (request.created_by_key_id ? await keyCreator(db.sql, request.created_by_key_id) : null);
+    const member = memberId ? await findMember(db.sql, request.workspace_id, memberId) : undefined;
+    return { sender: member?.name ?? workspace, workspace };
+  }
+
+  function send(res: Response, status: number, title: string, html: string, script = false): void {
+    pages.send(res, status, { title, bodyClass: 'signer', styles: [`${ASSET_PREFIX}signer.css`], scripts: script ? [`${ASSET_PREFIX}viewer.js`] : [], html });
+  }
+
+  function unknown(res: Response): void {
+    send(res, 404, 'Unknown link', views.render('signer-ended', {
+      workspace: '',
+      documentTitle: '',
+      heading: 'Unknown link',
+      paragraphs: ['This signing link does not exist. Check that the whole link from the e-mail was copied, or ask the sender for a new one.'],
+    }));
+  }
+
+  async function ended(res: Response, link: Ended): Promise<void> {
+    const { request, recipient } = link;
+    const { sender, workspace } = await who(request);
+    const { heading, paragraphs } = endedWords(link.reason, request, recipient, sender);
+    send(res, 410, heading, views.render('signer-ended', { workspace, documentTitle: request.title, heading, paragraphs }));
+  }
+
+  /** The link of a request, or null after answering the dead link's page. */
+  async function live(req: Request<{ token: string }>, res: Response): Promise<Live | null> {
+    const link = await resolveSignerLink(db.sql, req.params.token, clock.now());
+    if (link.state === 'unknown') unknown(res);
+    else if (link.state === 'ended') await ended(res, link);
+    else return link;
+    return null;
+  }
+
+  function refuseForeign(req: Request, res: Response): boolean {
+    if (fromThisService(req)) return false;
+    pages.notice(res, 403, 'Refused', ['This form may only be sent from a page of this service.']);
+    return true;
+  }
+
+  async function pageData(link: Live) {
+    const { request, recipient } = link;
+    const { sender, workspace } = await who(request);
+    const file = await findFile(db.sql, request.workspace_id, request.source_file_id);
+    const now = clock.now();
+    return {
+      token: '',
+      title: request.title,
+      message: request.message ?? '',
+      sender,
+      workspace,
+      recipient: { name: recipient.name, email: recipient.email },
+      deadline: timeInWords(request.deadline_at),
+      deadlineIso: new Date(request.deadline_at).toISOString(),
+      deadlineIn: untilInWords(request.deadline_at - now),
+      filename: file?.filename ?? 'document.pdf',
+      pageCount: file?.pageCount ?? 0,
+      size: sizeInWords(file?.size ?? 0),
+      method: request.signature_method,
+      provider: bankid?.name ?? 'BankID',
+    };
+  }
+
+  interface ReviewInput {
+    typedName?: string;
+    reason?: string;
+    errors?: string[];
+    nameError?: boolean;
+    agreeError?: boolean;
+    declineErrors?: string[];
+  }
+  async function review(res: Response, token: string, link: Live, status: number, input: ReviewInput = {}): Promise<void> {
+    const data = await pageData(link);
+    send(
+      res,
+      status,
+      status === 200 ? link.request.title : `Check the form · ${link.request.title}`,
+      views.render('signer-review', {
+        ...data,
+        token,
+        typedName: input.typedName ?? '',
+        reason: input.reason ?? '',
+        errors: input.errors ?? [],
+        nameError: input.nameError ?? false,
+        agreeError: input.agreeError ?? false,
+        declineErrors: input.declineErrors ?? [],
+      }),
+      true,
+    );
+  }
+
+  // ---- the pages' assets ---------------------------------------------------------------------
+  router.get(`${ASSET_PREFIX}:name`, async (req: Request<{ name: string }>, res: Response) => {
+    const asset = Object.hasOwn(ASSETS, req.params.name) ? ASSETS[req.params.name]! : undefined;
+    if (!asset) return pages.notFound(res);
+    res.setHeader('Content-Type', asset.type);
+    res.setHeader('Cache-Control', asset.cache);
+    if ('file' in asset) return void fs.createReadStream(asset.file).pipe(res);
+    try {
+      res.status(200).send(await asset.build());
+    } catch (err) {
+      logger.error({ err }, 'signing: the signer page script could not be built');
+      res.status(500).type('text/plain').send('The page script could not be built; see the service log.');
+    }
+  });
+  router.get(`${ASSET_PREFIX}:folder/:name`, (req: Request<{ folder: string; name: string }>, res: Response) => {
+    const folder = Object.hasOwn(PDFJS_FOLDERS, req.params.folder) ? PDFJS_FOLDERS[req.params.folder]! : undefined;
+    if (!folder || !folder.names.has(req.params.name)) return pages.notFound(res);
+    res.setHeader('Content-Type', folder.type(req.params.name));
+    res.setHeader('Cache-Control', PDFJS_CACHE);
+    fs.createReadStream(path.join(folder.dir, req.params.name)).pipe(res);
+  });
+
+  // ---- the link --------------------------------------------------------------------------------
+  router.get('/sign/:token', async (req: Request<{ token: string }>, res: Response) => {
+    const link = await live(req, res);
+    if (!link) return;
+    const data = await pageData(link);
+    send(res, 200, link.request.title, views.render('signer-start', { ...data, token: req.params.token }));
+  });
+
+  router.post('/sign/:token/open', async (req: Request<{ token: string }>, res: Response) => {
+    if (refuseForeign(req, res)) return;
+    const link = await live(req, res);
+    if (!link) return;
+    const opened = await db.tx((sql) => recordOpened(sql, { recipientId: link.recipient.id, now: clock.now() }));
+    if (!opened.ok) return reEnded(req, res);
+    res.redirect(303, `/sign/${req.params.token}/review`);
+  });
+
+  router.get('/sign/:token/review', async (req: Request<{ token: string }>, res: Response) => {
+    const link = await live(req, res);
+    if (!link) return;
+    if (link.recipient.status === 'pending') return res.redirect(303, `/sign/${req.params.token}`);
+    await review(res, req.params.token, link, 200);
+  });
+
+  router.get('/sign/:token/document.pdf', async (req: Request<{ token: string }>, res: Response) => {
+    const link = await live(req, res);
+    if (!link) return;
+    if (link.recipient.status === 'pending') return res.redirect(303, `/sign/${req.params.token}`);
+    const file = await findFile(db.sql, link.request.workspace_id, link.request.source_file_id);
+    if (!file || file.sha256 !== link.request.source_sha256) {
+      logger.error({ requestId: link.request.id }, 'signing: the source file of a request is missing or changed');
+      return pages.notice(res, 500, 'The document is not available', ['The document of this request cannot be read. Tell the sender; nothing was recorded.']);
+    }
+    const bytes = await readFileBytes(storage, file);
+    const disposition = req.query.download === '1' ? 'attachment' : 'inline';
+    res.setHeader('Content-Type', 'application/pdf');
+    res.setHeader('Content-Disposition', contentDisposition(disposition, file.filename));
+    res.setHeader('Content-Length', String(bytes.length));
+    res.setHeader('Cache-Control', 'no-store');
+    res.status(200).end(bytes);
+  });
+
+  router.post('/sign/:token/sign', async (req: Request<{ token: string }>, res: Response) => {
+    if (refuseForeign(req, res)) return;
+    const link = await live(req, res);
+    if (!link) return;
+    const token = req.params.token;
+    if (link.recipient.status === 'pending') return res.redirect(303, `/sign/${token}`);
+    if (link.request.signature_method === 'bankid') return res.redirect(303, `/sign/${token}/review#sign`);
+    const typedName = oneLine(field(req, 'typed_name'));
+    const agreed = field(req, 'agree') === 'yes';
+    const errors: string[] = [];
+    if (typedName === '') errors.push('Type your full name.');
+    else if (typedName.length > TYPED_NAME_MAX) errors.push(`Your name may have at most ${TYPED_NAME_MAX} characters.`);
+    if (!agreed) errors.push('Tick “I agree to sign this document electronically”.');
+    if (errors.length) {
+      return review(res, token, link, 400, { typedName: typedName.slice(0, TYPED_NAME_MAX), errors, nameError: typedName === '' || typedName.length > TYPED_NAME_MAX, agreeError: !agreed });
+    }
+    const input = {
+      recipientId: link.recipient.id,
+      typedName,
+      ip: req.ip ?? null,
+      userAgent: (req.get('user-agent') ?? '').slice(0, USER_AGENT_MAX) || null,
+      now: clock.now(),
+    };
+    const used: Sql[] = [];
+    const signed = await db.tx((sql) => {
+      used.push(sql);
+      return recordSigned(sql, deps, input);
+    });
+    // The archive job was enqueued in that transaction: start it now rather than at the next poll.
+    for (const sql of used) deps.jobs.committed(sql);
+    if (!signed.ok) return reEnded(req, res);
+    res.redirect(303, `/sign/${token}/done`);
+  });
+
+  router.post('/sign/:token/decline', async (req: Request<{ token: string }>, res: Response) => {
+    if (refuseForeign(req, res)) return;
+    const link = await live(req, res);
+    if (!link) return;
+    const token = req.params.token;
+    if (link.recipient.status === 'pending') return res.redirect(303, `/sign/${token}`);
+    const reason = multiLine(field(req, 'reason'));
+    const problem = reason === '' ? 'Say why you decline (the sender sees it).' : reason.length > DECLINE_REASON_MAX ? `Your reason may have at most ${DECLINE_REASON_MAX} characters (it has ${reason.length}).` : null;
+    if (problem) return review(res, token, link, 400, { reason: reason.slice(0, DECLINE_REASON_MAX), declineErrors: [problem] });
+    const declined = await db.tx((sql) => recordDeclined(sql, { recipientId: link.recipient.id, reason, now: clock.now() }));
+    if (!declined.ok) return reEnded(req, res);
+    res.redirect(303, `/sign/${token}/done`);
+  });
+
+  router.get('/sign/:token/done', async (req: Request<{ token: string }>, res: Response) => {
+    const link = await resolveSignerLink(db.sql, req.params.token, clock.now());
+    if (link.state === 'unknown') return unknown(res);
+    const { request, recipient } = link;
+    if (recipient.status !== 'signed' && recipient.status !== 'declined') return res.redirect(303, `/sign/${req.params.token}`);
+    const { sender, workspace } = await who(request);
+    const signed = recipient.status === 'signed';
+    const at = Number(signed ? recipient.signed_at : recipient.declined_at);
+    send(
+      res,
+      200,
+      signed ? 'Signed' : 'Declined',
+      views.render('signer-done', {
+        workspace,
+        sender,
+        title: request.title,
+        outcome: recipient.status,
+        typedName: recipient.typed_name ?? '',
+        reason: recipient.decline_reason ?? '',
+        at: timeInWords(at),
+        atIso: new Date(at).toISOString(),
+        completed: request.status === 'completed',
+      }),
+    );
+  });
+
+  /** A post that lost a race (the request ended meanwhile): the dead link's page. */
+  async function reEnded(req: Request<{ token: string }>, res: Response): Promise<void> {
+    const link = await resolveSignerLink(db.sql, req.params.token, clock.now());
+    if (link.state === 'unknown') return unknown(res);
+    if (link.state === 'ended') return ended(res, link);
+    res.redirect(303, `/sign/${req.params.token}`);
+  }
+
+  return router;
+}
+
+/** `inline; filename="..."; filename*=UTF-8''...` (the quoted name in ASCII, the exact one encoded). */
+function contentDisposition(kind: 'inline' | 'attachment', filename: string): string {
+  const ascii = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
+  return `${kind}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`;
+}
+
+/** What a dead link's page says (410). */
+export function endedWords(reason: EndedReason, request: DbSigningRequestRow, recipient: DbSigningRecipientRow, sender: string): { heading: string; paragraphs: string[] } {
+  const title = `“${request.title}”`;
+  if (recipient.status === 'signed') {
+    return {
+      heading: 'You already signed this document',
+      paragraphs: [
+        `You signed ${title} on ${timeInWords(Number(recipient.signed_at))}${recipient.typed_name ? ` as ${recipient.typed_name}` : ''}.`,
+        request.status === 'completed'
+          ? `Every recipient has signed; ${sender} has the signed document.`
+          : request.status === 'pending'
+            ? 'The other recipients have not all signed yet. This link can no longer change anything.'
+            : `The request has since ended (${request.status}).`,
+      ],
+    };
+  }
+  if (recipient.status === 'declined') {
+    return {
+      heading: 'You declined this document',
+      paragraphs: [`You declined to sign ${title} on ${timeInWords(Number(recipient.declined_at))}. The request has ended for every recipient.`],
+    };
+  }
+  switch (reason) {
+    case 'declined':
+      return { heading: 'This request was declined', paragraphs: [`Another recipient declined to sign ${title}, so the request has ended and nobody can sign it. Ask ${sender} if you have questions.`] };
+    case 'cancelled':
+      return {
+        heading: 'This request was cancelled',
+        paragraphs: [
+          `${sender} cancelled the request to sign ${title}${request.cancelled_at ? ` on ${timeInWords(Number(request.cancelled_at))}` : ''}. Nothing more is needed from you.`,
+          ...(request.cancel_reason ? [`Reason given: ${request.cancel_reason}`] : []),
+        ],
+      };
+    case 'expired':
+      return {
+        heading: 'The deadline has passed',
+        paragraphs: [`The deadline to sign ${title} was ${timeInWords(Number(request.deadline_at))}. The request has expired; ask ${sender} for a new one if you still need to sign.`],
+      };
+    case 'completed':
+      return { heading: 'This request is complete', paragraphs: [`Every recipient has signed ${title}. Nothing more is needed from you.`] };
+    case 'signed':
+      return { heading: 'You already signed this document', paragraphs: [`You signed ${title}.`] };
+  }
+}
