@@ -9,13 +9,14 @@ import { customers } from './handlers/customers/index.ts';
 import { discovery } from './handlers/discovery/index.ts';
 import { documents } from './handlers/documents/index.ts';
 import { inbox } from './handlers/inbox/index.ts';
+import { signing } from './handlers/signing/index.ts';
 import { webhooks } from './handlers/webhooks/index.ts';
 import { workspace } from './handlers/workspace/index.ts';
 import { registerWorkspaceSections } from './server/admin.ts';
 import type { AnyServiceModule } from './server/module.ts';
 import { buildService, type ServiceDeps } from './server/service.ts';
 
-export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks, documents] as const;
+export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks, documents, signing] as const;
 
 // The modules' sections of the workspace file (`automations:`), for every caller of the admin functions.
 registerWorkspaceSections(modules.flatMap((m: AnyServiceModule) => (m.workspaceFile ? [m.workspaceFile] : [])));

@@ -1,0 +1,319 @@
+/** The signing operations: create (with invitations), read, history, remind, deadline, cancel, documents. */
+import type { Sql } from '../../db/database.ts';
+import { mayManageSettings } from '../../server/capabilities.ts';
+import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor } from '../../server/cursor.ts';
+import { conflict, forbidden, invalidInput, notFound } from '../../server/errors.ts';
+import { newId } from '../../server/ids.ts';
+import { isMailAddress } from '../../server/mailer.ts';
+import type { NamespaceHandlers } from '../../server/module.ts';
+import type { OperationContext } from '../../server/operation.ts';
+import { downloadUrl, fileVisibleTo, findFile } from '../documents/files.ts';
+import { BANKID_UNAVAILABLE, prepareBankId } from './bankid.ts';
+import { applyOutcome, type Round, runtimeOf, sendRound, transactionMailer } from './mail.ts';
+import {
+  appendEvent,
+  type DbSigningEventRow,
+  type DbSigningRecipientRow,
+  type DbSigningRequestRow,
+  findMember,
+  findRequest,
+  insertRecipient,
+  insertRequest,
+  listEvents,
+  listRecipients,
+  updateRequest,
+} from './queries.ts';
+import { cancelRequest } from './requests.ts';
+
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+/** A deadline is at least this far ahead (creation and changes). */
+export const MIN_DEADLINE_MS = HOUR;
+/** ... and at most this far. */
+export const MAX_DEADLINE_MS = 120 * DAY;
+export const DEFAULT_DEADLINE_MS = 30 * DAY;
+/** At most one reminder per recipient this often (signing.RemindSigners). */
+export const REMIND_INTERVAL_MS = HOUR;
+
+const SEQ_CURSOR = { s: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER } } as const;
+const MISMATCH = 'cursor belongs to the history of another signing request; send the same signing_request_id.';
+
+const n = (v: number | null) => (v === null ? null : Number(v));
+const iso = (ms: number) => new Date(ms).toISOString();
+
+function recipientView(r: DbSigningRecipientRow) {
+  return {
+    recipient_id: r.id,
+    email: r.email,
+    name: r.name,
+    status: r.status,
+    invitation: r.invitation_status,
+    invitation_error: r.invitation_error,
+    invited_at: n(r.invited_at),
+    last_reminded_at: n(r.last_reminded_at),
+    opened_at: n(r.opened_at),
+    signed_at: n(r.signed_at),
+    declined_at: n(r.declined_at),
+    decline_reason: r.decline_reason,
+  };
+}
+
+/** The answer of the signing operations; `failures` replaces `invitation_failures` (a reminder round's own). */
+export function requestView(r: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[], failures?: readonly string[]) {
+  return {
+    signing_request_id: r.id,
+    status: r.status,
+    title: r.title,
+    message: r.message,
+    signature_method: r.signature_method,
+    source_file_id: r.source_file_id,
+    file_id: r.archive_file_id,
+    private: Boolean(r.private),
+    deadline_at: Number(r.deadline_at),
+    reminder_interval_days: n(r.reminder_interval_days),
+    created_at: Number(r.created_at),
+    completed_at: n(r.completed_at),
+    cancelled_at: n(r.cancelled_at),
+    cancel_reason: r.cancel_reason,
+    expired_at: n(r.expired_at),
+    invitation_failures: failures ? [...failures] : recipients.filter((c) => c.invitation_status === 'failed').map((c) => c.email),
+    recipients: recipients.map(recipientView),
+  };
+}
+
+function eventView(e: DbSigningEventRow, byId: ReadonlyMap<string, DbSigningRecipientRow>) {
+  const r = e.recipient_id ? byId.get(e.recipient_id) : undefined;
+  return {
+    event_id: e.id,
+    kind: e.kind,
+    occurred_at: Number(e.occurred_at),
+    recipient: r ? { recipient_id: r.id, email: r.email, name: r.name } : null,
+    data: JSON.parse(e.data) as Record<string, unknown>,
+  };
+}
+
+/** What the caller may do with a request: read it, and manage it (remind, deadline, cancel). */
+export async function accessTo(ctx: OperationContext, request: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[]): Promise<{ read: boolean; manage: boolean }> {
+  const isPrivate = Boolean(request.private);
+  if (!ctx.member) {
+    const own = ctx.credential.kind !== 'system' && request.created_by_key_id === ctx.credential.keyId && !isPrivate;
+    return { read: own, manage: own };
+  }
+  const owner = request.owner_member_id === ctx.member.id;
+  const admin = !isPrivate && mayManageSettings(ctx.member.role);
+  let recipient = false;
+  if (!owner && !admin) {
+    const email = (await findMember(ctx.sql, ctx.workspaceId, ctx.member.id))?.email.toLowerCase();
+    recipient = email !== undefined && recipients.some((r) => r.email.toLowerCase() === email);
+  }
+  return { read: owner || admin || recipient, manage: owner || admin };
+}
+
+/** The request when the caller may read it (and manage it, with `manage`); else 404 (or 403 for a reader who may not manage). */
+async function visibleRequest(ctx: OperationContext, id: string, options: { manage?: boolean; lock?: boolean } = {}) {
+  const request = await findRequest(ctx.sql, ctx.workspaceId, id, options.lock);
+  const recipients = request ? await listRecipients(ctx.sql, request.id) : [];
+  const access = request ? await accessTo(ctx, request, recipients) : { read: false, manage: false };
+  if (!request || !access.read) throw notFound(`No signing request ${id} is visible to this credential.`);
+  if (options.manage && !access.manage) {
+    throw forbidden(`Only the sender of signing request ${id} (or an owner or admin of the workspace) may change it; you can read it as a recipient.`);
+  }
+  return { request, recipients };
+}
+
+function checkDeadline(deadline: number, now: number, field = 'deadline_at'): void {
+  if (deadline < now + MIN_DEADLINE_MS) throw invalidInput(`${field} must be at least 1 hour from now (at or after ${iso(now + MIN_DEADLINE_MS)}).`);
+  if (deadline > now + MAX_DEADLINE_MS) throw invalidInput(`${field} must be at most 120 days from now (at or before ${iso(now + MAX_DEADLINE_MS)}).`);
+}
+
+const blank = (s: string) => s.trim() === '';
+
+/** Sends a round of mails inside the command's transaction and records each outcome; returns the addresses refused for good. */
+async function mailRound(ctx: OperationContext, request: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[], round: Round): Promise<string[]> {
+  const runtime = runtimeOf(ctx.db);
+  const mailer = transactionMailer(ctx.db, ctx.sql, ctx.config, ctx.clock);
+  const outcomes = await sendRound(ctx.sql, mailer, request, recipients, round, { publicUrl: ctx.config.publicUrl, now: ctx.now, logger: runtime?.logger ?? null });
+  const failed: string[] = [];
+  for (const r of recipients) {
+    const state = await applyOutcome(ctx.sql, ctx.jobs, request, r, outcomes.get(r.id)!, round, 1, ctx.now);
+    if (state === 'failed') failed.push(r.email);
+  }
+  return failed;
+}
+
+async function reread(sql: Sql, workspaceId: string, id: string) {
+  const request = (await findRequest(sql, workspaceId, id))!;
+  return { request, recipients: await listRecipients(sql, id) };
+}
+
+export const signingHandlers: NamespaceHandlers<'signing'> = {
+  'signing.RequestFileSignatures': async (input, ctx) => {
+    const seen = new Map<string, number>();
+    input.signers.forEach((s, i) => {
+      if (!isMailAddress(s.email)) throw invalidInput(`signers[${i}].email is not an e-mail address (one address such as ana@example.com, no display name).`);
+      if (blank(s.name)) throw invalidInput(`signers[${i}].name is blank.`);
+      const key = s.email.toLowerCase();
+      const first = seen.get(key);
+      if (first !== undefined) throw invalidInput(`signers[${i}].email repeats signers[${first}].email (addresses are compared without case); list each signer once.`);
+      seen.set(key, i);
+    });
+    if (input.title !== undefined && blank(input.title)) throw invalidInput('title is blank.');
+    const deadline = input.deadline_at ?? ctx.now + DEFAULT_DEADLINE_MS;
+    if (input.deadline_at !== undefined) checkDeadline(input.deadline_at, ctx.now);
+    const memberId = ctx.member?.id ?? null;
+    const file = await findFile(ctx.sql, ctx.workspaceId, input.file_id);
+    if (!file || !fileVisibleTo(file, memberId)) throw notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
+
+    const id = newId('sr');
+    const method = input.signature_method ?? 'standard';
+    const request: DbSigningRequestRow = {
+      id,
+      workspace_id: ctx.workspaceId,
+      title: (input.title ?? file.filename).slice(0, 200),
+      message: input.message ? input.message : null,
+      signature_method: method,
+      status: 'pending',
+      source_file_id: file.id,
+      source_sha256: file.sha256,
+      private: file.ownerMemberId !== null,
+      owner_member_id: memberId,
+      created_by_key_id: ctx.credential.kind === 'system' ? null : ctx.credential.keyId,
+      deadline_at: deadline,
+      reminder_interval_days: input.reminder_interval_days ?? null,
+      created_at: ctx.now,
+      updated_at: ctx.now,
+      completed_at: null,
+      cancelled_at: null,
+      cancel_reason: null,
+      expired_at: null,
+      archive_file_id: null,
+      archive_sha256: null,
+      archive_error: null,
+    };
+    await insertRequest(ctx.sql, request);
+    if (method === 'bankid') {
+      const settings = runtimeOf(ctx.db)?.settings;
+      if (!settings) throw invalidInput(BANKID_UNAVAILABLE);
+      await prepareBankId(ctx.sql, settings, { workspaceId: ctx.workspaceId, requestId: id, now: ctx.now });
+    }
+    const recipients: DbSigningRecipientRow[] = input.signers.map((s, position) => ({
+      id: newId('rcp'),
+      request_id: id,
+      position,
+      email: s.email,
+      name: s.name,
+      status: 'pending',
+      invitation_status: 'queued',
+      invitation_error: null,
+      invitation_attempts: 0,
+      invited_at: null,
+      last_reminded_at: null,
+      auto_reminders: 0,
+      opened_at: null,
+      signed_at: null,
+      declined_at: null,
+      decline_reason: null,
+      typed_name: null,
+      ip: null,
+      user_agent: null,
+      provider_evidence: null,
+    }));
+    for (const r of recipients) await insertRecipient(ctx.sql, r);
+    await appendEvent(ctx.sql, {
+      requestId: id,
+      workspaceId: ctx.workspaceId,
+      kind: 'request.created',
+      data: { title: request.title, signature_method: method, signers: recipients.length, deadline_at: deadline, private: Boolean(request.private) },
+      at: ctx.now,
+    });
+    await mailRound(ctx, request, recipients, { reminder: false, automatic: false, message: request.message });
+    const after = await reread(ctx.sql, ctx.workspaceId, id);
+    return requestView(after.request, after.recipients);
+  },
+
+  'signing.GetSigningRequest': async (input, ctx) => {
+    const { request, recipients } = await visibleRequest(ctx, input.signing_request_id);
+    return requestView(request, recipients);
+  },
+
+  'signing.ListSigningEvents': async (input, ctx) => {
+    const { request, recipients } = await visibleRequest(ctx, input.signing_request_id);
+    const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
+    const filters = [ctx.workspaceId, request.id];
+    const after = input.cursor ? (await decodeCursor(ctx, input.cursor, SEQ_CURSOR, filters, MISMATCH)).s : 0;
+    const rows = await listEvents(ctx.sql, request.id, after, limit + 1);
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    const more = rows.length > limit && last !== undefined;
+    const byId = new Map(recipients.map((r) => [r.id, r]));
+    return {
+      items: page.map((e) => eventView(e, byId)),
+      has_more: more,
+      next_cursor: more ? await encodeCursor(ctx, SEQ_CURSOR, { s: last.seq }, filters) : null,
+    };
+  },
+
+  'signing.RemindSigners': async (input, ctx) => {
+    const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
+    if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request can be reminded.`);
+    if (ctx.now >= Number(request.deadline_at)) throw conflict(`The deadline of signing request ${request.id} has passed (${iso(Number(request.deadline_at))}); extend it first.`);
+    const open = recipients.filter((r) => r.status === 'pending' || r.status === 'opened');
+    if (!open.length) throw conflict(`No recipient of signing request ${request.id} is left to sign.`);
+    const lastMail = (r: DbSigningRecipientRow) => (r.invitation_status === 'sent' ? Math.max(Number(r.invited_at ?? 0), Number(r.last_reminded_at ?? 0)) : null);
+    const due = open.filter((r) => {
+      const at = lastMail(r);
+      return at === null || at <= ctx.now - REMIND_INTERVAL_MS;
+    });
+    if (!due.length) {
+      const next = Math.min(...open.map((r) => lastMail(r)! + REMIND_INTERVAL_MS));
+      throw conflict(`Every recipient left to sign of ${request.id} was mailed less than an hour ago; the next reminder is possible at ${iso(next)}.`);
+    }
+    const message = input.message ? input.message : request.message;
+    const failures = await mailRound(ctx, request, due, { reminder: true, automatic: false, message });
+    const after = await reread(ctx.sql, ctx.workspaceId, request.id);
+    return requestView(after.request, after.recipients, failures);
+  },
+
+  'signing.UpdateSigningDeadline': async (input, ctx) => {
+    const { request } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
+    if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request's deadline can change.`);
+    checkDeadline(input.deadline_at, ctx.now);
+    if (input.deadline_at !== Number(request.deadline_at)) {
+      await updateRequest(ctx.sql, request.id, { deadline_at: input.deadline_at }, ctx.now);
+      await appendEvent(ctx.sql, {
+        requestId: request.id,
+        workspaceId: request.workspace_id,
+        kind: 'deadline.changed',
+        data: { previous_deadline_at: Number(request.deadline_at), deadline_at: input.deadline_at },
+        at: ctx.now,
+      });
+    }
+    const after = await reread(ctx.sql, ctx.workspaceId, request.id);
+    return requestView(after.request, after.recipients);
+  },
+
+  'signing.CancelSigningRequest': async (input, ctx) => {
+    const { request } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
+    if (request.status === 'completed') throw conflict(`A completed request cannot be cancelled: every recipient of ${request.id} has signed, and it stays completed.`);
+    if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is already ${request.status}.`);
+    await cancelRequest(ctx.sql, request, input.reason ? input.reason : null, ctx.now);
+    const after = await reread(ctx.sql, ctx.workspaceId, request.id);
+    return requestView(after.request, after.recipients);
+  },
+
+  'signing.GetSigningDocument': async (input, ctx) => {
+    const { request } = await visibleRequest(ctx, input.signing_request_id);
+    const fileId = input.version === 'original' ? request.source_file_id : request.archive_file_id;
+    if (!fileId) {
+      throw conflict(
+        request.status === 'completed'
+          ? `The signed archive of ${request.id} is still being prepared; ask again in a moment.`
+          : `Signing request ${request.id} is ${request.status}: there is a signed document only once every recipient has signed.`,
+      );
+    }
+    const file = await findFile(ctx.sql, ctx.workspaceId, fileId);
+    if (!file) throw notFound(`The ${input.version} document of signing request ${request.id} is not available.`);
+    const link = await downloadUrl(ctx.sql, ctx.config.publicUrl, file, ctx.now, { filename: file.filename });
+    return { signing_request_id: request.id, version: input.version, url: link.url, filename: file.filename, expires_at: link.expiresAt, sha256: file.sha256, size: file.size };
+  },
+};

@@ -1,0 +1,40 @@
+import type { ServiceModule } from '../../server/module.ts';
+import { archiveJob } from './archive.ts';
+import { bankIdRoutes } from './bankidFlow.ts';
+import { providerOf } from './bankid.ts';
+import { signingCreditAdmin } from './creditAdmin.ts';
+import { signingSettingsNavigation, signingSettingsRoutes } from './creditPage.ts';
+import { signingHandlers } from './handlers.ts';
+import { signingJobs } from './jobs.ts';
+import { SIGN_PREFIX } from './links.ts';
+import { bindRuntime } from './mail.ts';
+import { ARCHIVE_JOB } from './requests.ts';
+import { type SigningSettings, signingSettings } from './settings.ts';
+import { signerRoutes } from './signer.ts';
+
+/**
+ * Signing: the operations (requests over uploaded PDFs, invitations and reminders by e-mail, deadline,
+ * cancel, history, documents), the signer's pages behind each recipient's link (`/sign/<token>`, cut
+ * from the request log), the sealed archive job, bankid through a signing provider with the
+ * workspace's credit, and the recurring expiry and reminder jobs.
+ */
+export const signing: ServiceModule<'signing', SigningSettings> = {
+  namespace: 'signing',
+  handlers: signingHandlers,
+  config: signingSettings,
+  migrations: new URL('./migrations/', import.meta.url),
+  secretPaths: [SIGN_PREFIX],
+  jobs: (deps) => {
+    bindRuntime(deps);
+    return { ...signingJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal) };
+  },
+  routes: (deps) => {
+    bindRuntime(deps);
+    const router = signerRoutes(deps, { bankid: providerOf(deps.settings) });
+    bankIdRoutes(router, deps);
+    signingSettingsRoutes(router, deps);
+    return router;
+  },
+  navigation: () => signingSettingsNavigation,
+  admin: signingCreditAdmin,
+};

@@ -1,0 +1,191 @@
+/**
+ * Invitation and reminder mails: one mail per recipient (each carries that recipient's own link),
+ * rendered from `mail/invitation.{text,html}.eta`, and what each send's result does to the recipient:
+ * taken -> `sent` (event `invitation.sent` or `reminder.sent`); refused for good -> `failed` (event
+ * `invitation.failed`); refused for now, the mail server unreachable, or still in flight after the
+ * wait -> `queued`, retried by the `signing.invite` job after 1, 5, 15 and 60 minutes and 4 hours,
+ * then `failed`. Nothing fails silently.
+ */
+import type { Logger } from 'pino';
+import type { Database, Sql } from '../../db/database.ts';
+import type { ServiceConfig } from '../../server/config.ts';
+import type { Clock } from '../../server/clock.ts';
+import type { JobQueue } from '../../server/jobs.ts';
+import { type Mailer, MailUnavailableError, mailTemplates } from '../../server/mailer.ts';
+import { MailboxMailer } from '../../server/mailer/mailbox.ts';
+import type { ModuleDeps } from '../../server/module.ts';
+import { mintSignerLink, signerUrl } from './links.ts';
+import type { SigningSettings } from './settings.ts';
+import { appendEvent, type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, updateRecipient, workspaceName } from './queries.ts';
+
+/** The job that sends a queued invitation or reminder again. */
+export const INVITE_JOB = 'signing.invite';
+
+/** Waits before the retries of a mail refused for now: after the first attempt, 1 min, 5 min, 15 min, 1 h, 4 h; then it has failed. */
+export const RETRY_DELAYS_MS = [60_000, 300_000, 900_000, 3_600_000, 14_400_000] as const;
+
+/** How long a request waits for its mails before answering (the rest stay queued and are retried). */
+export const ROUND_WAIT_MS = 10_000;
+
+export interface InviteJobPayload {
+  readonly recipientId: string;
+  readonly reminder: boolean;
+  readonly automatic: boolean;
+  readonly message: string | null;
+}
+
+const templates = mailTemplates(new URL('./mail/', import.meta.url));
+
+/** What the operations need of the module's dependencies (handlers get only their context). */
+export type SigningRuntime = Pick<ModuleDeps<SigningSettings>, 'db' | 'mailer' | 'logger' | 'clock' | 'config' | 'jobs' | 'settings'>;
+const runtimes = new WeakMap<Database, SigningRuntime>();
+
+/** Makes this process's mailer and logger known to the operations of the service built on `deps.db`. */
+export function bindRuntime(deps: SigningRuntime): void {
+  runtimes.set(deps.db, deps);
+}
+
+export function runtimeOf(db: Database): SigningRuntime | null {
+  return runtimes.get(db) ?? null;
+}
+
+/**
+ * The mailer an operation sends with inside its transaction `sql`: SMTP as configured; the
+ * development mailbox written in `sql` itself (so the mail exists exactly when the request commits,
+ * and SQLite's single writer is not waited for by the transaction holding it). Null when the service
+ * did not bind its runtime (the mails are then queued for the job).
+ */
+export function transactionMailer(db: Database, sql: Sql, config: ServiceConfig, clock: Clock): Mailer | null {
+  const runtime = runtimeOf(db);
+  if (!runtime) return null;
+  if (runtime.mailer.kind === 'smtp') return runtime.mailer;
+  return new MailboxMailer(config.mail.from, { db: { ...db, sql }, clock, logger: runtime.logger });
+}
+
+const DATE = new Intl.DateTimeFormat('en-GB', { timeZone: 'UTC', weekday: 'long', day: 'numeric', month: 'long', year: 'numeric', hour: '2-digit', minute: '2-digit', hour12: false });
+/** A deadline as people read it: `Friday 25 December 2026, 12:00 UTC`. */
+export const humanTime = (ms: number) => `${DATE.format(new Date(ms)).replace(' at ', ', ')} UTC`;
+
+/** Who asks: the member it was sent for (or who created the key that sent it), with the workspace's name; or the workspace. */
+export async function senderOf(sql: Sql, request: DbSigningRequestRow): Promise<{ sender: string; senderName: string; workspace: string }> {
+  const workspace = await workspaceName(sql, request.workspace_id);
+  const memberId = request.owner_member_id ?? (request.created_by_key_id ? await keyCreator(sql, request.created_by_key_id) : null);
+  const member = memberId ? await findMember(sql, request.workspace_id, memberId) : undefined;
+  return member ? { sender: `${member.name} (${workspace})`, senderName: member.name, workspace } : { sender: workspace, senderName: workspace, workspace };
+}
+
+export interface Round {
+  readonly reminder: boolean;
+  readonly automatic: boolean;
+  /** The message quoted in the mail (a reminder's own, else the request's). */
+  readonly message: string | null;
+}
+
+/** The mail to one recipient with this link. */
+export function composeMail(request: DbSigningRequestRow, recipient: DbSigningRecipientRow, who: { sender: string; senderName: string; workspace: string }, link: string, round: Round) {
+  const subject = (round.reminder ? `Reminder: please sign "${request.title}"` : `${who.senderName} asks you to sign "${request.title}"`).replace(/[\r\n]+/g, ' ');
+  const body = templates.render('invitation', {
+    subject,
+    recipientName: recipient.name,
+    sender: who.sender,
+    senderName: who.senderName,
+    workspace: who.workspace,
+    title: request.title,
+    message: round.message,
+    deadline: humanTime(Number(request.deadline_at)),
+    link,
+    reminder: round.reminder,
+    methodText: request.signature_method === 'bankid' ? 'with BankID' : 'by typing your name',
+  });
+  return { to: recipient.email, subject, ...body, tag: round.reminder ? 'signing.reminder' : 'signing.invitation', workspaceId: request.workspace_id, headers: { 'X-Signing-Request': request.id } };
+}
+
+export type Outcome = { readonly status: 'sent' } | { readonly status: 'queued' | 'failed'; readonly error: string };
+
+/** Sends one mail and says what became of it; never throws. */
+export async function sendOne(mailer: Mailer, message: ReturnType<typeof composeMail>, logger: Logger | null): Promise<Outcome> {
+  try {
+    const result = await mailer.send(message);
+    if (result.accepted.length) return { status: 'sent' };
+    const refusal = result.rejected[0];
+    if (!refusal) return { status: 'queued', error: 'the mail server took no recipient' };
+    return { status: refusal.temporary ? 'queued' : 'failed', error: refusal.reason.slice(0, 1000) };
+  } catch (err) {
+    if (err instanceof MailUnavailableError) return { status: 'queued', error: err.message.slice(0, 1000) };
+    logger?.error({ err, tag: message.tag }, 'signing mail could not be sent');
+    return { status: 'failed', error: (err instanceof Error ? err.message : String(err)).slice(0, 1000) };
+  }
+}
+
+/**
+ * Mints a link for each recipient in `sql`, sends their mails side by side, and waits at most
+ * `waitMs`: a mail still in flight then counts as queued (the job sends it again later).
+ */
+export async function sendRound(
+  sql: Sql,
+  mailer: Mailer | null,
+  request: DbSigningRequestRow,
+  recipients: readonly DbSigningRecipientRow[],
+  round: Round,
+  ctx: { publicUrl: string; now: number; logger: Logger | null; waitMs?: number },
+): Promise<Map<string, Outcome>> {
+  const outcomes = new Map<string, Outcome>();
+  if (!mailer) {
+    for (const r of recipients) outcomes.set(r.id, { status: 'queued', error: 'waiting for the mail sender' });
+    return outcomes;
+  }
+  const who = await senderOf(sql, request);
+  const mails: Array<{ id: string; mail: ReturnType<typeof composeMail> }> = [];
+  for (const r of recipients) {
+    const token = await mintSignerLink(sql, { recipientId: r.id, requestId: request.id }, ctx.now);
+    mails.push({ id: r.id, mail: composeMail(request, r, who, signerUrl(ctx.publicUrl, token), round) });
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ctx.waitMs ?? ROUND_WAIT_MS);
+    timer.unref();
+  });
+  await Promise.race([Promise.all(mails.map(async ({ id, mail }) => outcomes.set(id, await sendOne(mailer, mail, ctx.logger)))), timeout]);
+  clearTimeout(timer);
+  for (const r of recipients) if (!outcomes.has(r.id)) outcomes.set(r.id, { status: 'queued', error: 'the mail server did not answer in time; sending again later' });
+  return new Map(outcomes);
+}
+
+/**
+ * Records what became of one mail to a recipient (in `sql`): the recipient's invitation state, the
+ * history event, and for a mail refused for now the next try (`signing.invite`), until the last one.
+ * `attempt` is 1 for a new mail. Returns the recipient's invitation state.
+ */
+export async function applyOutcome(
+  sql: Sql,
+  jobs: JobQueue,
+  request: DbSigningRequestRow,
+  recipient: DbSigningRecipientRow,
+  outcome: Outcome,
+  round: Round,
+  attempt: number,
+  now: number,
+): Promise<'sent' | 'queued' | 'failed'> {
+  const base = { requestId: request.id, workspaceId: request.workspace_id, recipientId: recipient.id, at: now };
+  if (outcome.status === 'sent') {
+    await updateRecipient(sql, recipient.id, {
+      invitation_status: 'sent',
+      invitation_error: null,
+      invitation_attempts: attempt,
+      ...(round.reminder ? { last_reminded_at: now } : { invited_at: now }),
+    });
+    await appendEvent(sql, round.reminder ? { ...base, kind: 'reminder.sent', data: { automatic: round.automatic, attempt } } : { ...base, kind: 'invitation.sent', data: { reminder: false, attempt } });
+    return 'sent';
+  }
+  const retryIn = outcome.status === 'queued' ? RETRY_DELAYS_MS[attempt - 1] : undefined;
+  if (retryIn !== undefined) {
+    await updateRecipient(sql, recipient.id, { invitation_status: 'queued', invitation_error: outcome.error, invitation_attempts: attempt });
+    const payload: InviteJobPayload = { recipientId: recipient.id, reminder: round.reminder, automatic: round.automatic, message: round.message };
+    await jobs.enqueue(sql, INVITE_JOB, payload, { runAt: now + retryIn, key: `${INVITE_JOB}:${recipient.id}:${now}:${attempt}` });
+    return 'queued';
+  }
+  const error = outcome.status === 'queued' ? `${outcome.error} (gave up after ${attempt} attempts)` : outcome.error;
+  await updateRecipient(sql, recipient.id, { invitation_status: 'failed', invitation_error: error.slice(0, 1000), invitation_attempts: attempt });
+  await appendEvent(sql, { ...base, kind: 'invitation.failed', data: { error: error.slice(0, 1000), reminder: round.reminder, attempts: attempt } });
+  return 'failed';
+}

@@ -1,0 +1,17 @@
+/**
+ * The signing module's settings, read once when a process starts (a bad value stops it with a
+ * readable error): the bankid provider (BANKID_PROVIDER, handlers/signing/bankid.ts) and the seal's
+ * certificate and timestamp authority (SIGNING_CERTIFICATE_P12_PATH, SIGNING_CERTIFICATE_P12_PASSWORD,
+ * SIGNING_TSA_URL, handlers/signing/certificates.ts).
+ */
+import type { ServiceEnv } from '../../server/config.ts';
+import { bankIdSettings, type BankIdSettings } from './bankid.ts';
+import { type SealSettings, sealSettingsFromEnv } from './certificates.ts';
+
+export interface SigningSettings extends BankIdSettings {
+  readonly seal: SealSettings;
+}
+
+export function signingSettings(env: ServiceEnv): SigningSettings {
+  return { ...bankIdSettings(env), seal: sealSettingsFromEnv(env) };
+}
