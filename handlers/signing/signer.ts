@@ -50,6 +50,13 @@ const require = createRequire(import.meta.url);
 const PDFJS_DIR = path.dirname(require.resolve('pdfjs-dist/package.json'));
 const PAGES_DIR = new URL('./pages/', import.meta.url);
 const ASSET_PREFIX = '/assets/signing/';
+/**
+ * The review page's policy: the page kit's (scripts, styles, connections and workers of this origin
+ * only, no inline script or style, no framing) plus `font-src 'self'`, since pdf.js draws the 14
+ * standard PDF fonts with the font files it loads from this service.
+ */
+const REVIEW_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 type Asset = { file: string; type: string; cache: string } | { build: () => Promise<Buffer>; type: string; cache: string };
 const JS = 'text/javascript; charset=utf-8';
@@ -116,6 +123,12 @@ const oneLine = (s: string) => s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u202
 /** Text typed into a text area: line breaks kept, other control characters removed, trimmed. */
 const multiLine = (s: string) => s.replace(/\r\n?/g, '\n').replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]+/g, '').trim();
 
+/** How long until the deadline: `in 29 days`, below two days `in 47 h 10 min`. */
+function dueInWords(ms: number): string {
+  const days = Math.floor(ms / 86_400_000);
+  return days >= 2 ? `in ${days} days` : untilInWords(ms);
+}
+
 /** A size in words: `48 KB`, `3.2 MB`. */
 function sizeInWords(bytes: number): string {
   if (bytes < 1024) return `${bytes} bytes`;
@@ -141,6 +154,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
   }
 
   function send(res: Response, status: number, title: string, html: string, script = false): void {
+    if (script) res.setHeader('Content-Security-Policy', REVIEW_POLICY);
     pages.send(res, status, { title, bodyClass: 'signer', styles: [`${ASSET_PREFIX}signer.css`], scripts: script ? [`${ASSET_PREFIX}viewer.js`] : [], html });
   }
 
@@ -189,7 +203,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
       recipient: { name: recipient.name, email: recipient.email },
       deadline: timeInWords(request.deadline_at),
       deadlineIso: new Date(request.deadline_at).toISOString(),
-      deadlineIn: untilInWords(request.deadline_at - now),
+      deadlineIn: dueInWords(request.deadline_at - now),
       filename: file?.filename ?? 'document.pdf',
       pageCount: file?.pageCount ?? 0,
       size: sizeInWords(file?.size ?? 0),
@@ -390,7 +404,7 @@ export function endedWords(reason: EndedReason, request: DbSigningRequestRow, re
       paragraphs: [
         `You signed ${title} on ${timeInWords(Number(recipient.signed_at))}${recipient.typed_name ? ` as ${recipient.typed_name}` : ''}.`,
         request.status === 'completed'
-          ? `Every recipient has signed; ${sender} has the signed document.`
+          ? 'Every recipient has signed: the request is complete. Nothing more is needed from you.'
           : request.status === 'pending'
             ? 'The other recipients have not all signed yet. This link can no longer change anything.'
             : `The request has since ended (${request.status}).`,

@@ -11,7 +11,7 @@ import type * as PdfJs from 'pdfjs-dist';
 
 const ASSETS = '/assets/signing/';
 /** Pages this far below (or above) the screen are drawn ahead, so scrolling shows them ready. */
-const AHEAD = '800px 0px';
+const AHEAD = '1200px 0px';
 
 function say(status: HTMLElement, text: string): void {
   status.textContent = text;
@@ -87,7 +87,8 @@ async function render(viewer: HTMLElement): Promise<void> {
         });
       }
     },
-    { rootMargin: AHEAD },
+    // The pages scroll inside the list: draw those near its visible part.
+    { root: list, rootMargin: AHEAD },
   );
   for (const li of sheets) observer.observe(li);
 }
