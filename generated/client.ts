@@ -130,6 +130,46 @@ export function createClient(options: ServiceClientOptions) {
       UpsertSalesPipeline: (body: RequestBody<'customers.UpsertSalesPipeline'>, call: CommandOptions = {}) =>
         raw.POST('/operations/customers.UpsertSalesPipeline', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
     },
+    documents: {
+      /** Assemble, check and scan an upload, answering its file (command). */
+      CompleteUpload: (body: RequestBody<'documents.CompleteUpload'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/documents.CompleteUpload', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Start an upload of a PDF in parts (command). */
+      CreateUpload: (body: RequestBody<'documents.CreateUpload'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/documents.CreateUpload', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Read an upload and which of its parts have arrived (query). */
+      GetUpload: (body: RequestBody<'documents.GetUpload'>, call: CallOptions = {}) =>
+        raw.POST('/operations/documents.GetUpload', { body, params: { header: actAsHeader(options, call) } }),
+      /** Get a short-lived URL to PUT one part's bytes (query). */
+      GetUploadPart: (body: RequestBody<'documents.GetUploadPart'>, call: CallOptions = {}) =>
+        raw.POST('/operations/documents.GetUploadPart', { body, params: { header: actAsHeader(options, call) } }),
+      /** List stored files, newest first (query). */
+      ListDocuments: (body: RequestBody<'documents.ListDocuments'>, call: CallOptions = {}) =>
+        raw.POST('/operations/documents.ListDocuments', { body, params: { header: actAsHeader(options, call) } }),
+    },
+    signing: {
+      /** Cancel a pending signing request (command). */
+      CancelSigningRequest: (body: RequestBody<'signing.CancelSigningRequest'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/signing.CancelSigningRequest', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Get a download link for a request's document (query). */
+      GetSigningDocument: (body: RequestBody<'signing.GetSigningDocument'>, call: CallOptions = {}) =>
+        raw.POST('/operations/signing.GetSigningDocument', { body, params: { header: actAsHeader(options, call) } }),
+      /** Read a signing request (query). */
+      GetSigningRequest: (body: RequestBody<'signing.GetSigningRequest'>, call: CallOptions = {}) =>
+        raw.POST('/operations/signing.GetSigningRequest', { body, params: { header: actAsHeader(options, call) } }),
+      /** Read a signing request's history, oldest first (query). */
+      ListSigningEvents: (body: RequestBody<'signing.ListSigningEvents'>, call: CallOptions = {}) =>
+        raw.POST('/operations/signing.ListSigningEvents', { body, params: { header: actAsHeader(options, call) } }),
+      /** Remind the signers who have not signed (command). */
+      RemindSigners: (body: RequestBody<'signing.RemindSigners'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/signing.RemindSigners', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Ask people to sign a file (command). */
+      RequestFileSignatures: (body: RequestBody<'signing.RequestFileSignatures'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/signing.RequestFileSignatures', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Move a signing request's deadline (command). */
+      UpdateSigningDeadline: (body: RequestBody<'signing.UpdateSigningDeadline'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/signing.UpdateSigningDeadline', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+    },
     webhooks: {
       /** List a delivery's attempts (query). */
       ListWebhookAttempts: (body: RequestBody<'webhooks.ListWebhookAttempts'>, call: CallOptions = {}) =>

@@ -52,6 +52,14 @@ export const document = {
       "description": "Webhook subscriptions (proposed here, approved by an administrator on a page), their deliveries, attempts and replays."
     },
     {
+      "name": "signing",
+      "description": "Signing requests over uploaded PDFs (invitations by e-mail, each signer's own link, reminders, deadlines, cancellation), their history and the sealed, verifiable archive."
+    },
+    {
+      "name": "documents",
+      "description": "PDF files uploaded in parts (resumable, checksummed, scanned) and the stored files, with expiring download links."
+    },
+    {
       "name": "collection",
       "description": "Public traffic collection from browsers (tracker script and event endpoint), keyed by a site's publishable collect key."
     }
@@ -4272,6 +4280,1436 @@ export const document = {
         }
       }
     },
+    "/operations/signing.RequestFileSignatures": {
+      "post": {
+        "operationId": "signing.RequestFileSignatures",
+        "summary": "Ask people to sign a file",
+        "description": "Creates a signing request for the PDF `file_id` (a file from `documents.CompleteUpload`, or a signed\narchive) and mails every signer an invitation with a personal link. The request answers at once as\n`pending`; the document is fixed from now on (to sign a different PDF, cancel and create a new\nrequest).\n\n**Input.** `signers`: 1 to 10, each `{email, name}`; e-mail addresses are compared without case and\nmust be distinct. `title` 1 to 200 characters (default: the file's name). `signature_method`\n`standard` (default: the signer types their name and agrees to sign electronically; time, address\nand device are kept as evidence) or `bankid` (a national electronic ID through the configured\nprovider; refused with `400 invalid_input` when no provider is configured, and nothing is charged).\n`message` (up to 2,000 characters) is quoted in the invitation. `deadline_at` (Unix ms; default 30\ndays from now) must be at least 1 hour and at most 120 days ahead. `reminder_interval_days` (1 to\n30) turns on automatic reminders to signers who have not signed, every that many days, at most 3\nper signer; null or absent: none.\n\n**The file** must be visible to the caller: a workspace file, or the caller's own private file\nwhen acting for its owner (`Service-Act-As`). Any other file is `404 not_found`. A request over a\nprivate file is itself private (see Visibility).\n\n**Invitations** are sent before the answer, each signer's mail on its own (the answer waits at most\nabout 10 seconds). A signer whose address the mail server refuses for good is listed in\n`invitation_failures` (the recipient's `invitation` is `failed`, with the server's answer in\n`invitation_error`, and the history has `invitation.failed`); the request still exists: send a\nreminder (`signing.RemindSigners`) once the address works instead of creating a second request. A\ntemporary refusal (4xx), a mail server that cannot be reached, or a mail still in flight after the\nwait leaves the invitation `queued`: it is retried in the background after 1, 5, 15 and 60 minutes\nand 4 hours; a final failure shows as `failed` on the recipient and as `invitation.failed` in the\nhistory, never silently. With no SMTP server configured, mail goes to the development mailbox.\n\n**bankid.** Each signer signs through a signing provider (the `SigningProvider` interface: `start`\nsends the signer to the provider or shows its page, `complete` answers the provider's signed PDF and\nits evidence), chosen by the operator with `BANKID_PROVIDER` (unset: none; `test`: a test provider\nthat checks no identity, labelled TEST on every page and refused in production). Without a provider\nthe request is refused with `400 invalid_input` (\"bankid is not available ...\") and nothing is\ncharged. A bankid request costs 1 credit of the workspace's signing credit (set by an operator,\nshown on the `/settings/signing` page), charged in the transaction that creates the request and\nexactly once per request: a retry with the same `Idempotency-Key` answers the stored response and\ncharges nothing; a new key is a new request and a new charge. When the credit is short the answer is\n`409 conflict` (\"insufficient signing credit: balance N, needed 1\"): nothing is created, charged or\nsent. A 409 is stored with its `Idempotency-Key` like every decided answer, so after credit is\nadded, send the request again with a new key. Each signer's provider adds their signature to the\nPDF as an incremental update (earlier signatures stay valid); when all have signed, the provider's\nsigned PDF is the archive, unmodified (no evidence pages): `signing.GetSigningDocument` with\n`version: signed` returns it, and `file_id` is set in the same step.\n\n**Idempotency.** Retrying with the same `Idempotency-Key` (and body) answers the same request and\nsends nothing again; a new key creates a new request and new invitations.\n\n**Visibility** of the request afterwards (`signing.GetSigningRequest` and the other operations):\nwithout `Service-Act-As`, the key that created it reads it (unless it is private); acting for a\nmember, that member reads the requests they sent, the requests they are a recipient of (by their\ne-mail address), and, as an owner or admin, every request of the workspace that is not private.\nA private request is visible only to its owner and to the recipients who are members.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "file_id",
+                  "signers"
+                ],
+                "properties": {
+                  "file_id": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 40,
+                    "description": "The PDF to sign (`file_...`)."
+                  },
+                  "signers": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 10,
+                    "items": {
+                      "type": "object",
+                      "additionalProperties": false,
+                      "required": [
+                        "email",
+                        "name"
+                      ],
+                      "properties": {
+                        "email": {
+                          "type": "string",
+                          "minLength": 3,
+                          "maxLength": 320,
+                          "description": "One e-mail address (no display name)."
+                        },
+                        "name": {
+                          "type": "string",
+                          "minLength": 1,
+                          "maxLength": 200
+                        }
+                      }
+                    }
+                  },
+                  "title": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 200
+                  },
+                  "signature_method": {
+                    "type": "string",
+                    "enum": [
+                      "standard",
+                      "bankid"
+                    ],
+                    "default": "standard"
+                  },
+                  "message": {
+                    "type": "string",
+                    "maxLength": 2000
+                  },
+                  "deadline_at": {
+                    "$ref": "#/components/schemas/UnixMillis"
+                  },
+                  "reminder_interval_days": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 30,
+                    "nullable": true
+                  }
+                }
+              },
+              "example": {
+                "file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
+                "title": "Master services agreement 2027",
+                "signers": [
+                  {
+                    "email": "ana.lind@example.com",
+                    "name": "Ana Lind"
+                  },
+                  {
+                    "email": "bo@unknown-domain.example",
+                    "name": "Bo Ek"
+                  }
+                ],
+                "signature_method": "standard",
+                "message": "Please sign before the kick-off on Monday.",
+                "reminder_interval_days": 3
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The new request (or, for a retry with the same Idempotency-Key, the same one).",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SigningRequest"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.GetSigningRequest": {
+      "post": {
+        "operationId": "signing.GetSigningRequest",
+        "summary": "Read a signing request",
+        "description": "The request's state, title, deadline, `file_id` (the signed archive; null until every recipient\nsigned and the archive is ready) and each recipient's status with its times and the state of their\nlatest mail. Reading changes nothing.\n\nVisibility: without `Service-Act-As`, the key reads the requests it created that are not private.\nActing for a member: the requests that member sent, those where the member's e-mail address is a\nrecipient, and for owners and admins every request of the workspace that is not private. A\nprivate request (its source is a member's private file) is visible only to its owner and to the\nrecipients who are members. Anything else is `404 not_found`, as for an unknown id.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "signing_request_id"
+                ],
+                "properties": {
+                  "signing_request_id": {
+                    "$ref": "#/components/schemas/SigningRequestId"
+                  }
+                }
+              },
+              "example": {
+                "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The request.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SigningRequest"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.ListSigningEvents": {
+      "post": {
+        "operationId": "signing.ListSigningEvents",
+        "summary": "Read a signing request's history, oldest first",
+        "description": "The history of request `signing_request_id`, oldest first: creation, each invitation sent or\nfailed, opened, signed, declined, reminders, deadline changes, cancellation, expiry, completion and\nthe archive being ready. Each event has a stable `event_id` for deduplication. Follow `next_cursor`\nwhile `has_more` (`limit` 1 to 100, default 50); a new poll starts from the first page and the\ncaller keeps the event ids it processed. Every page checks the caller's access again (the request's\nvisibility, as in `signing.GetSigningRequest`: `404 not_found` when not visible). Events never\ncarry IP addresses, user agents, links, tokens or document contents. This is a history read, not a\nwebhook subscription.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "signing_request_id"
+                ],
+                "properties": {
+                  "signing_request_id": {
+                    "$ref": "#/components/schemas/SigningRequestId"
+                  },
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  }
+                }
+              },
+              "example": {
+                "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                "limit": 50
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of the history.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "items",
+                    "has_more",
+                    "next_cursor"
+                  ],
+                  "properties": {
+                    "items": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/SigningEvent"
+                      }
+                    },
+                    "has_more": {
+                      "type": "boolean"
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true
+                    }
+                  }
+                },
+                "example": {
+                  "items": [
+                    {
+                      "event_id": "sev_8d2k4m1q9x7v3c5b6n0z2a4s",
+                      "kind": "request.created",
+                      "occurred_at": 1795507200000,
+                      "recipient": null,
+                      "data": {
+                        "title": "Master services agreement 2027",
+                        "signature_method": "standard",
+                        "signers": 2,
+                        "deadline_at": 1798099200000
+                      }
+                    },
+                    {
+                      "event_id": "sev_2a4s8d2k4m1q9x7v3c5b6n0z",
+                      "kind": "invitation.sent",
+                      "occurred_at": 1795507200000,
+                      "recipient": {
+                        "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+                        "email": "ana.lind@example.com",
+                        "name": "Ana Lind"
+                      },
+                      "data": {
+                        "reminder": false
+                      }
+                    }
+                  ],
+                  "has_more": false,
+                  "next_cursor": null
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.RemindSigners": {
+      "post": {
+        "operationId": "signing.RemindSigners",
+        "summary": "Remind the signers who have not signed",
+        "description": "Mails a reminder, with a fresh link, to each recipient of pending request `signing_request_id` who\nhas not signed or declined and whose last mail went out at least an hour ago (or never reached\nthem: a failed or queued invitation is sent again at once). Older links keep working. `message`\n(up to 2,000 characters) is quoted in the reminder instead of the request's message.\n\nThe answer is the request, with `invitation_failures` listing the addresses refused in this round\n(each also recorded as `invitation.failed`, and `reminder.sent` for each reminder taken); temporary\nfailures are queued and retried as for invitations. `409 conflict` when the request is not\n`pending`, when no recipient is left to sign, or when every remaining recipient was mailed less\nthan an hour ago (the message says when the next reminder is possible). At most one reminder per\nrecipient per hour; automatic reminders (`reminder_interval_days`) are separate and capped at 3.\n\nWho may: the sender (without `Service-Act-As`, the key that created the request; acting for a\nmember, the member it was sent for), and owners and admins acting for themselves on requests that\nare not private. A recipient who can read the request but not manage it gets `403 forbidden`; a\nrequest the caller cannot see is `404 not_found`.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "signing_request_id"
+                ],
+                "properties": {
+                  "signing_request_id": {
+                    "$ref": "#/components/schemas/SigningRequestId"
+                  },
+                  "message": {
+                    "type": "string",
+                    "maxLength": 2000
+                  }
+                }
+              },
+              "example": {
+                "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                "message": "A friendly reminder, the deadline is on Friday."
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The request after the change.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SigningRequest"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.UpdateSigningDeadline": {
+      "post": {
+        "operationId": "signing.UpdateSigningDeadline",
+        "summary": "Move a signing request's deadline",
+        "description": "Sets the deadline of pending request `signing_request_id` to `deadline_at` (Unix ms): later or\nearlier, at least 1 hour and at most 120 days from now (`400 invalid_input` otherwise). The\ndocument, the signatures already given and the links are kept; links keep working until the new\ndeadline. The history records `deadline.changed` with the previous and the new deadline. `409\nconflict` when the request is not `pending` (completed, cancelled or expired requests keep their\ndeadline).\n\nWho may: the sender (without `Service-Act-As`, the key that created the request; acting for a\nmember, the member it was sent for), and owners and admins acting for themselves on requests that\nare not private. A recipient who can read the request but not manage it gets `403 forbidden`; a\nrequest the caller cannot see is `404 not_found`.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "signing_request_id",
+                  "deadline_at"
+                ],
+                "properties": {
+                  "signing_request_id": {
+                    "$ref": "#/components/schemas/SigningRequestId"
+                  },
+                  "deadline_at": {
+                    "$ref": "#/components/schemas/UnixMillis"
+                  }
+                }
+              },
+              "example": {
+                "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                "deadline_at": 1798704000000
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The request after the change.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SigningRequest"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.CancelSigningRequest": {
+      "post": {
+        "operationId": "signing.CancelSigningRequest",
+        "summary": "Cancel a pending signing request",
+        "description": "Cancels pending request `signing_request_id`, with an optional `reason` (up to 500 characters,\nkept as `cancel_reason` and in the `request.cancelled` event). Every signer's link stops working at\nonce (its page says the request was cancelled); signatures already given stay in the history. A\ncompleted request cannot be cancelled: `409 conflict` and it stays `completed`. A cancelled or\nexpired request is `409 conflict` as well. Cancelling again with the same `Idempotency-Key` answers\nthe first result.\n\nWho may: the sender (without `Service-Act-As`, the key that created the request; acting for a\nmember, the member it was sent for), and owners and admins acting for themselves on requests that\nare not private. A recipient who can read the request but not manage it gets `403 forbidden`; a\nrequest the caller cannot see is `404 not_found`.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "signing_request_id"
+                ],
+                "properties": {
+                  "signing_request_id": {
+                    "$ref": "#/components/schemas/SigningRequestId"
+                  },
+                  "reason": {
+                    "type": "string",
+                    "maxLength": 500
+                  }
+                }
+              },
+              "example": {
+                "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                "reason": "Wrong version of the contract; a corrected one follows."
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The request after the change.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SigningRequest"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.GetSigningDocument": {
+      "post": {
+        "operationId": "signing.GetSigningDocument",
+        "summary": "Get a download link for a request's document",
+        "description": "A signed, expiring download URL of this service for the document of request\n`signing_request_id`: `version` `original` is the file the recipients were shown, byte-identical to\nthe upload (its `sha256` and `size` are those of the upload); `signed` is the signed archive (for\n`standard`: the original pages followed by evidence pages, sealed; for `bankid`: the provider's\nsigned PDF, unmodified). `signed` before the archive is ready (`file_id` null: the request is not\ncompleted yet, or its archive is still being built) is `409 conflict`; ask again later.\n\nThe URL (`GET`, no key needed: the URL is the credential, so treat it as a secret) works for 15\nminutes (`expires_at`); ask for a fresh one any time. Asking changes nothing. Visibility as in\n`signing.GetSigningRequest` (`404 not_found` when the caller cannot see the request).\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "signing_request_id",
+                  "version"
+                ],
+                "properties": {
+                  "signing_request_id": {
+                    "$ref": "#/components/schemas/SigningRequestId"
+                  },
+                  "version": {
+                    "type": "string",
+                    "enum": [
+                      "signed",
+                      "original"
+                    ]
+                  }
+                }
+              },
+              "example": {
+                "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                "version": "original"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A download link.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "signing_request_id",
+                    "version",
+                    "url",
+                    "filename",
+                    "expires_at",
+                    "sha256",
+                    "size"
+                  ],
+                  "properties": {
+                    "signing_request_id": {
+                      "$ref": "#/components/schemas/SigningRequestId"
+                    },
+                    "version": {
+                      "type": "string",
+                      "enum": [
+                        "signed",
+                        "original"
+                      ]
+                    },
+                    "url": {
+                      "type": "string",
+                      "description": "`GET` (or `HEAD`) downloads the file as an attachment until `expires_at`."
+                    },
+                    "filename": {
+                      "type": "string"
+                    },
+                    "expires_at": {
+                      "$ref": "#/components/schemas/UnixMillis"
+                    },
+                    "sha256": {
+                      "type": "string",
+                      "description": "SHA-256 of the file's bytes (lower-case hex)."
+                    },
+                    "size": {
+                      "type": "integer",
+                      "description": "Bytes."
+                    }
+                  }
+                },
+                "example": {
+                  "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                  "version": "original",
+                  "url": "https://ops.acme.example/files/eyJmIjoiZmlsZV8zYzViNm4wejJhNHM4ZDJrNG0xcTl4N3YiLCJlIjoxNzk1NTA4MTAwMDAwfQ.3v9QpX2mWZk1r0yYy7q8Fw",
+                  "filename": "Master services agreement 2027.pdf",
+                  "expires_at": 1795508100000,
+                  "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                  "size": 48213
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/documents.CreateUpload": {
+      "post": {
+        "operationId": "documents.CreateUpload",
+        "summary": "Start an upload of a PDF in parts",
+        "description": "Starts an upload of one PDF file sent in parts, answering the upload (`upload_id`, its parts and\n`expires_at`). The flow: `CreateUpload`, then for each part `documents.GetUploadPart` (a\nshort-lived URL) and a `PUT` of the part's raw bytes to that URL, in any order and in parallel,\nthen `documents.CompleteUpload`, which assembles, checks and scans the file and answers its\n`file_id`. `documents.GetUpload` shows which parts have arrived, so an interrupted upload resumes\nby sending only the missing ones.\n\nLimits: `size` (the whole file) 1 byte to 50 MiB (52,428,800 bytes); `content_type` must be\n`application/pdf`; `filename` 1 to 255 characters, without control characters (U+0000 to U+001F,\nU+007F) and without `/` or `\\` (it is the name downloads are saved under). Parts: give\n`part_size` (1 MiB to 16 MiB, 1,048,576 to 16,777,216 bytes; default 5 MiB, 5,242,880) or\n`part_count` (1 to 100), not both (`400 invalid_input`). Every part has `part_size` bytes except\nthe last, which holds the rest (a file smaller than `part_size` is one part of its own size). With\n`part_count`, `part_size` is `ceil(size / part_count)`; it must be at most 16 MiB and, when there\nis more than one part, at least 1 MiB, and it must give exactly `part_count` parts; otherwise\n`400 invalid_input` says which bound. An upload has at most 100 parts.\n\n`sha256` (optional, 64 lower-case hex): the whole file's SHA-256; `CompleteUpload` refuses\nassembled bytes with another digest. Each part's own digest can be bound when asking for its URL.\n\nThe upload expires 24 hours after creation (`expires_at`): until then it can be completed; after\nthat it is gone (`404 not_found`), and a recurring job (`documents.cleanup`, hourly) removes\nuploads that were never completed together with the bytes of their parts. The file a completed\nupload became stays.\n\nIsolation: an upload belongs to the credential that created it and to the member it acted for\n(`Service-Act-As`, or none). `GetUpload`, `GetUploadPart` and `CompleteUpload` from another key,\nor from the same key acting for another member (or for none), answer `404 not_found`. An upload\nmade while acting for a member becomes that member's private file; without a member, a\nworkspace file.\n",
+        "tags": [
+          "documents"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "filename",
+                  "content_type",
+                  "size"
+                ],
+                "properties": {
+                  "filename": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 255,
+                    "description": "The file's name (downloads are saved under it)."
+                  },
+                  "content_type": {
+                    "type": "string",
+                    "enum": [
+                      "application/pdf"
+                    ]
+                  },
+                  "size": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 52428800,
+                    "description": "The whole file's size in bytes."
+                  },
+                  "part_size": {
+                    "type": "integer",
+                    "minimum": 1048576,
+                    "maximum": 16777216,
+                    "description": "Bytes per part (the last part holds the rest); default 5 MiB. Not with `part_count`."
+                  },
+                  "part_count": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 100,
+                    "description": "Number of parts instead of `part_size`. Not with `part_size`."
+                  },
+                  "sha256": {
+                    "$ref": "#/components/schemas/Sha256"
+                  }
+                }
+              },
+              "example": {
+                "filename": "contract.pdf",
+                "content_type": "application/pdf",
+                "size": 12582912,
+                "part_size": 5242880
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The new upload, all parts still to send.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Upload"
+                },
+                "example": {
+                  "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
+                  "state": "open",
+                  "filename": "contract.pdf",
+                  "content_type": "application/pdf",
+                  "size": 12582912,
+                  "part_size": 5242880,
+                  "part_count": 3,
+                  "parts": [
+                    {
+                      "part_number": 1,
+                      "size": 5242880,
+                      "received": false,
+                      "sha256": null
+                    },
+                    {
+                      "part_number": 2,
+                      "size": 5242880,
+                      "received": false,
+                      "sha256": null
+                    },
+                    {
+                      "part_number": 3,
+                      "size": 2097152,
+                      "received": false,
+                      "sha256": null
+                    }
+                  ],
+                  "expires_at": 1795399200000,
+                  "created_at": 1795312800000,
+                  "file_id": null,
+                  "rejection_reason": null
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/documents.GetUpload": {
+      "post": {
+        "operationId": "documents.GetUpload",
+        "summary": "Read an upload and which of its parts have arrived",
+        "description": "The upload `upload_id` as it is now: `state` (`open`, `completed`, `rejected`), each part with\n`received` and the SHA-256 of the bytes stored for it. To resume an interrupted upload, send the\nparts with `received: false` again (a `PUT` cut off mid-body stores nothing, so that part shows\nas not received). Only the credential and member that created the upload see it: from another\nkey, or acting for another member (or for none), and after it expired (`expires_at`, 24 hours\nafter creation), the answer is `404 not_found`. Reading changes nothing.\n",
+        "tags": [
+          "documents"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "upload_id"
+                ],
+                "properties": {
+                  "upload_id": {
+                    "$ref": "#/components/schemas/UploadId"
+                  }
+                }
+              },
+              "example": {
+                "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The upload.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Upload"
+                },
+                "example": {
+                  "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
+                  "state": "open",
+                  "filename": "contract.pdf",
+                  "content_type": "application/pdf",
+                  "size": 12582912,
+                  "part_size": 5242880,
+                  "part_count": 3,
+                  "parts": [
+                    {
+                      "part_number": 1,
+                      "size": 5242880,
+                      "received": true,
+                      "sha256": "3a6eb0790f39ac87c94f3856b2dd2c5d110e6811602261a9a923d3bb23adc8b7"
+                    },
+                    {
+                      "part_number": 2,
+                      "size": 5242880,
+                      "received": false,
+                      "sha256": null
+                    },
+                    {
+                      "part_number": 3,
+                      "size": 2097152,
+                      "received": true,
+                      "sha256": "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+                    }
+                  ],
+                  "expires_at": 1795399200000,
+                  "created_at": 1795312800000,
+                  "file_id": null,
+                  "rejection_reason": null
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/documents.GetUploadPart": {
+      "post": {
+        "operationId": "documents.GetUploadPart",
+        "summary": "Get a short-lived URL to PUT one part's bytes",
+        "description": "A URL of this service to `PUT` the raw bytes of part `part_number` (1-based) of an open upload:\n`url` works for 15 minutes (`expires_at`) and is the only credential the `PUT` needs (no\n`Authorization` header); it carries a signed token, so treat it as a secret (the service never\nlogs it). Asking for a URL changes nothing and may be repeated; every URL stays valid until it\nexpires.\n\n`sha256` (optional, 64 lower-case hex): the part's SHA-256, bound into the URL; the `PUT` then\nrefuses other bytes.\n\nThe `PUT`: the body is the part's raw bytes (any `Content-Type`; not JSON, and the 1 MB limit of\noperation bodies does not apply: a part's own limit is its `size`). It must be exactly `size`\nbytes. The bytes are hashed while they are stored. Answers (JSON): `200 {part_number, size,\nsha256}` when stored; `413 invalid_input` when the body is longer than the part (refused as soon\nas `Content-Length` or the bytes say so); `400 invalid_input` when it is shorter or its SHA-256 is\nnot the bound one; `403 forbidden` for a URL that is malformed, changed or expired (ask for a new\none); `404 not_found` when the upload no longer exists; `409 conflict` when it is completed or\nrejected. On any refusal, or when the connection drops mid-body, nothing is kept and the part's\nearlier bytes (if any) stay. Parts may be sent in any order and again: the last good `PUT` of a\npart wins, replacing its bytes. Browsers may `PUT` from any origin (CORS `*`: the URL itself is\nthe credential).\n\nRefusals of this operation: a `part_number` beyond the upload's `part_count` is `400\ninvalid_input`; an upload that is `completed` or `rejected` is `409 conflict`; another\ncredential's or member's upload, or an expired one, is `404 not_found` (see `CreateUpload`).\n",
+        "tags": [
+          "documents"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "upload_id",
+                  "part_number"
+                ],
+                "properties": {
+                  "upload_id": {
+                    "$ref": "#/components/schemas/UploadId"
+                  },
+                  "part_number": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 100
+                  },
+                  "sha256": {
+                    "$ref": "#/components/schemas/Sha256"
+                  }
+                }
+              },
+              "example": {
+                "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
+                "part_number": 2
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "Where and how to send the part.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "upload_id",
+                    "part_number",
+                    "method",
+                    "url",
+                    "size",
+                    "expires_at"
+                  ],
+                  "properties": {
+                    "upload_id": {
+                      "$ref": "#/components/schemas/UploadId"
+                    },
+                    "part_number": {
+                      "type": "integer",
+                      "minimum": 1,
+                      "maximum": 100
+                    },
+                    "method": {
+                      "type": "string",
+                      "enum": [
+                        "PUT"
+                      ]
+                    },
+                    "url": {
+                      "type": "string",
+                      "description": "`PUT` the part's bytes here; a secret, valid until `expires_at`."
+                    },
+                    "size": {
+                      "type": "integer",
+                      "minimum": 1,
+                      "description": "The exact number of bytes the `PUT` body must have."
+                    },
+                    "expires_at": {
+                      "$ref": "#/components/schemas/UnixMillis"
+                    }
+                  }
+                },
+                "example": {
+                  "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
+                  "part_number": 2,
+                  "method": "PUT",
+                  "url": "https://ops.example.com/files/parts/eyJ1IjoidXBfN2sybTlxNHgxdjhjM2I2bjV6MGEyczRkIn0.c2lnbmF0dXJl",
+                  "size": 5242880,
+                  "expires_at": 1795313700000
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "description": "`conflict`: the upload is completed or rejected; it takes no more parts.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "error": "conflict",
+                  "message": "Upload up_7k2m9q4x1v8c3b6n5z0a2s4d is completed; it takes no more parts.",
+                  "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
+                }
+              }
+            }
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/documents.CompleteUpload": {
+      "post": {
+        "operationId": "documents.CompleteUpload",
+        "summary": "Assemble, check and scan an upload, answering its file",
+        "description": "Completes upload `upload_id`: every part must have been received (else `409 conflict` naming the\nmissing part numbers). The parts are joined in order into the file, whose size and SHA-256 are\nchecked against `sha256` when one was given here or at `CreateUpload` (both given and different:\n`400 invalid_input`). A different digest is `400 invalid_input`, and the upload stays `open`:\nre-send the parts whose bytes are wrong (`GetUpload` shows each part's SHA-256) and complete\nagain.\n\nThen the scan, and each refusal is `400 invalid_input` with its own plain reason, the upload\nbecomes `rejected` (with that `rejection_reason`, final: start a new upload) and no file is made:\nthe bytes must be a PDF (not another format) that parses strictly (a damaged or truncated file is\nrefused); a PDF that needs a user password to open is refused, one encrypted with only an owner\npassword (it opens without one) is accepted and stored exactly as uploaded; at most 500 pages and\n50 MiB; and, when the deployment configures a ClamAV daemon (`CLAMAV_URL`), the file is streamed\nto it and a detection is refused (`the file contains malware (ClamAV found <signature>)`). When\nthat daemon is configured but does not answer, the answer is `503 unavailable` and nothing\nchanges: retry later.\n\nOn success the file is stored (byte-identical to what was sent, `sha256` its digest) and the\nanswer is the file: that member's private file when the upload was made acting for a member\n(`scope: user`), else a workspace file. The parts' separate bytes are discarded. Completing a\ncompleted upload answers the same file again; completing a rejected one answers the same `400`.\nAnother credential's or member's upload, or an expired one, is `404 not_found`.\n",
+        "tags": [
+          "documents"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "upload_id"
+                ],
+                "properties": {
+                  "upload_id": {
+                    "$ref": "#/components/schemas/UploadId"
+                  },
+                  "sha256": {
+                    "$ref": "#/components/schemas/Sha256"
+                  }
+                }
+              },
+              "example": {
+                "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The stored file.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/DocumentFile"
+                },
+                "example": {
+                  "file_id": "file_3v7c5b6n0z2a4s8d2k4m1q9x",
+                  "filename": "contract.pdf",
+                  "content_type": "application/pdf",
+                  "size": 12582912,
+                  "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                  "page_count": 12,
+                  "scope": "workspace",
+                  "owner_member_id": null,
+                  "source": "upload",
+                  "created_at": 1795313000000
+                }
+              }
+            }
+          },
+          "400": {
+            "description": "`invalid_input`: a field is invalid (see `BadRequest`), the file's SHA-256 is not the one given\n(the upload stays open), or the scan refused the file: the message is the reason (the upload is\nthen `rejected`). `invalid_json` as for every operation.\n",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "error": "invalid_input",
+                  "message": "The file was refused: the PDF needs a password to open.",
+                  "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "description": "`conflict`: parts are missing (the message names them), or a request with the same\n`Idempotency-Key` is still in progress. Nothing changed. Stored with its `Idempotency-Key`\nand replayed to a retry: send the missing parts, then complete with a new key.\n",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "error": "conflict",
+                  "message": "Upload up_7k2m9q4x1v8c3b6n5z0a2s4d is missing parts 2, 3; send them, then complete it.",
+                  "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
+                }
+              }
+            }
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
+    },
+    "/operations/documents.ListDocuments": {
+      "post": {
+        "operationId": "documents.ListDocuments",
+        "summary": "List stored files, newest first",
+        "description": "Lists files, newest first (uploaded files and signed archives, `source`). `scope` (required):\n`user` lists the private files of the member acted for (`Service-Act-As` is then required:\nwithout it the answer is `400 invalid_input`); `workspace` lists the workspace's files (made\nwithout a member), which every caller of the workspace sees. Another member's private files are\nnever listed. `limit` 1 to 100 (default 50); `next_cursor` while `has_more` (send it back with\nthe same `scope` and member).\n",
+        "tags": [
+          "documents"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "scope"
+                ],
+                "properties": {
+                  "scope": {
+                    "type": "string",
+                    "enum": [
+                      "user",
+                      "workspace"
+                    ]
+                  },
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  }
+                }
+              },
+              "example": {
+                "scope": "workspace",
+                "limit": 20
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of files.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "items",
+                    "next_cursor",
+                    "has_more"
+                  ],
+                  "properties": {
+                    "items": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/DocumentFile"
+                      }
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true
+                    },
+                    "has_more": {
+                      "type": "boolean"
+                    }
+                  }
+                },
+                "example": {
+                  "items": [
+                    {
+                      "file_id": "file_3v7c5b6n0z2a4s8d2k4m1q9x",
+                      "filename": "contract.pdf",
+                      "content_type": "application/pdf",
+                      "size": 12582912,
+                      "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                      "page_count": 12,
+                      "scope": "workspace",
+                      "owner_member_id": null,
+                      "source": "upload",
+                      "created_at": 1795313000000
+                    }
+                  ],
+                  "next_cursor": null,
+                  "has_more": false
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
     "/track": {
       "post": {
         "operationId": "collection.Track",
@@ -6856,6 +8294,528 @@ export const document = {
           }
         }
       },
+      "SigningRequestId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "description": "Id of a signing request (`sr_...`).",
+        "example": "sr_7d2k4m1q9x7v3c5b6n0z2a4s"
+      },
+      "SigningRecipient": {
+        "type": "object",
+        "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer).\nNever the signer's IP address, user agent or link.\n",
+        "additionalProperties": false,
+        "required": [
+          "recipient_id",
+          "email",
+          "name",
+          "status",
+          "invitation",
+          "invitation_error",
+          "invited_at",
+          "last_reminded_at",
+          "opened_at",
+          "signed_at",
+          "declined_at",
+          "decline_reason"
+        ],
+        "properties": {
+          "recipient_id": {
+            "type": "string",
+            "description": "Id of the recipient (`rcp_...`)."
+          },
+          "email": {
+            "type": "string"
+          },
+          "name": {
+            "type": "string"
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "pending",
+              "opened",
+              "signed",
+              "declined"
+            ]
+          },
+          "invitation": {
+            "type": "string",
+            "enum": [
+              "sent",
+              "queued",
+              "failed"
+            ]
+          },
+          "invitation_error": {
+            "type": "string",
+            "nullable": true,
+            "description": "Why the latest mail is queued or failed (the mail server's answer); null once sent."
+          },
+          "invited_at": {
+            "type": "integer",
+            "nullable": true,
+            "description": "Unix ms when the invitation was taken by the mail server; null while queued or failed."
+          },
+          "last_reminded_at": {
+            "type": "integer",
+            "nullable": true,
+            "description": "Unix ms of the latest reminder the mail server took (by signing.RemindSigners or automatic)."
+          },
+          "opened_at": {
+            "type": "integer",
+            "nullable": true
+          },
+          "signed_at": {
+            "type": "integer",
+            "nullable": true
+          },
+          "declined_at": {
+            "type": "integer",
+            "nullable": true
+          },
+          "decline_reason": {
+            "type": "string",
+            "nullable": true
+          }
+        },
+        "example": {
+          "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+          "email": "ana.lind@example.com",
+          "name": "Ana Lind",
+          "status": "opened",
+          "invitation": "sent",
+          "invitation_error": null,
+          "invited_at": 1795507200000,
+          "last_reminded_at": null,
+          "opened_at": 1795510800000,
+          "signed_at": null,
+          "declined_at": null,
+          "decline_reason": null
+        }
+      },
+      "SigningRequest": {
+        "type": "object",
+        "description": "A signing request. `status`: `pending` (waiting for signatures), `completed` (every recipient\nsigned; the signed archive is built in the background and `file_id` is null until it is ready),\n`cancelled` (by the sender, `signing.CancelSigningRequest`, or because a recipient declined: then\n`cancel_reason` is `declined by <name>`), `expired` (the deadline passed first). Only `pending`\nmoves; the other three are final and every signer's link has ended. `source_file_id` is the file\nthe signers see, fixed at creation (its bytes never change). `invitation_failures` lists the\naddresses whose latest invitation or reminder failed for good (empty when every mail went out or\nis still queued).\n",
+        "additionalProperties": false,
+        "required": [
+          "signing_request_id",
+          "status",
+          "title",
+          "message",
+          "signature_method",
+          "source_file_id",
+          "file_id",
+          "private",
+          "deadline_at",
+          "reminder_interval_days",
+          "created_at",
+          "completed_at",
+          "cancelled_at",
+          "cancel_reason",
+          "expired_at",
+          "invitation_failures",
+          "recipients"
+        ],
+        "properties": {
+          "signing_request_id": {
+            "$ref": "#/components/schemas/SigningRequestId"
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "pending",
+              "completed",
+              "cancelled",
+              "expired"
+            ]
+          },
+          "title": {
+            "type": "string"
+          },
+          "message": {
+            "type": "string",
+            "nullable": true,
+            "description": "The sender's message in the invitation mail."
+          },
+          "signature_method": {
+            "type": "string",
+            "enum": [
+              "standard",
+              "bankid"
+            ]
+          },
+          "source_file_id": {
+            "type": "string",
+            "description": "The document the recipients sign (`file_...`), as uploaded."
+          },
+          "file_id": {
+            "type": "string",
+            "nullable": true,
+            "description": "The signed archive (`file_...`); null until every recipient signed and the archive is ready."
+          },
+          "private": {
+            "type": "boolean",
+            "description": "The source is a member's private file, so only that member and the recipients who are members see the request."
+          },
+          "deadline_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "reminder_interval_days": {
+            "type": "integer",
+            "nullable": true,
+            "description": "Days between automatic reminders to recipients who have not signed (at most 3 each); null for none."
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "completed_at": {
+            "type": "integer",
+            "nullable": true
+          },
+          "cancelled_at": {
+            "type": "integer",
+            "nullable": true
+          },
+          "cancel_reason": {
+            "type": "string",
+            "nullable": true
+          },
+          "expired_at": {
+            "type": "integer",
+            "nullable": true
+          },
+          "invitation_failures": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            },
+            "description": "Addresses whose latest invitation failed for good; empty when all were sent (or are still queued)."
+          },
+          "recipients": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/SigningRecipient"
+            }
+          }
+        },
+        "example": {
+          "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+          "status": "pending",
+          "title": "Master services agreement 2027",
+          "message": "Please sign before the kick-off on Monday.",
+          "signature_method": "standard",
+          "source_file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
+          "file_id": null,
+          "private": false,
+          "deadline_at": 1798099200000,
+          "reminder_interval_days": 3,
+          "created_at": 1795507200000,
+          "completed_at": null,
+          "cancelled_at": null,
+          "cancel_reason": null,
+          "expired_at": null,
+          "invitation_failures": [
+            "bo@unknown-domain.example"
+          ],
+          "recipients": [
+            {
+              "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+              "email": "ana.lind@example.com",
+              "name": "Ana Lind",
+              "status": "pending",
+              "invitation": "sent",
+              "invitation_error": null,
+              "invited_at": 1795507200000,
+              "last_reminded_at": null,
+              "opened_at": null,
+              "signed_at": null,
+              "declined_at": null,
+              "decline_reason": null
+            },
+            {
+              "recipient_id": "rcp_9x7v3c5b6n0z2a4s8d2k4m1q",
+              "email": "bo@unknown-domain.example",
+              "name": "Bo Ek",
+              "status": "pending",
+              "invitation": "failed",
+              "invitation_error": "550 5.1.1 mailbox unavailable",
+              "invited_at": null,
+              "last_reminded_at": null,
+              "opened_at": null,
+              "signed_at": null,
+              "declined_at": null,
+              "decline_reason": null
+            }
+          ]
+        }
+      },
+      "SigningEvent": {
+        "type": "object",
+        "description": "One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,\n`invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`, `reminder.sent`,\n`deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,\n`archive.completed`. `recipient` names the signer it concerns (null for request-wide events).\n`data` holds the kind's details (e.g. `deadline.changed`: `previous_deadline_at`, `deadline_at`;\n`invitation.failed`: `error`; `request.cancelled`: `reason`, `declined`; `recipient.declined`:\n`reason`). Never IP addresses, user agents, links, tokens or document contents.\n",
+        "additionalProperties": false,
+        "required": [
+          "event_id",
+          "kind",
+          "occurred_at",
+          "recipient",
+          "data"
+        ],
+        "properties": {
+          "event_id": {
+            "type": "string",
+            "description": "Stable id of the event (`sev_...`), for deduplication."
+          },
+          "kind": {
+            "type": "string"
+          },
+          "occurred_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "recipient": {
+            "type": "object",
+            "nullable": true,
+            "additionalProperties": false,
+            "required": [
+              "recipient_id",
+              "email",
+              "name"
+            ],
+            "properties": {
+              "recipient_id": {
+                "type": "string"
+              },
+              "email": {
+                "type": "string"
+              },
+              "name": {
+                "type": "string"
+              }
+            }
+          },
+          "data": {
+            "type": "object",
+            "additionalProperties": true
+          }
+        },
+        "example": {
+          "event_id": "sev_2a4s8d2k4m1q9x7v3c5b6n0z",
+          "kind": "invitation.sent",
+          "occurred_at": 1795507200000,
+          "recipient": {
+            "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+            "email": "ana.lind@example.com",
+            "name": "Ana Lind"
+          },
+          "data": {
+            "reminder": false
+          }
+        }
+      },
+      "Sha256": {
+        "type": "string",
+        "pattern": "^[0-9a-f]{64}$",
+        "minLength": 64,
+        "maxLength": 64,
+        "description": "A SHA-256 digest as 64 lower-case hexadecimal characters.",
+        "example": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+      },
+      "UploadId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "description": "Id of an upload (`up_...`).",
+        "example": "up_7k2m9q4x1v8c3b6n5z0a2s4d"
+      },
+      "UploadPart": {
+        "type": "object",
+        "description": "One part of an upload and whether its bytes have arrived.",
+        "additionalProperties": false,
+        "required": [
+          "part_number",
+          "size",
+          "received",
+          "sha256"
+        ],
+        "properties": {
+          "part_number": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 100,
+            "description": "1-based position of the part in the file."
+          },
+          "size": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "The exact number of bytes this part must have (`part_size`, the last part the rest of the file)."
+          },
+          "received": {
+            "type": "boolean",
+            "description": "Whether a good `PUT` of this part has been stored; parts not received are the ones to (re)send."
+          },
+          "sha256": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/Sha256"
+              }
+            ],
+            "nullable": true,
+            "description": "SHA-256 of the stored bytes of this part; null until received."
+          }
+        }
+      },
+      "FileId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "description": "Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.",
+        "example": "file_3v7c5b6n0z2a4s8d2k4m1q9x"
+      },
+      "Upload": {
+        "type": "object",
+        "description": "An upload in parts: what is expected, which parts have arrived, and how it ended. `state` is `open`\nwhile parts are sent, `completed` once `documents.CompleteUpload` assembled and accepted it (then\n`file_id` names the file), `rejected` when the scan refused it (`rejection_reason` says why; no\nfile). Uploads belong to the credential and member that created them.\n",
+        "additionalProperties": false,
+        "required": [
+          "upload_id",
+          "state",
+          "filename",
+          "content_type",
+          "size",
+          "part_size",
+          "part_count",
+          "parts",
+          "expires_at",
+          "created_at",
+          "file_id",
+          "rejection_reason"
+        ],
+        "properties": {
+          "upload_id": {
+            "$ref": "#/components/schemas/UploadId"
+          },
+          "state": {
+            "type": "string",
+            "enum": [
+              "open",
+              "completed",
+              "rejected"
+            ]
+          },
+          "filename": {
+            "type": "string"
+          },
+          "content_type": {
+            "type": "string",
+            "enum": [
+              "application/pdf"
+            ]
+          },
+          "size": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 52428800,
+            "description": "The whole file's size in bytes."
+          },
+          "part_size": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 16777216,
+            "description": "The size of every part but the last (which holds the rest)."
+          },
+          "part_count": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 100
+          },
+          "parts": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/UploadPart"
+            }
+          },
+          "expires_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          },
+          "file_id": {
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/FileId"
+              }
+            ],
+            "nullable": true,
+            "description": "The file this upload became; null unless `completed`."
+          },
+          "rejection_reason": {
+            "type": "string",
+            "nullable": true,
+            "description": "Why the scan refused the file (the same text as the refusal's message); null unless `rejected`."
+          }
+        }
+      },
+      "DocumentFile": {
+        "type": "object",
+        "description": "A stored file: an uploaded PDF that passed the scan (`source: upload`) or a signed archive\n(`source: signing_archive`). Files never change and the API never deletes them. A file made while\nacting for a member is that member's private file (`scope: user`, `owner_member_id` set), visible\nonly when acting for that member; without a member it is a workspace file (`scope: workspace`),\nvisible to every caller of the workspace.\n",
+        "additionalProperties": false,
+        "required": [
+          "file_id",
+          "filename",
+          "content_type",
+          "size",
+          "sha256",
+          "page_count",
+          "scope",
+          "owner_member_id",
+          "source",
+          "created_at"
+        ],
+        "properties": {
+          "file_id": {
+            "$ref": "#/components/schemas/FileId"
+          },
+          "filename": {
+            "type": "string"
+          },
+          "content_type": {
+            "type": "string"
+          },
+          "size": {
+            "type": "integer",
+            "minimum": 1
+          },
+          "sha256": {
+            "$ref": "#/components/schemas/Sha256"
+          },
+          "page_count": {
+            "type": "integer",
+            "minimum": 1
+          },
+          "scope": {
+            "type": "string",
+            "enum": [
+              "user",
+              "workspace"
+            ]
+          },
+          "owner_member_id": {
+            "type": "string",
+            "nullable": true,
+            "description": "The member whose private file it is; null for a workspace file."
+          },
+          "source": {
+            "type": "string",
+            "enum": [
+              "upload",
+              "signing_archive"
+            ]
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          }
+        }
+      },
       "TrackEvent": {
         "type": "object",
         "description": "One event as a browser sends it to `POST /v1/track` (the tracker script sends exactly this). The\nservice derives everything else: time (its own clock at receipt), visitor, path, source, campaign,\nreferrer, country, device, browser and OS.\n",
@@ -7083,6 +9043,21 @@ export const document = {
             "example": {
               "error": "conflict",
               "message": "domain \"globex.com\" already belongs to company co_7h3k9m2q4x8v1c6b5n0z3a7s in this scope (the shared records); update that one instead. Nothing was written.",
+              "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
+            }
+          }
+        }
+      },
+      "ServiceUnavailable": {
+        "description": "`unavailable`: a service this operation depends on (the virus scanner, ClamAV, when the deployment\nconfigures one) did not answer. Nothing changed; retry later with the same `Idempotency-Key`.\n",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            },
+            "example": {
+              "error": "unavailable",
+              "message": "The virus scanner is not available right now (cannot connect to ClamAV); nothing changed, retry later.",
               "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
             }
           }

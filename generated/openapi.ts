@@ -1122,6 +1122,440 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/operations/signing.RequestFileSignatures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask people to sign a file
+         * @description Creates a signing request for the PDF `file_id` (a file from `documents.CompleteUpload`, or a signed
+         *     archive) and mails every signer an invitation with a personal link. The request answers at once as
+         *     `pending`; the document is fixed from now on (to sign a different PDF, cancel and create a new
+         *     request).
+         *
+         *     **Input.** `signers`: 1 to 10, each `{email, name}`; e-mail addresses are compared without case and
+         *     must be distinct. `title` 1 to 200 characters (default: the file's name). `signature_method`
+         *     `standard` (default: the signer types their name and agrees to sign electronically; time, address
+         *     and device are kept as evidence) or `bankid` (a national electronic ID through the configured
+         *     provider; refused with `400 invalid_input` when no provider is configured, and nothing is charged).
+         *     `message` (up to 2,000 characters) is quoted in the invitation. `deadline_at` (Unix ms; default 30
+         *     days from now) must be at least 1 hour and at most 120 days ahead. `reminder_interval_days` (1 to
+         *     30) turns on automatic reminders to signers who have not signed, every that many days, at most 3
+         *     per signer; null or absent: none.
+         *
+         *     **The file** must be visible to the caller: a workspace file, or the caller's own private file
+         *     when acting for its owner (`Service-Act-As`). Any other file is `404 not_found`. A request over a
+         *     private file is itself private (see Visibility).
+         *
+         *     **Invitations** are sent before the answer, each signer's mail on its own (the answer waits at most
+         *     about 10 seconds). A signer whose address the mail server refuses for good is listed in
+         *     `invitation_failures` (the recipient's `invitation` is `failed`, with the server's answer in
+         *     `invitation_error`, and the history has `invitation.failed`); the request still exists: send a
+         *     reminder (`signing.RemindSigners`) once the address works instead of creating a second request. A
+         *     temporary refusal (4xx), a mail server that cannot be reached, or a mail still in flight after the
+         *     wait leaves the invitation `queued`: it is retried in the background after 1, 5, 15 and 60 minutes
+         *     and 4 hours; a final failure shows as `failed` on the recipient and as `invitation.failed` in the
+         *     history, never silently. With no SMTP server configured, mail goes to the development mailbox.
+         *
+         *     **bankid.** Each signer signs through a signing provider (the `SigningProvider` interface: `start`
+         *     sends the signer to the provider or shows its page, `complete` answers the provider's signed PDF and
+         *     its evidence), chosen by the operator with `BANKID_PROVIDER` (unset: none; `test`: a test provider
+         *     that checks no identity, labelled TEST on every page and refused in production). Without a provider
+         *     the request is refused with `400 invalid_input` ("bankid is not available ...") and nothing is
+         *     charged. A bankid request costs 1 credit of the workspace's signing credit (set by an operator,
+         *     shown on the `/settings/signing` page), charged in the transaction that creates the request and
+         *     exactly once per request: a retry with the same `Idempotency-Key` answers the stored response and
+         *     charges nothing; a new key is a new request and a new charge. When the credit is short the answer is
+         *     `409 conflict` ("insufficient signing credit: balance N, needed 1"): nothing is created, charged or
+         *     sent. A 409 is stored with its `Idempotency-Key` like every decided answer, so after credit is
+         *     added, send the request again with a new key. Each signer's provider adds their signature to the
+         *     PDF as an incremental update (earlier signatures stay valid); when all have signed, the provider's
+         *     signed PDF is the archive, unmodified (no evidence pages): `signing.GetSigningDocument` with
+         *     `version: signed` returns it, and `file_id` is set in the same step.
+         *
+         *     **Idempotency.** Retrying with the same `Idempotency-Key` (and body) answers the same request and
+         *     sends nothing again; a new key creates a new request and new invitations.
+         *
+         *     **Visibility** of the request afterwards (`signing.GetSigningRequest` and the other operations):
+         *     without `Service-Act-As`, the key that created it reads it (unless it is private); acting for a
+         *     member, that member reads the requests they sent, the requests they are a recipient of (by their
+         *     e-mail address), and, as an owner or admin, every request of the workspace that is not private.
+         *     A private request is visible only to its owner and to the recipients who are members.
+         */
+        post: operations["signing.RequestFileSignatures"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/signing.GetSigningRequest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read a signing request
+         * @description The request's state, title, deadline, `file_id` (the signed archive; null until every recipient
+         *     signed and the archive is ready) and each recipient's status with its times and the state of their
+         *     latest mail. Reading changes nothing.
+         *
+         *     Visibility: without `Service-Act-As`, the key reads the requests it created that are not private.
+         *     Acting for a member: the requests that member sent, those where the member's e-mail address is a
+         *     recipient, and for owners and admins every request of the workspace that is not private. A
+         *     private request (its source is a member's private file) is visible only to its owner and to the
+         *     recipients who are members. Anything else is `404 not_found`, as for an unknown id.
+         */
+        post: operations["signing.GetSigningRequest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/signing.ListSigningEvents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read a signing request's history, oldest first
+         * @description The history of request `signing_request_id`, oldest first: creation, each invitation sent or
+         *     failed, opened, signed, declined, reminders, deadline changes, cancellation, expiry, completion and
+         *     the archive being ready. Each event has a stable `event_id` for deduplication. Follow `next_cursor`
+         *     while `has_more` (`limit` 1 to 100, default 50); a new poll starts from the first page and the
+         *     caller keeps the event ids it processed. Every page checks the caller's access again (the request's
+         *     visibility, as in `signing.GetSigningRequest`: `404 not_found` when not visible). Events never
+         *     carry IP addresses, user agents, links, tokens or document contents. This is a history read, not a
+         *     webhook subscription.
+         */
+        post: operations["signing.ListSigningEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/signing.RemindSigners": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remind the signers who have not signed
+         * @description Mails a reminder, with a fresh link, to each recipient of pending request `signing_request_id` who
+         *     has not signed or declined and whose last mail went out at least an hour ago (or never reached
+         *     them: a failed or queued invitation is sent again at once). Older links keep working. `message`
+         *     (up to 2,000 characters) is quoted in the reminder instead of the request's message.
+         *
+         *     The answer is the request, with `invitation_failures` listing the addresses refused in this round
+         *     (each also recorded as `invitation.failed`, and `reminder.sent` for each reminder taken); temporary
+         *     failures are queued and retried as for invitations. `409 conflict` when the request is not
+         *     `pending`, when no recipient is left to sign, or when every remaining recipient was mailed less
+         *     than an hour ago (the message says when the next reminder is possible). At most one reminder per
+         *     recipient per hour; automatic reminders (`reminder_interval_days`) are separate and capped at 3.
+         *
+         *     Who may: the sender (without `Service-Act-As`, the key that created the request; acting for a
+         *     member, the member it was sent for), and owners and admins acting for themselves on requests that
+         *     are not private. A recipient who can read the request but not manage it gets `403 forbidden`; a
+         *     request the caller cannot see is `404 not_found`.
+         */
+        post: operations["signing.RemindSigners"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/signing.UpdateSigningDeadline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move a signing request's deadline
+         * @description Sets the deadline of pending request `signing_request_id` to `deadline_at` (Unix ms): later or
+         *     earlier, at least 1 hour and at most 120 days from now (`400 invalid_input` otherwise). The
+         *     document, the signatures already given and the links are kept; links keep working until the new
+         *     deadline. The history records `deadline.changed` with the previous and the new deadline. `409
+         *     conflict` when the request is not `pending` (completed, cancelled or expired requests keep their
+         *     deadline).
+         *
+         *     Who may: the sender (without `Service-Act-As`, the key that created the request; acting for a
+         *     member, the member it was sent for), and owners and admins acting for themselves on requests that
+         *     are not private. A recipient who can read the request but not manage it gets `403 forbidden`; a
+         *     request the caller cannot see is `404 not_found`.
+         */
+        post: operations["signing.UpdateSigningDeadline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/signing.CancelSigningRequest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a pending signing request
+         * @description Cancels pending request `signing_request_id`, with an optional `reason` (up to 500 characters,
+         *     kept as `cancel_reason` and in the `request.cancelled` event). Every signer's link stops working at
+         *     once (its page says the request was cancelled); signatures already given stay in the history. A
+         *     completed request cannot be cancelled: `409 conflict` and it stays `completed`. A cancelled or
+         *     expired request is `409 conflict` as well. Cancelling again with the same `Idempotency-Key` answers
+         *     the first result.
+         *
+         *     Who may: the sender (without `Service-Act-As`, the key that created the request; acting for a
+         *     member, the member it was sent for), and owners and admins acting for themselves on requests that
+         *     are not private. A recipient who can read the request but not manage it gets `403 forbidden`; a
+         *     request the caller cannot see is `404 not_found`.
+         */
+        post: operations["signing.CancelSigningRequest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/signing.GetSigningDocument": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Get a download link for a request's document
+         * @description A signed, expiring download URL of this service for the document of request
+         *     `signing_request_id`: `version` `original` is the file the recipients were shown, byte-identical to
+         *     the upload (its `sha256` and `size` are those of the upload); `signed` is the signed archive (for
+         *     `standard`: the original pages followed by evidence pages, sealed; for `bankid`: the provider's
+         *     signed PDF, unmodified). `signed` before the archive is ready (`file_id` null: the request is not
+         *     completed yet, or its archive is still being built) is `409 conflict`; ask again later.
+         *
+         *     The URL (`GET`, no key needed: the URL is the credential, so treat it as a secret) works for 15
+         *     minutes (`expires_at`); ask for a fresh one any time. Asking changes nothing. Visibility as in
+         *     `signing.GetSigningRequest` (`404 not_found` when the caller cannot see the request).
+         */
+        post: operations["signing.GetSigningDocument"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/documents.CreateUpload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start an upload of a PDF in parts
+         * @description Starts an upload of one PDF file sent in parts, answering the upload (`upload_id`, its parts and
+         *     `expires_at`). The flow: `CreateUpload`, then for each part `documents.GetUploadPart` (a
+         *     short-lived URL) and a `PUT` of the part's raw bytes to that URL, in any order and in parallel,
+         *     then `documents.CompleteUpload`, which assembles, checks and scans the file and answers its
+         *     `file_id`. `documents.GetUpload` shows which parts have arrived, so an interrupted upload resumes
+         *     by sending only the missing ones.
+         *
+         *     Limits: `size` (the whole file) 1 byte to 50 MiB (52,428,800 bytes); `content_type` must be
+         *     `application/pdf`; `filename` 1 to 255 characters, without control characters (U+0000 to U+001F,
+         *     U+007F) and without `/` or `\` (it is the name downloads are saved under). Parts: give
+         *     `part_size` (1 MiB to 16 MiB, 1,048,576 to 16,777,216 bytes; default 5 MiB, 5,242,880) or
+         *     `part_count` (1 to 100), not both (`400 invalid_input`). Every part has `part_size` bytes except
+         *     the last, which holds the rest (a file smaller than `part_size` is one part of its own size). With
+         *     `part_count`, `part_size` is `ceil(size / part_count)`; it must be at most 16 MiB and, when there
+         *     is more than one part, at least 1 MiB, and it must give exactly `part_count` parts; otherwise
+         *     `400 invalid_input` says which bound. An upload has at most 100 parts.
+         *
+         *     `sha256` (optional, 64 lower-case hex): the whole file's SHA-256; `CompleteUpload` refuses
+         *     assembled bytes with another digest. Each part's own digest can be bound when asking for its URL.
+         *
+         *     The upload expires 24 hours after creation (`expires_at`): until then it can be completed; after
+         *     that it is gone (`404 not_found`), and a recurring job (`documents.cleanup`, hourly) removes
+         *     uploads that were never completed together with the bytes of their parts. The file a completed
+         *     upload became stays.
+         *
+         *     Isolation: an upload belongs to the credential that created it and to the member it acted for
+         *     (`Service-Act-As`, or none). `GetUpload`, `GetUploadPart` and `CompleteUpload` from another key,
+         *     or from the same key acting for another member (or for none), answer `404 not_found`. An upload
+         *     made while acting for a member becomes that member's private file; without a member, a
+         *     workspace file.
+         */
+        post: operations["documents.CreateUpload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/documents.GetUpload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read an upload and which of its parts have arrived
+         * @description The upload `upload_id` as it is now: `state` (`open`, `completed`, `rejected`), each part with
+         *     `received` and the SHA-256 of the bytes stored for it. To resume an interrupted upload, send the
+         *     parts with `received: false` again (a `PUT` cut off mid-body stores nothing, so that part shows
+         *     as not received). Only the credential and member that created the upload see it: from another
+         *     key, or acting for another member (or for none), and after it expired (`expires_at`, 24 hours
+         *     after creation), the answer is `404 not_found`. Reading changes nothing.
+         */
+        post: operations["documents.GetUpload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/documents.GetUploadPart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Get a short-lived URL to PUT one part's bytes
+         * @description A URL of this service to `PUT` the raw bytes of part `part_number` (1-based) of an open upload:
+         *     `url` works for 15 minutes (`expires_at`) and is the only credential the `PUT` needs (no
+         *     `Authorization` header); it carries a signed token, so treat it as a secret (the service never
+         *     logs it). Asking for a URL changes nothing and may be repeated; every URL stays valid until it
+         *     expires.
+         *
+         *     `sha256` (optional, 64 lower-case hex): the part's SHA-256, bound into the URL; the `PUT` then
+         *     refuses other bytes.
+         *
+         *     The `PUT`: the body is the part's raw bytes (any `Content-Type`; not JSON, and the 1 MB limit of
+         *     operation bodies does not apply: a part's own limit is its `size`). It must be exactly `size`
+         *     bytes. The bytes are hashed while they are stored. Answers (JSON): `200 {part_number, size,
+         *     sha256}` when stored; `413 invalid_input` when the body is longer than the part (refused as soon
+         *     as `Content-Length` or the bytes say so); `400 invalid_input` when it is shorter or its SHA-256 is
+         *     not the bound one; `403 forbidden` for a URL that is malformed, changed or expired (ask for a new
+         *     one); `404 not_found` when the upload no longer exists; `409 conflict` when it is completed or
+         *     rejected. On any refusal, or when the connection drops mid-body, nothing is kept and the part's
+         *     earlier bytes (if any) stay. Parts may be sent in any order and again: the last good `PUT` of a
+         *     part wins, replacing its bytes. Browsers may `PUT` from any origin (CORS `*`: the URL itself is
+         *     the credential).
+         *
+         *     Refusals of this operation: a `part_number` beyond the upload's `part_count` is `400
+         *     invalid_input`; an upload that is `completed` or `rejected` is `409 conflict`; another
+         *     credential's or member's upload, or an expired one, is `404 not_found` (see `CreateUpload`).
+         */
+        post: operations["documents.GetUploadPart"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/documents.CompleteUpload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Assemble, check and scan an upload, answering its file
+         * @description Completes upload `upload_id`: every part must have been received (else `409 conflict` naming the
+         *     missing part numbers). The parts are joined in order into the file, whose size and SHA-256 are
+         *     checked against `sha256` when one was given here or at `CreateUpload` (both given and different:
+         *     `400 invalid_input`). A different digest is `400 invalid_input`, and the upload stays `open`:
+         *     re-send the parts whose bytes are wrong (`GetUpload` shows each part's SHA-256) and complete
+         *     again.
+         *
+         *     Then the scan, and each refusal is `400 invalid_input` with its own plain reason, the upload
+         *     becomes `rejected` (with that `rejection_reason`, final: start a new upload) and no file is made:
+         *     the bytes must be a PDF (not another format) that parses strictly (a damaged or truncated file is
+         *     refused); a PDF that needs a user password to open is refused, one encrypted with only an owner
+         *     password (it opens without one) is accepted and stored exactly as uploaded; at most 500 pages and
+         *     50 MiB; and, when the deployment configures a ClamAV daemon (`CLAMAV_URL`), the file is streamed
+         *     to it and a detection is refused (`the file contains malware (ClamAV found <signature>)`). When
+         *     that daemon is configured but does not answer, the answer is `503 unavailable` and nothing
+         *     changes: retry later.
+         *
+         *     On success the file is stored (byte-identical to what was sent, `sha256` its digest) and the
+         *     answer is the file: that member's private file when the upload was made acting for a member
+         *     (`scope: user`), else a workspace file. The parts' separate bytes are discarded. Completing a
+         *     completed upload answers the same file again; completing a rejected one answers the same `400`.
+         *     Another credential's or member's upload, or an expired one, is `404 not_found`.
+         */
+        post: operations["documents.CompleteUpload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/documents.ListDocuments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List stored files, newest first
+         * @description Lists files, newest first (uploaded files and signed archives, `source`). `scope` (required):
+         *     `user` lists the private files of the member acted for (`Service-Act-As` is then required:
+         *     without it the answer is `400 invalid_input`); `workspace` lists the workspace's files (made
+         *     without a member), which every caller of the workspace sees. Another member's private files are
+         *     never listed. `limit` 1 to 100 (default 50); `next_cursor` while `has_more` (send it back with
+         *     the same `scope` and member).
+         */
+        post: operations["documents.ListDocuments"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/track": {
         parameters: {
             query?: never;
@@ -2342,6 +2776,251 @@ export interface components {
             avg_engagement_ms: number;
         };
         /**
+         * @description Id of a signing request (`sr_...`).
+         * @example sr_7d2k4m1q9x7v3c5b6n0z2a4s
+         */
+        SigningRequestId: string;
+        /**
+         * @description One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),
+         *     `opened` (pressed "Continue" on the link's page: a mail scanner fetching the link records nothing),
+         *     `signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this
+         *     signer (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or
+         *     the mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4
+         *     hours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer).
+         *     Never the signer's IP address, user agent or link.
+         * @example {
+         *       "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+         *       "email": "ana.lind@example.com",
+         *       "name": "Ana Lind",
+         *       "status": "opened",
+         *       "invitation": "sent",
+         *       "invitation_error": null,
+         *       "invited_at": 1795507200000,
+         *       "last_reminded_at": null,
+         *       "opened_at": 1795510800000,
+         *       "signed_at": null,
+         *       "declined_at": null,
+         *       "decline_reason": null
+         *     }
+         */
+        SigningRecipient: {
+            /** @description Id of the recipient (`rcp_...`). */
+            recipient_id: string;
+            email: string;
+            name: string;
+            /** @enum {string} */
+            status: "pending" | "opened" | "signed" | "declined";
+            /** @enum {string} */
+            invitation: "sent" | "queued" | "failed";
+            /** @description Why the latest mail is queued or failed (the mail server's answer); null once sent. */
+            invitation_error: string | null;
+            /** @description Unix ms when the invitation was taken by the mail server; null while queued or failed. */
+            invited_at: number | null;
+            /** @description Unix ms of the latest reminder the mail server took (by signing.RemindSigners or automatic). */
+            last_reminded_at: number | null;
+            opened_at: number | null;
+            signed_at: number | null;
+            declined_at: number | null;
+            decline_reason: string | null;
+        };
+        /**
+         * @description A signing request. `status`: `pending` (waiting for signatures), `completed` (every recipient
+         *     signed; the signed archive is built in the background and `file_id` is null until it is ready),
+         *     `cancelled` (by the sender, `signing.CancelSigningRequest`, or because a recipient declined: then
+         *     `cancel_reason` is `declined by <name>`), `expired` (the deadline passed first). Only `pending`
+         *     moves; the other three are final and every signer's link has ended. `source_file_id` is the file
+         *     the signers see, fixed at creation (its bytes never change). `invitation_failures` lists the
+         *     addresses whose latest invitation or reminder failed for good (empty when every mail went out or
+         *     is still queued).
+         * @example {
+         *       "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+         *       "status": "pending",
+         *       "title": "Master services agreement 2027",
+         *       "message": "Please sign before the kick-off on Monday.",
+         *       "signature_method": "standard",
+         *       "source_file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
+         *       "file_id": null,
+         *       "private": false,
+         *       "deadline_at": 1798099200000,
+         *       "reminder_interval_days": 3,
+         *       "created_at": 1795507200000,
+         *       "completed_at": null,
+         *       "cancelled_at": null,
+         *       "cancel_reason": null,
+         *       "expired_at": null,
+         *       "invitation_failures": [
+         *         "bo@unknown-domain.example"
+         *       ],
+         *       "recipients": [
+         *         {
+         *           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+         *           "email": "ana.lind@example.com",
+         *           "name": "Ana Lind",
+         *           "status": "pending",
+         *           "invitation": "sent",
+         *           "invitation_error": null,
+         *           "invited_at": 1795507200000,
+         *           "last_reminded_at": null,
+         *           "opened_at": null,
+         *           "signed_at": null,
+         *           "declined_at": null,
+         *           "decline_reason": null
+         *         },
+         *         {
+         *           "recipient_id": "rcp_9x7v3c5b6n0z2a4s8d2k4m1q",
+         *           "email": "bo@unknown-domain.example",
+         *           "name": "Bo Ek",
+         *           "status": "pending",
+         *           "invitation": "failed",
+         *           "invitation_error": "550 5.1.1 mailbox unavailable",
+         *           "invited_at": null,
+         *           "last_reminded_at": null,
+         *           "opened_at": null,
+         *           "signed_at": null,
+         *           "declined_at": null,
+         *           "decline_reason": null
+         *         }
+         *       ]
+         *     }
+         */
+        SigningRequest: {
+            signing_request_id: components["schemas"]["SigningRequestId"];
+            /** @enum {string} */
+            status: "pending" | "completed" | "cancelled" | "expired";
+            title: string;
+            /** @description The sender's message in the invitation mail. */
+            message: string | null;
+            /** @enum {string} */
+            signature_method: "standard" | "bankid";
+            /** @description The document the recipients sign (`file_...`), as uploaded. */
+            source_file_id: string;
+            /** @description The signed archive (`file_...`); null until every recipient signed and the archive is ready. */
+            file_id: string | null;
+            /** @description The source is a member's private file, so only that member and the recipients who are members see the request. */
+            private: boolean;
+            deadline_at: components["schemas"]["UnixMillis"];
+            /** @description Days between automatic reminders to recipients who have not signed (at most 3 each); null for none. */
+            reminder_interval_days: number | null;
+            created_at: components["schemas"]["UnixMillis"];
+            completed_at: number | null;
+            cancelled_at: number | null;
+            cancel_reason: string | null;
+            expired_at: number | null;
+            /** @description Addresses whose latest invitation failed for good; empty when all were sent (or are still queued). */
+            invitation_failures: string[];
+            recipients: components["schemas"]["SigningRecipient"][];
+        };
+        /**
+         * @description One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,
+         *     `invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`, `reminder.sent`,
+         *     `deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,
+         *     `archive.completed`. `recipient` names the signer it concerns (null for request-wide events).
+         *     `data` holds the kind's details (e.g. `deadline.changed`: `previous_deadline_at`, `deadline_at`;
+         *     `invitation.failed`: `error`; `request.cancelled`: `reason`, `declined`; `recipient.declined`:
+         *     `reason`). Never IP addresses, user agents, links, tokens or document contents.
+         * @example {
+         *       "event_id": "sev_2a4s8d2k4m1q9x7v3c5b6n0z",
+         *       "kind": "invitation.sent",
+         *       "occurred_at": 1795507200000,
+         *       "recipient": {
+         *         "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+         *         "email": "ana.lind@example.com",
+         *         "name": "Ana Lind"
+         *       },
+         *       "data": {
+         *         "reminder": false
+         *       }
+         *     }
+         */
+        SigningEvent: {
+            /** @description Stable id of the event (`sev_...`), for deduplication. */
+            event_id: string;
+            kind: string;
+            occurred_at: components["schemas"]["UnixMillis"];
+            recipient: {
+                recipient_id: string;
+                email: string;
+                name: string;
+            } | null;
+            data: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * @description A SHA-256 digest as 64 lower-case hexadecimal characters.
+         * @example 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+         */
+        Sha256: string;
+        /**
+         * @description Id of an upload (`up_...`).
+         * @example up_7k2m9q4x1v8c3b6n5z0a2s4d
+         */
+        UploadId: string;
+        /** @description One part of an upload and whether its bytes have arrived. */
+        UploadPart: {
+            /** @description 1-based position of the part in the file. */
+            part_number: number;
+            /** @description The exact number of bytes this part must have (`part_size`, the last part the rest of the file). */
+            size: number;
+            /** @description Whether a good `PUT` of this part has been stored; parts not received are the ones to (re)send. */
+            received: boolean;
+            /** @description SHA-256 of the stored bytes of this part; null until received. */
+            sha256: components["schemas"]["Sha256"] | null;
+        };
+        /**
+         * @description Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.
+         * @example file_3v7c5b6n0z2a4s8d2k4m1q9x
+         */
+        FileId: string;
+        /**
+         * @description An upload in parts: what is expected, which parts have arrived, and how it ended. `state` is `open`
+         *     while parts are sent, `completed` once `documents.CompleteUpload` assembled and accepted it (then
+         *     `file_id` names the file), `rejected` when the scan refused it (`rejection_reason` says why; no
+         *     file). Uploads belong to the credential and member that created them.
+         */
+        Upload: {
+            upload_id: components["schemas"]["UploadId"];
+            /** @enum {string} */
+            state: "open" | "completed" | "rejected";
+            filename: string;
+            /** @enum {string} */
+            content_type: "application/pdf";
+            /** @description The whole file's size in bytes. */
+            size: number;
+            /** @description The size of every part but the last (which holds the rest). */
+            part_size: number;
+            part_count: number;
+            parts: components["schemas"]["UploadPart"][];
+            expires_at: components["schemas"]["UnixMillis"];
+            created_at: components["schemas"]["UnixMillis"];
+            /** @description The file this upload became; null unless `completed`. */
+            file_id: components["schemas"]["FileId"] | null;
+            /** @description Why the scan refused the file (the same text as the refusal's message); null unless `rejected`. */
+            rejection_reason: string | null;
+        };
+        /**
+         * @description A stored file: an uploaded PDF that passed the scan (`source: upload`) or a signed archive
+         *     (`source: signing_archive`). Files never change and the API never deletes them. A file made while
+         *     acting for a member is that member's private file (`scope: user`, `owner_member_id` set), visible
+         *     only when acting for that member; without a member it is a workspace file (`scope: workspace`),
+         *     visible to every caller of the workspace.
+         */
+        DocumentFile: {
+            file_id: components["schemas"]["FileId"];
+            filename: string;
+            content_type: string;
+            size: number;
+            sha256: components["schemas"]["Sha256"];
+            page_count: number;
+            /** @enum {string} */
+            scope: "user" | "workspace";
+            /** @description The member whose private file it is; null for a workspace file. */
+            owner_member_id: string | null;
+            /** @enum {string} */
+            source: "upload" | "signing_archive";
+            created_at: components["schemas"]["UnixMillis"];
+        };
+        /**
          * @description One event as a browser sends it to `POST /v1/track` (the tracker script sends exactly this). The
          *     service derives everything else: time (its own clock at receipt), visitor, path, source, campaign,
          *     referrer, country, device, browser and OS.
@@ -2568,6 +3247,25 @@ export interface components {
                  * @example {
                  *       "error": "conflict",
                  *       "message": "domain \"globex.com\" already belongs to company co_7h3k9m2q4x8v1c6b5n0z3a7s in this scope (the shared records); update that one instead. Nothing was written.",
+                 *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `unavailable`: a service this operation depends on (the virus scanner, ClamAV, when the deployment
+         *     configures one) did not answer. Nothing changed; retry later with the same `Idempotency-Key`.
+         */
+        ServiceUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "unavailable",
+                 *       "message": "The virus scanner is not available right now (cannot connect to ClamAV); nothing changed, retry later.",
                  *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
                  *     }
                  */
@@ -5048,6 +5746,886 @@ export interface operations {
             401: components["responses"]["InvalidKey"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.RequestFileSignatures": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
+                 *       "title": "Master services agreement 2027",
+                 *       "signers": [
+                 *         {
+                 *           "email": "ana.lind@example.com",
+                 *           "name": "Ana Lind"
+                 *         },
+                 *         {
+                 *           "email": "bo@unknown-domain.example",
+                 *           "name": "Bo Ek"
+                 *         }
+                 *       ],
+                 *       "signature_method": "standard",
+                 *       "message": "Please sign before the kick-off on Monday.",
+                 *       "reminder_interval_days": 3
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The PDF to sign (`file_...`). */
+                    file_id: string;
+                    signers: {
+                        /** @description One e-mail address (no display name). */
+                        email: string;
+                        name: string;
+                    }[];
+                    title?: string;
+                    /**
+                     * @default standard
+                     * @enum {string}
+                     */
+                    signature_method?: "standard" | "bankid";
+                    message?: string;
+                    deadline_at?: components["schemas"]["UnixMillis"];
+                    reminder_interval_days?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The new request (or, for a retry with the same Idempotency-Key, the same one). */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SigningRequest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.GetSigningRequest": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s"
+                 *     }
+                 */
+                "application/json": {
+                    signing_request_id: components["schemas"]["SigningRequestId"];
+                };
+            };
+        };
+        responses: {
+            /** @description The request. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SigningRequest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.ListSigningEvents": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                 *       "limit": 50
+                 *     }
+                 */
+                "application/json": {
+                    signing_request_id: components["schemas"]["SigningRequestId"];
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of the history. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "event_id": "sev_8d2k4m1q9x7v3c5b6n0z2a4s",
+                     *           "kind": "request.created",
+                     *           "occurred_at": 1795507200000,
+                     *           "recipient": null,
+                     *           "data": {
+                     *             "title": "Master services agreement 2027",
+                     *             "signature_method": "standard",
+                     *             "signers": 2,
+                     *             "deadline_at": 1798099200000
+                     *           }
+                     *         },
+                     *         {
+                     *           "event_id": "sev_2a4s8d2k4m1q9x7v3c5b6n0z",
+                     *           "kind": "invitation.sent",
+                     *           "occurred_at": 1795507200000,
+                     *           "recipient": {
+                     *             "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+                     *             "email": "ana.lind@example.com",
+                     *             "name": "Ana Lind"
+                     *           },
+                     *           "data": {
+                     *             "reminder": false
+                     *           }
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": {
+                        items: components["schemas"]["SigningEvent"][];
+                        has_more: boolean;
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.RemindSigners": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                 *       "message": "A friendly reminder, the deadline is on Friday."
+                 *     }
+                 */
+                "application/json": {
+                    signing_request_id: components["schemas"]["SigningRequestId"];
+                    message?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The request after the change. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SigningRequest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.UpdateSigningDeadline": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                 *       "deadline_at": 1798704000000
+                 *     }
+                 */
+                "application/json": {
+                    signing_request_id: components["schemas"]["SigningRequestId"];
+                    deadline_at: components["schemas"]["UnixMillis"];
+                };
+            };
+        };
+        responses: {
+            /** @description The request after the change. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SigningRequest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.CancelSigningRequest": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                 *       "reason": "Wrong version of the contract; a corrected one follows."
+                 *     }
+                 */
+                "application/json": {
+                    signing_request_id: components["schemas"]["SigningRequestId"];
+                    reason?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The request after the change. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SigningRequest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.GetSigningDocument": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                 *       "version": "original"
+                 *     }
+                 */
+                "application/json": {
+                    signing_request_id: components["schemas"]["SigningRequestId"];
+                    /** @enum {string} */
+                    version: "signed" | "original";
+                };
+            };
+        };
+        responses: {
+            /** @description A download link. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                     *       "version": "original",
+                     *       "url": "https://ops.acme.example/files/eyJmIjoiZmlsZV8zYzViNm4wejJhNHM4ZDJrNG0xcTl4N3YiLCJlIjoxNzk1NTA4MTAwMDAwfQ.3v9QpX2mWZk1r0yYy7q8Fw",
+                     *       "filename": "Master services agreement 2027.pdf",
+                     *       "expires_at": 1795508100000,
+                     *       "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                     *       "size": 48213
+                     *     }
+                     */
+                    "application/json": {
+                        signing_request_id: components["schemas"]["SigningRequestId"];
+                        /** @enum {string} */
+                        version: "signed" | "original";
+                        /** @description `GET` (or `HEAD`) downloads the file as an attachment until `expires_at`. */
+                        url: string;
+                        filename: string;
+                        expires_at: components["schemas"]["UnixMillis"];
+                        /** @description SHA-256 of the file's bytes (lower-case hex). */
+                        sha256: string;
+                        /** @description Bytes. */
+                        size: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "documents.CreateUpload": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "filename": "contract.pdf",
+                 *       "content_type": "application/pdf",
+                 *       "size": 12582912,
+                 *       "part_size": 5242880
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The file's name (downloads are saved under it). */
+                    filename: string;
+                    /** @enum {string} */
+                    content_type: "application/pdf";
+                    /** @description The whole file's size in bytes. */
+                    size: number;
+                    /** @description Bytes per part (the last part holds the rest); default 5 MiB. Not with `part_count`. */
+                    part_size?: number;
+                    /** @description Number of parts instead of `part_size`. Not with `part_size`. */
+                    part_count?: number;
+                    sha256?: components["schemas"]["Sha256"];
+                };
+            };
+        };
+        responses: {
+            /** @description The new upload, all parts still to send. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
+                     *       "state": "open",
+                     *       "filename": "contract.pdf",
+                     *       "content_type": "application/pdf",
+                     *       "size": 12582912,
+                     *       "part_size": 5242880,
+                     *       "part_count": 3,
+                     *       "parts": [
+                     *         {
+                     *           "part_number": 1,
+                     *           "size": 5242880,
+                     *           "received": false,
+                     *           "sha256": null
+                     *         },
+                     *         {
+                     *           "part_number": 2,
+                     *           "size": 5242880,
+                     *           "received": false,
+                     *           "sha256": null
+                     *         },
+                     *         {
+                     *           "part_number": 3,
+                     *           "size": 2097152,
+                     *           "received": false,
+                     *           "sha256": null
+                     *         }
+                     *       ],
+                     *       "expires_at": 1795399200000,
+                     *       "created_at": 1795312800000,
+                     *       "file_id": null,
+                     *       "rejection_reason": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Upload"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "documents.GetUpload": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d"
+                 *     }
+                 */
+                "application/json": {
+                    upload_id: components["schemas"]["UploadId"];
+                };
+            };
+        };
+        responses: {
+            /** @description The upload. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
+                     *       "state": "open",
+                     *       "filename": "contract.pdf",
+                     *       "content_type": "application/pdf",
+                     *       "size": 12582912,
+                     *       "part_size": 5242880,
+                     *       "part_count": 3,
+                     *       "parts": [
+                     *         {
+                     *           "part_number": 1,
+                     *           "size": 5242880,
+                     *           "received": true,
+                     *           "sha256": "3a6eb0790f39ac87c94f3856b2dd2c5d110e6811602261a9a923d3bb23adc8b7"
+                     *         },
+                     *         {
+                     *           "part_number": 2,
+                     *           "size": 5242880,
+                     *           "received": false,
+                     *           "sha256": null
+                     *         },
+                     *         {
+                     *           "part_number": 3,
+                     *           "size": 2097152,
+                     *           "received": true,
+                     *           "sha256": "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+                     *         }
+                     *       ],
+                     *       "expires_at": 1795399200000,
+                     *       "created_at": 1795312800000,
+                     *       "file_id": null,
+                     *       "rejection_reason": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Upload"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "documents.GetUploadPart": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
+                 *       "part_number": 2
+                 *     }
+                 */
+                "application/json": {
+                    upload_id: components["schemas"]["UploadId"];
+                    part_number: number;
+                    sha256?: components["schemas"]["Sha256"];
+                };
+            };
+        };
+        responses: {
+            /** @description Where and how to send the part. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
+                     *       "part_number": 2,
+                     *       "method": "PUT",
+                     *       "url": "https://ops.example.com/files/parts/eyJ1IjoidXBfN2sybTlxNHgxdjhjM2I2bjV6MGEyczRkIn0.c2lnbmF0dXJl",
+                     *       "size": 5242880,
+                     *       "expires_at": 1795313700000
+                     *     }
+                     */
+                    "application/json": {
+                        upload_id: components["schemas"]["UploadId"];
+                        part_number: number;
+                        /** @enum {string} */
+                        method: "PUT";
+                        /** @description `PUT` the part's bytes here; a secret, valid until `expires_at`. */
+                        url: string;
+                        /** @description The exact number of bytes the `PUT` body must have. */
+                        size: number;
+                        expires_at: components["schemas"]["UnixMillis"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description `conflict`: the upload is completed or rejected; it takes no more parts. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "conflict",
+                     *       "message": "Upload up_7k2m9q4x1v8c3b6n5z0a2s4d is completed; it takes no more parts.",
+                     *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "documents.CompleteUpload": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d"
+                 *     }
+                 */
+                "application/json": {
+                    upload_id: components["schemas"]["UploadId"];
+                    sha256?: components["schemas"]["Sha256"];
+                };
+            };
+        };
+        responses: {
+            /** @description The stored file. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "file_id": "file_3v7c5b6n0z2a4s8d2k4m1q9x",
+                     *       "filename": "contract.pdf",
+                     *       "content_type": "application/pdf",
+                     *       "size": 12582912,
+                     *       "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                     *       "page_count": 12,
+                     *       "scope": "workspace",
+                     *       "owner_member_id": null,
+                     *       "source": "upload",
+                     *       "created_at": 1795313000000
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DocumentFile"];
+                };
+            };
+            /**
+             * @description `invalid_input`: a field is invalid (see `BadRequest`), the file's SHA-256 is not the one given
+             *     (the upload stays open), or the scan refused the file: the message is the reason (the upload is
+             *     then `rejected`). `invalid_json` as for every operation.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "invalid_input",
+                     *       "message": "The file was refused: the PDF needs a password to open.",
+                     *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /**
+             * @description `conflict`: parts are missing (the message names them), or a request with the same
+             *     `Idempotency-Key` is still in progress. Nothing changed. Stored with its `Idempotency-Key`
+             *     and replayed to a retry: send the missing parts, then complete with a new key.
+             */
+            409: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "conflict",
+                     *       "message": "Upload up_7k2m9q4x1v8c3b6n5z0a2s4d is missing parts 2, 3; send them, then complete it.",
+                     *       "request_id": "5f0c6d2e-8a1b-4c3d-9e7f-2a4b6c8d0e1f"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    "documents.ListDocuments": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "scope": "workspace",
+                 *       "limit": 20
+                 *     }
+                 */
+                "application/json": {
+                    /** @enum {string} */
+                    scope: "user" | "workspace";
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of files. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "file_id": "file_3v7c5b6n0z2a4s8d2k4m1q9x",
+                     *           "filename": "contract.pdf",
+                     *           "content_type": "application/pdf",
+                     *           "size": 12582912,
+                     *           "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                     *           "page_count": 12,
+                     *           "scope": "workspace",
+                     *           "owner_member_id": null,
+                     *           "source": "upload",
+                     *           "created_at": 1795313000000
+                     *         }
+                     *       ],
+                     *       "next_cursor": null,
+                     *       "has_more": false
+                     *     }
+                     */
+                    "application/json": {
+                        items: components["schemas"]["DocumentFile"][];
+                        next_cursor: string | null;
+                        has_more: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];

@@ -1,8 +1,39 @@
+import type { ServiceEnv } from '../../server/config.ts';
 import type { ServiceModule } from '../../server/module.ts';
+import { parseClamavUrl } from './clamav.ts';
+import { cleanupUploads } from './cleanup.ts';
+import { type DocumentsSettings, remember } from './deps.ts';
+import { documentHandlers } from './handlers.ts';
+import { documentRoutes } from './routes.ts';
 
-/** Documents: uploads in parts, the scan, files and their download links (work in progress). */
-export const documents: ServiceModule<'documents'> = {
+/** CLAMAV_URL (tcp://host:port or unix:///path/to/clamd.sock): every completed upload is also scanned by that ClamAV daemon. */
+export function documentsConfig(env: ServiceEnv): DocumentsSettings {
+  const url = env.CLAMAV_URL?.trim();
+  return { clamav: url ? { address: parseClamavUrl(url) } : null };
+}
+
+/**
+ * Documents: PDF uploads in parts (resumable, checksummed, scanned: handlers.ts, the part and download
+ * URLs in routes.ts), the files they become (files.ts, which signing uses too), and the hourly
+ * cleanup of uploads that expired.
+ */
+export const documents: ServiceModule<'documents', DocumentsSettings> = {
   namespace: 'documents',
-  handlers: {},
+  handlers: documentHandlers,
+  config: documentsConfig,
   migrations: new URL('./migrations/', import.meta.url),
+  secretPaths: ['/files/'],
+  routes: (deps) => documentRoutes(remember(deps)),
+  jobs: (deps) => {
+    remember(deps);
+    return {
+      'documents.cleanup': {
+        everyMs: 60 * 60_000,
+        run: async () => {
+          const removed = await cleanupUploads(deps);
+          if (removed) deps.logger.info({ uploads: removed }, 'removed expired uploads and their parts');
+        },
+      },
+    };
+  },
 };

@@ -1,0 +1,215 @@
+/** The documents operations: uploads in parts (create, read, part URLs, complete) and the file listing. */
+import crypto from 'node:crypto';
+import type { Database, Sql } from '../../db/database.ts';
+import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
+import { conflict, invalidInput, notFound, ServiceError } from '../../server/errors.ts';
+import { newId } from '../../server/ids.ts';
+import type { NamespaceHandlers } from '../../server/module.ts';
+import type { OperationContext } from '../../server/operation.ts';
+import type { BlobStore } from '../../server/storage.ts';
+import { DatabaseBlobStore } from '../../server/storage/database.ts';
+import { type DocumentsDeps, depsOf } from './deps.ts';
+import { createFile, findFile } from './files.ts';
+import { DEFAULT_PART_BYTES, MAX_FILE_BYTES, MAX_PAGES, MAX_PART_BYTES, MAX_PARTS, MIN_PART_BYTES, PART_URL_TTL_MS, UPLOAD_TTL_MS } from './limits.ts';
+import { type DbUploadRow, findOwnUpload, listFiles, listParts, markCompleted, markRejected, type UploadOwner, insertUpload } from './queries.ts';
+import { ScannerUnavailable, scanDocument } from './scan.ts';
+import { signToken } from './tokens.ts';
+import { fileView, partSize, uploadView } from './views.ts';
+
+const TIME_CURSOR = { t: positionField.millis, i: { type: 'string', maxLength: 40 } } as const;
+
+const ownerOf = (ctx: OperationContext): UploadOwner => ({ workspaceId: ctx.workspaceId, keyId: ctx.credential.keyId, memberId: ctx.member?.id ?? null });
+
+async function ownUpload(ctx: OperationContext, id: string): Promise<DbUploadRow> {
+  const u = await findOwnUpload(ctx.sql, ownerOf(ctx), id, ctx.now);
+  if (!u) throw notFound(`No upload ${id} of this credential${ctx.member ? ` acting for ${ctx.member.name}` : ''} (uploads are visible only to the key and member that made them, for 24 hours).`);
+  return u;
+}
+
+/** Control characters, and the path separators a saved file's name cannot carry. */
+// eslint-disable-next-line no-control-regex
+const BAD_FILENAME = /[\u0000-\u001f\u007f/\\]/;
+
+const mib = (n: number) => `${n} bytes (${(n / 1048576).toFixed(2).replace(/\.?0+$/, '')} MiB)`;
+
+/** The part size an upload uses: `part_size`, or from `part_count`; the bounds as documented. */
+function partLayout(size: number, partSizeIn: number | undefined, partCountIn: number | undefined): { partSize: number; partCount: number } {
+  if (partSizeIn !== undefined && partCountIn !== undefined) throw invalidInput('part_size and part_count: give one of them, not both.');
+  if (partCountIn !== undefined) {
+    const ps = Math.ceil(size / partCountIn);
+    if (ps > MAX_PART_BYTES) throw invalidInput(`part_count: ${partCountIn} parts of ${size} bytes would be ${mib(ps)} each, more than the part limit of ${mib(MAX_PART_BYTES)}; use more parts.`);
+    if (partCountIn > 1 && ps < MIN_PART_BYTES) throw invalidInput(`part_count: ${partCountIn} parts of ${size} bytes would be ${ps} bytes each, less than the minimum part of ${mib(MIN_PART_BYTES)}; use fewer parts.`);
+    const count = Math.ceil(size / ps);
+    if (count !== partCountIn) throw invalidInput(`part_count: ${size} bytes cannot be split into exactly ${partCountIn} parts of equal size (parts of ${ps} bytes make ${count}); use ${count} parts or give part_size.`);
+    return { partSize: ps, partCount: partCountIn };
+  }
+  const ps = partSizeIn ?? DEFAULT_PART_BYTES;
+  const count = Math.ceil(size / ps);
+  if (count > MAX_PARTS) throw invalidInput(`part_size: ${size} bytes in parts of ${ps} bytes would be ${count} parts, more than ${MAX_PARTS}.`);
+  return { partSize: ps, partCount: count };
+}
+
+/**
+ * A blob store that writes in the caller's transaction (the database backend), so the file's bytes
+ * commit or roll back with the completion. The command's transaction holds SQLite's one connection, so
+ * the process's store (its own transactions) cannot be used inside it; a shared volume can.
+ */
+function storeIn(deps: DocumentsDeps, sql: Sql): BlobStore {
+  if (deps.storage.backend !== 'database') return deps.storage;
+  const inTx = { dialect: sql.dialect, sql, relaxed: sql, tx: <T>(fn: (s: Sql) => Promise<T>) => fn(sql) } as unknown as Database;
+  return new DatabaseBlobStore(inTx, deps.clock);
+}
+
+async function readAll(store: BlobStore, blobIds: readonly string[], expected: number): Promise<Buffer> {
+  const out = Buffer.allocUnsafe(expected);
+  let at = 0;
+  for (const id of blobIds) {
+    for await (const chunk of await store.get(id)) {
+      const b = chunk as Buffer;
+      if (at + b.length > expected) throw new Error(`parts hold more than the ${expected} bytes expected`);
+      b.copy(out, at);
+      at += b.length;
+    }
+  }
+  if (at !== expected) throw new Error(`parts hold ${at} bytes, not the ${expected} expected`);
+  return out;
+}
+
+/**
+ * Records a scan's refusal so that it outlives the refused command (whose transaction rolls back):
+ * PostgreSQL writes it now on another connection (the command holds no lock on the row); SQLite's
+ * one connection is the command's until it ends, so the write waits at its gate and runs right after
+ * the rollback, before any later request is read.
+ */
+async function recordRejection(deps: DocumentsDeps, uploadId: string, reason: string, now: number): Promise<void> {
+  if (deps.db.dialect === 'pg') {
+    await markRejected(deps.db.sql, uploadId, reason, now);
+    return;
+  }
+  void deps.db.sql.run(`UPDATE document_uploads SET state = 'rejected', rejection_reason = ?, updated_at = ? WHERE id = ? AND state = 'open'`, [reason.slice(0, 500), now, uploadId]).catch((err: unknown) => deps.logger.error({ err, upload_id: uploadId }, 'could not record an upload rejection'));
+}
+
+const refused = (reason: string) => invalidInput(`The file was refused: ${reason}.`);
+
+async function complete(ctx: OperationContext, input: { upload_id: string; sha256?: string }) {
+  const deps = depsOf(ctx.db);
+  const u = await ownUpload(ctx, input.upload_id);
+  if (u.state === 'completed') return completedFile(ctx, u);
+  if (u.state === 'rejected') throw refused(u.rejection_reason ?? 'the scan refused it');
+  if (input.sha256 && u.sha256 && input.sha256 !== u.sha256) throw invalidInput(`sha256: ${input.sha256} differs from the sha256 given when the upload was created (${u.sha256}).`);
+  const size = Number(u.size);
+  const count = Number(u.part_count);
+  const parts = await listParts(ctx.sql, u.id);
+  const have = new Set(parts.map((p) => Number(p.part_number)));
+  const missing = Array.from({ length: count }, (_, i) => i + 1).filter((n) => !have.has(n));
+  if (missing.length) throw conflict(`Upload ${u.id} is missing part${missing.length > 1 ? 's' : ''} ${missing.join(', ')}; send ${missing.length > 1 ? 'them' : 'it'}, then complete it.`);
+
+  const store = storeIn(deps, ctx.sql);
+  const bytes = await readAll(store, parts.map((p) => p.blob_id), size);
+  const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
+  const expected = input.sha256 ?? u.sha256;
+  if (expected && expected !== sha256) {
+    throw invalidInput(`The assembled file's SHA-256 is ${sha256}, not ${expected}; the upload stays open: re-send the parts whose bytes are wrong (GetUpload lists each part's SHA-256) and complete it again.`);
+  }
+  let scan;
+  try {
+    scan = await scanDocument(bytes, { limits: { maxBytes: MAX_FILE_BYTES, maxPages: MAX_PAGES }, clamav: deps.settings.clamav });
+  } catch (err) {
+    if (err instanceof ScannerUnavailable) {
+      deps.logger.warn({ reason: err.reason, err: err.message }, 'the virus scanner is unavailable; upload not completed');
+      throw new ServiceError(503, 'unavailable', 'The virus scanner is not available right now; nothing changed, retry later.');
+    }
+    throw err;
+  }
+  if (!scan.ok) {
+    await recordRejection(deps, u.id, scan.reason, ctx.now);
+    throw refused(scan.reason);
+  }
+  const blob = await store.put(null, [bytes], { contentType: u.content_type, maxBytes: size });
+  const file = await createFile(
+    ctx.sql,
+    { workspaceId: u.workspace_id, ownerMemberId: u.member_id, createdByKeyId: u.created_by_key_id, filename: u.filename, contentType: u.content_type, size, sha256, pageCount: scan.pages, blobId: blob.id, source: 'upload' },
+    ctx.now,
+  );
+  if (!(await markCompleted(ctx.sql, u.id, file.id, ctx.now))) {
+    // Completed (or rejected) by another request meanwhile: answer what it decided; nothing of ours stays.
+    await ctx.sql.run(`DELETE FROM document_files WHERE id = ?`, [file.id]);
+    await store.delete(blob.id);
+    const now = await ownUpload(ctx, u.id);
+    if (now.state === 'completed') return completedFile(ctx, now);
+    throw refused(now.rejection_reason ?? 'the scan refused it');
+  }
+  // The parts' own bytes are not needed any more (on a shared volume the cleanup removes them with the upload).
+  if (store !== deps.storage) for (const p of parts) await store.delete(p.blob_id);
+  return fileView(file);
+}
+
+async function completedFile(ctx: OperationContext, u: DbUploadRow) {
+  const file = u.file_id ? await findFile(ctx.sql, ctx.workspaceId, u.file_id) : null;
+  if (!file) throw new Error(`completed upload ${u.id} has no file`);
+  return fileView(file);
+}
+
+export const documentHandlers: NamespaceHandlers<'documents'> = {
+  'documents.CreateUpload': async (input, ctx) => {
+    if (BAD_FILENAME.test(input.filename)) throw invalidInput('filename: must not contain control characters (U+0000 to U+001F, U+007F), / or \\.');
+    const { partSize: ps, partCount } = partLayout(input.size, input.part_size, input.part_count);
+    const row: DbUploadRow = {
+      id: newId('up'),
+      workspace_id: ctx.workspaceId,
+      created_by_key_id: ctx.credential.keyId,
+      member_id: ctx.member?.id ?? null,
+      state: 'open',
+      filename: input.filename,
+      content_type: input.content_type,
+      size: input.size,
+      part_size: ps,
+      part_count: partCount,
+      sha256: input.sha256 ?? null,
+      file_id: null,
+      rejection_reason: null,
+      created_at: ctx.now,
+      updated_at: ctx.now,
+      expires_at: ctx.now + UPLOAD_TTL_MS,
+      completed_at: null,
+    };
+    await insertUpload(ctx.sql, row);
+    return uploadView(row, []);
+  },
+
+  'documents.GetUpload': async (input, ctx) => {
+    const u = await ownUpload(ctx, input.upload_id);
+    return uploadView(u, await listParts(ctx.sql, u.id));
+  },
+
+  'documents.GetUploadPart': async (input, ctx) => {
+    const u = await ownUpload(ctx, input.upload_id);
+    const count = Number(u.part_count);
+    if (input.part_number > count) throw invalidInput(`part_number: upload ${u.id} has ${count} part${count > 1 ? 's' : ''} (1 to ${count}).`);
+    if (u.state !== 'open') throw conflict(`Upload ${u.id} is ${u.state}; it takes no more parts.`);
+    const size = partSize(Number(u.size), Number(u.part_size), count, input.part_number);
+    // A URL never outlives its upload.
+    const expiresAt = Math.min(ctx.now + PART_URL_TTL_MS, Number(u.expires_at));
+    const token = await signToken(ctx.sql, 'part', { u: u.id, p: input.part_number, s: size, h: input.sha256 ?? null, e: expiresAt }, ctx.now);
+    return { upload_id: u.id, part_number: input.part_number, method: 'PUT' as const, url: new URL(`/files/parts/${token}`, ctx.config.publicUrl).toString(), size, expires_at: expiresAt };
+  },
+
+  'documents.CompleteUpload': (input, ctx) => complete(ctx, input),
+
+  'documents.ListDocuments': async (input, ctx) => {
+    if (input.scope === 'user' && !ctx.member) throw invalidInput("scope: user lists the private files of the member acted for; send Service-Act-As (or use scope: workspace).");
+    const owner = input.scope === 'user' ? ctx.member!.id : null;
+    const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
+    const filters = [ctx.workspaceId, input.scope, owner];
+    const after = input.cursor ? await decodeCursor(ctx, input.cursor, TIME_CURSOR, filters, 'cursor belongs to a listing with another scope or member; send the same scope and Service-Act-As.') : null;
+    const rows = await listFiles(ctx.sql, ctx.workspaceId, owner, after, limit + 1);
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    const more = rows.length > limit && last !== undefined;
+    return {
+      items: page.map(fileView),
+      has_more: more,
+      next_cursor: more ? await encodeCursor(ctx, TIME_CURSOR, { t: last.createdAt, i: last.id }, filters) : null,
+    };
+  },
+};
