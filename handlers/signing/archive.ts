@@ -1,0 +1,193 @@
+/**
+ * The `signing.archive` job: a completed request's signed archive. The original PDF with evidence pages
+ * after it (evidence.ts), sealed once over the whole file (seal.ts; an RFC 3161 timestamp when
+ * SIGNING_TSA_URL is set), stored as a file of the documents module (source `signing_archive`, the
+ * source file's owner and scope), and recorded on the request (archive_file_id, archive_sha256, event
+ * `archive.completed`).
+ *
+ * Crash-safe and idempotent. The job is enqueued in the transaction that completes the request (key =
+ * request id) and claimed under a lease, so a process killed at any point leaves it to be taken again.
+ * A run first removes the blob a killed run may have written but not registered (each blob is listed in
+ * signing_archive_blobs before it is written and unlisted in the transaction that registers it), then
+ * finds the archive done (nothing to do) or builds it again; the transaction that registers the file
+ * re-checks under the request's row lock that no archive was registered meanwhile, so a request never
+ * gets two. A failure is written to archive_error (the request itself is untouched) and the job kit
+ * retries it with backoff (1 s doubling, at most an hour); a later success clears the error.
+ */
+import type { Sql } from '../../db/database.ts';
+import { createFile, findFile, readFileBytes } from '../documents/files.ts';
+import type { JobDefinition } from '../../server/jobs.ts';
+import type { ModuleDeps } from '../../server/module.ts';
+import { newBlobId } from '../../server/storage.ts';
+import { sealingCertificate, type SealSettings } from './certificates.ts';
+import { buildArchive, type Evidence } from './evidence.ts';
+import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, updateRequest } from './queries.ts';
+import { ARCHIVE_JOB, type ArchiveJobPayload } from './requests.ts';
+import { seal } from './seal.ts';
+
+export { ARCHIVE_JOB };
+
+/** Test seam: called after the archive's blob is written and before it is registered (the kill -9 test pauses here). */
+export const archiveHooks: { afterPut?: (requestId: string, blobId: string) => Promise<void> } = {};
+
+export interface ArchiveResult {
+  /** `built`: this run made the archive; `done`: it existed; `skipped`: the request is gone or not completed. */
+  outcome: 'built' | 'done' | 'skipped';
+  fileId: string | null;
+  sha256?: string;
+  pages?: number;
+  ms?: { build: number; seal: number; store: number };
+}
+
+function payloadOf(payload: unknown): ArchiveJobPayload {
+  const p = payload as Partial<ArchiveJobPayload> | null;
+  if (!p || typeof p.requestId !== 'string' || typeof p.workspaceId !== 'string') throw new Error('signing.archive needs {requestId, workspaceId}');
+  return { requestId: p.requestId, workspaceId: p.workspaceId };
+}
+
+/** The signed archive's file name: the original's with " (signed)" before `.pdf`, at most 255 characters. */
+export function archiveFilename(original: string): string {
+  const base = original.replace(/\.pdf$/i, '');
+  return `${base.slice(0, 255 - ' (signed).pdf'.length)} (signed).pdf`;
+}
+
+/** Removes blobs of earlier runs of this request that were written but never registered (a killed process). */
+async function removeUnregistered(deps: Pick<ModuleDeps, 'db' | 'storage'>, requestId: string): Promise<number> {
+  const rows = await deps.db.sql.all<{ blob_id: string }>(`SELECT blob_id FROM signing_archive_blobs WHERE request_id = ?`, [requestId]);
+  let removed = 0;
+  for (const { blob_id } of rows) {
+    const used = await deps.db.sql.one(`SELECT id FROM document_files WHERE blob_id = ?`, [blob_id]);
+    if (!used) {
+      await deps.storage.delete(blob_id);
+      removed++;
+    }
+    await deps.db.sql.run(`DELETE FROM signing_archive_blobs WHERE blob_id = ?`, [blob_id]);
+  }
+  return removed;
+}
+
+async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { filename: string; sha256: string; size: number; pageCount: number }, sealedBy: string, verifyUrl: string): Promise<Evidence> {
+  const recipients = await listRecipients(sql, request.id);
+  const byId = new Map(recipients.map((r) => [r.id, r]));
+  const events = await sql.all<{ kind: string; recipient_id: string | null; data: string; occurred_at: number | string }>(
+    `SELECT kind, recipient_id, data, occurred_at FROM signing_events WHERE request_id = ? ORDER BY seq`,
+    [request.id],
+  );
+  return {
+    requestId: request.id,
+    title: request.title,
+    signatureMethod: request.signature_method === 'bankid' ? 'BankID' : 'Standard (typed name, link sent by e-mail)',
+    source: { filename: source.filename, sha256: source.sha256, size: source.size, pages: source.pageCount },
+    createdAt: Number(request.created_at),
+    completedAt: Number(request.completed_at ?? request.updated_at),
+    signers: recipients.map((r) => ({
+      name: r.name,
+      email: r.email,
+      typedName: r.typed_name,
+      signedAt: Number(r.signed_at),
+      ip: r.ip,
+      userAgent: r.user_agent,
+      method: r.provider_evidence ? 'BankID (identity confirmed by the provider)' : null,
+    })),
+    events: events.map((e) => {
+      const who = e.recipient_id ? byId.get(e.recipient_id) : undefined;
+      let data: Record<string, unknown> = {};
+      try {
+        const parsed: unknown = JSON.parse(e.data);
+        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) data = parsed as Record<string, unknown>;
+      } catch {
+        /* an unreadable data field shows as none */
+      }
+      return { occurredAt: Number(e.occurred_at), kind: e.kind, recipient: who ? { name: who.name, email: who.email } : null, data };
+    }),
+    sealedBy,
+    verifyUrl,
+  };
+}
+
+/** Builds, seals and stores the archive of one completed request (see the file comment). */
+export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSettings, job: ArchiveJobPayload): Promise<ArchiveResult> {
+  const { db, clock, storage } = deps;
+  await removeUnregistered(deps, job.requestId);
+  const request = await findRequestById(db.sql, job.requestId);
+  if (!request || request.workspace_id !== job.workspaceId) return { outcome: 'skipped', fileId: null };
+  if (request.archive_file_id) return { outcome: 'done', fileId: request.archive_file_id };
+  if (request.status !== 'completed') return { outcome: 'skipped', fileId: null };
+  try {
+    const source = await findFile(db.sql, request.workspace_id, request.source_file_id);
+    if (!source) throw new Error(`the source file ${request.source_file_id} is missing`);
+    const original = await readFileBytes(storage, source);
+    const certificate = await sealingCertificate(db, clock, settings, deps.config.publicUrl);
+    const t0 = performance.now();
+    const evidence = await evidenceOf(db.sql, request, source, certificate.subject, new URL('/verify', deps.config.publicUrl).toString());
+    const built = await buildArchive(original, evidence);
+    const t1 = performance.now();
+    const sealed = await seal(built.bytes, {
+      certificate,
+      reason: `Signed by all parties: request ${request.id}`,
+      location: new URL(deps.config.publicUrl).host,
+      signedAt: new Date(clock.now()),
+      timestampUrl: settings.tsaUrl ?? undefined,
+    });
+    const t2 = performance.now();
+    const blobId = newBlobId();
+    await db.sql.run(`INSERT INTO signing_archive_blobs (blob_id, request_id, created_at) VALUES (?, ?, ?)`, [blobId, request.id, clock.now()]);
+    const blob = await storage.put(blobId, [sealed], { contentType: 'application/pdf' });
+    await archiveHooks.afterPut?.(request.id, blobId);
+    const pages = source.pageCount + built.evidencePages;
+    const now = clock.now();
+    const fileId = await db.tx(async (sql): Promise<{ existing: string | null } | { registered: string }> => {
+      const current = await findRequestById(sql, request.id, true);
+      if (!current || current.archive_file_id) return { existing: current?.archive_file_id ?? null };
+      const file = await createFile(
+        sql,
+        {
+          workspaceId: request.workspace_id,
+          ownerMemberId: source.ownerMemberId,
+          createdByKeyId: request.created_by_key_id,
+          filename: archiveFilename(source.filename),
+          contentType: 'application/pdf',
+          size: blob.size,
+          sha256: blob.sha256,
+          pageCount: pages,
+          blobId: blob.id,
+          source: 'signing_archive',
+        },
+        now,
+      );
+      await updateRequest(sql, request.id, { archive_file_id: file.id, archive_sha256: blob.sha256, archive_error: null }, now);
+      await appendEvent(sql, {
+        requestId: request.id,
+        workspaceId: request.workspace_id,
+        kind: 'archive.completed',
+        data: { file_id: file.id, sha256: blob.sha256, pages, evidence_pages: built.evidencePages, timestamped: Boolean(settings.tsaUrl) },
+        at: now,
+      });
+      await sql.run(`DELETE FROM signing_archive_blobs WHERE blob_id = ?`, [blob.id]);
+      return { registered: file.id };
+    });
+    if ('existing' in fileId) {
+      // Another run registered an archive first (or the request vanished): this blob is not needed.
+      await storage.delete(blob.id);
+      await db.sql.run(`DELETE FROM signing_archive_blobs WHERE blob_id = ?`, [blob.id]);
+      return { outcome: 'done', fileId: fileId.existing ?? null };
+    }
+    const t3 = performance.now();
+    deps.logger.info({ request: request.id, file: fileId.registered, pages, bytes: blob.size, ms: Math.round(t3 - t0) }, 'signed archive stored');
+    return { outcome: 'built', fileId: fileId.registered, sha256: blob.sha256, pages, ms: { build: t1 - t0, seal: t2 - t1, store: t3 - t2 } };
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    await updateRequest(db.sql, request.id, { archive_error: message.slice(0, 2000) }, clock.now()).catch(() => undefined);
+    throw err;
+  }
+}
+
+/** The job definition the signing module registers as `signing.archive`. */
+export function archiveJob(deps: ModuleDeps<unknown>, settings: SealSettings): JobDefinition {
+  return {
+    leaseMs: 2 * 60_000,
+    run: async (payload) => {
+      await archiveRequest(deps, settings, payloadOf(payload));
+    },
+  };
+}

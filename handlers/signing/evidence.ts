@@ -1,0 +1,330 @@
+/**
+ * The signed archive before its seal: the original PDF with evidence pages after its own. The original's
+ * pages are never re-rendered: the evidence pages are added in an incremental update, so the archive
+ * begins with the original file byte for byte (its SHA-256 is printed on the evidence pages and can be
+ * checked over the archive's first `size` bytes). An original encrypted with an owner password only
+ * cannot take an unencrypted update; it is decrypted (its objects and content streams written out as
+ * they decrypt, unchanged otherwise) and the whole file rewritten with the evidence pages.
+ */
+import fs from 'node:fs';
+import Bowser from 'bowser';
+import { type EmbeddedFont, PDF, type PDFPage, rgb } from '@libpdf/core';
+
+const FONT_DIR = new URL('./fonts/', import.meta.url);
+// Read once per process: ~1.5 MB together, subset into each archive.
+let fontBytes: { text: Uint8Array; bold: Uint8Array; script: Uint8Array } | null = null;
+function fonts() {
+  fontBytes ??= {
+    text: fs.readFileSync(new URL('DejaVuSans.ttf', FONT_DIR)),
+    bold: fs.readFileSync(new URL('DejaVuSans-Bold.ttf', FONT_DIR)),
+    script: fs.readFileSync(new URL('KaushanScript-Regular.otf', FONT_DIR)),
+  };
+  return fontBytes;
+}
+
+export interface EvidenceSigner {
+  name: string;
+  email: string;
+  /** The name the signer typed (drawn in the handwriting font); null for a provider's signature. */
+  typedName: string | null;
+  signedAt: number;
+  ip: string | null;
+  userAgent: string | null;
+  /** e.g. "BankID (test provider)": how the signer was identified beyond the link mailed to them. */
+  method?: string | null;
+}
+
+export interface EvidenceEvent {
+  occurredAt: number;
+  kind: string;
+  /** The recipient the event concerns, if any. */
+  recipient: { name: string; email: string } | null;
+  data: Record<string, unknown>;
+}
+
+export interface Evidence {
+  requestId: string;
+  title: string;
+  signatureMethod: string;
+  source: { filename: string; sha256: string; size: number; pages: number };
+  createdAt: number;
+  completedAt: number;
+  signers: EvidenceSigner[];
+  events: EvidenceEvent[];
+  /** The seal's certificate subject, e.g. "CN=Workspace Operations seal (example.com)". */
+  sealedBy: string;
+  /** Where anyone can check the archive, e.g. https://example.com/verify. */
+  verifyUrl: string;
+}
+
+export interface BuiltArchive {
+  bytes: Uint8Array;
+  evidencePages: number;
+  /** The original was encrypted (owner password only) and its pages were written out decrypted. */
+  decrypted: boolean;
+  /** The archive starts with the original's bytes (incremental update). */
+  appended: boolean;
+}
+
+/** The archive could not be built from this original (damaged, needs a password); the message says why. */
+export class EvidenceError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EvidenceError';
+  }
+}
+
+const PAGE = { width: 595.28, height: 841.89 }; // A4
+const MARGIN = 56;
+const WIDTH = PAGE.width - 2 * MARGIN;
+const INK = rgb(0.1, 0.1, 0.12);
+const MUTED = rgb(0.38, 0.4, 0.45);
+const RULE = rgb(0.8, 0.82, 0.86);
+const SIGNATURE_INK = rgb(0.06, 0.16, 0.45);
+
+/** `2026-11-24 09:30:00 UTC`. */
+export function utc(ms: number): string {
+  return `${new Date(ms).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+/** A readable summary of a User-Agent, e.g. "Firefox 132 on Windows 10" or "Safari 17 on iOS 17.1 (mobile)". */
+export function deviceSummary(userAgent: string | null | undefined): string {
+  if (!userAgent?.trim()) return 'not recorded';
+  const ua = Bowser.parse(userAgent.slice(0, 1000));
+  const major = ua.browser.version?.split('.')[0];
+  const browser = ua.browser.name ? `${ua.browser.name}${major ? ` ${major}` : ''}` : null;
+  const osVersion = ua.os.versionName ?? ua.os.version;
+  const os = ua.os.name ? `${ua.os.name}${osVersion ? ` ${osVersion}` : ''}` : null;
+  const kind = ua.platform.type && ua.platform.type !== 'desktop' ? ` (${ua.platform.type})` : '';
+  if (!browser && !os) return `unrecognised (${userAgent.slice(0, 60)})`;
+  return `${browser ?? 'unknown browser'} on ${os ?? 'unknown system'}${kind}`;
+}
+
+const EVENT_LABELS: Record<string, string> = {
+  'request.created': 'Request created',
+  'invitation.sent': 'Invitation sent',
+  'invitation.failed': 'Invitation failed',
+  'recipient.opened': 'Opened the request',
+  'recipient.signed': 'Signed',
+  'recipient.declined': 'Declined',
+  'reminder.sent': 'Reminder sent',
+  'deadline.changed': 'Deadline changed',
+  'request.cancelled': 'Request cancelled',
+  'request.expired': 'Request expired',
+  'request.completed': 'All parties signed',
+  'archive.completed': 'Archive sealed',
+};
+
+function eventDetail(e: EvidenceEvent): string {
+  const parts: string[] = [];
+  if (e.recipient) parts.push(`${e.recipient.name} <${e.recipient.email}>`);
+  for (const [key, value] of Object.entries(e.data)) {
+    if (value === null || value === undefined || typeof value === 'object') continue;
+    const shown = /_at$/.test(key) && typeof value === 'number' ? utc(value) : String(value);
+    parts.push(`${key.replace(/_/g, ' ')}: ${shown}`);
+  }
+  return parts.join('; ');
+}
+
+/** Lays text out top to bottom over as many evidence pages as it takes. */
+class Writer {
+  page!: PDFPage;
+  y = 0;
+  pages: PDFPage[] = [];
+
+  constructor(
+    private readonly pdf: PDF,
+    private readonly f: { text: EmbeddedFont; bold: EmbeddedFont; script: EmbeddedFont },
+    private readonly header: string,
+  ) {
+    this.newPage();
+  }
+
+  newPage(): void {
+    this.page = this.pdf.addPage({ width: PAGE.width, height: PAGE.height });
+    this.pages.push(this.page);
+    this.y = PAGE.height - MARGIN;
+    this.page.drawText(this.header, { x: MARGIN, y: this.y, size: 8, font: this.f.text, color: MUTED });
+    this.y -= 22;
+  }
+
+  /** Starts a new page unless `height` points are left. */
+  need(height: number): void {
+    if (this.y - height < MARGIN + 20) this.newPage();
+  }
+
+  /** Text the font can draw: other characters become `?`, controls a space. */
+  clean(text: string, font: EmbeddedFont): string {
+    const plain = text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+    const missing = new Set(font.getUnencodableCharacters(plain));
+    return missing.size ? [...plain].map((c) => (missing.has(c) ? '?' : c)).join('') : plain;
+  }
+
+  /** Word-wrapped lines of at most `width` points (a word longer than a line is cut). */
+  wrap(text: string, font: EmbeddedFont, size: number, width: number): string[] {
+    const lines: string[] = [];
+    let line = '';
+    for (const word of text.split(/\s+/).filter(Boolean)) {
+      let w = word;
+      while (font.widthOfTextAtSize(w, size) > width) {
+        let cut = w.length - 1;
+        while (cut > 1 && font.widthOfTextAtSize(w.slice(0, cut), size) > width) cut--;
+        if (line) lines.push(line);
+        line = '';
+        lines.push(w.slice(0, cut));
+        w = w.slice(cut);
+      }
+      const next = line ? `${line} ${w}` : w;
+      if (font.widthOfTextAtSize(next, size) > width) {
+        lines.push(line);
+        line = w;
+      } else line = next;
+    }
+    if (line || !lines.length) lines.push(line);
+    return lines;
+  }
+
+  heading(text: string, size = 13): void {
+    this.need(size + 30);
+    this.y -= 6;
+    this.page.drawText(this.clean(text, this.f.bold), { x: MARGIN, y: this.y, size, font: this.f.bold, color: INK });
+    this.y -= 8;
+    this.page.drawLine({ start: { x: MARGIN, y: this.y }, end: { x: MARGIN + WIDTH, y: this.y }, color: RULE, thickness: 0.75 });
+    this.y -= 16;
+  }
+
+  /** A label and its value, the value wrapped beside the label. */
+  field(label: string, value: string, size = 9.5): void {
+    const labelWidth = 130;
+    const lines = this.wrap(this.clean(value, this.f.text), this.f.text, size, WIDTH - labelWidth);
+    this.need(lines.length * (size + 3.5));
+    this.page.drawText(label, { x: MARGIN, y: this.y, size, font: this.f.text, color: MUTED });
+    for (const line of lines) {
+      this.page.drawText(line, { x: MARGIN + labelWidth, y: this.y, size, font: this.f.text, color: INK });
+      this.y -= size + 3.5;
+    }
+    this.y -= 2;
+  }
+
+  paragraph(text: string, size = 9, color = MUTED): void {
+    for (const line of this.wrap(this.clean(text, this.f.text), this.f.text, size, WIDTH)) {
+      this.need(size + 4);
+      this.page.drawText(line, { x: MARGIN, y: this.y, size, font: this.f.text, color });
+      this.y -= size + 3.5;
+    }
+    this.y -= 4;
+  }
+
+  /** The typed name drawn as a handwritten signature on a line (in DejaVu Sans when the handwriting font lacks a letter). */
+  signature(typedName: string): void {
+    this.need(60);
+    const font = this.f.script.canEncode(typedName) ? this.f.script : this.f.text;
+    const name = this.clean(typedName, font);
+    let size = 26;
+    while (size > 10 && font.widthOfTextAtSize(name, size) > WIDTH - 150) size -= 1;
+    this.y -= 12;
+    this.page.drawText(name, { x: MARGIN + 130, y: this.y, size, font, color: SIGNATURE_INK });
+    this.y -= 8;
+    this.page.drawLine({ start: { x: MARGIN + 130, y: this.y }, end: { x: MARGIN + WIDTH, y: this.y }, color: RULE, thickness: 0.75 });
+    this.y -= 16;
+  }
+
+  /** One row of the event table: time, what, detail (wrapped). */
+  event(time: string, what: string, detail: string): void {
+    const size = 8.5;
+    const detailLines = detail ? this.wrap(this.clean(detail, this.f.text), this.f.text, size, WIDTH - 236) : [''];
+    this.need(detailLines.length * (size + 3) + 3);
+    this.page.drawText(time, { x: MARGIN, y: this.y, size, font: this.f.text, color: MUTED });
+    this.page.drawText(this.clean(what, this.f.text), { x: MARGIN + 118, y: this.y, size, font: this.f.bold, color: INK });
+    for (const line of detailLines) {
+      this.page.drawText(line, { x: MARGIN + 236, y: this.y, size, font: this.f.text, color: INK });
+      this.y -= size + 3;
+    }
+    this.y -= 3;
+  }
+
+  /** "Evidence page i of n" on every page, once the count is known. */
+  footers(requestId: string, firstPage: number): void {
+    this.pages.forEach((page, i) => {
+      const text = `Request ${requestId} · evidence page ${i + 1} of ${this.pages.length} · archive page ${firstPage + i} of ${firstPage + this.pages.length - 1}`;
+      page.drawText(this.clean(text, this.f.text), { x: MARGIN, y: MARGIN - 20, size: 7.5, font: this.f.text, color: MUTED });
+    });
+  }
+}
+
+async function open(original: Uint8Array): Promise<{ pdf: PDF; decrypted: boolean }> {
+  let pdf: PDF;
+  try {
+    pdf = await PDF.load(original);
+  } catch (err) {
+    throw new EvidenceError(`the original PDF cannot be read${err instanceof Error ? `: ${err.message}` : ''}`);
+  }
+  if (!pdf.isEncrypted) return { pdf, decrypted: false };
+  if (!pdf.isAuthenticated) throw new EvidenceError('the original PDF needs a password to open');
+  try {
+    pdf.removeProtection();
+  } catch (err) {
+    throw new EvidenceError(`the original PDF's encryption cannot be removed${err instanceof Error ? `: ${err.message}` : ''}`);
+  }
+  return { pdf, decrypted: true };
+}
+
+/** The original followed by evidence pages (unsealed; seal.ts seals the result). */
+export async function buildArchive(original: Uint8Array, evidence: Evidence): Promise<BuiltArchive> {
+  const { pdf, decrypted } = await open(original);
+  const originalPages = pdf.getPageCount();
+  const bytes = fonts();
+  const f = { text: pdf.embedFont(bytes.text), bold: pdf.embedFont(bytes.bold), script: pdf.embedFont(bytes.script) };
+  const w = new Writer(pdf, f, `Evidence of electronic signature · ${evidence.requestId}`);
+
+  w.heading('Evidence of electronic signature', 17);
+  w.paragraph(
+    `Pages 1 to ${originalPages} of this file are the document as it was uploaded and signed, unchanged${decrypted ? ' (written out without its owner-password encryption)' : ''}. ` +
+      `The pages from ${originalPages + 1} on record who signed it, when and how. The whole file is sealed by the service: any change after sealing breaks the seal.`,
+  );
+  w.heading('Document');
+  w.field('Title', evidence.title);
+  w.field('Request', evidence.requestId);
+  w.field('Original file', `${evidence.source.filename} (${evidence.source.pages} ${evidence.source.pages === 1 ? 'page' : 'pages'}, ${evidence.source.size} bytes)`);
+  w.field('SHA-256 of original', evidence.source.sha256, 8);
+  w.field('Signature method', evidence.signatureMethod);
+  w.field('Requested', utc(evidence.createdAt));
+  w.field('Completed', utc(evidence.completedAt));
+
+  w.heading(evidence.signers.length === 1 ? 'Signer' : 'Signers');
+  evidence.signers.forEach((s, i) => {
+    w.need(150);
+    w.field(`Signer ${i + 1}`, s.name);
+    w.field('E-mail', s.email);
+    if (s.typedName !== null) {
+      w.field('Typed name', s.typedName);
+      w.signature(s.typedName);
+    }
+    if (s.method) w.field('Identified by', s.method);
+    w.field('Signed at', utc(s.signedAt));
+    w.field('IP address', s.ip ?? 'not recorded');
+    w.field('Device', deviceSummary(s.userAgent));
+    w.y -= 8;
+  });
+
+  w.heading('Event log');
+  for (const e of evidence.events) w.event(utc(e.occurredAt), EVENT_LABELS[e.kind] ?? e.kind, eventDetail(e));
+
+  w.heading('Seal and verification');
+  w.paragraph(
+    `This file carries one PAdES signature (ETSI.CAdES.detached, SHA-256) of ${evidence.sealedBy}, covering every byte of the file but the signature itself. ` +
+      `Check it at ${evidence.verifyUrl} (upload the file; nothing is kept), or with any PDF reader that shows signatures, or with poppler's pdfsig.`,
+    9,
+    INK,
+  );
+  w.footers(evidence.requestId, originalPages + 1);
+
+  const appended = !decrypted && pdf.canSaveIncrementally() === null;
+  let out: Uint8Array;
+  try {
+    out = await pdf.save({ incremental: appended, subsetFonts: true });
+  } catch (err) {
+    throw new EvidenceError(`the archive could not be written${err instanceof Error ? `: ${err.message}` : ''}`);
+  }
+  return { bytes: out, evidencePages: w.pages.length, decrypted, appended };
+}
