@@ -100,10 +100,10 @@ async function streamBytes(stream: Readable): Promise<Buffer> {
 
 const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 
-/** `<name> (signed).pdf` of the original's name. */
-export function archiveFilename(original: string): string {
+/** `<name> (signed).pdf` of the original's name, at most 255 characters (as archive.ts names the standard archive). */
+export function bankIdArchiveFilename(original: string): string {
   const base = original.replace(/\.pdf$/i, '');
-  return `${base} (signed).pdf`.slice(-255);
+  return `${base.slice(0, 255 - ' (signed).pdf'.length)} (signed).pdf`;
 }
 
 /**
@@ -126,7 +126,7 @@ export async function archiveBankIdRequest(sql: Sql, requestId: string, now: num
       workspaceId: request.workspace_id,
       ownerMemberId: source.ownerMemberId,
       createdByKeyId: request.created_by_key_id,
-      filename: archiveFilename(source.filename),
+      filename: bankIdArchiveFilename(source.filename),
       contentType: 'application/pdf',
       size: working.size,
       sha256: working.sha256,
