@@ -8654,22 +8654,12 @@ export const document = {
             "description": "Whether a good `PUT` of this part has been stored; parts not received are the ones to (re)send."
           },
           "sha256": {
-            "allOf": [
-              {
-                "$ref": "#/components/schemas/Sha256"
-              }
-            ],
+            "type": "string",
+            "pattern": "^[0-9a-f]{64}$",
             "nullable": true,
             "description": "SHA-256 of the stored bytes of this part; null until received."
           }
         }
-      },
-      "FileId": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 40,
-        "description": "Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.",
-        "example": "file_3v7c5b6n0z2a4s8d2k4m1q9x"
       },
       "Upload": {
         "type": "object",
@@ -8740,11 +8730,7 @@ export const document = {
             "$ref": "#/components/schemas/UnixMillis"
           },
           "file_id": {
-            "allOf": [
-              {
-                "$ref": "#/components/schemas/FileId"
-              }
-            ],
+            "type": "string",
             "nullable": true,
             "description": "The file this upload became; null unless `completed`."
           },
@@ -8754,6 +8740,13 @@ export const document = {
             "description": "Why the scan refused the file (the same text as the refusal's message); null unless `rejected`."
           }
         }
+      },
+      "FileId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "description": "Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.",
+        "example": "file_3v7c5b6n0z2a4s8d2k4m1q9x"
       },
       "DocumentFile": {
         "type": "object",

@@ -2965,13 +2965,8 @@ export interface components {
             /** @description Whether a good `PUT` of this part has been stored; parts not received are the ones to (re)send. */
             received: boolean;
             /** @description SHA-256 of the stored bytes of this part; null until received. */
-            sha256: components["schemas"]["Sha256"] | null;
+            sha256: string | null;
         };
-        /**
-         * @description Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.
-         * @example file_3v7c5b6n0z2a4s8d2k4m1q9x
-         */
-        FileId: string;
         /**
          * @description An upload in parts: what is expected, which parts have arrived, and how it ended. `state` is `open`
          *     while parts are sent, `completed` once `documents.CompleteUpload` assembled and accepted it (then
@@ -2994,10 +2989,15 @@ export interface components {
             expires_at: components["schemas"]["UnixMillis"];
             created_at: components["schemas"]["UnixMillis"];
             /** @description The file this upload became; null unless `completed`. */
-            file_id: components["schemas"]["FileId"] | null;
+            file_id: string | null;
             /** @description Why the scan refused the file (the same text as the refusal's message); null unless `rejected`. */
             rejection_reason: string | null;
         };
+        /**
+         * @description Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.
+         * @example file_3v7c5b6n0z2a4s8d2k4m1q9x
+         */
+        FileId: string;
         /**
          * @description A stored file: an uploaded PDF that passed the scan (`source: upload`) or a signed archive
          *     (`source: signing_archive`). Files never change and the API never deletes them. A file made while
