@@ -213,7 +213,7 @@ export async function recipientsDueReminder(sql: Sql, now: number, cap: number, 
        FROM signing_recipients c JOIN signing_requests r ON r.id = c.request_id
       WHERE r.status = 'pending' AND r.reminder_interval_days IS NOT NULL AND r.deadline_at > ?
         AND c.status IN ('pending', 'opened') AND c.auto_reminders < ? AND c.invitation_status = 'sent'
-        AND COALESCE(c.last_reminded_at, c.invited_at, r.created_at) <= ? - r.reminder_interval_days * 86400000
+        AND COALESCE(c.last_reminded_at, c.invited_at, r.created_at) + CAST(r.reminder_interval_days AS BIGINT) * 86400000 <= ?
       ORDER BY r.created_at, c.position LIMIT ?`,
     [now, cap, now, limit],
   );
