@@ -739,6 +739,23 @@ export const catalogue = [
     "summary": "Move a signing request's deadline"
   },
   {
+    "id": "signing.VerifySignedDocument",
+    "namespace": "signing",
+    "name": "VerifySignedDocument",
+    "method": "post",
+    "path": "/operations/signing.VerifySignedDocument",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": null,
+    "access": [],
+    "summary": "Check a file's seal and find its signing request"
+  },
+  {
     "id": "webhooks.ListWebhookAttempts",
     "namespace": "webhooks",
     "name": "ListWebhookAttempts",

@@ -169,6 +169,9 @@ export function createClient(options: ServiceClientOptions) {
       /** Move a signing request's deadline (command). */
       UpdateSigningDeadline: (body: RequestBody<'signing.UpdateSigningDeadline'>, call: CommandOptions = {}) =>
         raw.POST('/operations/signing.UpdateSigningDeadline', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Check a file's seal and find its signing request (query). */
+      VerifySignedDocument: (body: RequestBody<'signing.VerifySignedDocument'>, call: CallOptions = {}) =>
+        raw.POST('/operations/signing.VerifySignedDocument', { body, params: { header: actAsHeader(options, call) } }),
     },
     webhooks: {
       /** List a delivery's attempts (query). */

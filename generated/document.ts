@@ -5054,6 +5054,115 @@ export const document = {
         }
       }
     },
+    "/operations/signing.VerifySignedDocument": {
+      "post": {
+        "operationId": "signing.VerifySignedDocument",
+        "summary": "Check a file's seal and find its signing request",
+        "description": "Checks the stored file `file_id` (an upload or a signed archive, visible to the caller: a workspace\nfile, or the caller's own private file when acting for its owner; otherwise `404 not_found`) as anyone\nholding it could:\n\n- **The seal** (`seal`): whether the PDF carries a signature, whether it verifies over the bytes it\n  covers (`valid`), whether it covers the whole file (`covers_whole_document`: its byte range runs\n  from the first byte to the last, so nothing was added after sealing), the certificate's common name\n  (`signer`), the signing time it claims (`signed_at`, the sealer's clock) and its RFC 3161 timestamp\n  (`timestamp`: present when the service had SIGNING_TSA_URL set; `valid` when the token stamps this\n  seal's signature value and its own signature verifies). Whether to trust a certificate or a timestamp\n  authority is the reader's decision; the installation's certificate is self-signed.\n- **The request** (`signing_request`): the request of this workspace whose sealed archive has exactly\n  this SHA-256, with its title, status, completion time and each signer's name, typed name and signing\n  time; null when there is none. An original (the upload, before signing) has no seal and matches no\n  archive. One changed byte changes the SHA-256: the seal no longer verifies and nothing matches.\n\nNothing changes and nothing is recorded. Checking reads the whole file (up to 50 MiB plus the evidence\npages of an archive). The public page `GET /verify` does the same for a file uploaded there (no\naccount needed, nothing stored; it matches archives of any workspace of this service).\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "file_id"
+                ],
+                "properties": {
+                  "file_id": {
+                    "$ref": "#/components/schemas/FileId"
+                  }
+                }
+              },
+              "example": {
+                "file_id": "file_3v7c5b6n0z2a4s8d2k4m1q9x"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "What the file's seal and hash show.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/DocumentVerification"
+                },
+                "example": {
+                  "file_id": "file_3v7c5b6n0z2a4s8d2k4m1q9x",
+                  "sha256": "4b2c7f0e9d1a3b5c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e",
+                  "seal": {
+                    "present": true,
+                    "valid": true,
+                    "covers_whole_document": true,
+                    "signer": "Workspace Operations seal (ops.acme.example)",
+                    "signed_at": 1795508160000,
+                    "timestamp": {
+                      "present": true,
+                      "valid": true,
+                      "time": 1795508161000
+                    }
+                  },
+                  "signing_request": {
+                    "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                    "title": "Master services agreement 2027",
+                    "status": "completed",
+                    "completed_at": 1795508100000,
+                    "signers": [
+                      {
+                        "name": "Anna Lindqvist",
+                        "typed_name": "Anna Lindqvist",
+                        "signed_at": 1795421700000
+                      },
+                      {
+                        "name": "Omar Haddad",
+                        "typed_name": "Omar Haddad",
+                        "signed_at": 1795508100000
+                      }
+                    ]
+                  }
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
     "/operations/documents.CreateUpload": {
       "post": {
         "operationId": "documents.CreateUpload",
@@ -8612,6 +8721,157 @@ export const document = {
           }
         }
       },
+      "FileId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "description": "Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.",
+        "example": "file_3v7c5b6n0z2a4s8d2k4m1q9x"
+      },
+      "DocumentVerification": {
+        "type": "object",
+        "additionalProperties": false,
+        "description": "What `signing.VerifySignedDocument` found in a file: its seal and the signing request whose sealed\narchive it is. `seal.valid` and `seal.covers_whole_document` together say the file is unchanged since\nit was sealed; `signing_request` (matched by SHA-256) says this service made it.\n",
+        "required": [
+          "file_id",
+          "sha256",
+          "seal",
+          "signing_request"
+        ],
+        "properties": {
+          "file_id": {
+            "$ref": "#/components/schemas/FileId"
+          },
+          "sha256": {
+            "type": "string",
+            "pattern": "^[0-9a-f]{64}$",
+            "description": "SHA-256 of the file's bytes (lower-case hex)."
+          },
+          "seal": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": [
+              "present",
+              "valid",
+              "covers_whole_document",
+              "signer",
+              "signed_at",
+              "timestamp"
+            ],
+            "properties": {
+              "present": {
+                "type": "boolean",
+                "description": "The file carries a PDF signature (a `/ByteRange` signature dictionary)."
+              },
+              "valid": {
+                "type": "boolean",
+                "description": "The signature verifies over the bytes it covers (its message digest, and the signer's signature\nover the signed attributes). False for a file changed after sealing, and when there is no seal.\n"
+              },
+              "covers_whole_document": {
+                "type": "boolean",
+                "description": "Its byte range runs from the first byte to the last, so nothing was appended after sealing."
+              },
+              "signer": {
+                "type": "string",
+                "nullable": true,
+                "description": "The common name of the certificate that sealed it (e.g. `Workspace Operations seal (ops.acme.example)`); null without a readable one."
+              },
+              "signed_at": {
+                "type": "integer",
+                "nullable": true,
+                "description": "Unix ms of the signing time the seal claims (the sealer's clock); null when it states none."
+              },
+              "timestamp": {
+                "type": "object",
+                "nullable": true,
+                "additionalProperties": false,
+                "description": "The seal's RFC 3161 signature timestamp (PAdES B-T); null when it has none.",
+                "required": [
+                  "present",
+                  "valid",
+                  "time"
+                ],
+                "properties": {
+                  "present": {
+                    "type": "boolean"
+                  },
+                  "valid": {
+                    "type": "boolean",
+                    "description": "The token stamps this seal's signature value and its own signature verifies (whether to trust the authority is the reader's decision)."
+                  },
+                  "time": {
+                    "type": "integer",
+                    "nullable": true,
+                    "description": "Unix ms of the authority's time (genTime)."
+                  }
+                }
+              }
+            }
+          },
+          "signing_request": {
+            "type": "object",
+            "nullable": true,
+            "additionalProperties": false,
+            "description": "The request of this workspace whose sealed archive has exactly this SHA-256; null when none.",
+            "required": [
+              "signing_request_id",
+              "title",
+              "status",
+              "completed_at",
+              "signers"
+            ],
+            "properties": {
+              "signing_request_id": {
+                "$ref": "#/components/schemas/SigningRequestId"
+              },
+              "title": {
+                "type": "string"
+              },
+              "status": {
+                "type": "string",
+                "enum": [
+                  "pending",
+                  "completed",
+                  "cancelled",
+                  "expired"
+                ]
+              },
+              "completed_at": {
+                "type": "integer",
+                "nullable": true,
+                "description": "Unix ms."
+              },
+              "signers": {
+                "type": "array",
+                "items": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "name",
+                    "typed_name",
+                    "signed_at"
+                  ],
+                  "properties": {
+                    "name": {
+                      "type": "string"
+                    },
+                    "typed_name": {
+                      "type": "string",
+                      "nullable": true,
+                      "description": "The name the signer typed; null for a provider's signature (bankid)."
+                    },
+                    "signed_at": {
+                      "type": "integer",
+                      "nullable": true,
+                      "description": "Unix ms."
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      },
       "Sha256": {
         "type": "string",
         "pattern": "^[0-9a-f]{64}$",
@@ -8740,13 +9000,6 @@ export const document = {
             "description": "Why the scan refused the file (the same text as the refusal's message); null unless `rejected`."
           }
         }
-      },
-      "FileId": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 40,
-        "description": "Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.",
-        "example": "file_3v7c5b6n0z2a4s8d2k4m1q9x"
       },
       "DocumentFile": {
         "type": "object",

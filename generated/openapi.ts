@@ -1373,6 +1373,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/operations/signing.VerifySignedDocument": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check a file's seal and find its signing request
+         * @description Checks the stored file `file_id` (an upload or a signed archive, visible to the caller: a workspace
+         *     file, or the caller's own private file when acting for its owner; otherwise `404 not_found`) as anyone
+         *     holding it could:
+         *
+         *     - **The seal** (`seal`): whether the PDF carries a signature, whether it verifies over the bytes it
+         *       covers (`valid`), whether it covers the whole file (`covers_whole_document`: its byte range runs
+         *       from the first byte to the last, so nothing was added after sealing), the certificate's common name
+         *       (`signer`), the signing time it claims (`signed_at`, the sealer's clock) and its RFC 3161 timestamp
+         *       (`timestamp`: present when the service had SIGNING_TSA_URL set; `valid` when the token stamps this
+         *       seal's signature value and its own signature verifies). Whether to trust a certificate or a timestamp
+         *       authority is the reader's decision; the installation's certificate is self-signed.
+         *     - **The request** (`signing_request`): the request of this workspace whose sealed archive has exactly
+         *       this SHA-256, with its title, status, completion time and each signer's name, typed name and signing
+         *       time; null when there is none. An original (the upload, before signing) has no seal and matches no
+         *       archive. One changed byte changes the SHA-256: the seal no longer verifies and nothing matches.
+         *
+         *     Nothing changes and nothing is recorded. Checking reads the whole file (up to 50 MiB plus the evidence
+         *     pages of an archive). The public page `GET /verify` does the same for a file uploaded there (no
+         *     account needed, nothing stored; it matches archives of any workspace of this service).
+         */
+        post: operations["signing.VerifySignedDocument"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/operations/documents.CreateUpload": {
         parameters: {
             query?: never;
@@ -2947,6 +2985,60 @@ export interface components {
             };
         };
         /**
+         * @description Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.
+         * @example file_3v7c5b6n0z2a4s8d2k4m1q9x
+         */
+        FileId: string;
+        /**
+         * @description What `signing.VerifySignedDocument` found in a file: its seal and the signing request whose sealed
+         *     archive it is. `seal.valid` and `seal.covers_whole_document` together say the file is unchanged since
+         *     it was sealed; `signing_request` (matched by SHA-256) says this service made it.
+         */
+        DocumentVerification: {
+            file_id: components["schemas"]["FileId"];
+            /** @description SHA-256 of the file's bytes (lower-case hex). */
+            sha256: string;
+            seal: {
+                /** @description The file carries a PDF signature (a `/ByteRange` signature dictionary). */
+                present: boolean;
+                /**
+                 * @description The signature verifies over the bytes it covers (its message digest, and the signer's signature
+                 *     over the signed attributes). False for a file changed after sealing, and when there is no seal.
+                 */
+                valid: boolean;
+                /** @description Its byte range runs from the first byte to the last, so nothing was appended after sealing. */
+                covers_whole_document: boolean;
+                /** @description The common name of the certificate that sealed it (e.g. `Workspace Operations seal (ops.acme.example)`); null without a readable one. */
+                signer: string | null;
+                /** @description Unix ms of the signing time the seal claims (the sealer's clock); null when it states none. */
+                signed_at: number | null;
+                /** @description The seal's RFC 3161 signature timestamp (PAdES B-T); null when it has none. */
+                timestamp: {
+                    present: boolean;
+                    /** @description The token stamps this seal's signature value and its own signature verifies (whether to trust the authority is the reader's decision). */
+                    valid: boolean;
+                    /** @description Unix ms of the authority's time (genTime). */
+                    time: number | null;
+                } | null;
+            };
+            /** @description The request of this workspace whose sealed archive has exactly this SHA-256; null when none. */
+            signing_request: {
+                signing_request_id: components["schemas"]["SigningRequestId"];
+                title: string;
+                /** @enum {string} */
+                status: "pending" | "completed" | "cancelled" | "expired";
+                /** @description Unix ms. */
+                completed_at: number | null;
+                signers: {
+                    name: string;
+                    /** @description The name the signer typed; null for a provider's signature (bankid). */
+                    typed_name: string | null;
+                    /** @description Unix ms. */
+                    signed_at: number | null;
+                }[];
+            } | null;
+        };
+        /**
          * @description A SHA-256 digest as 64 lower-case hexadecimal characters.
          * @example 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
          */
@@ -2993,11 +3085,6 @@ export interface components {
             /** @description Why the scan refused the file (the same text as the refusal's message); null unless `rejected`. */
             rejection_reason: string | null;
         };
-        /**
-         * @description Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.
-         * @example file_3v7c5b6n0z2a4s8d2k4m1q9x
-         */
-        FileId: string;
         /**
          * @description A stored file: an uploaded PDF that passed the scan (`source: upload`) or a signed archive
          *     (`source: signing_archive`). Files never change and the API never deletes them. A file made while
@@ -6188,6 +6275,86 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.VerifySignedDocument": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "file_id": "file_3v7c5b6n0z2a4s8d2k4m1q9x"
+                 *     }
+                 */
+                "application/json": {
+                    file_id: components["schemas"]["FileId"];
+                };
+            };
+        };
+        responses: {
+            /** @description What the file's seal and hash show. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "file_id": "file_3v7c5b6n0z2a4s8d2k4m1q9x",
+                     *       "sha256": "4b2c7f0e9d1a3b5c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e",
+                     *       "seal": {
+                     *         "present": true,
+                     *         "valid": true,
+                     *         "covers_whole_document": true,
+                     *         "signer": "Workspace Operations seal (ops.acme.example)",
+                     *         "signed_at": 1795508160000,
+                     *         "timestamp": {
+                     *           "present": true,
+                     *           "valid": true,
+                     *           "time": 1795508161000
+                     *         }
+                     *       },
+                     *       "signing_request": {
+                     *         "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                     *         "title": "Master services agreement 2027",
+                     *         "status": "completed",
+                     *         "completed_at": 1795508100000,
+                     *         "signers": [
+                     *           {
+                     *             "name": "Anna Lindqvist",
+                     *             "typed_name": "Anna Lindqvist",
+                     *             "signed_at": 1795421700000
+                     *           },
+                     *           {
+                     *             "name": "Omar Haddad",
+                     *             "typed_name": "Omar Haddad",
+                     *             "signed_at": 1795508100000
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DocumentVerification"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];

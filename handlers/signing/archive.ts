@@ -19,6 +19,7 @@ import { createFile, findFile, readFileBytes } from '../documents/files.ts';
 import type { JobDefinition } from '../../server/jobs.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { newBlobId } from '../../server/storage.ts';
+import { archiveBankIdRequest } from './bankidFlow.ts';
 import { sealingCertificate, type SealSettings } from './certificates.ts';
 import { buildArchive, type Evidence } from './evidence.ts';
 import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, updateRequest } from './queries.ts';
@@ -113,6 +114,11 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
   if (!request || request.workspace_id !== job.workspaceId) return { outcome: 'skipped', fileId: null };
   if (request.archive_file_id) return { outcome: 'done', fileId: request.archive_file_id };
   if (request.status !== 'completed') return { outcome: 'skipped', fileId: null };
+  if (request.signature_method === 'bankid') {
+    // bankid: the provider's signed PDF is the archive, unmodified (bankidFlow.ts registers it when the last signer signs).
+    const done = await db.tx((sql) => archiveBankIdRequest(sql, request.id, clock.now()));
+    return done ? { outcome: 'done', fileId: done.fileId } : { outcome: 'skipped', fileId: null };
+  }
   try {
     const source = await findFile(db.sql, request.workspace_id, request.source_file_id);
     if (!source) throw new Error(`the source file ${request.source_file_id} is missing`);

@@ -24,6 +24,7 @@ import {
   updateRequest,
 } from './queries.ts';
 import { cancelRequest } from './requests.ts';
+import { verifySignedDocument } from './verify.ts';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
@@ -147,6 +148,7 @@ async function reread(sql: Sql, workspaceId: string, id: string) {
 }
 
 export const signingHandlers: NamespaceHandlers<'signing'> = {
+  'signing.VerifySignedDocument': verifySignedDocument,
   'signing.RequestFileSignatures': async (input, ctx) => {
     const seen = new Map<string, number>();
     input.signers.forEach((s, i) => {

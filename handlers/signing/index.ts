@@ -11,6 +11,7 @@ import { bindRuntime } from './mail.ts';
 import { ARCHIVE_JOB } from './requests.ts';
 import { type SigningSettings, signingSettings } from './settings.ts';
 import { signerRoutes } from './signer.ts';
+import { verifyRoutes } from './verifyPage.ts';
 
 /**
  * Signing: the operations (requests over uploaded PDFs, invitations and reminders by e-mail, deadline,
@@ -33,6 +34,7 @@ export const signing: ServiceModule<'signing', SigningSettings> = {
     const router = signerRoutes(deps, { bankid: providerOf(deps.settings) });
     bankIdRoutes(router, deps);
     signingSettingsRoutes(router, deps);
+    router.use(verifyRoutes(deps));
     return router;
   },
   navigation: () => signingSettingsNavigation,
