@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { resolveSignerLink } from '../../handlers/signing/links.ts';
 import { recordDeclined, recordOpened, recordSigned } from '../../handlers/signing/requests.ts';
 import type { ApplyResult } from '../../server/admin.ts';
-import { databases, type TestService } from '../support/service.ts';
+import { databases, startTestService, type TestService } from '../support/service.ts';
 import { eventKinds, type MailServer, notices, putFile, runJobs, sha256, signingService, signingWorkspace, startMailServer, tokenIn } from './requestSupport.ts';
 
 const HOUR = 3_600_000;
@@ -417,6 +417,45 @@ for (const database of databases) {
       const signed = await api.signing.GetSigningDocument({ signing_request_id: created.signing_request_id, version: 'signed' });
       assert.equal(signed.response.status, 409);
       assert.match(signed.error!.message, /is pending/);
+    });
+  });
+}
+
+for (const database of databases) {
+  describe(`signing requests without SMTP: the development mailbox [${database.name}]`, function () {
+    this.timeout(30_000);
+    let svc: TestService;
+    let ws: ApplyResult;
+
+    before(async () => {
+      svc = await startTestService(database.url(), { publicUrl: 'https://sign.acme.example' });
+      ws = await signingWorkspace(svc);
+    });
+    after(() => svc?.close());
+
+    it('keeps each invitation in the mailbox in the request\'s own transaction; a .invalid address is refused like a server would', async () => {
+      const { file } = await putFile(svc, ws.workspace_id);
+      const api = svc.client(ws.keys.sender!.secret);
+      const created = await api.signing.RequestFileSignatures({
+        file_id: file.id,
+        title: 'Mailbox check',
+        signers: [
+          { email: 'box@example.test', name: 'Box' },
+          { email: 'nobody@nowhere.invalid', name: 'Nobody' },
+        ],
+      });
+      assert.equal(created.response.status, 200, JSON.stringify(created.error));
+      assert.deepEqual(created.data!.invitation_failures, ['nobody@nowhere.invalid']);
+      const stored = await svc.db.sql.all<{ recipients: string; subject: string; body_text: string; tag: string; workspace_id: string }>(
+        `SELECT recipients, subject, body_text, tag, workspace_id FROM mailbox_messages WHERE workspace_id = ? ORDER BY created_at`,
+        [ws.workspace_id],
+      );
+      assert.equal(stored.length, 1);
+      assert.deepEqual(JSON.parse(stored[0]!.recipients), ['box@example.test']);
+      assert.equal(stored[0]!.subject, 'Olga Owner asks you to sign "Mailbox check"');
+      assert.equal(stored[0]!.tag, 'signing.invitation');
+      const token = /\/sign\/([A-Za-z0-9_-]{43})/.exec(stored[0]!.body_text)![1]!;
+      assert.equal((await resolveSignerLink(svc.db.sql, token, svc.clock.now())).state, 'live');
     });
   });
 }
