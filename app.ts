@@ -16,8 +16,7 @@ import { registerWorkspaceSections } from './server/admin.ts';
 import type { AnyServiceModule } from './server/module.ts';
 import { buildService, type ServiceDeps } from './server/service.ts';
 
-// documents first: its routes take raw part bodies (PUT /files/parts/...), which must reach it before the page routers' form parser.
-export const modules = [documents, discovery, workspace, customers, analytics, automation, inbox, webhooks, signing] as const;
+export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks, documents, signing] as const;
 
 // The modules' sections of the workspace file (`automations:`), for every caller of the admin functions.
 registerWorkspaceSections(modules.flatMap((m: AnyServiceModule) => (m.workspaceFile ? [m.workspaceFile] : [])));

@@ -4,7 +4,7 @@ import { parseClamavUrl } from './clamav.ts';
 import { cleanupUploads } from './cleanup.ts';
 import { type DocumentsSettings, remember } from './deps.ts';
 import { documentHandlers } from './handlers.ts';
-import { documentRoutes } from './routes.ts';
+import { documentRoutes, partEndpoint } from './routes.ts';
 
 /** CLAMAV_URL (tcp://host:port or unix:///path/to/clamd.sock): every completed upload is also scanned by that ClamAV daemon. */
 export function documentsConfig(env: ServiceEnv): DocumentsSettings {
@@ -24,6 +24,7 @@ export const documents: ServiceModule<'documents', DocumentsSettings> = {
   migrations: new URL('./migrations/', import.meta.url),
   secretPaths: ['/files/'],
   routes: (deps) => documentRoutes(remember(deps)),
+  endpoints: (deps) => partEndpoint(remember(deps)),
   jobs: (deps) => {
     remember(deps);
     return {

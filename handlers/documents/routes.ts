@@ -5,9 +5,12 @@
  * - `GET` / `HEAD /files/<token>`: a file's bytes as an attachment (downloadUrl in files.ts).
  * Neither needs an Authorization header: the signed token is the credential. A GET or HEAD changes nothing.
  */
-import express, { type Request, type Response } from 'express';
+import crypto from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
-import { conflict, forbidden, invalidInput, notFound, payloadTooLarge } from '../../server/errors.ts';
+import express, { type Request, type Response } from 'express';
+import { conflict, forbidden, invalidInput, methodNotAllowed, notFound, payloadTooLarge, ServiceError } from '../../server/errors.ts';
+import type { RawEndpoint } from '../../server/module.ts';
 import { BlobTooLarge } from '../../server/storage.ts';
 import type { DocumentsDeps } from './deps.ts';
 import { findFile, readDownloadToken } from './files.ts';
@@ -26,58 +29,54 @@ interface PartClaims {
   e: number;
 }
 
-const corsForParts = (res: Response) => {
-  res.setHeader('Access-Control-Allow-Origin', '*');
-  res.setHeader('Access-Control-Expose-Headers', 'Request-Id');
-};
+const PART_PREFIX = '/files/parts/';
 
-async function receivePart(deps: DocumentsDeps, req: Request<{ token: string }>, res: Response): Promise<void> {
+type Answer = { status: number; body: unknown; close?: boolean } | null;
+
+const refusal = (err: ServiceError, close = false): Answer => ({ status: err.status, body: err.body(), close });
+
+/** Stores one part's body; the answer to send, or null when the client went away mid-body. */
+async function receivePart(deps: DocumentsDeps, token: string, req: IncomingMessage): Promise<Answer> {
   const { db, clock, storage, logger } = deps;
-  corsForParts(res);
-  res.setHeader('Cache-Control', 'no-store');
-  const token = await readToken<PartClaims>(db.sql, 'part', req.params.token, clock.now());
-  // Refusals before the body is read end the connection, so an unread body is not waited for.
-  const refuse = (err: Error) => {
-    if (!req.complete) res.setHeader('Connection', 'close');
-    throw err;
-  };
-  if (!token.ok) {
-    refuse(forbidden(token.why === 'expired' ? 'This part URL has expired; ask documents.GetUploadPart for a new one.' : 'This is not a part URL of this service (malformed or changed); ask documents.GetUploadPart for one.'));
-    return;
+  const read = await readToken<PartClaims>(db.sql, 'part', token, clock.now());
+  // Refusals before the body is read close the connection, so an unread body is not waited for.
+  if (!read.ok) {
+    return refusal(
+      forbidden(read.why === 'expired' ? 'This part URL has expired; ask documents.GetUploadPart for a new one.' : 'This is not a part URL of this service (malformed or changed); ask documents.GetUploadPart for one.'),
+      true,
+    );
   }
-  const claims = token.claims;
+  const claims = read.claims;
   const upload = await findUploadById(db.sql, claims.u);
-  if (!upload || Number(upload.expires_at) <= clock.now()) return refuse(notFound(`Upload ${claims.u} no longer exists (uploads expire 24 hours after creation).`));
-  if (upload.state !== 'open') return refuse(conflict(`Upload ${upload.id} is ${upload.state}; it takes no more parts.`));
+  if (!upload || Number(upload.expires_at) <= clock.now()) return refusal(notFound(`Upload ${claims.u} no longer exists (uploads expire 24 hours after creation).`), true);
+  if (upload.state !== 'open') return refusal(conflict(`Upload ${upload.id} is ${upload.state}; it takes no more parts.`), true);
   const announced = req.headers['content-length'];
   if (announced !== undefined) {
     const n = Number(announced);
-    if (n > claims.s) return refuse(payloadTooLarge(`Part ${claims.p} is ${claims.s} bytes; the body announces ${n} (Content-Length). Nothing was stored.`));
-    if (n < claims.s) return refuse(invalidInput(`Part ${claims.p} must be exactly ${claims.s} bytes; the body announces ${n} (Content-Length). Nothing was stored.`));
+    if (n > claims.s) return refusal(payloadTooLarge(`Part ${claims.p} is ${claims.s} bytes; the body announces ${n} (Content-Length). Nothing was stored.`), true);
+    if (n < claims.s) return refusal(invalidInput(`Part ${claims.p} must be exactly ${claims.s} bytes; the body announces ${n} (Content-Length). Nothing was stored.`), true);
   }
 
   let blob;
   try {
     blob = await storage.put(null, req, { maxBytes: claims.s, contentType: 'application/octet-stream' });
   } catch (err) {
-    if (err instanceof BlobTooLarge) return refuse(payloadTooLarge(`Part ${claims.p} is ${claims.s} bytes; the body is longer. Nothing was stored.`));
+    if (err instanceof BlobTooLarge) return refusal(payloadTooLarge(`Part ${claims.p} is ${claims.s} bytes; the body is longer. Nothing was stored.`), true);
     if (!req.complete || req.destroyed) {
-      // The client went away mid-body: nothing was kept, and there is nobody to answer.
       logger.info({ upload_id: claims.u, part_number: claims.p }, 'a part upload was cut off; nothing kept');
-      res.destroy();
-      return;
+      return null;
     }
     throw err;
   }
   if (blob.size !== claims.s) {
     await storage.delete(blob.id);
-    throw invalidInput(`Part ${claims.p} must be exactly ${claims.s} bytes; ${blob.size} arrived. Nothing was stored.`);
+    return refusal(invalidInput(`Part ${claims.p} must be exactly ${claims.s} bytes; ${blob.size} arrived. Nothing was stored.`));
   }
   if (claims.h && blob.sha256 !== claims.h) {
     await storage.delete(blob.id);
-    throw invalidInput(`Part ${claims.p} has SHA-256 ${blob.sha256}, not the ${claims.h} its URL was made for. Nothing was stored.`);
+    return refusal(invalidInput(`Part ${claims.p} has SHA-256 ${blob.sha256}, not the ${claims.h} its URL was made for. Nothing was stored.`));
   }
-  const outcome = await db.tx(async (sql) => {
+  const outcome = await db.tx(async (sql): Promise<{ refused: ServiceError } | { replaced: string | null }> => {
     const u = await findUploadById(sql, claims.u, true);
     if (!u || Number(u.expires_at) <= clock.now()) return { refused: notFound(`Upload ${claims.u} no longer exists (uploads expire 24 hours after creation).`) };
     if (u.state !== 'open') return { refused: conflict(`Upload ${u.id} is ${u.state}; it takes no more parts.`) };
@@ -87,11 +86,75 @@ async function receivePart(deps: DocumentsDeps, req: Request<{ token: string }>,
   });
   if ('refused' in outcome) {
     await storage.delete(blob.id);
-    throw outcome.refused;
+    return refusal(outcome.refused);
   }
   // The last good write wins; the bytes it replaced go.
   if (outcome.replaced && outcome.replaced !== blob.id) await storage.delete(outcome.replaced).catch((err: unknown) => logger.warn({ err }, 'could not delete a replaced part; the upload cleanup removes it'));
-  res.status(200).json({ part_number: claims.p, size: blob.size, sha256: blob.sha256 });
+  return { status: 200, body: { part_number: claims.p, size: blob.size, sha256: blob.sha256 } };
+}
+
+function send(res: ServerResponse, requestId: string, answer: NonNullable<Answer>, extra: Record<string, string> = {}): void {
+  const body = answer.status === 200 ? answer.body : { ...(answer.body as object), request_id: requestId };
+  const text = JSON.stringify(body);
+  res.writeHead(answer.status, {
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': String(Buffer.byteLength(text)),
+    'Cache-Control': 'no-store',
+    'X-Content-Type-Options': 'nosniff',
+    'Access-Control-Allow-Origin': '*',
+    'Access-Control-Expose-Headers': 'Request-Id',
+    'Request-Id': requestId,
+    ...(answer.close ? { Connection: 'close' } : {}),
+    ...extra,
+  });
+  res.end(text);
+}
+
+/**
+ * `PUT /files/parts/<token>` (and its CORS preflight) as a lean endpoint, before express: the raw body
+ * must not meet the form parser the page routers run for every request, nor any JSON limit.
+ */
+export function partEndpoint(deps: DocumentsDeps): RawEndpoint {
+  return {
+    handle(req, res) {
+      const url = req.url ?? '';
+      if (!url.startsWith(PART_PREFIX)) return false;
+      const requestId = crypto.randomUUID();
+      const token = url.slice(PART_PREFIX.length).split('?')[0]!;
+      if (req.method === 'OPTIONS') {
+        res.writeHead(204, {
+          'Access-Control-Allow-Origin': '*',
+          'Access-Control-Allow-Methods': 'PUT',
+          'Access-Control-Allow-Headers': 'Content-Type',
+          'Access-Control-Max-Age': '600',
+          'Request-Id': requestId,
+        });
+        res.end();
+        return true;
+      }
+      if (req.method !== 'PUT' || !token || token.includes('/')) {
+        const err = req.method !== 'PUT' ? methodNotAllowed(`A part is sent with PUT, not ${req.method}.`, 'PUT, OPTIONS') : notFound(`No such endpoint ${req.method} ${PART_PREFIX}...`);
+        send(res, requestId, refusal(err, true)!, err.headers);
+        return true;
+      }
+      receivePart(deps, token, req).then(
+        (answer) => {
+          if (answer) send(res, requestId, answer);
+          else res.destroy();
+        },
+        (err: unknown) => {
+          deps.logger.error({ err, request_id: requestId }, 'a part upload failed');
+          if (!res.headersSent) send(res, requestId, refusal(new ServiceError(500, 'internal_error', 'Internal server error.'), true)!);
+          else res.destroy();
+        },
+      );
+      return true;
+    },
+    flush: async () => undefined,
+    close: async () => undefined,
+    queued: 0,
+    refused: 0,
+  };
 }
 
 /** `filename` for a Content-Disposition header: the name as is (express encodes it, with an ASCII fallback). */
@@ -124,14 +187,6 @@ async function sendFile(deps: DocumentsDeps, req: Request<{ token: string }>, re
 
 export function documentRoutes(deps: DocumentsDeps): express.Router {
   const router = express.Router();
-  router.options('/files/parts/:token', (_req, res) => {
-    corsForParts(res);
-    res.setHeader('Access-Control-Allow-Methods', 'PUT');
-    res.setHeader('Access-Control-Allow-Headers', 'Content-Type');
-    res.setHeader('Access-Control-Max-Age', '600');
-    res.status(204).end();
-  });
-  router.put('/files/parts/:token', (req: Request<{ token: string }>, res) => receivePart(deps, req, res));
   router.get('/files/:token', (req: Request<{ token: string }>, res) => sendFile(deps, req, res));
   router.head('/files/:token', (req: Request<{ token: string }>, res) => sendFile(deps, req, res));
   return router;
