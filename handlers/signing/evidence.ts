@@ -4,7 +4,8 @@
  * begins with the original file byte for byte (its SHA-256 is printed on the evidence pages and can be
  * checked over the archive's first `size` bytes). An original encrypted with an owner password only
  * cannot take an unencrypted update; it is decrypted (its objects and content streams written out as
- * they decrypt, unchanged otherwise) and the whole file rewritten with the evidence pages.
+ * they decrypt, unchanged otherwise; when its permissions forbid changes, its pages are copied into a
+ * new file) and the whole file rewritten with the evidence pages.
  */
 import fs from 'node:fs';
 import Bowser from 'bowser';
@@ -263,10 +264,19 @@ async function open(original: Uint8Array): Promise<{ pdf: PDF; decrypted: boolea
   if (!pdf.isAuthenticated) throw new EvidenceError('the original PDF needs a password to open');
   try {
     pdf.removeProtection();
-  } catch (err) {
-    throw new EvidenceError(`the original PDF's encryption cannot be removed${err instanceof Error ? `: ${err.message}` : ''}`);
+    return { pdf, decrypted: true };
+  } catch {
+    // Its permissions forbid changes (e.g. qpdf --modify=none) and only the owner password lifts them: the
+    // pages, which opened without a password, are copied decrypted into a new file (document-level parts
+    // such as the outline stay behind; each page's content and resources come along unchanged).
   }
-  return { pdf, decrypted: true };
+  try {
+    const copy = PDF.create();
+    await copy.copyPagesFrom(pdf, [...Array(pdf.getPageCount()).keys()]);
+    return { pdf: copy, decrypted: true };
+  } catch (err) {
+    throw new EvidenceError(`the original PDF's pages cannot be copied out of its encryption${err instanceof Error ? `: ${err.message}` : ''}`);
+  }
 }
 
 /** The original followed by evidence pages (unsealed; seal.ts seals the result). */

@@ -1,0 +1,304 @@
+/**
+ * The signed archive (signing.archive job) on both databases, checked with the tools a recipient or an
+ * auditor uses: `pdfinfo` (original pages + evidence pages), `pdftotext` (each typed name, time, IP
+ * address and device), `pdfsig` (valid, whole document signed), `qpdf --check`, the RFC 3161 token
+ * of a local `openssl ts` responder verified with `openssl ts -verify`; the original pages unchanged
+ * (the archive starts with the original's bytes; page 1 rasterised identically); an owner-password
+ * original; a private source; reruns and a failing timestamp authority (archive_error, backoff, then
+ * done); the installation certificate shared through the database; and a service process killed with
+ * SIGKILL while the job runs, after which a second process finishes it with exactly one archive file.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import * as asn1js from 'asn1js';
+import * as pkijs from 'pkijs';
+import pino from 'pino';
+import { migrations } from '../../app.ts';
+import { openDatabase } from '../../db/database.ts';
+import { findFile } from '../../handlers/documents/files.ts';
+import { archiveRequest } from '../../handlers/signing/archive.ts';
+import { installationCertificate, sealSettingsFromEnv } from '../../handlers/signing/certificates.ts';
+import { deviceSummary, utc } from '../../handlers/signing/evidence.ts';
+import { inspectSeal } from '../../handlers/signing/verify.ts';
+import type { ModuleDeps } from '../../server/module.ts';
+import { createBlobStore } from '../../server/storage.ts';
+import { databases, startTestService, type TestService } from '../support/service.ts';
+import { archiveSpec, bytesOf, contractPdf, FIREFOX, IPHONE, pdfPages, pdfsig, putFile, requestRow, run, type Signer, signedRequest, writeTo } from './archiveKit.ts';
+import { startTsa, type LocalTsa } from './tsa.ts';
+
+const root = path.resolve(import.meta.dirname, '../..');
+const TIMESTAMP_OID = '1.2.840.113549.1.9.16.2.14';
+
+const SIGNERS: Signer[] = [
+  { email: 'anna@customer.test', name: 'Anna Lindqvist', typedName: 'Anna Lindqvist', ip: '203.0.113.7', userAgent: FIREFOX },
+  { email: 'lukasz@supplier.test', name: 'Łukasz Żółć', typedName: 'Łukasz Żółć', ip: '2001:db8::1', userAgent: IPHONE },
+];
+
+async function until(check: () => boolean | Promise<boolean>, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const archiveFiles = async (svc: TestService, workspaceId: string) =>
+  Number((await svc.db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM document_files WHERE workspace_id = ? AND source = 'signing_archive'`, [workspaceId]))!.n);
+
+for (const database of databases) {
+  describe(`signing: the sealed archive [${database.name}]`, function () {
+    this.timeout(60_000);
+    let dir: string;
+    let tsa: LocalTsa;
+    let svc: TestService;
+    let ws: Awaited<ReturnType<TestService['apply']>>;
+    let workspaceId: string;
+
+    before(async () => {
+      dir = await fs.mkdtemp(path.join(os.tmpdir(), 'archive-test-'));
+      tsa = await startTsa(dir);
+      svc = await startTestService(database.url(), { publicUrl: 'https://sign.acme.example', env: { SIGNING_TSA_URL: tsa.url } });
+      ws = await svc.apply(archiveSpec());
+      workspaceId = ws.workspace_id;
+    });
+    after(async () => {
+      await svc?.close();
+      await tsa?.close();
+      await fs.rm(dir, { recursive: true, force: true });
+    });
+
+    it('two signers: original pages unchanged + evidence pages, typed names and times, one valid seal over the whole file with a verified timestamp', async () => {
+      const original = await contractPdf('Services agreement', 3);
+      const source = await putFile(svc, workspaceId, original, { pages: 3, filename: 'Services agreement.pdf' });
+      const { requestId, signedAt } = await signedRequest(svc, ws, source, SIGNERS);
+      assert.equal((await requestRow(svc, requestId)).archive_file_id, null, 'built by the job, not in the signing transaction');
+      const stampsBefore = tsa.requests;
+      await svc.jobs.runDue();
+      assert.equal(tsa.requests, stampsBefore + 1, 'one timestamp per archive');
+
+      const row = await requestRow(svc, requestId);
+      assert.equal(row.status, 'completed');
+      assert.ok(row.archive_file_id, `archive_file_id set (error: ${row.archive_error})`);
+      assert.equal(row.archive_error, null);
+      const file = (await findFile(svc.db.sql, workspaceId, row.archive_file_id))!;
+      assert.equal(file.source, 'signing_archive');
+      assert.equal(file.ownerMemberId, null, 'a workspace file, as its source');
+      assert.equal(file.filename, 'Services agreement (signed).pdf');
+      const bytes = await bytesOf(svc, workspaceId, file.id);
+      assert.equal(createHash('sha256').update(bytes).digest('hex'), row.archive_sha256);
+      assert.equal(file.sha256, row.archive_sha256);
+
+      // The original pages are the original file itself: the archive begins with its bytes.
+      assert.ok(bytes.subarray(0, original.length).equals(Buffer.from(original)), 'the archive starts with the original, byte for byte');
+      const archivePath = await writeTo(dir, 'archive.pdf', bytes);
+      const originalPath = await writeTo(dir, 'original.pdf', original);
+      const pages = await pdfPages(archivePath);
+      const event = await svc.db.sql.one<{ data: string }>(`SELECT data FROM signing_events WHERE request_id = ? AND kind = 'archive.completed'`, [requestId]);
+      const data = JSON.parse(event!.data) as { evidence_pages: number; pages: number; file_id: string; timestamped: boolean };
+      assert.ok(data.evidence_pages >= 1);
+      assert.equal(pages, 3 + data.evidence_pages, 'pdfinfo: original pages + evidence pages');
+      assert.equal(file.pageCount, pages);
+      assert.deepEqual({ file: data.file_id, stamped: data.timestamped }, { file: file.id, stamped: true });
+      for (const page of [1, 3]) {
+        const [a, b] = await Promise.all(
+          [originalPath, archivePath].map(async (p, i) => {
+            await run('pdftoppm', ['-r', '40', '-f', String(page), '-l', String(page), '-png', p, path.join(dir, `page${page}-${i}`)]);
+            const [png] = (await fs.readdir(dir)).filter((n) => n.startsWith(`page${page}-${i}`));
+            return fs.readFile(path.join(dir, png!));
+          }),
+        );
+        assert.ok(a!.equals(b!), `page ${page} rasterises identically`);
+      }
+
+      const text = (await run('pdftotext', ['-f', '4', '-layout', archivePath, '-'])).stdout;
+      console.log(`      evidence (first lines):\n${text.split('\n').filter((l) => l.trim()).slice(0, 30).map((l) => `        ${l}`).join('\n')}`);
+      assert.match(text, new RegExp(requestId));
+      assert.match(text, /Services agreement 2027/);
+      assert.match(text, new RegExp(source.sha256));
+      for (const [i, s] of SIGNERS.entries()) {
+        assert.ok(text.split(s.typedName).length >= 3, `${s.typedName}: as text and drawn in the handwriting font`);
+        assert.match(text, new RegExp(s.email.replace('.', '\\.')));
+        assert.match(text, new RegExp(utc(signedAt[i]!)));
+        assert.ok(text.includes(s.ip), s.ip);
+      }
+      assert.match(text, /Firefox 132 on Windows 10/);
+      assert.match(text, /Safari 17 on iOS 17\.1 \(mobile\)/);
+      for (const label of ['Request created', 'Invitation sent', 'Opened the request', 'Signed', 'All parties signed']) assert.match(text, new RegExp(label));
+      const fonts = (await run('pdffonts', ['-f', '4', archivePath])).stdout;
+      assert.match(fonts, /KaushanScript-Regular/, 'the handwriting font is embedded');
+
+      const sig = await pdfsig(archivePath);
+      console.log(`      pdfsig:\n${sig.replace(/^/gm, '        ')}`);
+      assert.match(sig, /Signature Validation: Signature is Valid\./);
+      assert.match(sig, /Total document signed/);
+      assert.equal(sig.match(/^Signature #/gm)?.length, 1, 'one seal');
+      assert.match(sig, /Signer Certificate Common Name: Workspace Operations seal \(sign\.acme\.example\)/);
+      assert.match((await run('qpdf', ['--check', archivePath])).stdout, /No syntax or stream encoding errors found/);
+
+      // The timestamp token: openssl ts -verify over the seal's signature value, with the TSA's certificate.
+      const text2 = bytes.toString('latin1');
+      const range = text2.match(/\/ByteRange\s*\[\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\]/)!.slice(1, 5).map(Number);
+      const der = Buffer.from(bytes.subarray(range[1]! + 1, range[2]! - 1).toString('latin1'), 'hex');
+      const signer = new pkijs.SignedData({ schema: new pkijs.ContentInfo({ schema: asn1js.fromBER(der).result }).content }).signerInfos[0]!;
+      const token = signer.unsignedAttrs!.attributes.find((a) => a.type === TIMESTAMP_OID)!;
+      const tokenFile = await writeTo(dir, 'token.der', new Uint8Array(token.values[0].toBER(false)));
+      const valueFile = await writeTo(dir, 'signature.bin', signer.signature.valueBlock.valueHexView);
+      const verified = await run('openssl', ['ts', '-verify', '-in', tokenFile, '-token_in', '-data', valueFile, '-CAfile', tsa.certFile, '-untrusted', tsa.certFile]);
+      assert.match(verified.stdout, /Verification: OK/);
+      const report = await inspectSeal(bytes);
+      assert.deepEqual({ valid: report.valid, whole: report.covers_whole_document, ts: report.timestamp?.valid }, { valid: true, whole: true, ts: true });
+
+      // The history ends with archive.completed; the request answers file_id.
+      const kinds = (await svc.db.sql.all<{ kind: string }>(`SELECT kind FROM signing_events WHERE request_id = ? ORDER BY seq`, [requestId])).map((r) => r.kind);
+      assert.equal(kinds.at(-1), 'archive.completed');
+      const got = await svc.post('signing.GetSigningRequest', { signing_request_id: requestId }, { Authorization: `Bearer ${ws.keys.ci!.secret}` });
+      assert.equal((got.body as { file_id: string }).file_id, file.id);
+
+      // A second run (a job enqueued again, a process that retries) finds it done: still one archive file.
+      const deps = { db: svc.db, clock: svc.clock, storage: createBlobStore(svc.db, svc.clock, svc.config.storage), config: svc.config, logger: pino({ level: 'silent' }) } as unknown as ModuleDeps<unknown>;
+      const again = await archiveRequest(deps, sealSettingsFromEnv({ SIGNING_TSA_URL: tsa.url }), { requestId, workspaceId });
+      assert.deepEqual(again, { outcome: 'done', fileId: file.id });
+      assert.equal(await svc.jobs.enqueue(svc.db.sql, 'signing.archive', { requestId, workspaceId }, { key: requestId }), true);
+      await svc.jobs.runDue();
+      assert.equal(await archiveFiles(svc, workspaceId), 1);
+      assert.equal((await requestRow(svc, requestId)).archive_file_id, file.id);
+    });
+
+    it('an original encrypted with an owner password only: the archive carries its pages decrypted, the original stays as uploaded', async () => {
+      const plain = await writeTo(dir, 'plain.pdf', await contractPdf('Owner-locked lease', 2));
+      const locked = path.join(dir, 'locked.pdf');
+      await run('qpdf', ['--encrypt', '', 'owner-secret', '256', '--print=none', '--modify=none', '--', plain, locked]);
+      const original = await fs.readFile(locked);
+      const source = await putFile(svc, workspaceId, original, { pages: 2, filename: 'lease.pdf' });
+      const { requestId } = await signedRequest(svc, ws, source, [SIGNERS[0]!], { title: 'Lease' });
+      await svc.jobs.runDue();
+      const row = await requestRow(svc, requestId);
+      assert.ok(row.archive_file_id, `archived (error: ${row.archive_error})`);
+      const archivePath = await writeTo(dir, 'locked-archive.pdf', await bytesOf(svc, workspaceId, row.archive_file_id));
+      assert.doesNotMatch((await run('qpdf', ['--show-encryption', archivePath])).stdout, /R = /, 'not encrypted');
+      const sig = await pdfsig(archivePath);
+      assert.match(sig, /Signature is Valid\./);
+      assert.match(sig, /Total document signed/);
+      assert.ok((await pdfPages(archivePath)) > 2);
+      assert.match((await run('pdftotext', ['-f', '1', '-l', '1', archivePath, '-'])).stdout, /Owner-locked lease, page 1 of 2/);
+      assert.match((await run('pdftotext', ['-f', '3', archivePath, '-'])).stdout, /owner-password/);
+      assert.ok((await bytesOf(svc, workspaceId, source.id)).equals(original), 'the original file is unchanged');
+    });
+
+    it("a member's private file: the archive is that member's private file too", async () => {
+      const source = await putFile(svc, workspaceId, await contractPdf('Private offer', 1), { pages: 1, owner: ws.members.ada!, filename: 'offer.pdf' });
+      const { requestId } = await signedRequest(svc, ws, source, [SIGNERS[1]!], { title: 'Offer', actAs: ws.members.ada! });
+      await svc.jobs.runDue();
+      const row = await requestRow(svc, requestId);
+      const file = (await findFile(svc.db.sql, workspaceId, row.archive_file_id!))!;
+      assert.equal(file.ownerMemberId, ws.members.ada!);
+      assert.equal(file.source, 'signing_archive');
+    });
+
+    it('a failing timestamp authority: archive_error recorded, the request stays completed, the job retries with backoff and then succeeds', async () => {
+      const source = await putFile(svc, workspaceId, await contractPdf('Retry agreement', 1), { pages: 1 });
+      const { requestId } = await signedRequest(svc, ws, source, [SIGNERS[0]!], { title: 'Retry' });
+      tsa.stampOtherValue = true;
+      try {
+        await svc.jobs.runDue();
+      } finally {
+        tsa.stampOtherValue = false;
+      }
+      const failed = await requestRow(svc, requestId);
+      assert.equal(failed.status, 'completed');
+      assert.equal(failed.archive_file_id, null);
+      assert.match(failed.archive_error ?? '', /timestamp authority at 127\.0\.0\.1:\d+ gave a token that cannot be used/);
+      const job = await svc.db.sql.one<{ attempts: number; run_at: number; last_error: string }>(`SELECT attempts, run_at, last_error FROM jobs WHERE kind = 'signing.archive' AND dedupe_key = ?`, [requestId]);
+      assert.ok(job && Number(job.attempts) === 1 && Number(job.run_at) > svc.clock.now(), 'retried later');
+      assert.equal(await svc.jobs.runDue(), 0, 'not before its backoff');
+      assert.equal(Number((await svc.db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM signing_archive_blobs WHERE request_id = ?`, [requestId]))!.n), 0, 'no blob left over');
+      svc.clock.advance(Number(job.run_at) - svc.clock.now());
+      await svc.jobs.runDue();
+      const done = await requestRow(svc, requestId);
+      assert.ok(done.archive_file_id);
+      assert.equal(done.archive_error, null, 'a success clears the error');
+    });
+
+    it('the installation certificate: made once, stored, the same for every process (two racing makers agree)', async () => {
+      const db2 = openDatabase(svc.databaseUrl);
+      try {
+        await db2.migrate(migrations);
+        const [a, b] = await Promise.all([
+          installationCertificate(svc.db.sql, svc.clock.now(), 'Workspace Operations seal (sign.acme.example)'),
+          installationCertificate(db2.sql, svc.clock.now(), 'Workspace Operations seal (sign.acme.example)'),
+        ]);
+        assert.equal(a.certificatePem, b.certificatePem);
+        const rows = await svc.db.sql.all<{ id: string }>(`SELECT id FROM signing_certificates`);
+        assert.deepEqual(rows.map((r) => r.id), ['installation']);
+      } finally {
+        await db2.close();
+      }
+    });
+
+    it('a service process killed (SIGKILL) while the archive job runs: a second process finishes it, one archive file, file_id set', async function () {
+      this.timeout(120_000);
+      const source = await putFile(svc, workspaceId, await contractPdf('Crash agreement', 2), { pages: 2 });
+      const { requestId } = await signedRequest(svc, ws, source, SIGNERS, { title: 'Crash test' });
+      const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'test/signing/fixtures/archiveThenDie.ts'), svc.databaseUrl, String(svc.clock.now()), tsa.url], {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+      try {
+        await until(() => out.includes('paused') || child.exitCode !== null, 90_000);
+        assert.ok(out.includes('paused'), `the child did not reach the job: ${err.slice(-2000)}`);
+        child.kill('SIGKILL');
+        assert.equal(await exited, 'SIGKILL');
+      } finally {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      }
+      // The dead process wrote the sealed archive's blob and listed it, but registered nothing.
+      const [leftover] = await svc.db.sql.all<{ blob_id: string }>(`SELECT blob_id FROM signing_archive_blobs WHERE request_id = ?`, [requestId]);
+      assert.ok(leftover, 'the killed run left its blob listed');
+      assert.equal((await requestRow(svc, requestId)).archive_file_id, null);
+      assert.equal(await svc.jobs.runDue(), 0, 'the job is leased to the dead process until its lease ends');
+      svc.clock.advance(2 * 60_000 + 1);
+      await svc.jobs.runDue();
+      const row = await requestRow(svc, requestId);
+      assert.ok(row.archive_file_id, `finished by the second process (error: ${row.archive_error})`);
+      const files = await svc.db.sql.all<{ id: string; blob_id: string }>(`SELECT id, blob_id FROM document_files WHERE source = 'signing_archive' AND workspace_id = ? AND filename = ?`, [
+        workspaceId,
+        'Services agreement (signed).pdf',
+      ]);
+      assert.equal(files.filter((f) => f.id === row.archive_file_id).length, 1);
+      assert.equal(
+        Number((await svc.db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM signing_events WHERE request_id = ? AND kind = 'archive.completed'`, [requestId]))!.n),
+        1,
+        'one archive.completed',
+      );
+      const storage = createBlobStore(svc.db, svc.clock, svc.config.storage);
+      assert.equal(await storage.stat(leftover.blob_id), null, "the dead run's blob was removed");
+      assert.equal(Number((await svc.db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM signing_archive_blobs WHERE request_id = ?`, [requestId]))!.n), 0);
+      const sig = await pdfsig(await writeTo(dir, 'crash.pdf', await bytesOf(svc, workspaceId, row.archive_file_id)));
+      assert.match(sig, /Signature is Valid\./);
+      assert.equal(await svc.jobs.runDue(), 0);
+    });
+  });
+}
+
+describe('signing: evidence helpers', () => {
+  it('deviceSummary reads common user agents', () => {
+    assert.equal(deviceSummary(FIREFOX), 'Firefox 132 on Windows 10');
+    assert.equal(deviceSummary(IPHONE), 'Safari 17 on iOS 17.1 (mobile)');
+    assert.equal(deviceSummary('Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36'), 'Chrome 131 on Linux');
+    assert.equal(deviceSummary(null), 'not recorded');
+    assert.equal(deviceSummary('curl/8.5.0'), 'unrecognised (curl/8.5.0)');
+  });
+
+  it('utc formats Unix ms as the evidence pages print it', () => {
+    assert.equal(utc(Date.UTC(2026, 10, 24, 9, 30, 5)), '2026-11-24 09:30:05 UTC');
+  });
+});
