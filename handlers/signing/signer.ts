@@ -374,6 +374,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
         at: timeInWords(at),
         atIso: new Date(at).toISOString(),
         completed: request.status === 'completed',
+        method: request.signature_method,
       }),
     );
   });
