@@ -6,7 +6,9 @@
  * could guess (review, document.pdf, done, the post targets) is fetched; the request, its recipients,
  * its history (signing.ListSigningEvents) and the signing tables' rows are identical before and after.
  * Only the signer's own step (a POST from the page) records anything, and a post from another origin is
- * refused. Dead links (unknown, cancelled) answer 404 and 410 pages, and change nothing either.
+ * refused. Dead links (unknown, cancelled) answer 404 and 410 pages, and change nothing either. Bad form
+ * input (no name, blanks, over 200 characters, no agreement, an empty or over-long reason) re-renders the
+ * page with 400 and records nothing.
  */
 import assert from 'node:assert/strict';
 import type { ServiceClient } from '../../generated/client.ts';
@@ -226,6 +228,44 @@ for (const database of databases) {
       const open = await post(svc, `${path}/open`, {});
       assert.equal(open.status, 410);
       assert.deepEqual(await signingSnapshot(svc, api, id), ended);
+    });
+
+    it('form input is checked: a refusal re-renders the page with 400 and the message, and records nothing', async () => {
+      const { id, mails } = await createRequest('Supply agreement, checks', [{ email: 'gus@client.test', name: 'Gus Client' }]);
+      const path = new URL(signerLinkIn(mails[0]!.mail)).pathname;
+      assert.equal((await post(svc, `${path}/open`, {})).status, 303);
+      const opened = await signingSnapshot(svc, api, id);
+      const refused = async (action: 'sign' | 'decline', fields: string, message: RegExp) => {
+        const res = await fetch(`${svc.origin}${path}/${action}`, { method: 'POST', redirect: 'manual', headers: { 'Content-Type': 'application/x-www-form-urlencoded', Origin: svc.origin }, body: fields });
+        assert.equal(res.status, 400, fields);
+        const html = await res.text();
+        assert.match(html, message, fields);
+        assert.match(html, /role="alert"/);
+      };
+      await refused('sign', 'agree=yes', /<li>Type your full name\.<\/li>/);
+      await refused('sign', `typed_name=${encodeURIComponent(' \t\u0007 ')}&agree=yes`, /<li>Type your full name\.<\/li>/);
+      await refused('sign', `typed_name=${'x'.repeat(201)}&agree=yes`, /<li>Your name may have at most 200 characters\.<\/li>/);
+      await refused('sign', 'typed_name=Gus+Client', /<li>Tick “I agree to sign this document electronically”\.<\/li>/);
+      await refused('sign', 'typed_name=Gus+Client&agree=no', /I agree to sign this document electronically/);
+      await refused('sign', 'typed_name=Gus&typed_name=Client&agree=yes', /<li>Type your full name\.<\/li>/);
+      await refused('decline', 'reason=', /Say why you decline/);
+      await refused('decline', `reason=${'y'.repeat(501)}`, /Your reason may have at most 500 characters \(it has 501\)\./);
+      // What was typed comes back escaped, never as markup.
+      await refused('sign', `typed_name=${encodeURIComponent('<script>x</script>')}`, /value="&lt;script&gt;x&lt;\/script&gt;"/);
+      assert.deepEqual(await signingSnapshot(svc, api, id), opened);
+
+      // A name of exactly 200 characters, with its spaces tidied, is accepted.
+      const name = `Gus   ${'C'.repeat(196)}`;
+      const signed = await post(svc, `${path}/sign`, { typed_name: ` ${name} `, agree: 'yes' }, { Origin: svc.origin, 'User-Agent': 'Form test/1.0' });
+      assert.equal(signed.status, 303);
+      assert.equal(signed.location, `${path}/done`);
+      const row = await svc.db.sql.one<{ typed_name: string; user_agent: string }>(`SELECT typed_name, user_agent FROM signing_recipients WHERE request_id = ?`, [id]);
+      assert.equal(row!.typed_name, `Gus ${'C'.repeat(196)}`);
+      assert.equal(row!.user_agent, 'Form test/1.0');
+      // The link is now dead for changes: a second signature or a decline is a 410 page.
+      assert.equal((await post(svc, `${path}/sign`, { typed_name: 'Gus', agree: 'yes' })).status, 410);
+      assert.equal((await post(svc, `${path}/decline`, { reason: 'changed my mind' })).status, 410);
+      assert.equal((await fetch(`${svc.origin}${path}/done`)).status, 200);
     });
   });
 }
