@@ -5232,11 +5232,16 @@ export const document = {
                   }
                 }
               },
-              "example": {
-                "filename": "contract.pdf",
-                "content_type": "application/pdf",
-                "size": 12582912,
-                "part_size": 5242880
+              "examples": {
+                "twelve_mib": {
+                  "summary": "A 12 MiB PDF in 5 MiB parts",
+                  "value": {
+                    "filename": "contract.pdf",
+                    "content_type": "application/pdf",
+                    "size": 12582912,
+                    "part_size": 5242880
+                  }
+                }
               }
             }
           }
@@ -5464,7 +5469,7 @@ export const document = {
               },
               "example": {
                 "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
-                "part_number": 2
+                "part_number": 1
               }
             }
           }
@@ -5516,7 +5521,7 @@ export const document = {
                 },
                 "example": {
                   "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
-                  "part_number": 2,
+                  "part_number": 1,
                   "method": "PUT",
                   "url": "https://ops.example.com/files/parts/eyJ1IjoidXBfN2sybTlxNHgxdjhjM2I2bjV6MGEyczRkIn0.c2lnbmF0dXJl",
                   "size": 5242880,

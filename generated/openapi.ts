@@ -6381,14 +6381,6 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "filename": "contract.pdf",
-                 *       "content_type": "application/pdf",
-                 *       "size": 12582912,
-                 *       "part_size": 5242880
-                 *     }
-                 */
                 "application/json": {
                     /** @description The file's name (downloads are saved under it). */
                     filename: string;
@@ -6555,7 +6547,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
-                 *       "part_number": 2
+                 *       "part_number": 1
                  *     }
                  */
                 "application/json": {
@@ -6575,7 +6567,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "upload_id": "up_7k2m9q4x1v8c3b6n5z0a2s4d",
-                     *       "part_number": 2,
+                     *       "part_number": 1,
                      *       "method": "PUT",
                      *       "url": "https://ops.example.com/files/parts/eyJ1IjoidXBfN2sybTlxNHgxdjhjM2I2bjV6MGEyczRkIn0.c2lnbmF0dXJl",
                      *       "size": 5242880,
