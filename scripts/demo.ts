@@ -22,6 +22,7 @@ import { createSigninLink } from '../server/signin.ts';
 import { systemClock } from '../server/clock.ts';
 import { bulkLoadEvents } from '../handlers/analytics/bulk.ts';
 import { normalizeEvent } from '../handlers/analytics/ingest.ts';
+import { demoSigning } from './demo-signing.ts';
 import { demoTraffic } from './demo-traffic.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -143,6 +144,12 @@ async function demoRecords(pipelineId: string) {
   return { companies: ids, deals: dealIds };
 }
 
+// A sample contract uploaded through the documents operations and a pending signing request over it.
+const signing = await demoSigning(client, `http://127.0.0.1:${(localServer.address() as AddressInfo).port}`).catch((err: Error) => {
+  console.error(`Could not create the demo signing request: ${err.message}`);
+  return null;
+});
+
 await new Promise((resolve) => localServer.close(resolve));
 await local.closeEndpoints();
 const owner = Object.entries(spec.members ?? {}).find(([, m]) => (m as { role: string }).role === 'owner')?.[0];
@@ -184,7 +191,19 @@ Try it:
     -H "Idempotency-Key: $(uuidgen 2>/dev/null || date +%s%N)" \\
     -d '{"data":{"domain":"WWW.Initech.com","employee_count":120,"lifecycle_stage":"customer"}}'
 
-Collect traffic: paste the tag into every page of a site (its publishable collect key can only send events):
+${
+  signing
+    ? `Signing: file ${signing.fileId} (a two-page sample contract) is out for signature as request ${signing.requestId}; the
+invitation to ${signing.signer} is ${process.env.SMTP_URL ? 'sent through SMTP_URL' : 'in the development mailbox (npm run admin -- mail list, or /mailbox as an owner)'}:
+  curl -s -X POST ${base}/operations/signing.GetSigningRequest \\
+    -H 'Authorization: Bearer ${secret}' -H 'Content-Type: application/json' -d '{"signing_request_id":"${signing.requestId}"}'
+
+  curl -s -X POST ${base}/operations/signing.ListSigningEvents \\
+    -H 'Authorization: Bearer ${secret}' -H 'Content-Type: application/json' -d '{"signing_request_id":"${signing.requestId}"}'
+
+`
+    : ''
+}Collect traffic: paste the tag into every page of a site (its publishable collect key can only send events):
 ${Object.entries(result.collect_keys)
   .map(([h, key]) => `  ${spec.bundles[h].domain}:\n    ${trackerTag(base, key)}`)
   .join('\n')}

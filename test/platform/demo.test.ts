@@ -47,5 +47,20 @@ for (const database of databases) {
       assert.equal((await api.webhooks.ListWebhookSubscriptions({})).response.status, 200);
       assert.equal((await api.analytics.GetWorkspaceAnalyticsSummary({})).response.status, 200);
     });
+
+    it('uploads a two-page sample contract and sends it for signature: a pending request whose invitation is in the development mailbox', async () => {
+      const api = svc.client(demo.keys.ci!.secret);
+      const files = (await api.documents.ListDocuments({ scope: 'workspace' })).data!.items;
+      assert.equal(files.length, 1);
+      assert.equal(files[0]!.page_count, 2);
+      const row = (await svc.db.sql.one<{ id: string }>('SELECT id FROM signing_requests WHERE workspace_id = ?', [demo.workspace_id]))!;
+      const request = (await api.signing.GetSigningRequest({ signing_request_id: row.id })).data!;
+      assert.equal(request.status, 'pending');
+      assert.equal(request.source_file_id, files[0]!.file_id);
+      assert.deepEqual(request.recipients.map((r) => [r.email, r.invitation]), [['grace.hopper@globex.example', 'sent']]);
+      const mail = await svc.db.sql.one<{ subject: string; body_text: string }>(`SELECT subject, body_text FROM mailbox_messages WHERE workspace_id = ? AND tag = 'signing.invitation'`, [demo.workspace_id]);
+      assert.equal(mail?.subject, 'Acme asks you to sign "Fleet maintenance agreement 2027"');
+      assert.match(mail!.body_text, /\/sign\/[A-Za-z0-9_-]{43}\n/);
+    });
   });
 }
