@@ -1,8 +1,9 @@
 /**
  * The bankid signer's flow through the configured provider (bankid.ts), on the signer's link:
  *
- *   POST /sign/<token>/bankid/start          opens a provider order for this recipient (30 min) and
- *                                            follows the provider's `start`: 303 to its redirect, or its page.
+ *   POST /sign/<token>/bankid/start          with the review page's agreement (`agree=yes`), opens a
+ *                                            provider order for this recipient (30 min) and follows the
+ *                                            provider's `start`: 303 to its redirect, or its page.
  *   GET  /sign/<token>/bankid/test/<order>   the test provider's page (TEST in its banner, title and
  *                                            button): a test personal number and "Confirm and sign".
  *                                            Changes and records nothing.
@@ -218,6 +219,10 @@ export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSett
     if (!provider) {
       return attempt(res, 503, token, null, 'BankID signing is not available', ['This service has no BankID provider configured right now, so the document cannot be signed with BankID. Ask the sender to contact the service’s operator.'], false);
     }
+    // The same consent as a typed-name signature: the review page's checkbox.
+    if ((req.body as Record<string, unknown> | undefined)?.agree !== 'yes') {
+      return attempt(res, 400, token, provider, 'Not signed yet', ['Tick “I agree to sign this document electronically” on the document’s page, then sign with BankID.'], false);
+    }
     const { request, recipient } = link;
     const now = clock.now();
     const orderId = newId('spo');
@@ -319,7 +324,8 @@ export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSett
         });
       } catch (err) {
         if (err instanceof ProviderRefusal) {
-          // The order stays open: the signer may correct and send again from the provider's page.
+          // The order stays open (the browser's Back returns to the provider's page); "Try again" opens a new
+          // one with the agreement the signer already gave on the review page.
           return attempt(res, 400, token, provider, 'Not signed yet', [err.message], true);
         }
         logger.error({ err, requestId: request.id, provider: provider.id }, 'bankid provider complete failed');
