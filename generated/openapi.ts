@@ -1139,7 +1139,7 @@ export interface paths {
          *     request).
          *
          *     **Input.** `signers`: 1 to 10, each `{email, name}`; e-mail addresses are compared without case and
-         *     must be distinct. `title` 1 to 200 characters (default: the file's name). `signature_method`
+         *     must be distinct. `title` 1 to 200 characters (default: the file's name without `.pdf`). `signature_method`
          *     `standard` (default: the signer types their name and agrees to sign electronically; time, address
          *     and device are kept as evidence) or `bankid` (a national electronic ID through the configured
          *     provider; refused with `400 invalid_input` when no provider is configured, and nothing is charged).

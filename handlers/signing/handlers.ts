@@ -171,7 +171,7 @@ export const signingHandlers: NamespaceHandlers<'signing'> = {
     const request: DbSigningRequestRow = {
       id,
       workspace_id: ctx.workspaceId,
-      title: (input.title ?? file.filename).slice(0, 200),
+      title: (input.title ?? (file.filename.replace(/\.pdf$/i, '') || file.filename)).slice(0, 200),
       message: input.message ? input.message : null,
       signature_method: method,
       status: 'pending',

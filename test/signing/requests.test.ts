@@ -221,7 +221,7 @@ for (const database of databases) {
       assert.equal(smtp.to('rem-a@example.test').length, 2);
       assert.equal(smtp.to('rem-b@example.test').length, 1);
       const mail = smtp.to('rem-a@example.test')[1]!.mail;
-      assert.equal(mail.subject, 'Reminder: please sign "Services agreement.pdf"');
+      assert.equal(mail.subject, 'Reminder: please sign "Services agreement"');
       assert.match(mail.text!, /Friendly nudge/);
       assert.notEqual(tokenIn(mail), firstToken, 'a fresh link');
       assert.equal((await resolveSignerLink(svc.db.sql, firstToken, svc.clock.now())).state, 'live', 'the first link still works');
@@ -340,7 +340,7 @@ for (const database of databases) {
       assert.deepEqual((await eventKinds(svc, created.signing_request_id)).slice(-3), ['recipient.opened', 'recipient.declined', 'request.cancelled']);
       const told = await notices(svc, ws.workspace_id, 'signing.declined');
       assert.deepEqual(told.map((n) => n.member_id), [ws.members.ada], 'the member it was sent for');
-      assert.match(told[0]!.body, /Dana Decline \(dc-a@example\.test\) declined to sign "Services agreement\.pdf" .*: "Clause 4 is wrong"/);
+      assert.match(told[0]!.body, /Dana Decline \(dc-a@example\.test\) declined to sign "Services agreement" .*: "Clause 4 is wrong"/);
     });
 
     it('expires pending requests at their deadline (the recurring job on the fake clock): links die, the sender is told', async () => {
