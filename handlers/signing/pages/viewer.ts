@@ -10,8 +10,12 @@
 import type * as PdfJs from 'pdfjs-dist';
 
 const ASSETS = '/assets/signing/';
-/** Pages this far below (or above) the screen are drawn ahead, so scrolling shows them ready. */
+/** Pages this far below (or above) the visible part of the list are drawn ahead, so scrolling shows them ready. */
 const AHEAD = '1200px 0px';
+/** Drawn pages this far away give their canvas memory back (a phone cannot hold 500 drawn pages), and are drawn again when they come back. */
+const KEEP = '6000px 0px';
+/** Sharper than the screen's pixels is wasted memory. */
+const MAX_RATIO = 2;
 
 function say(status: HTMLElement, text: string): void {
   status.textContent = text;
@@ -63,7 +67,7 @@ async function render(viewer: HTMLElement): Promise<void> {
     const n = Number(li.dataset.page);
     const page = await doc.getPage(n);
     const base = page.getViewport({ scale: 1 });
-    const ratio = window.devicePixelRatio || 1;
+    const ratio = Math.min(window.devicePixelRatio || 1, MAX_RATIO);
     const width = Math.max(li.clientWidth, 200);
     const viewport = page.getViewport({ scale: (width / base.width) * ratio });
     const canvas = li.querySelector('canvas')!;
@@ -74,6 +78,15 @@ async function render(viewer: HTMLElement): Promise<void> {
     li.dataset.rendered = 'true';
     drawn++;
     viewer.dataset.rendered = String(drawn);
+    keeper.observe(li);
+  };
+  const release = (li: HTMLLIElement) => {
+    keeper.unobserve(li);
+    const canvas = li.querySelector('canvas')!;
+    canvas.width = 0;
+    canvas.height = 0;
+    delete li.dataset.rendered;
+    observer.observe(li);
   };
   const observer = new IntersectionObserver(
     (entries) => {
@@ -89,6 +102,12 @@ async function render(viewer: HTMLElement): Promise<void> {
     },
     // The pages scroll inside the list: draw those near its visible part.
     { root: list, rootMargin: AHEAD },
+  );
+  const keeper = new IntersectionObserver(
+    (entries) => {
+      for (const entry of entries) if (!entry.isIntersecting && (entry.target as HTMLElement).dataset.rendered === 'true') release(entry.target as HTMLLIElement);
+    },
+    { root: list, rootMargin: KEEP },
   );
   for (const li of sheets) observer.observe(li);
 }
