@@ -120,7 +120,11 @@ function eventDetail(e: EvidenceEvent): string {
   const parts: string[] = [];
   if (e.recipient) parts.push(`${e.recipient.name} <${e.recipient.email}>`);
   for (const [key, value] of Object.entries(e.data)) {
-    if (value === null || value === undefined || typeof value === 'object') continue;
+    if (value === null || value === undefined || value === false || typeof value === 'object') continue;
+    if (value === true) {
+      parts.push(key.replace(/_/g, ' '));
+      continue;
+    }
     const shown = /_at$/.test(key) && typeof value === 'number' ? utc(value) : String(value);
     parts.push(`${key.replace(/_/g, ' ')}: ${shown}`);
   }
@@ -199,7 +203,7 @@ class Writer {
     const labelWidth = 130;
     const lines = this.wrap(this.clean(value, this.f.text), this.f.text, size, WIDTH - labelWidth);
     this.need(lines.length * (size + 3.5));
-    this.page.drawText(label, { x: MARGIN, y: this.y, size, font: this.f.text, color: MUTED });
+    this.page.drawText(label, { x: MARGIN, y: this.y, size: 9.5, font: this.f.text, color: MUTED });
     for (const line of lines) {
       this.page.drawText(line, { x: MARGIN + labelWidth, y: this.y, size, font: this.f.text, color: INK });
       this.y -= size + 3.5;

@@ -21,7 +21,7 @@ import { migrations } from '../../app.ts';
 import { openDatabase } from '../../db/database.ts';
 import { findFile } from '../../handlers/documents/files.ts';
 import { archiveRequest } from '../../handlers/signing/archive.ts';
-import { installationCertificate, sealSettingsFromEnv } from '../../handlers/signing/certificates.ts';
+import { installationCertificate, sealingCertificate, sealSettingsFromEnv } from '../../handlers/signing/certificates.ts';
 import { deviceSummary, utc } from '../../handlers/signing/evidence.ts';
 import { inspectSeal } from '../../handlers/signing/verify.ts';
 import type { ModuleDeps } from '../../server/module.ts';
@@ -128,6 +128,10 @@ for (const database of databases) {
       assert.match(text, /Firefox 132 on Windows 10/);
       assert.match(text, /Safari 17 on iOS 17\.1 \(mobile\)/);
       for (const label of ['Request created', 'Invitation sent', 'Opened the request', 'Signed', 'All parties signed']) assert.match(text, new RegExp(label));
+      // For a reviewer: the first evidence page as an image, and the archive itself.
+      await fs.mkdir(path.resolve('test-output'), { recursive: true });
+      await run('pdftoppm', ['-r', '80', '-f', '4', '-l', '4', '-singlefile', '-png', archivePath, path.resolve('test-output', `archive-evidence-${database.name}`)]);
+      await fs.copyFile(archivePath, path.resolve('test-output', `archive-${database.name}.pdf`));
       const fonts = (await run('pdffonts', ['-f', '4', archivePath])).stdout;
       assert.match(fonts, /KaushanScript-Regular/, 'the handwriting font is embedded');
 
@@ -288,6 +292,36 @@ for (const database of databases) {
     });
   });
 }
+
+describe('signing: seal settings (SIGNING_TSA_URL, SIGNING_CERTIFICATE_P12_PATH, SIGNING_CERTIFICATE_P12_PASSWORD)', () => {
+  it('unset: the installation certificate, no timestamp authority; bad values stop the start with a readable error, never the password', async () => {
+    assert.deepEqual(sealSettingsFromEnv({}), { tsaUrl: null, p12: null });
+    assert.equal(sealSettingsFromEnv({ SIGNING_TSA_URL: ' https://tsa.example/tsr ' }).tsaUrl, 'https://tsa.example/tsr');
+    assert.throws(() => sealSettingsFromEnv({ SIGNING_TSA_URL: 'not a url' }), /SIGNING_TSA_URL must be an http\(s\) URL/);
+    assert.throws(() => sealSettingsFromEnv({ SIGNING_TSA_URL: 'ftp://tsa.example/' }), /must be http or https/);
+    assert.throws(() => sealSettingsFromEnv({ SIGNING_TSA_URL: 'https://u:p@tsa.example/' }), /must not carry credentials/);
+    assert.throws(() => sealSettingsFromEnv({ SIGNING_CERTIFICATE_P12_PASSWORD: 'hunter2' }), (err: Error) => /without SIGNING_CERTIFICATE_P12_PATH/.test(err.message) && !err.message.includes('hunter2'));
+    assert.throws(() => sealSettingsFromEnv({ SIGNING_CERTIFICATE_P12_PATH: '/nonexistent/seal.p12', SIGNING_CERTIFICATE_P12_PASSWORD: 'hunter2' }), (err: Error) => /cannot be read \(ENOENT\)/.test(err.message) && !err.message.includes('hunter2'));
+  });
+
+  it("an operator's PKCS#12 seals instead of the installation certificate", async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'p12-'));
+    try {
+      const key = path.join(dir, 'op.key');
+      const crt = path.join(dir, 'op.crt');
+      const p12 = path.join(dir, 'op.p12');
+      await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', crt, '-days', '30', '-subj', '/CN=Acme operator seal/O=Acme AB']);
+      await run('openssl', ['pkcs12', '-export', '-inkey', key, '-in', crt, '-out', p12, '-passout', 'pass:s3cret']);
+      const settings = sealSettingsFromEnv({ SIGNING_CERTIFICATE_P12_PATH: p12, SIGNING_CERTIFICATE_P12_PASSWORD: 's3cret' });
+      const cert = await sealingCertificate(null as never, { now: () => Date.now() }, settings, 'https://sign.acme.example');
+      assert.match(cert.subject, /CN=Acme operator seal/);
+      const wrong = sealSettingsFromEnv({ SIGNING_CERTIFICATE_P12_PATH: p12, SIGNING_CERTIFICATE_P12_PASSWORD: 'nope' });
+      await assert.rejects(sealingCertificate(null as never, { now: () => Date.now() }, wrong, 'https://sign.acme.example'), /PKCS#12 file cannot be opened/);
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('signing: evidence helpers', () => {
   it('deviceSummary reads common user agents', () => {
