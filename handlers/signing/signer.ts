@@ -154,6 +154,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
   }
 
   function send(res: Response, status: number, title: string, html: string, script = false): void {
+    res.setHeader('X-Robots-Tag', 'noindex, nofollow');
     if (script) res.setHeader('Content-Security-Policy', REVIEW_POLICY);
     pages.send(res, status, { title, bodyClass: 'signer', styles: [`${ASSET_PREFIX}signer.css`], scripts: script ? [`${ASSET_PREFIX}viewer.js`] : [], html });
   }
@@ -298,6 +299,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
     const bytes = await readFileBytes(storage, file);
     const disposition = req.query.download === '1' ? 'attachment' : 'inline';
     res.setHeader('Content-Type', 'application/pdf');
+    res.setHeader('X-Robots-Tag', 'noindex, nofollow');
     res.setHeader('Content-Disposition', contentDisposition(disposition, file.filename));
     res.setHeader('Content-Length', String(bytes.length));
     res.setHeader('Cache-Control', 'no-store');

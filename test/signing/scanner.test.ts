@@ -193,6 +193,8 @@ for (const database of databases) {
       assert.equal(pdf.status, 200);
       assert.equal(pdf.headers.get('content-type'), 'application/pdf');
       assert.equal(pdf.headers.get('cache-control'), 'no-store');
+      assert.equal(pdf.headers.get('x-robots-tag'), 'noindex, nofollow');
+      assert.equal(review.headers.get('x-robots-tag'), 'noindex, nofollow', 'search engines never list a signer\'s page');
       assert.match(pdf.headers.get('content-disposition')!, /^inline; filename="supply-agreement\.pdf"/);
       assert.equal(Buffer.compare(Buffer.from(await pdf.arrayBuffer()), Buffer.from(original)), 0, 'the original, byte-identical');
       const download = await fetch(`${link}/document.pdf?download=1`, { method: 'HEAD' });
