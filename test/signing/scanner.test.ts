@@ -202,7 +202,7 @@ for (const database of databases) {
       assert.equal(download.headers.get('content-length'), String(original.length));
     });
 
-    it('dead links: an unknown token is a 404 page, a cancelled request’s link a 410 page saying why; fetching them changes nothing', async () => {
+    it('dead links: an unknown token is a 404 page, a cancelled or overdue request’s link a 410 page saying why; fetching them changes nothing', async () => {
       const { id, mails } = await createRequest('Supply agreement, withdrawn', [{ email: 'frank@client.test', name: 'Frank Client' }]);
       const link = onService(signerLinkIn(mails[0]!.mail), svc.origin);
       const path = new URL(link).pathname;
@@ -230,6 +230,19 @@ for (const database of databases) {
       const open = await post(svc, `${path}/open`, {});
       assert.equal(open.status, 410);
       assert.deepEqual(await signingSnapshot(svc, api, id), ended);
+
+      // A link whose deadline has passed is dead at once, before the expiry job moves its request.
+      const late = await createRequest('Supply agreement, late', [{ email: 'hal@client.test', name: 'Hal Client' }]);
+      const lateLink = onService(signerLinkIn(late.mails[0]!.mail), svc.origin);
+      assert.equal((await post(svc, `${new URL(lateLink).pathname}/open`, {})).status, 303);
+      svc.clock.advance(30 * 86_400_000);
+      const expiredBefore = await signingSnapshot(svc, api, late.id);
+      assert.equal(expiredBefore.request.status, 'pending', 'the expiry job has not run');
+      const expired = await fetch(`${lateLink}/review`);
+      assert.equal(expired.status, 410);
+      assert.match(await expired.text(), /The deadline has passed/);
+      assert.equal((await post(svc, `${new URL(lateLink).pathname}/sign`, { typed_name: 'Hal Client', agree: 'yes' })).status, 410);
+      assert.deepEqual(await signingSnapshot(svc, api, late.id), expiredBefore);
     });
 
     it('form input is checked: a refusal re-renders the page with 400 and the message, and records nothing', async () => {
