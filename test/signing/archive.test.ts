@@ -22,7 +22,7 @@ import { openDatabase } from '../../db/database.ts';
 import { findFile } from '../../handlers/documents/files.ts';
 import { archiveRequest } from '../../handlers/signing/archive.ts';
 import { installationCertificate, sealingCertificate, sealSettingsFromEnv } from '../../handlers/signing/certificates.ts';
-import { deviceSummary, utc } from '../../handlers/signing/evidence.ts';
+import { buildArchive, deviceSummary, utc } from '../../handlers/signing/evidence.ts';
 import { inspectSeal } from '../../handlers/signing/verify.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { createBlobStore } from '../../server/storage.ts';
@@ -317,6 +317,38 @@ describe('signing: seal settings (SIGNING_TSA_URL, SIGNING_CERTIFICATE_P12_PATH,
       assert.match(cert.subject, /CN=Acme operator seal/);
       const wrong = sealSettingsFromEnv({ SIGNING_CERTIFICATE_P12_PATH: p12, SIGNING_CERTIFICATE_P12_PASSWORD: 'nope' });
       await assert.rejects(sealingCertificate(null as never, { now: () => Date.now() }, wrong, 'https://sign.acme.example'), /PKCS#12 file cannot be opened/);
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('signing: evidence pages for awkward input', () => {
+  it('names in other scripts, emoji and control characters, a 200-character word as title, 60 events: drawn without failing, text extractable, qpdf clean', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'evidence-'));
+    try {
+      const original = await contractPdf('Awkward', 1);
+      const names = ['Дмитрий Петров', 'Ελένη Παπαδοπούλου', '山田 太郎', 'Zoë 👩‍💼 Ng', 'Tab\tand\nnewline'];
+      const built = await buildArchive(original, {
+        requestId: 'sr_awkwardawkwardawkwardaw',
+        title: 'X'.repeat(200),
+        signatureMethod: 'Standard',
+        source: { filename: 'a.pdf', sha256: 'f'.repeat(64), size: original.length, pages: 1 },
+        createdAt: Date.UTC(2026, 0, 1),
+        completedAt: Date.UTC(2026, 0, 2),
+        signers: names.map((name, i) => ({ name, email: `s${i}@x.test`, typedName: name, signedAt: Date.UTC(2026, 0, 2, i), ip: null, userAgent: null })),
+        events: Array.from({ length: 60 }, (_, i) => ({ occurredAt: Date.UTC(2026, 0, 1, 0, i), kind: i % 2 ? 'reminder.sent' : 'unknown.kind', recipient: null, data: { note: 'y'.repeat(300), n: i } })),
+        sealedBy: 'CN=Test',
+        verifyUrl: 'https://x.test/verify',
+      });
+      assert.ok(built.appended && built.evidencePages >= 3, `evidence pages: ${built.evidencePages}`);
+      const file = await writeTo(dir, 'awkward.pdf', built.bytes);
+      assert.equal(await pdfPages(file), 1 + built.evidencePages);
+      const text = (await run('pdftotext', ['-f', '2', file, '-'])).stdout;
+      assert.match(text, /Дмитрий Петров/);
+      assert.match(text, /Ελένη Παπαδοπούλου/);
+      assert.match(text, /not recorded/);
+      await run('qpdf', ['--check', file]);
     } finally {
       await fs.rm(dir, { recursive: true, force: true });
     }
