@@ -1511,7 +1511,7 @@ export interface paths {
          *     sha256}` when stored; `413 invalid_input` when the body is longer than the part (refused as soon
          *     as `Content-Length` or the bytes say so); `400 invalid_input` when it is shorter or its SHA-256 is
          *     not the bound one; `403 forbidden` for a URL that is malformed, changed or expired (ask for a new
-         *     one); `404 not_found` when the upload no longer exists; `409 conflict` when it is completed or
+         *     one), or once the API key the upload belongs to is revoked; `404 not_found` when the upload no longer exists; `409 conflict` when it is completed or
          *     rejected. On any refusal, or when the connection drops mid-body, nothing is kept and the part's
          *     earlier bytes (if any) stay. Parts may be sent in any order and again: the last good `PUT` of a
          *     part wins, replacing its bytes. Browsers may `PUT` from any origin (CORS `*`: the URL itself is

@@ -14,7 +14,7 @@ import type { RawEndpoint } from '../../server/module.ts';
 import { BlobTooLarge } from '../../server/storage.ts';
 import type { DocumentsDeps } from './deps.ts';
 import { findFile, readDownloadToken } from './files.ts';
-import { findPart, findUploadById, upsertPart } from './queries.ts';
+import { findPart, findUploadById, keyRevoked, upsertPart } from './queries.ts';
 import { readToken } from './tokens.ts';
 
 interface PartClaims {
@@ -49,6 +49,7 @@ async function receivePart(deps: DocumentsDeps, token: string, req: IncomingMess
   const claims = read.claims;
   const upload = await findUploadById(db.sql, claims.u);
   if (!upload || Number(upload.expires_at) <= clock.now()) return refusal(notFound(`Upload ${claims.u} no longer exists (uploads expire 24 hours after creation).`), true);
+  if (await keyRevoked(db.sql, upload.created_by_key_id)) return refusal(forbidden('The API key this upload belongs to was revoked; its part URLs no longer work.'), true);
   if (upload.state !== 'open') return refusal(conflict(`Upload ${upload.id} is ${upload.state}; it takes no more parts.`), true);
   const announced = req.headers['content-length'];
   if (announced !== undefined) {

@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { downloadUrl, findFile } from '../../handlers/documents/files.ts';
+import { revokeKey } from '../../server/admin.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 import { clamdMissing, EICAR, type LocalClamd, startClamd } from './clamd.ts';
 import { makePdf, sha256 } from './pdfs.ts';
@@ -355,6 +356,14 @@ forEachDatabase('documents: uploads in parts', (svc) => {
     const late = await put(url, partBytes(u, big, 2));
     assert.equal(late.status, 403);
     assert.match(late.body.message, /expired/);
+    // A revoked key's part URLs die with it.
+    const { ws: other, api: otherApi } = await docsWorkspace(svc());
+    const v = (await otherApi.documents.CreateUpload({ filename: 'a.pdf', content_type: 'application/pdf', size: small.length })).data!;
+    const vUrl = await partUrl(otherApi, v.upload_id, 1);
+    await revokeKey(svc().db, svc().clock, other.keys.docs!.id);
+    const revoked = await put(vUrl, small);
+    assert.equal(revoked.status, 403);
+    assert.match(revoked.body.message, /revoked/);
     const preflight = await fetch(url, { method: 'OPTIONS' });
     assert.equal(preflight.status, 204);
     assert.equal(preflight.headers.get('access-control-allow-methods'), 'PUT');
@@ -416,7 +425,7 @@ const deadPort = await freePort();
 forEachDatabase(
   'documents: ClamAV configured but not answering',
   (svc) => {
-    it('answers 503 unavailable and changes nothing; the upload completes once a retry can scan', async () => {
+    it('answers 503 unavailable and changes nothing (the upload stays open with its part)', async () => {
       const { api } = await docsWorkspace(svc());
       const u = (await api.documents.CreateUpload({ filename: 'a.pdf', content_type: 'application/pdf', size: small.length })).data!;
       await sendPart(api, u, small, 1);
