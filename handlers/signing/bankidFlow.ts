@@ -34,9 +34,10 @@ import type express from 'express';
 import type { Request, Response } from 'express';
 import type { Sql } from '../../db/database.ts';
 import { newId } from '../../server/ids.ts';
+import type { JobDefinition } from '../../server/jobs.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { sameOrigin } from '../../server/pages.ts';
-import type { BlobInfo } from '../../server/storage.ts';
+import { BlobExists, type BlobInfo } from '../../server/storage.ts';
 import { createFile, findFile, readFileBytes, type StoredFile } from '../documents/files.ts';
 import { type BankIdSettings, providerOf, ProviderRefusal, type ProviderSigner, type SigningProvider } from './bankid.ts';
 import { testPersonalNumber } from './bankidTest.ts';
@@ -147,6 +148,54 @@ export async function archiveBankIdRequest(sql: Sql, requestId: string, now: num
     at: now,
   });
   return { fileId: file.id, sha256: file.sha256 };
+}
+
+/** Rounds of one return (a signer whose output was overtaken by another signer's signs again). */
+const ROUNDS = 3;
+/** The blob of an order's provider output in a round. */
+const orderBlobId = (orderId: string, round: number) => `${orderId}-${round}`;
+/** Orders are kept this long after they open (their blobs checked), then removed. */
+export const ORDER_RETENTION_MS = 24 * 3600_000;
+export const PRUNE_JOB = 'signing.bankid-prune';
+
+/**
+ * The hourly `signing.bankid-prune` job: the working PDF of a request that ended without completing
+ * (cancelled, declined, expired) is removed; orders a day old are removed, with any provider output of
+ * theirs that nothing uses (a process that died between storing it and its commit, or a superseded
+ * version whose deletion failed). Completed requests keep theirs: it is the archive's blob.
+ */
+export function bankIdJobs(deps: Pick<ModuleDeps, 'db' | 'clock' | 'storage' | 'logger'>): Record<string, JobDefinition> {
+  const { db, clock, storage, logger } = deps;
+  return {
+    [PRUNE_JOB]: {
+      everyMs: 60 * 60_000,
+      run: async () => {
+        const ended = await db.sql.all<{ request_id: string; blob_id: string }>(
+          `SELECT d.request_id, d.blob_id FROM signing_provider_documents d JOIN signing_requests r ON r.id = d.request_id WHERE r.status IN ('cancelled', 'expired') LIMIT 500`,
+        );
+        for (const d of ended) {
+          await db.sql.run(`DELETE FROM signing_provider_documents WHERE request_id = ? AND blob_id = ?`, [d.request_id, d.blob_id]);
+          await storage.delete(d.blob_id);
+        }
+        const old = await db.sql.all<{ id: string }>(`SELECT id FROM signing_provider_orders WHERE created_at < ? ORDER BY created_at LIMIT 500`, [clock.now() - ORDER_RETENTION_MS]);
+        let blobs = 0;
+        for (const { id } of old) {
+          for (let round = 0; round < ROUNDS; round++) {
+            const blobId = orderBlobId(id, round);
+            const used =
+              (await db.sql.one(`SELECT request_id FROM signing_provider_documents WHERE blob_id = ?`, [blobId])) ??
+              (await db.sql.one(`SELECT id FROM document_files WHERE blob_id = ?`, [blobId]));
+            if (!used && (await storage.stat(blobId))) {
+              await storage.delete(blobId);
+              blobs++;
+            }
+          }
+          await db.sql.run(`DELETE FROM signing_provider_orders WHERE id = ?`, [id]);
+        }
+        if (ended.length || old.length) logger.info({ endedRequests: ended.length, orders: old.length, blobs }, 'pruned bankid working PDFs and orders');
+      },
+    },
+  };
 }
 
 type Live = Extract<Awaited<ReturnType<typeof resolveSignerLink>>, { state: 'live' }>;
@@ -307,7 +356,7 @@ export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSett
     const ip = req.ip ?? null;
     const userAgent = (req.get('user-agent') ?? '').slice(0, USER_AGENT_MAX) || null;
 
-    for (let round = 0; round < 3; round++) {
+    for (let round = 0; round < ROUNDS; round++) {
       const now = clock.now();
       const document = await workingDocument(request);
       let result;
@@ -338,7 +387,16 @@ export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSett
         await db.sql.run(`UPDATE signing_provider_orders SET status = 'failed', error = ? WHERE id = ? AND status = 'open'`, ['The provider returned a document that changes the one it was given.', order.id]);
         return attempt(res, 502, token, provider, 'BankID did not finish', ['The BankID provider returned a document that changes the one it was given, so it was not kept. Nothing was signed; try again.'], true);
       }
-      const blob: BlobInfo = await storage.put(null, [pdf], { contentType: 'application/pdf' });
+      // Named after the order and the round, so a process that dies before its commit leaves a blob
+      // the prune job can find (orderBlobIds) and remove.
+      let blob: BlobInfo;
+      try {
+        blob = await storage.put(orderBlobId(order.id, round), [pdf], { contentType: 'application/pdf' });
+      } catch (err) {
+        if (!(err instanceof BlobExists)) throw err;
+        // The same order sent twice at once (a double submit): the other one completes it.
+        return attempt(res, 409, token, provider, 'Signing is in progress', ['This BankID signature is already being completed in another tab or by a second click. Open the document’s page again in a moment.'], false);
+      }
       const evidence = JSON.stringify(result.evidence);
       const typedName = typeof result.evidence.name === 'string' && result.evidence.name.trim() ? result.evidence.name.trim() : recipient.name;
       const used: Sql[] = [];

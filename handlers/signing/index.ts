@@ -1,6 +1,6 @@
 import type { ServiceModule } from '../../server/module.ts';
 import { archiveJob } from './archive.ts';
-import { bankIdRoutes } from './bankidFlow.ts';
+import { bankIdJobs, bankIdRoutes } from './bankidFlow.ts';
 import { providerOf } from './bankid.ts';
 import { signingCreditAdmin } from './creditAdmin.ts';
 import { signingSettingsNavigation, signingSettingsRoutes } from './creditPage.ts';
@@ -27,7 +27,7 @@ export const signing: ServiceModule<'signing', SigningSettings> = {
   secretPaths: [SIGN_PREFIX],
   jobs: (deps) => {
     bindRuntime(deps);
-    return { ...signingJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal) };
+    return { ...signingJobs(deps), ...bankIdJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal) };
   },
   routes: (deps) => {
     bindRuntime(deps);

@@ -323,6 +323,75 @@ forEachDatabase(
       await fs.rm(dir, { recursive: true, force: true });
     });
 
+    /** A bankid request with these signers, opened and started by each: their tokens and open orders. */
+    async function startedRequest(names: string[]): Promise<{ requestId: string; tokens: string[]; orders: string[] }> {
+      await setCredit(svc().db.sql, ws.workspace_id, (await getCredit(svc().db.sql, ws.workspace_id)).balance + 1, svc().clock.now());
+      const created = await requestSignatures(svc(), ws.keys.ci!.secret, bankid(names.map((name, i) => ({ email: `s${i}-${keySeq}@example.com`, name }))));
+      assert.equal(created.status, 200, JSON.stringify(created.body));
+      const requestId: string = created.body.signing_request_id;
+      const tokens: string[] = [];
+      const orders: string[] = [];
+      for (const r of created.body.recipients as Array<{ recipient_id: string }>) {
+        const token = await svc().db.tx((sql) => mintSignerLink(sql, { recipientId: r.recipient_id, requestId }, svc().clock.now()));
+        assert.equal((await form(svc(), `/sign/${token}/open`)).status, 303);
+        const started = await form(svc(), `/sign/${token}/bankid/start`, { agree: 'yes' });
+        assert.equal(started.status, 303);
+        tokens.push(token);
+        orders.push(started.location.split('/').at(-1)!);
+      }
+      return { requestId, tokens, orders };
+    }
+
+    it('two signers finishing at the same moment: both signatures land, one after the other, both valid', async () => {
+      const { requestId, tokens, orders } = await startedRequest(['Vera Fast', 'Walt Faster']);
+      const results = await Promise.all(tokens.map((token, i) => form(svc(), `/sign/${token}/bankid/return`, { order: orders[i]!, personal_number: testPersonalNumber('19700101', String(200 + i)) })));
+      assert.deepEqual(results.map((r) => r.status), [303, 303], results.map((r) => r.text).join('\n'));
+      const row = await svc().db.sql.one<{ archive_file_id: string; status: string }>(`SELECT archive_file_id, status FROM signing_requests WHERE id = ?`, [requestId]);
+      assert.equal(row!.status, 'completed');
+      const working = await svc().db.sql.one<{ signatures: number; blob_id: string }>(`SELECT signatures, blob_id FROM signing_provider_documents WHERE request_id = ?`, [requestId]);
+      assert.equal(Number(working!.signatures), 2);
+      const archive = await fileBytes(svc(), ws.workspace_id, row!.archive_file_id);
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'bankid-'));
+      await fs.writeFile(path.join(dir, 'a.pdf'), archive);
+      const sig = await pdfsig(path.join(dir, 'a.pdf'));
+      await fs.rm(dir, { recursive: true, force: true });
+      assert.equal((sig.match(/Signature is Valid\./g) ?? []).length, 2, sig);
+      assert.match(sig, /Vera Fast \(BankID TEST\)/);
+      assert.match(sig, /Walt Faster \(BankID TEST\)/);
+      // Only the archive's blob is left of the request's outputs (superseded ones were deleted). Both posts
+      // usually read the original before either commits: then the later one's round-0 output is discarded
+      // and it signs again over the first signature (its round 1 is the archive).
+      const storage = createBlobStore(svc().db, svc().clock, { backend: 'database' });
+      const left = [];
+      for (const order of orders) for (let round = 0; round < 3; round++) if (await storage.stat(`${order}-${round}`)) left.push(`${order}-${round}`);
+      assert.deepEqual(left, [working!.blob_id]);
+    });
+
+    it('the prune job removes the working PDF of a cancelled request and day-old orders with unused outputs', async () => {
+      const { requestId, tokens, orders } = await startedRequest(['Xena Early', 'Yuri Late']);
+      const first = await form(svc(), `/sign/${tokens[0]}/bankid/return`, { order: orders[0]!, personal_number: testPersonalNumber('19700101') });
+      assert.equal(first.status, 303);
+      const working = await svc().db.sql.one<{ blob_id: string }>(`SELECT blob_id FROM signing_provider_documents WHERE request_id = ?`, [requestId]);
+      const storage = createBlobStore(svc().db, svc().clock, { backend: 'database' });
+      assert.ok(await storage.stat(working!.blob_id));
+      // An output a dead process stored but never committed, named as the flow names them.
+      const orphan = await storage.put(`${orders[1]}-0`, [Buffer.from('%PDF-1.7 orphan')], { contentType: 'application/pdf' });
+      const cancel = await svc().post('signing.CancelSigningRequest', { signing_request_id: requestId, reason: 'wrong counterparty' }, { Authorization: `Bearer ${ws.keys.ci!.secret}`, 'Idempotency-Key': idemKey() });
+      assert.equal(cancel.status, 200, JSON.stringify(cancel.body));
+
+      svc().clock.advance(25 * 3600_000);
+      await svc().jobs.scheduleRecurring();
+      await svc().jobs.runDue();
+      assert.equal(await storage.stat(working!.blob_id), null, 'the cancelled request’s working PDF is gone');
+      assert.equal(await storage.stat(orphan.id), null, 'the orphaned output is gone');
+      assert.equal(await count(svc(), `SELECT COUNT(*) AS n FROM signing_provider_documents WHERE request_id = ?`, [requestId]), 0);
+      assert.equal(await count(svc(), `SELECT COUNT(*) AS n FROM signing_provider_orders WHERE request_id = ?`, [requestId]), 0);
+      // Completed requests keep theirs: every archive's bytes are still there.
+      const archives = await svc().db.sql.all<{ archive_file_id: string }>(`SELECT archive_file_id FROM signing_requests WHERE workspace_id = ? AND status = 'completed'`, [ws.workspace_id]);
+      assert.ok(archives.length >= 2);
+      for (const a of archives) assert.ok((await fileBytes(svc(), ws.workspace_id, a.archive_file_id)).length > 0);
+    });
+
     it('the admin commands show, set and add credit (and refuse what they must)', async function () {
       this.timeout(120_000); // seven CLI processes, each starting tsx
       const url = svc().databaseUrl;
