@@ -26,6 +26,7 @@ import { applyWorkspace } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { loadConfig } from '../server/config.ts';
 import { makePdf, sha256 } from '../test/documents/pdfs.ts';
+import { archiveMeasurement } from './bench-archive.ts';
 import { fmt, log, positive, resetPostgres, runMain, table } from './bench-support.ts';
 
 export type BenchDatabase = 'sqlite' | 'postgres';
@@ -104,7 +105,7 @@ export const uploadMeasurement: Measurement = {
 };
 
 /** The measurements, in order; another is one more entry (helpers append theirs with `measurements.push`). */
-export const measurements: Measurement[] = [uploadMeasurement];
+export const measurements: Measurement[] = [uploadMeasurement, archiveMeasurement];
 
 async function freePort(): Promise<number> {
   const server = net.createServer();
