@@ -229,6 +229,7 @@ forEachDatabase(
       const recipients: Array<{ recipient_id: string; name: string }> = created.body.recipients;
       const tokens = await Promise.all(recipients.map((r) => svc().db.tx((sql) => mintSignerLink(sql, { recipientId: r.recipient_id, requestId }, svc().clock.now()))));
       const outputs: string[] = [];
+      let firstOrder = '';
 
       for (const [i, token] of tokens.entries()) {
         svc().clock.advance(60_000);
@@ -258,6 +259,23 @@ forEachDatabase(
         const wrong = await form(svc(), `/sign/${token}/bankid/return`, { order, personal_number: '199001011238' });
         assert.equal(wrong.status, 400);
         assert.match(wrong.text, /check digit/);
+
+        // Another recipient's order, a made-up one, and a start from another site are refused.
+        if (i === 1) {
+          const foreign = await form(svc(), `/sign/${token}/bankid/return`, { order: firstOrder, personal_number: testPersonalNumber('19850615') });
+          assert.equal(foreign.status, 404);
+          assert.match(foreign.text, /does not belong to this signing link/);
+        }
+        const madeUp = await form(svc(), `/sign/${token}/bankid/return`, { order: 'spo_000000000000000000000000', personal_number: testPersonalNumber('19850615') });
+        assert.equal(madeUp.status, 404);
+        const crossSite = await fetch(`${svc().origin}/sign/${token}/bankid/start`, {
+          method: 'POST',
+          redirect: 'manual',
+          headers: { 'Content-Type': 'application/x-www-form-urlencoded', Origin: 'https://evil.example' },
+          body: 'agree=yes',
+        });
+        assert.equal(crossSite.status, 403);
+        if (i === 0) firstOrder = order;
 
         const done = await form(svc(), `/sign/${token}/bankid/return`, { order, personal_number: testPersonalNumber('19850615', String(100 + i)) });
         assert.equal(done.status, 303, done.text);
