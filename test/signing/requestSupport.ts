@@ -27,7 +27,7 @@ export interface Mail {
  * `greylist...@` always with 450 (for now), `flaky...@` with 450 the first `flakyTimes` tries and
  * then taken. Every taken mail is kept, parsed.
  */
-export async function startMailServer(flakyTimes = 2) {
+export async function startMailServer(flakyTimes = 2, port = 0) {
   const mails: Mail[] = [];
   const tries = new Map<string, number>();
   const server = new SMTPServer({
@@ -59,10 +59,10 @@ export async function startMailServer(flakyTimes = 2) {
       });
     },
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.server.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const bound = (server.server.address() as net.AddressInfo).port;
   return {
-    url: `smtp://127.0.0.1:${port}`,
+    url: `smtp://127.0.0.1:${bound}`,
     mails,
     /** The mails taken for an address, oldest first. */
     to: (address: string) => mails.filter((m) => m.to.includes(address)),
@@ -71,8 +71,17 @@ export async function startMailServer(flakyTimes = 2) {
 }
 export type MailServer = Awaited<ReturnType<typeof startMailServer>>;
 
+/** A loopback port nothing listens on (for now). */
+export async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
+
 /** A test service whose mail goes through `smtp`. */
-export function signingService(databaseUrl: string, smtp: MailServer): Promise<TestService> {
+export function signingService(databaseUrl: string, smtp: Pick<MailServer, 'url'>): Promise<TestService> {
   return startTestService(databaseUrl, { mail: mailConfigFromEnv({ SMTP_URL: smtp.url, MAIL_FROM: FROM }), publicUrl: 'https://sign.acme.example' });
 }
 

@@ -9,7 +9,7 @@ import { resolveSignerLink } from '../../handlers/signing/links.ts';
 import { recordDeclined, recordOpened, recordSigned } from '../../handlers/signing/requests.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
-import { eventKinds, type MailServer, notices, putFile, runJobs, sha256, signingService, signingWorkspace, startMailServer, tokenIn } from './requestSupport.ts';
+import { eventKinds, freePort, type MailServer, notices, putFile, runJobs, sha256, signingService, signingWorkspace, startMailServer, tokenIn } from './requestSupport.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -456,6 +456,45 @@ for (const database of databases) {
       assert.equal(stored[0]!.tag, 'signing.invitation');
       const token = /\/sign\/([A-Za-z0-9_-]{43})/.exec(stored[0]!.body_text)![1]!;
       assert.equal((await resolveSignerLink(svc.db.sql, token, svc.clock.now())).state, 'live');
+    });
+  });
+}
+
+for (const database of databases) {
+  describe(`signing requests while the mail server is down [${database.name}]`, function () {
+    this.timeout(30_000);
+    let port: number;
+    let smtp: MailServer | undefined;
+    let svc: TestService;
+    let ws: ApplyResult;
+
+    before(async () => {
+      port = await freePort();
+      svc = await signingService(database.url(), { url: `smtp://127.0.0.1:${port}` });
+      ws = await signingWorkspace(svc);
+    });
+    after(async () => {
+      await svc?.close();
+      await smtp?.close();
+    });
+
+    it('answers with the invitations queued, and sends them once the server is back', async () => {
+      const { file } = await putFile(svc, ws.workspace_id);
+      const api = svc.client(ws.keys.sender!.secret);
+      const created = await api.signing.RequestFileSignatures({ file_id: file.id, signers: [{ email: 'later@example.test', name: 'Later' }] });
+      assert.equal(created.response.status, 200, JSON.stringify(created.error));
+      assert.equal(created.data!.status, 'pending');
+      assert.deepEqual(created.data!.invitation_failures, []);
+      assert.equal(created.data!.recipients[0]!.invitation, 'queued');
+      assert.match(created.data!.recipients[0]!.invitation_error!, /cannot be reached \(ECONNREFUSED\)/);
+      smtp = await startMailServer(0, port);
+      svc.clock.advance(60_000);
+      await runJobs(svc);
+      assert.equal(smtp.to('later@example.test').length, 1);
+      const read = (await api.signing.GetSigningRequest({ signing_request_id: created.data!.signing_request_id })).data!;
+      assert.equal(read.recipients[0]!.invitation, 'sent');
+      assert.equal((await resolveSignerLink(svc.db.sql, tokenIn(smtp.to('later@example.test')[0]!.mail), svc.clock.now())).state, 'live');
+      assert.deepEqual(await eventKinds(svc, read.signing_request_id), ['request.created', 'invitation.sent']);
     });
   });
 }
