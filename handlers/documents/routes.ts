@@ -121,6 +121,14 @@ export function partEndpoint(deps: DocumentsDeps): RawEndpoint {
       const url = req.url ?? '';
       if (!url.startsWith(PART_PREFIX)) return false;
       const requestId = crypto.randomUUID();
+      const started = process.hrtime.bigint();
+      // As the request log writes every answer, with the token cut (it is the credential).
+      res.on('finish', () =>
+        deps.logger.info(
+          { request_id: requestId, req: { id: requestId, method: req.method, url: `${PART_PREFIX}[token]` }, res: { statusCode: res.statusCode }, ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000 },
+          'request completed',
+        ),
+      );
       const token = url.slice(PART_PREFIX.length).split('?')[0]!;
       if (req.method === 'OPTIONS') {
         res.writeHead(204, {

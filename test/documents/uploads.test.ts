@@ -136,6 +136,10 @@ forEachDatabase('documents: uploads in parts', (svc) => {
     assert.equal((await fetch(link.url)).status, 403);
     // No token reached the log.
     assert.ok(!svc().logs().includes(token), 'the download token is not logged');
+    const partToken = (await partUrl(api, (await api.documents.CreateUpload({ filename: 'x.pdf', content_type: 'application/pdf', size: 10 })).data!.upload_id, 1)).split('/files/parts/')[1]!;
+    assert.equal((await put(`${svc().origin}/files/parts/${partToken}`, Buffer.alloc(10))).status, 200);
+    assert.ok(!svc().logs().includes(partToken.split('.')[1]!), 'the part token is not logged');
+    assert.match(svc().logs(), /"url":"\/files\/parts\/\[token\]"/);
   });
 
   it("refuses a part whose bytes are not its URL's SHA-256, or too long, or too short; nothing is kept", async () => {
