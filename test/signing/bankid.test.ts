@@ -19,6 +19,7 @@ import { bankIdSettings, BANKID_UNAVAILABLE, prepareBankId } from '../../handler
 import { parsePersonalNumber, testPersonalNumber } from '../../handlers/signing/bankidTest.ts';
 import { getCredit, listCharges, setCredit } from '../../handlers/signing/credit.ts';
 import { mintSignerLink } from '../../handlers/signing/links.ts';
+import { verifyDocument } from '../../handlers/signing/verify.ts';
 import { createBlobStore } from '../../server/storage.ts';
 import { announceBrowser, launchBrowser, signedInPage } from '../support/browser.ts';
 import { admin } from '../support/cli.ts';
@@ -305,6 +306,14 @@ forEachDatabase(
       assert.ok(archive.subarray(0, original.length).equals(Buffer.from(original)), 'the original bytes are the start of the archive');
       const row = await svc().db.sql.one<{ archive_sha256: string }>(`SELECT archive_sha256 FROM signing_requests WHERE id = ?`, [requestId]);
       assert.equal(row!.archive_sha256, outputs.at(-1));
+
+      // The service's own verification matches the archive to its request and finds the last signature valid.
+      const verified = await verifyDocument(svc().db.sql, archive, ws.workspace_id);
+      assert.deepEqual(
+        { valid: verified.seal.valid, whole: verified.seal.covers_whole_document, signer: verified.seal.signer, request: verified.signing_request?.signing_request_id },
+        { valid: true, whole: true, signer: 'Tom Tester (BankID TEST)', request: requestId },
+      );
+      assert.deepEqual(verified.signing_request!.signers.map((x) => x.typed_name), ['Sara Signer', 'Tom Tester']);
 
       // Evidence is on the recipients, never in the history.
       const evidence = await svc().db.sql.all<{ provider_evidence: string; typed_name: string }>(`SELECT provider_evidence, typed_name FROM signing_recipients WHERE request_id = ? ORDER BY position`, [requestId]);
