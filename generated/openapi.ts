@@ -1561,6 +1561,8 @@ export interface paths {
          *     answer is the file: that member's private file when the upload was made acting for a member
          *     (`scope: user`), else a workspace file. The parts' separate bytes are discarded. Completing a
          *     completed upload answers the same file again; completing a rejected one answers the same `400`.
+         *     Completions running at once make one file and all answer it; a part `PUT` that arrives while a
+         *     completion runs waits for it (then `409` once it completed).
          *     Another credential's or member's upload, or an expired one, is `404 not_found`.
          */
         post: operations["documents.CompleteUpload"];

@@ -20,8 +20,8 @@ const TIME_CURSOR = { t: positionField.millis, i: { type: 'string', maxLength: 4
 
 const ownerOf = (ctx: OperationContext): UploadOwner => ({ workspaceId: ctx.workspaceId, keyId: ctx.credential.keyId, memberId: ctx.member?.id ?? null });
 
-async function ownUpload(ctx: OperationContext, id: string): Promise<DbUploadRow> {
-  const u = await findOwnUpload(ctx.sql, ownerOf(ctx), id, ctx.now);
+async function ownUpload(ctx: OperationContext, id: string, keyShare = false): Promise<DbUploadRow> {
+  const u = await findOwnUpload(ctx.sql, ownerOf(ctx), id, ctx.now, keyShare);
   if (!u) throw notFound(`No upload ${id} of this credential${ctx.member ? ` acting for ${ctx.member.name}` : ''} (uploads are visible only to the key and member that made them, for 24 hours).`);
   return u;
 }
@@ -93,7 +93,9 @@ const refused = (reason: string) => invalidInput(`The file was refused: ${reason
 
 async function complete(ctx: OperationContext, input: { upload_id: string; sha256?: string }) {
   const deps = depsOf(ctx.db);
-  const u = await ownUpload(ctx, input.upload_id);
+  // Held until the completion commits: a part's PUT waits (then finds the upload completed), so the
+  // parts read below are never replaced and deleted mid-read.
+  const u = await ownUpload(ctx, input.upload_id, true);
   if (u.state === 'completed') return completedFile(ctx, u);
   if (u.state === 'rejected') throw refused(u.rejection_reason ?? 'the scan refused it');
   if (input.sha256 && u.sha256 && input.sha256 !== u.sha256) throw invalidInput(`sha256: ${input.sha256} differs from the sha256 given when the upload was created (${u.sha256}).`);

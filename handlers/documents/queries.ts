@@ -50,10 +50,16 @@ export async function insertUpload(sql: Sql, u: DbUploadRow): Promise<void> {
   );
 }
 
-/** The caller's upload `id`, unexpired at `now`; undefined for anyone else's, an expired one, or none. */
-export function findOwnUpload(sql: Sql, owner: UploadOwner, id: string, now: number): Promise<DbUploadRow | undefined> {
+/**
+ * The caller's upload `id`, unexpired at `now`; undefined for anyone else's, an expired one, or none.
+ * `keyShare` (PostgreSQL): holds the row against a part's PUT (which locks it FOR UPDATE) until the
+ * caller's transaction ends, while plain updates of it (a rejection recorded on another connection)
+ * still go through.
+ */
+export function findOwnUpload(sql: Sql, owner: UploadOwner, id: string, now: number, keyShare = false): Promise<DbUploadRow | undefined> {
+  const lock = keyShare && sql.dialect === 'pg' ? ' FOR KEY SHARE' : '';
   return sql.one<DbUploadRow>(
-    `SELECT * FROM document_uploads WHERE id = ? AND workspace_id = ? AND created_by_key_id = ? AND ${owner.memberId === null ? 'member_id IS NULL' : 'member_id = ?'} AND expires_at > ?`,
+    `SELECT * FROM document_uploads WHERE id = ? AND workspace_id = ? AND created_by_key_id = ? AND ${owner.memberId === null ? 'member_id IS NULL' : 'member_id = ?'} AND expires_at > ?${lock}`,
     owner.memberId === null ? [id, owner.workspaceId, owner.keyId, now] : [id, owner.workspaceId, owner.keyId, owner.memberId, now],
   );
 }

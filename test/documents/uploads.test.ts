@@ -142,6 +142,24 @@ forEachDatabase('documents: uploads in parts', (svc) => {
     assert.match(svc().logs(), /"url":"\/files\/parts\/\[token\]"/);
   });
 
+  it('completes once under concurrent completions and a part sent again meanwhile: one file, the same answer', async () => {
+    const { api } = await docsWorkspace(svc());
+    const u = (await api.documents.CreateUpload({ filename: 'race.pdf', content_type: 'application/pdf', size: big.length, part_size: MiB })).data!;
+    for (const n of [1, 2, 3, 4]) await sendPart(api, u, big, n);
+    const again = await partUrl(api, u.upload_id, 2);
+    const [a, b, resent] = await Promise.all([
+      api.documents.CompleteUpload({ upload_id: u.upload_id }),
+      api.documents.CompleteUpload({ upload_id: u.upload_id }),
+      put(again, partBytes(u, big, 2)),
+    ]);
+    assert.ok(a.data && b.data, JSON.stringify([a.error, b.error]));
+    assert.deepEqual(a.data, b.data);
+    assert.equal(a.data.sha256, sha256(big));
+    assert.ok([200, 409].includes(resent.status), `the part sent again answered ${resent.status} ${JSON.stringify(resent.body)}`);
+    const files = await svc().db.sql.all(`SELECT id FROM document_files WHERE workspace_id = (SELECT workspace_id FROM document_uploads WHERE id = ?)`, [u.upload_id]);
+    assert.equal(files.length, 1);
+  });
+
   it("refuses a part whose bytes are not its URL's SHA-256, or too long, or too short; nothing is kept", async () => {
     const { api } = await docsWorkspace(svc());
     const u = (await api.documents.CreateUpload({ filename: 'a.pdf', content_type: 'application/pdf', size: big.length, part_size: MiB })).data!;
