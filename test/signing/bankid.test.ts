@@ -143,6 +143,22 @@ forEachDatabase('bankid without a provider', (svc) => {
     assert.equal(await count(svc(), `SELECT COUNT(*) AS n FROM signing_charges WHERE workspace_id = ?`, [ws.workspace_id]), 0);
   });
 
+  it('the settings page says bankid is not available', async function () {
+    const browser = await launchBrowser(this);
+    try {
+      const { page, problems, context } = await signedInPage(browser, svc(), { workspaceId: ws.workspace_id, memberId: ws.members.olga! }, '/settings/signing');
+      assert.match(await page.locator('.signing-provider').innerText(), /Not available[\s\S]*BANKID_PROVIDER/);
+      assert.equal(await page.locator('[data-balance]').getAttribute('data-balance'), '5');
+      assert.match(await page.locator('.signing-charges').innerText(), /No bankid request has been charged yet/);
+      await fs.mkdir(OUT, { recursive: true });
+      await page.screenshot({ path: path.join(OUT, `signing-settings-no-provider-${svc().db.dialect}.png`), fullPage: true });
+      assert.deepEqual(problems, []);
+      await context.close();
+    } finally {
+      await browser.close();
+    }
+  });
+
   it('prepareBankId throws the same 400 before touching the credit', async () => {
     await assert.rejects(
       svc().db.tx((sql) => prepareBankId(sql, { bankidProvider: null }, { workspaceId: ws.workspace_id, requestId: 'sr_none', now: svc().clock.now() })),
@@ -194,6 +210,16 @@ forEachDatabase(
       assert.equal(c.status, 409);
       assert.match(c.body.message, /balance 0, needed 1/);
       assert.equal(await charges(), 2);
+    });
+
+    it('two requests racing for the last credit: one is charged, the other refused with 409', async () => {
+      await setCredit(svc().db.sql, ws.workspace_id, 1, svc().clock.now());
+      const [r0, c0] = [await requests(), await charges()];
+      const answers = await Promise.all([ws.keys.ci!.secret, ws.keys.other!.secret].map((secret) => requestSignatures(svc(), secret, bankid())));
+      assert.deepEqual(answers.map((a) => a.status).sort(), [200, 409], JSON.stringify(answers.map((a) => a.body)));
+      assert.equal(await requests(), r0 + 1);
+      assert.equal(await charges(), c0 + 1);
+      assert.equal((await getCredit(svc().db.sql, ws.workspace_id)).balance, 0);
     });
 
     it('the same Idempotency-Key retried: one request, charged once; a new key is a new charge', async () => {
