@@ -14,6 +14,7 @@
  * gets two. A failure is written to archive_error (the request itself is untouched) and the job kit
  * retries it with backoff (1 s doubling, at most an hour); a later success clears the error.
  */
+import { createHash } from 'node:crypto';
 import type { Sql } from '../../db/database.ts';
 import { createFile, findFile, readFileBytes } from '../documents/files.ts';
 import type { JobDefinition } from '../../server/jobs.ts';
@@ -123,6 +124,7 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
     const source = await findFile(db.sql, request.workspace_id, request.source_file_id);
     if (!source) throw new Error(`the source file ${request.source_file_id} is missing`);
     const original = await readFileBytes(storage, source);
+    if (createHash('sha256').update(original).digest('hex') !== request.source_sha256) throw new Error(`the source file ${source.id} does not have the SHA-256 the request was made over`);
     const certificate = await sealingCertificate(db, clock, settings, deps.config.publicUrl);
     const t0 = performance.now();
     const evidence = await evidenceOf(db.sql, request, source, certificate.subject, new URL('/verify', deps.config.publicUrl).toString());

@@ -290,6 +290,7 @@ export async function buildArchive(original: Uint8Array, evidence: Evidence): Pr
   const bytes = fonts();
   const f = { text: pdf.embedFont(bytes.text), bold: pdf.embedFont(bytes.bold), script: pdf.embedFont(bytes.script) };
   const w = new Writer(pdf, f, `Evidence of electronic signature · ${evidence.requestId}`);
+  const appended = !decrypted && pdf.canSaveIncrementally() === null;
 
   w.heading('Evidence of electronic signature', 17);
   w.paragraph(
@@ -301,6 +302,12 @@ export async function buildArchive(original: Uint8Array, evidence: Evidence): Pr
   w.field('Request', evidence.requestId);
   w.field('Original file', `${evidence.source.filename} (${evidence.source.pages} ${evidence.source.pages === 1 ? 'page' : 'pages'}, ${evidence.source.size} bytes)`);
   w.field('SHA-256 of original', evidence.source.sha256, 8);
+  w.field(
+    'Original bytes',
+    appended
+      ? `The first ${evidence.source.size} bytes of this file are the original file itself (they have the SHA-256 above); these pages and the seal were appended after them.`
+      : 'The original pages were written out again (decrypted); the original file, kept as uploaded, has the SHA-256 above.',
+  );
   w.field('Signature method', evidence.signatureMethod);
   w.field('Requested', utc(evidence.createdAt));
   w.field('Completed', utc(evidence.completedAt));
@@ -333,7 +340,6 @@ export async function buildArchive(original: Uint8Array, evidence: Evidence): Pr
   );
   w.footers(evidence.requestId, originalPages + 1);
 
-  const appended = !decrypted && pdf.canSaveIncrementally() === null;
   let out: Uint8Array;
   try {
     out = await pdf.save({ incremental: appended, subsetFonts: true });

@@ -119,6 +119,7 @@ for (const database of databases) {
       assert.match(text, new RegExp(requestId));
       assert.match(text, /Services agreement 2027/);
       assert.match(text, new RegExp(source.sha256));
+      assert.match(text.replace(/\s+/g, ' '), new RegExp(`The first ${original.length} bytes of this file are the original file itself`));
       for (const [i, s] of SIGNERS.entries()) {
         assert.ok(text.split(s.typedName).length >= 3, `${s.typedName}: as text and drawn in the handwriting font`);
         assert.match(text, new RegExp(s.email.replace('.', '\\.')));
