@@ -82,11 +82,12 @@ async function readAll(store: BlobStore, blobIds: readonly string[], expected: n
  * the rollback, before any later request is read.
  */
 async function recordRejection(deps: DocumentsDeps, uploadId: string, reason: string, now: number): Promise<void> {
+  const write = markRejected(deps.db.sql, uploadId, reason, now);
   if (deps.db.dialect === 'pg') {
-    await markRejected(deps.db.sql, uploadId, reason, now);
+    await write;
     return;
   }
-  void deps.db.sql.run(`UPDATE document_uploads SET state = 'rejected', rejection_reason = ?, updated_at = ? WHERE id = ? AND state = 'open'`, [reason.slice(0, 500), now, uploadId]).catch((err: unknown) => deps.logger.error({ err, upload_id: uploadId }, 'could not record an upload rejection'));
+  void write.catch((err: unknown) => deps.logger.error({ err, upload_id: uploadId }, 'could not record an upload rejection'));
 }
 
 const refused = (reason: string) => invalidInput(`The file was refused: ${reason}.`);
