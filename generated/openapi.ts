@@ -1160,8 +1160,8 @@ export interface paths {
          *     temporary refusal (4xx), a mail server that cannot be reached, or a mail still in flight after the
          *     wait leaves the invitation `queued`: it is retried in the background after 1, 5, 15 and 60 minutes
          *     and 4 hours; a final failure shows as `failed` on the recipient and as `invitation.failed` in the
-         *     history, never silently. (A mail the server takes only after the wait may reach its signer twice:
-         *     delivery is at least once.) With no SMTP server configured, mail goes to the development mailbox.
+         *     history, never silently. A mail the server takes after the answer was given is then recorded as
+         *     `sent` (and not sent again). With no SMTP server configured, mail goes to the development mailbox.
          *
          *     **bankid.** Each signer signs through a signing provider (the `SigningProvider` interface: `start`
          *     sends the signer to the provider or shows its page, `complete` answers the provider's signed PDF and

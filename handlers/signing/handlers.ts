@@ -9,7 +9,7 @@ import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
 import { downloadUrl, fileVisibleTo, findFile } from '../documents/files.ts';
 import { BANKID_UNAVAILABLE, prepareBankId } from './bankid.ts';
-import { applyOutcome, type Round, runtimeOf, sendRound, transactionMailer } from './mail.ts';
+import { applyOutcome, recordLate, type Round, runtimeOf, sendRound, transactionMailer } from './mail.ts';
 import {
   appendEvent,
   type DbSigningEventRow,
@@ -133,12 +133,13 @@ const blank = (s: string) => s.trim() === '';
 async function mailRound(ctx: OperationContext, request: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[], round: Round): Promise<string[]> {
   const runtime = runtimeOf(ctx.db);
   const mailer = transactionMailer(ctx.db, ctx.sql, ctx.config, ctx.clock);
-  const outcomes = await sendRound(ctx.sql, mailer, request, recipients, round, { publicUrl: ctx.config.publicUrl, now: ctx.now, logger: runtime?.logger ?? null });
+  const { outcomes, late } = await sendRound(ctx.sql, mailer, request, recipients, round, { publicUrl: ctx.config.publicUrl, now: ctx.now, logger: runtime?.logger ?? null });
   const failed: string[] = [];
   for (const r of recipients) {
     const state = await applyOutcome(ctx.sql, ctx.jobs, request, r, outcomes.get(r.id)!, round, 1, ctx.now);
     if (state === 'failed') failed.push(r.email);
   }
+  for (const [id, send] of late) recordLate(runtime!, request.id, id, send, round, 1);
   return failed;
 }
 

@@ -4,8 +4,9 @@
  * deadline, `signing.remind` (every 15 minutes) sends the automatic reminders (at most 3 per
  * recipient). Mails go out outside any transaction; their outcome is recorded in one afterwards.
  */
+import type { Sql } from '../../db/database.ts';
 import type { JobDefinition } from '../../server/jobs.ts';
-import { applyOutcome, INVITE_JOB, type InviteJobPayload, type Round, type SigningRuntime, sendRound } from './mail.ts';
+import { applyOutcome, INVITE_JOB, type InviteJobPayload, recordLate, type Round, type SigningRuntime, sendRound } from './mail.ts';
 import { findRecipient, findRequestById, overdueRequests, recipientsDueReminder, updateRecipient } from './queries.ts';
 import { expireRequest } from './requests.ts';
 
@@ -24,14 +25,22 @@ async function mailOne(deps: SigningRuntime, recipientId: string, round: Round, 
   if (!recipient || !request || request.status !== 'pending' || now >= Number(request.deadline_at)) return false;
   if ((recipient.status !== 'pending' && recipient.status !== 'opened') || !still(recipient)) return false;
   // Autocommit: the link exists before the mail that carries it goes out.
-  const outcome = (await sendRound(db.sql, deps.mailer, request, [recipient], round, { publicUrl: deps.config.publicUrl, now, logger: deps.logger })).get(recipient.id)!;
-  await db.tx(async (sql) => {
+  const { outcomes, late } = await sendRound(db.sql, deps.mailer, request, [recipient], round, { publicUrl: deps.config.publicUrl, now, logger: deps.logger });
+  let txSql: Sql | null = null;
+  const made = await db.tx(async (sql) => {
+    txSql = sql;
     const locked = await findRequestById(sql, request.id, true);
     const current = await findRecipient(sql, recipient.id);
-    if (!locked || !current) return;
-    await applyOutcome(sql, deps.jobs, locked, current, outcome, round, attempt(Number(current.invitation_attempts)), clock.now());
-    deps.jobs.committed(sql);
+    if (!locked || !current) return null;
+    const n = attempt(Number(current.invitation_attempts));
+    await applyOutcome(sql, deps.jobs, locked, current, outcomes.get(recipient.id)!, round, n, clock.now());
+    return n;
   });
+  if (txSql) deps.jobs.committed(txSql);
+  if (made !== null) {
+    const send = late.get(recipient.id);
+    if (send) recordLate(deps, request.id, recipient.id, send, round, made);
+  }
   return true;
 }
 

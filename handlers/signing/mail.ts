@@ -16,7 +16,7 @@ import { MailboxMailer } from '../../server/mailer/mailbox.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { mintSignerLink, signerUrl } from './links.ts';
 import type { SigningSettings } from './settings.ts';
-import { appendEvent, type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, updateRecipient, workspaceName } from './queries.ts';
+import { appendEvent, type DbSigningRecipientRow, type DbSigningRequestRow, findMember, findRecipient, findRequestById, keyCreator, updateRecipient, workspaceName } from './queries.ts';
 
 /** The job that sends a queued invitation or reminder again. */
 export const INVITE_JOB = 'signing.invite';
@@ -24,8 +24,13 @@ export const INVITE_JOB = 'signing.invite';
 /** Waits before the retries of a mail refused for now: after the first attempt, 1 min, 5 min, 15 min, 1 h, 4 h; then it has failed. */
 export const RETRY_DELAYS_MS = [60_000, 300_000, 900_000, 3_600_000, 14_400_000] as const;
 
-/** How long a request waits for its mails before answering (the rest stay queued and are retried). */
-export const ROUND_WAIT_MS = 10_000;
+/**
+ * How long a request waits for its mails before answering (the rest stay queued and are retried), and
+ * how a mail the server takes after that wait is still recorded as sent (so its retry sends nothing):
+ * tried every `lateRecordEveryMs`, at most `lateRecordTries` times, until the request's transaction has
+ * committed. Tests shorten them.
+ */
+export const mailTiming = { roundWaitMs: 10_000, lateRecordTries: 30, lateRecordEveryMs: 1_000 };
 
 export interface InviteJobPayload {
   readonly recipientId: string;
@@ -117,9 +122,16 @@ export async function sendOne(mailer: Mailer, message: ReturnType<typeof compose
   }
 }
 
+/** What a round answered: each recipient's outcome, and the sends still in flight when the wait ended (counted as queued). */
+export interface RoundResult {
+  readonly outcomes: Map<string, Outcome>;
+  readonly late: Map<string, Promise<Outcome>>;
+}
+
 /**
  * Mints a link for each recipient in `sql`, sends their mails side by side, and waits at most
- * `waitMs`: a mail still in flight then counts as queued (the job sends it again later).
+ * `mailTiming.roundWaitMs`: a mail still in flight then counts as queued (the job sends it again
+ * later, unless `recordLate` records it sent first).
  */
 export async function sendRound(
   sql: Sql,
@@ -127,12 +139,13 @@ export async function sendRound(
   request: DbSigningRequestRow,
   recipients: readonly DbSigningRecipientRow[],
   round: Round,
-  ctx: { publicUrl: string; now: number; logger: Logger | null; waitMs?: number },
-): Promise<Map<string, Outcome>> {
+  ctx: { publicUrl: string; now: number; logger: Logger | null },
+): Promise<RoundResult> {
   const outcomes = new Map<string, Outcome>();
+  const late = new Map<string, Promise<Outcome>>();
   if (!mailer) {
     for (const r of recipients) outcomes.set(r.id, { status: 'queued', error: 'waiting for the mail sender' });
-    return outcomes;
+    return { outcomes, late };
   }
   const who = await senderOf(sql, request);
   const mails: Array<{ id: string; mail: ReturnType<typeof composeMail> }> = [];
@@ -142,13 +155,51 @@ export async function sendRound(
   }
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, ctx.waitMs ?? ROUND_WAIT_MS);
+    timer = setTimeout(resolve, mailTiming.roundWaitMs);
     timer.unref();
   });
-  await Promise.race([Promise.all(mails.map(async ({ id, mail }) => outcomes.set(id, await sendOne(mailer, mail, ctx.logger)))), timeout]);
+  const sends = new Map(mails.map(({ id, mail }) => [id, sendOne(mailer, mail, ctx.logger)] as const));
+  let waiting = true;
+  for (const [id, send] of sends) void send.then((o) => waiting && outcomes.set(id, o));
+  await Promise.race([Promise.all(sends.values()), timeout]);
+  waiting = false;
   clearTimeout(timer);
-  for (const r of recipients) if (!outcomes.has(r.id)) outcomes.set(r.id, { status: 'queued', error: 'the mail server did not answer in time; sending again later' });
-  return new Map(outcomes);
+  const answered = new Map(outcomes);
+  for (const r of recipients) {
+    if (answered.has(r.id)) continue;
+    answered.set(r.id, { status: 'queued', error: 'the mail server did not answer in time; sending again later' });
+    late.set(r.id, sends.get(r.id)!);
+  }
+  return { outcomes: answered, late };
+}
+
+/**
+ * A mail the server took after the round stopped waiting: records it sent (event and all) once the
+ * transaction that wrote its recipient as queued has committed, so the retry finds nothing to do. A
+ * late refusal is left to the retry, which meets it again and records it.
+ */
+export function recordLate(runtime: SigningRuntime, requestId: string, recipientId: string, late: Promise<Outcome>, round: Round, attempt: number): void {
+  void late.then(async (outcome) => {
+    if (outcome.status !== 'sent') return;
+    for (let i = 0; i < mailTiming.lateRecordTries; i++) {
+      const done = await runtime.db
+        .tx(async (sql) => {
+          const request = await findRequestById(sql, requestId, true);
+          const recipient = request ? await findRecipient(sql, recipientId) : undefined;
+          if (!request || !recipient) return false; // not committed yet
+          if (recipient.invitation_status === 'queued' && Number(recipient.invitation_attempts) === attempt) {
+            await applyOutcome(sql, runtime.jobs, request, recipient, outcome, round, attempt, runtime.clock.now());
+          }
+          return true;
+        })
+        .catch((err: unknown) => {
+          runtime.logger.warn({ err, request: requestId }, 'could not record a late invitation as sent; its retry sends it again');
+          return true;
+        });
+      if (done) return;
+      await new Promise((resolve) => setTimeout(resolve, mailTiming.lateRecordEveryMs).unref());
+    }
+  });
 }
 
 /**

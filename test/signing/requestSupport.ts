@@ -16,6 +16,8 @@ import { startTestService, type TestService } from '../support/service.ts';
 import { samplePdf, signerLinkIn } from './signerKit.ts';
 
 export const FROM = 'Acme Contracts <contracts@acme.example>';
+/** How long the test server takes to answer a mail to `slow...@`. */
+export const SLOW_MS = 400;
 
 export interface Mail {
   to: string[];
@@ -25,7 +27,7 @@ export interface Mail {
 /**
  * A real SMTP server on 127.0.0.1: `refused...@` is refused at RCPT with 550 (for good),
  * `greylist...@` always with 450 (for now), `flaky...@` with 450 the first `flakyTimes` tries and
- * then taken. Every taken mail is kept, parsed.
+ * then taken; `slow...@` is taken but answered after SLOW_MS. Every taken mail is kept, parsed.
  */
 export async function startMailServer(flakyTimes = 2, port = 0) {
   const mails: Mail[] = [];
@@ -52,7 +54,9 @@ export async function startMailServer(flakyTimes = 2, port = 0) {
         simpleParser(Buffer.concat(chunks)).then(
           (mail) => {
             mails.push({ to, mail });
-            callback();
+            // slow...@: taken, but answered only after SLOW_MS (a server slower than the request's wait).
+            if (to.some((a) => a.startsWith('slow'))) setTimeout(() => callback(), SLOW_MS);
+            else callback();
           },
           (err: Error) => callback(err),
         );

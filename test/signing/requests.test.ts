@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { resolveSignerLink } from '../../handlers/signing/links.ts';
+import { mailTiming } from '../../handlers/signing/mail.ts';
 import { recordDeclined, recordOpened, recordSigned } from '../../handlers/signing/requests.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
@@ -173,6 +174,30 @@ for (const database of databases) {
       await runJobs(svc);
       assert.equal(smtp.to('greylist-1@example.test').length, 0);
       assert.deepEqual(await eventKinds(svc, created.signing_request_id), kinds, 'no more tries');
+    });
+
+    it('a mail the server takes only after the request stopped waiting is recorded as sent, and not sent again', async () => {
+      const saved = { ...mailTiming };
+      Object.assign(mailTiming, { roundWaitMs: 50, lateRecordEveryMs: 10 });
+      try {
+        const created = await create({ signers: [{ email: 'slow-1@example.test', name: 'Sam Slow' }, { email: 'quick-1@example.test', name: 'Quinn Quick' }] });
+        assert.deepEqual(created.recipients.map((r) => r.invitation), ['queued', 'sent']);
+        assert.match(created.recipients[0]!.invitation_error!, /did not answer in time/);
+        const until = Date.now() + 10_000;
+        let read = created;
+        while (read.recipients[0]!.invitation !== 'sent' && Date.now() < until) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          read = (await api.signing.GetSigningRequest({ signing_request_id: created.signing_request_id })).data!;
+        }
+        assert.equal(read.recipients[0]!.invitation, 'sent', 'recorded once the server answered');
+        assert.equal(read.recipients[0]!.invitation_error, null);
+        svc.clock.advance(60_000);
+        await runJobs(svc);
+        assert.equal(smtp.to('slow-1@example.test').length, 1, 'the retry found it sent and mailed nothing');
+        assert.deepEqual(await eventKinds(svc, created.signing_request_id), ['request.created', 'invitation.sent', 'invitation.sent']);
+      } finally {
+        Object.assign(mailTiming, saved);
+      }
     });
 
     it('refuses bad input with 400 and a plain reason, a file it cannot see with 404, bankid without a provider with 400', async () => {
