@@ -17,12 +17,15 @@ import path from 'node:path';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import pino from 'pino';
+import { PDFDocument } from 'pdf-lib';
 import { migrations } from '../../app.ts';
 import { openDatabase } from '../../db/database.ts';
 import { findFile } from '../../handlers/documents/files.ts';
 import { archiveRequest } from '../../handlers/signing/archive.ts';
 import { installationCertificate, sealingCertificate, sealSettingsFromEnv } from '../../handlers/signing/certificates.ts';
+import { createServiceCertificate, loadStoredCertificate } from '../../handlers/signing/certificate.ts';
 import { buildArchive, deviceSummary, utc } from '../../handlers/signing/evidence.ts';
+import { seal } from '../../handlers/signing/seal.ts';
 import { inspectSeal } from '../../handlers/signing/verify.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { createBlobStore } from '../../server/storage.ts';
@@ -350,6 +353,72 @@ describe('signing: evidence pages for awkward input', () => {
       assert.match(text, /Ελένη Παπαδοπούλου/);
       assert.match(text, /not recorded/);
       await run('qpdf', ['--check', file]);
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('signing: archives of PDFs written other ways keep their pages', () => {
+  it('pdf-lib (object streams or not, a form), qpdf (linearized, object streams), owner-encrypted: the original pages rasterise identically, the seal is valid, qpdf --check clean', async function () {
+    this.timeout(60_000);
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'variants-'));
+    try {
+      const base = await contractPdf('Variant', 2);
+      const withForm = await PDFDocument.load(base);
+      const form = withForm.getForm();
+      form.createTextField('company').addToPage(withForm.getPage(0), { x: 56, y: 60, width: 200, height: 20 });
+      form.getTextField('company').setText('Acme AB');
+      form.createCheckBox('agree').addToPage(withForm.getPage(1), { x: 56, y: 60, width: 16, height: 16 });
+      form.getCheckBox('agree').check();
+      const variants: Array<[string, Uint8Array]> = [
+        ['pdf-lib', base],
+        ['pdf-lib, no object streams', await (await PDFDocument.load(base)).save({ useObjectStreams: false })],
+        ['pdf-lib form', await withForm.save()],
+      ];
+      const plain = await writeTo(dir, 'plain.pdf', base);
+      for (const [name, args] of [
+        ['qpdf linearized', ['--linearize']],
+        ['qpdf object streams', ['--object-streams=generate']],
+        ['owner-encrypted', ['--encrypt', '', 'owner', '256', '--']],
+      ] as const) {
+        const out = path.join(dir, `${name.replace(/\W/g, '')}.pdf`);
+        await run('qpdf', [...args, plain, out]);
+        variants.push([name, await fs.readFile(out)]);
+      }
+      const certificate = await loadStoredCertificate(await createServiceCertificate({ commonName: 'Variant seal', now: new Date() }));
+      for (const [name, bytes] of variants) {
+        const built = await buildArchive(bytes, {
+          requestId: 'sr_variantvariantvariantva',
+          title: name,
+          signatureMethod: 'Standard',
+          source: { filename: 'v.pdf', sha256: 'a'.repeat(64), size: bytes.length, pages: 2 },
+          createdAt: Date.UTC(2026, 0, 1),
+          completedAt: Date.UTC(2026, 0, 2),
+          signers: [{ name: 'Anna Lindqvist', email: 'anna@x.test', typedName: 'Anna Lindqvist', signedAt: Date.UTC(2026, 0, 2), ip: '203.0.113.7', userAgent: FIREFOX }],
+          events: [],
+          sealedBy: 'CN=Variant seal',
+          verifyUrl: 'https://x.test/verify',
+        });
+        assert.equal(built.decrypted, name === 'owner-encrypted', name);
+        if (built.appended) assert.ok(Buffer.from(built.bytes.subarray(0, bytes.length)).equals(Buffer.from(bytes)), `${name}: starts with the original`);
+        const sealed = await seal(built.bytes, { certificate, reason: 'variant', signedAt: new Date() });
+        const archive = await writeTo(dir, `archive-${name.replace(/\W/g, '')}.pdf`, sealed);
+        const original = await writeTo(dir, `original-${name.replace(/\W/g, '')}.pdf`, bytes);
+        assert.equal(await pdfPages(archive), 2 + built.evidencePages, name);
+        for (const page of [1, 2]) {
+          const render = async (file: string, tag: string) => {
+            const prefix = path.join(dir, `${name.replace(/\W/g, '')}-${tag}-${page}`);
+            await run('pdftoppm', ['-r', '30', '-f', String(page), '-l', String(page), '-singlefile', '-png', file, prefix]);
+            return fs.readFile(`${prefix}.png`);
+          };
+          assert.ok((await render(original, 'o')).equals(await render(archive, 'a')), `${name}: page ${page} rasterises identically`);
+        }
+        const sig = await pdfsig(archive);
+        assert.match(sig, /Signature is Valid\./, name);
+        assert.match(sig, /Total document signed/, name);
+        await run('qpdf', ['--check', archive]);
+      }
     } finally {
       await fs.rm(dir, { recursive: true, force: true });
     }
