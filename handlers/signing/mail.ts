@@ -107,6 +107,18 @@ export function composeMail(request: DbSigningRequestRow, recipient: DbSigningRe
 
 export type Outcome = { readonly status: 'sent' } | { readonly status: 'queued' | 'failed'; readonly error: string };
 
+/**
+ * Why no mail could be sent, as recipients' `invitation_error` shows it: the kind and the server's
+ * answer, never the mail server's address (the log has the details).
+ */
+function unavailableReason(err: MailUnavailableError): string {
+  const cause = /\(([A-Z][A-Z_]+)\)/.exec(err.message)?.[1];
+  if (err.kind === 'connection') return `the mail server cannot be reached${cause ? ` (${cause})` : ''}; sending again later`;
+  if (err.kind === 'auth') return 'the mail server refused this service\'s credentials; sending again later';
+  const answer = /: (\d{3}\b.*)$/.exec(err.message)?.[1];
+  return `the mail server refused the mail for now${answer ? `: ${answer.slice(0, 500)}` : ''}; sending again later`;
+}
+
 /** Sends one mail and says what became of it; never throws. */
 export async function sendOne(mailer: Mailer, message: ReturnType<typeof composeMail>, logger: Logger | null): Promise<Outcome> {
   try {
@@ -116,7 +128,7 @@ export async function sendOne(mailer: Mailer, message: ReturnType<typeof compose
     if (!refusal) return { status: 'queued', error: 'the mail server took no recipient' };
     return { status: refusal.temporary ? 'queued' : 'failed', error: refusal.reason.slice(0, 1000) };
   } catch (err) {
-    if (err instanceof MailUnavailableError) return { status: 'queued', error: err.message.slice(0, 1000) };
+    if (err instanceof MailUnavailableError) return { status: 'queued', error: unavailableReason(err) };
     logger?.error({ err, tag: message.tag }, 'signing mail could not be sent');
     return { status: 'failed', error: (err instanceof Error ? err.message : String(err)).slice(0, 1000) };
   }
