@@ -144,7 +144,7 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
     await archiveHooks.afterPut?.(request.id, blobId);
     const pages = source.pageCount + built.evidencePages;
     const now = clock.now();
-    const fileId = await db.tx(async (sql): Promise<{ existing: string | null } | { registered: string }> => {
+    const registered = await db.tx(async (sql): Promise<{ existing: string | null } | { registered: string }> => {
       const current = await findRequestById(sql, request.id, true);
       if (!current || current.archive_file_id) return { existing: current?.archive_file_id ?? null };
       const file = await createFile(
@@ -174,15 +174,15 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
       await sql.run(`DELETE FROM signing_archive_blobs WHERE blob_id = ?`, [blob.id]);
       return { registered: file.id };
     });
-    if ('existing' in fileId) {
+    if ('existing' in registered) {
       // Another run registered an archive first (or the request vanished): this blob is not needed.
       await storage.delete(blob.id);
       await db.sql.run(`DELETE FROM signing_archive_blobs WHERE blob_id = ?`, [blob.id]);
-      return { outcome: 'done', fileId: fileId.existing ?? null };
+      return { outcome: 'done', fileId: registered.existing ?? null };
     }
     const t3 = performance.now();
-    deps.logger.info({ request: request.id, file: fileId.registered, pages, bytes: blob.size, ms: Math.round(t3 - t0) }, 'signed archive stored');
-    return { outcome: 'built', fileId: fileId.registered, sha256: blob.sha256, pages, ms: { build: t1 - t0, seal: t2 - t1, store: t3 - t2 } };
+    deps.logger.info({ request: request.id, file: registered.registered, pages, bytes: blob.size, ms: Math.round(t3 - t0) }, 'signed archive stored');
+    return { outcome: 'built', fileId: registered.registered, sha256: blob.sha256, pages, ms: { build: t1 - t0, seal: t2 - t1, store: t3 - t2 } };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     await updateRequest(db.sql, request.id, { archive_error: message.slice(0, 2000) }, clock.now()).catch(() => undefined);
