@@ -463,3 +463,29 @@ forEachDatabase(
   },
   { env: { CLAMAV_URL: `tcp://127.0.0.1:${deadPort}` } },
 );
+
+const volume = await fs.mkdtemp(path.join(os.tmpdir(), 'uploads-volume-'));
+after(() => fs.rm(volume, { recursive: true, force: true }));
+forEachDatabase(
+  'documents: uploads on a shared volume (STORAGE=filesystem)',
+  (svc) => {
+    it('stores parts and the file on the volume, downloads it, and the cleanup removes the parts', async () => {
+      const { ws, api } = await docsWorkspace(svc());
+      const out = await uploadFile(api, big, { partSize: MiB });
+      assert.ok(out.data, JSON.stringify(out.error));
+      const stored = (await findFile(svc().db.sql, ws.workspace_id, out.data.file_id))!;
+      const got = await fetch((await downloadUrl(svc().db.sql, svc().origin, stored, svc().clock.now())).url);
+      assert.equal(sha256(Buffer.from(await got.arrayBuffer())), sha256(big));
+      const parts = (await svc().db.sql.all<{ blob_id: string }>(`SELECT blob_id FROM document_upload_parts WHERE upload_id = ?`, [out.upload.upload_id])).map((r) => r.blob_id);
+      assert.equal(parts.length, 4);
+      svc().clock.advance(24 * 3600_000);
+      await svc().jobs.scheduleRecurring();
+      await svc().jobs.runDue();
+      const { createBlobStore } = await import('../../server/storage.ts');
+      const store = createBlobStore(svc().db, svc().clock, svc().config.storage);
+      for (const id of parts) assert.equal(await store.stat(id), null, 'a part is gone from the volume');
+      assert.ok(await store.stat(stored.blobId), 'the file stays');
+    });
+  },
+  { storage: { backend: 'filesystem', path: volume } },
+);
