@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { downloadUrl, findFile } from '../../handlers/documents/files.ts';
+import { signToken } from '../../handlers/documents/tokens.ts';
 import { revokeKey } from '../../server/admin.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 import { clamdMissing, EICAR, type LocalClamd, startClamd } from './clamd.ts';
@@ -103,7 +104,7 @@ forEachDatabase('documents: uploads in parts', (svc) => {
     assert.deepEqual((await api.documents.CompleteUpload({ upload_id: u.upload_id })).data, file);
     const closed = await api.documents.GetUploadPart({ upload_id: u.upload_id, part_number: 1 });
     assert.equal(closed.response.status, 409);
-    assert.equal((await put(await partUrlUnchecked(svc(), ws.keys.docs!.secret, u.upload_id), partBytes(u, big, 1))).status, 409);
+    assert.equal((await put(await partUrlUnchecked(svc(), u.upload_id), partBytes(u, big, 1))).status, 409);
 
     // The download link: attachment with the name, the exact bytes; HEAD the same headers and no body.
     const stored = (await findFile(svc().db.sql, ws.workspace_id, file.file_id))!;
@@ -406,11 +407,9 @@ forEachDatabase('documents: uploads in parts', (svc) => {
   });
 });
 
-async function partUrlUnchecked(svc: TestService, secret: string, uploadId: string): Promise<string> {
-  // A URL signed while the upload was open is refused once it completed: sign one the way the operation does.
-  const { signToken } = await import('../../handlers/documents/tokens.ts');
+/** A live part URL of an upload that no longer takes parts (the operation refuses to make one): signed as the operation signs them. */
+async function partUrlUnchecked(svc: TestService, uploadId: string): Promise<string> {
   const token = await signToken(svc.db.sql, 'part', { u: uploadId, p: 1, s: MiB, h: null, e: svc.clock.now() + 60_000 }, svc.clock.now());
-  void secret;
   return `${svc.origin}/files/parts/${token}`;
 }
 
