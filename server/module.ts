@@ -78,7 +78,11 @@ export interface AdminDeps {
  */
 export interface ServiceModule<NS extends string = string, Settings = undefined> {
   readonly namespace: NS;
-  readonly handlers: NamespaceHandlers<NS>;
+  /**
+   * Its operations' handlers: the map itself, or a function of the module's dependencies that makes it
+   * once per process (handlers that send mail, read the blob store or their settings close over `deps`).
+   */
+  readonly handlers: NamespaceHandlers<NS> | ((deps: ModuleDeps<Settings>) => NamespaceHandlers<NS>);
   /**
    * Its settings, read from the environment when the process starts (a bad value throws a readable
    * error) and given to its factories as `deps.settings`. Each variable is listed in `.env.example`

@@ -28,7 +28,8 @@ export interface ServiceDeps {
  * the background jobs (the platform's and each module's), and every module's change-event consumers.
  */
 export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModule[]) {
-  const handlers = Object.assign({}, ...modules.map((m) => m.handlers)) as HandlerMap;
+  // Filled below once the modules' dependencies exist (a module may make its handlers from them); read per call.
+  const handlers = {} as HandlerMap;
   const byNamespace: Record<string, RawEndpoint> = {};
   let outbox: OutboxRunner | null = null;
   const jobs = new JobRunner(deps.db, deps.clock, deps.logger);
@@ -51,6 +52,7 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
+  for (const m of modules) Object.assign(handlers, typeof m.handlers === 'function' ? (m.handlers as (deps: ModuleDeps) => object)(moduleDeps(m)) : m.handlers);
   // The development mailbox's pages exist only while mail stays in it (no SMTP_URL).
   const mailbox = mailer.kind === 'mailbox';
   platform.pages.compose(deps, [

@@ -1,14 +1,12 @@
 /** The documents operations: uploads in parts (create, read, part URLs, complete) and the file listing. */
 import crypto from 'node:crypto';
-import type { Database, Sql } from '../../db/database.ts';
 import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
 import { conflict, invalidInput, notFound, ServiceError } from '../../server/errors.ts';
 import { newId } from '../../server/ids.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
 import type { BlobStore } from '../../server/storage.ts';
-import { DatabaseBlobStore } from '../../server/storage/database.ts';
-import { type DocumentsDeps, depsOf } from './deps.ts';
+import type { DocumentsDeps } from './deps.ts';
 import { createFile, findFile } from './files.ts';
 import { DEFAULT_PART_BYTES, MAX_FILE_BYTES, MAX_PAGES, MAX_PART_BYTES, MAX_PARTS, MIN_PART_BYTES, PART_URL_TTL_MS, UPLOAD_TTL_MS } from './limits.ts';
 import { type DbUploadRow, findOwnUpload, listFiles, listParts, markCompleted, markRejected, type UploadOwner, insertUpload } from './queries.ts';
@@ -49,17 +47,6 @@ function partLayout(size: number, partSizeIn: number | undefined, partCountIn: n
   return { partSize: ps, partCount: count };
 }
 
-/**
- * A blob store that writes in the caller's transaction (the database backend), so the file's bytes
- * commit or roll back with the completion. The command's transaction holds SQLite's one connection, so
- * the process's store (its own transactions) cannot be used inside it; a shared volume can.
- */
-function storeIn(deps: DocumentsDeps, sql: Sql): BlobStore {
-  if (deps.storage.backend !== 'database') return deps.storage;
-  const inTx = { dialect: sql.dialect, sql, relaxed: sql, tx: <T>(fn: (s: Sql) => Promise<T>) => fn(sql) } as unknown as Database;
-  return new DatabaseBlobStore(inTx, deps.clock);
-}
-
 async function readAll(store: BlobStore, blobIds: readonly string[], expected: number): Promise<Buffer> {
   const out = Buffer.allocUnsafe(expected);
   let at = 0;
@@ -92,8 +79,7 @@ async function recordRejection(deps: DocumentsDeps, uploadId: string, reason: st
 
 const refused = (reason: string) => invalidInput(`The file was refused: ${reason}.`);
 
-async function complete(ctx: OperationContext, input: { upload_id: string; sha256?: string }) {
-  const deps = depsOf(ctx.db);
+async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upload_id: string; sha256?: string }) {
   // Held until the completion commits: a part's PUT waits (then finds the upload completed), so the
   // parts read below are never replaced and deleted mid-read.
   const u = await ownUpload(ctx, input.upload_id, true);
@@ -107,7 +93,8 @@ async function complete(ctx: OperationContext, input: { upload_id: string; sha25
   const missing = Array.from({ length: count }, (_, i) => i + 1).filter((n) => !have.has(n));
   if (missing.length) throw conflict(`Upload ${u.id} is missing part${missing.length > 1 ? 's' : ''} ${missing.join(', ')}; send ${missing.length > 1 ? 'them' : 'it'}, then complete it.`);
 
-  const store = storeIn(deps, ctx.sql);
+  // In the command's transaction: the file's bytes commit or roll back with the completion (database backend).
+  const store = deps.storage.within(ctx.sql);
   const bytes = await readAll(store, parts.map((p) => p.blob_id), size);
   const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
   const expected = input.sha256 ?? u.sha256;
@@ -153,7 +140,8 @@ async function completedFile(ctx: OperationContext, u: DbUploadRow) {
   return fileView(file);
 }
 
-export const documentHandlers: NamespaceHandlers<'documents'> = {
+/** The operations, made once per process from the module's dependencies (the blob store, the scanner's settings). */
+export const documentHandlers = (deps: DocumentsDeps): NamespaceHandlers<'documents'> => ({
   'documents.CreateUpload': async (input, ctx) => {
     if (BAD_FILENAME.test(input.filename)) throw invalidInput('filename: must not contain control characters (U+0000 to U+001F, U+007F), / or \\.');
     const { partSize: ps, partCount } = partLayout(input.size, input.part_size, input.part_count);
@@ -197,7 +185,7 @@ export const documentHandlers: NamespaceHandlers<'documents'> = {
     return { upload_id: u.id, part_number: input.part_number, method: 'PUT' as const, url: new URL(`/files/parts/${token}`, ctx.config.publicUrl).toString(), size, expires_at: expiresAt };
   },
 
-  'documents.CompleteUpload': (input, ctx) => complete(ctx, input),
+  'documents.CompleteUpload': (input, ctx) => complete(deps, ctx, input),
 
   'documents.ListDocuments': async (input, ctx) => {
     if (input.scope === 'user' && !ctx.member) throw invalidInput("scope: user lists the private files of the member acted for; send Service-Act-As (or use scope: workspace).");
@@ -215,4 +203,4 @@ export const documentHandlers: NamespaceHandlers<'documents'> = {
       next_cursor: more ? await encodeCursor(ctx, TIME_CURSOR, { t: last.createdAt, i: last.id }, filters) : null,
     };
   },
-};
+});

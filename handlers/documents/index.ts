@@ -2,7 +2,7 @@ import type { ServiceEnv } from '../../server/config.ts';
 import type { ServiceModule } from '../../server/module.ts';
 import { parseClamavUrl } from './clamav.ts';
 import { cleanupUploads } from './cleanup.ts';
-import { type DocumentsSettings, remember } from './deps.ts';
+import type { DocumentsSettings } from './deps.ts';
 import { documentHandlers } from './handlers.ts';
 import { documentRoutes, partEndpoint } from './routes.ts';
 
@@ -23,18 +23,15 @@ export const documents: ServiceModule<'documents', DocumentsSettings> = {
   config: documentsConfig,
   migrations: new URL('./migrations/', import.meta.url),
   secretPaths: ['/files/'],
-  routes: (deps) => documentRoutes(remember(deps)),
-  endpoints: (deps) => partEndpoint(remember(deps)),
-  jobs: (deps) => {
-    remember(deps);
-    return {
-      'documents.cleanup': {
-        everyMs: 60 * 60_000,
-        run: async () => {
-          const removed = await cleanupUploads(deps);
-          if (removed) deps.logger.info({ uploads: removed }, 'removed expired uploads and their parts');
-        },
+  routes: (deps) => documentRoutes(deps),
+  endpoints: (deps) => partEndpoint(deps),
+  jobs: (deps) => ({
+    'documents.cleanup': {
+      everyMs: 60 * 60_000,
+      run: async () => {
+        const removed = await cleanupUploads(deps);
+        if (removed) deps.logger.info({ uploads: removed }, 'removed expired uploads and their parts');
       },
-    };
-  },
+    },
+  }),
 };

@@ -8,8 +8,8 @@ import { isMailAddress } from '../../server/mailer.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
 import { downloadUrl, fileVisibleTo, findFile } from '../documents/files.ts';
-import { BANKID_UNAVAILABLE, prepareBankId } from './bankid.ts';
-import { applyOutcome, recordLate, type Round, runtimeOf, sendRound, transactionMailer } from './mail.ts';
+import { prepareBankId } from './bankid.ts';
+import { applyOutcome, recordLate, type Round, type SigningRuntime, sendRound } from './mail.ts';
 import {
   appendEvent,
   type DbSigningEventRow,
@@ -130,16 +130,16 @@ function checkDeadline(deadline: number, now: number, field = 'deadline_at'): vo
 const blank = (s: string) => s.trim() === '';
 
 /** Sends a round of mails inside the command's transaction and records each outcome; returns the addresses refused for good. */
-async function mailRound(ctx: OperationContext, request: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[], round: Round): Promise<string[]> {
-  const runtime = runtimeOf(ctx.db);
-  const mailer = transactionMailer(ctx.db, ctx.sql, ctx.config, ctx.clock);
-  const { outcomes, late } = await sendRound(ctx.sql, mailer, request, recipients, round, { publicUrl: ctx.config.publicUrl, now: ctx.now, logger: runtime?.logger ?? null });
+async function mailRound(deps: SigningRuntime, ctx: OperationContext, request: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[], round: Round): Promise<string[]> {
+  // The development mailbox writes in the command's transaction: the mail exists exactly when the request does.
+  const mailer = deps.mailer.within(ctx.sql);
+  const { outcomes, late } = await sendRound(ctx.sql, mailer, request, recipients, round, { publicUrl: ctx.config.publicUrl, now: ctx.now, logger: deps.logger });
   const failed: string[] = [];
   for (const r of recipients) {
     const state = await applyOutcome(ctx.sql, ctx.jobs, request, r, outcomes.get(r.id)!, round, 1, ctx.now);
     if (state === 'failed') failed.push(r.email);
   }
-  for (const [id, send] of late) recordLate(runtime!, request.id, id, send, round, 1);
+  for (const [id, send] of late) recordLate(deps, request.id, id, send, round, 1);
   return failed;
 }
 
@@ -148,7 +148,8 @@ async function reread(sql: Sql, workspaceId: string, id: string) {
   return { request, recipients: await listRecipients(sql, id) };
 }
 
-export const signingHandlers: NamespaceHandlers<'signing'> = {
+/** The operations, made once per process from the module's dependencies (the mailer, the bankid settings). */
+export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signing'> => ({
   'signing.VerifySignedDocument': verifySignedDocument,
   'signing.RequestFileSignatures': async (input, ctx) => {
     const seen = new Map<string, number>();
@@ -195,9 +196,7 @@ export const signingHandlers: NamespaceHandlers<'signing'> = {
     };
     await insertRequest(ctx.sql, request);
     if (method === 'bankid') {
-      const settings = runtimeOf(ctx.db)?.settings;
-      if (!settings) throw invalidInput(BANKID_UNAVAILABLE);
-      await prepareBankId(ctx.sql, settings, { workspaceId: ctx.workspaceId, requestId: id, now: ctx.now });
+      await prepareBankId(ctx.sql, deps.settings, { workspaceId: ctx.workspaceId, requestId: id, now: ctx.now });
     }
     const recipients: DbSigningRecipientRow[] = input.signers.map((s, position) => ({
       id: newId('rcp'),
@@ -229,7 +228,7 @@ export const signingHandlers: NamespaceHandlers<'signing'> = {
       data: { title: request.title, signature_method: method, signers: recipients.length, deadline_at: deadline, private: Boolean(request.private) },
       at: ctx.now,
     });
-    await mailRound(ctx, request, recipients, { reminder: false, automatic: false, message: request.message });
+    await mailRound(deps, ctx, request, recipients, { reminder: false, automatic: false, message: request.message });
     const after = await reread(ctx.sql, ctx.workspaceId, id);
     return requestView(after.request, after.recipients);
   },
@@ -272,7 +271,7 @@ export const signingHandlers: NamespaceHandlers<'signing'> = {
       throw conflict(`Every recipient left to sign of ${request.id} was mailed less than an hour ago; the next reminder is possible at ${iso(next)}.`);
     }
     const message = input.message ? input.message : request.message;
-    const failures = await mailRound(ctx, request, due, { reminder: true, automatic: false, message });
+    const failures = await mailRound(deps, ctx, request, due, { reminder: true, automatic: false, message });
     const after = await reread(ctx.sql, ctx.workspaceId, request.id);
     return requestView(after.request, after.recipients, failures);
   },
@@ -319,4 +318,4 @@ export const signingHandlers: NamespaceHandlers<'signing'> = {
     const link = await downloadUrl(ctx.sql, ctx.config.publicUrl, file, ctx.now, { filename: file.filename });
     return { signing_request_id: request.id, version: input.version, url: link.url, filename: file.filename, expires_at: link.expiresAt, sha256: file.sha256, size: file.size };
   },
-};
+});

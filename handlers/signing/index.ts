@@ -7,7 +7,6 @@ import { signingSettingsNavigation, signingSettingsRoutes } from './creditPage.t
 import { signingHandlers } from './handlers.ts';
 import { signingJobs } from './jobs.ts';
 import { SIGN_PREFIX } from './links.ts';
-import { bindRuntime } from './mail.ts';
 import { ARCHIVE_JOB } from './requests.ts';
 import { type SigningSettings, signingSettings } from './settings.ts';
 import { signerRoutes } from './signer.ts';
@@ -25,12 +24,8 @@ export const signing: ServiceModule<'signing', SigningSettings> = {
   config: signingSettings,
   migrations: new URL('./migrations/', import.meta.url),
   secretPaths: [SIGN_PREFIX],
-  jobs: (deps) => {
-    bindRuntime(deps);
-    return { ...signingJobs(deps), ...bankIdJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal) };
-  },
+  jobs: (deps) => ({ ...signingJobs(deps), ...bankIdJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal) }),
   routes: (deps) => {
-    bindRuntime(deps);
     const router = signerRoutes(deps, { bankid: providerOf(deps.settings) });
     bankIdRoutes(router, deps);
     signingSettingsRoutes(router, deps);

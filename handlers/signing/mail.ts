@@ -7,12 +7,9 @@
  * then `failed`. Nothing fails silently.
  */
 import type { Logger } from 'pino';
-import type { Database, Sql } from '../../db/database.ts';
-import type { ServiceConfig } from '../../server/config.ts';
-import type { Clock } from '../../server/clock.ts';
+import type { Sql } from '../../db/database.ts';
 import type { JobQueue } from '../../server/jobs.ts';
 import { type Mailer, MailUnavailableError, mailTemplates } from '../../server/mailer.ts';
-import { MailboxMailer } from '../../server/mailer/mailbox.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { mintSignerLink, signerUrl } from './links.ts';
 import type { SigningSettings } from './settings.ts';
@@ -41,32 +38,8 @@ export interface InviteJobPayload {
 
 const templates = mailTemplates(new URL('./mail/', import.meta.url));
 
-/** What the operations need of the module's dependencies (handlers get only their context). */
+/** What the operations and jobs need of the module's dependencies. */
 export type SigningRuntime = Pick<ModuleDeps<SigningSettings>, 'db' | 'mailer' | 'logger' | 'clock' | 'config' | 'jobs' | 'settings'>;
-const runtimes = new WeakMap<Database, SigningRuntime>();
-
-/** Makes this process's mailer and logger known to the operations of the service built on `deps.db`. */
-export function bindRuntime(deps: SigningRuntime): void {
-  runtimes.set(deps.db, deps);
-}
-
-export function runtimeOf(db: Database): SigningRuntime | null {
-  return runtimes.get(db) ?? null;
-}
-
-/**
- * The mailer an operation sends with inside its transaction `sql`: SMTP as configured; the
- * development mailbox written in `sql` itself (so the mail exists exactly when the request commits,
- * and SQLite's single writer is not waited for by the transaction holding it). Null when the service
- * did not bind its runtime (the mails are then queued for the job).
- */
-export function transactionMailer(db: Database, sql: Sql, config: ServiceConfig, clock: Clock): Mailer | null {
-  const runtime = runtimeOf(db);
-  if (!runtime) return null;
-  if (runtime.mailer.kind === 'smtp') return runtime.mailer;
-  return new MailboxMailer(config.mail.from, { db: { ...db, sql }, clock, logger: runtime.logger });
-}
-
 const DATE = new Intl.DateTimeFormat('en-GB', { timeZone: 'UTC', weekday: 'long', day: 'numeric', month: 'long', year: 'numeric', hour: '2-digit', minute: '2-digit', hour12: false });
 /** A deadline as people read it: `Friday 25 December 2026, 12:00 UTC`. */
 export const humanTime = (ms: number) => `${DATE.format(new Date(ms)).replace(' at ', ', ')} UTC`;

@@ -5,7 +5,7 @@
  * refusals can be tried without an SMTP server.
  */
 import type { Logger } from 'pino';
-import type { Database } from '../../db/database.ts';
+import type { Database, Sql } from '../../db/database.ts';
 import { type DbMailboxMessageRow, getMailboxMessage, insertMailboxMessage, listMailboxMessages, type MailboxFilter } from '../../db/queries/mailbox.ts';
 import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
@@ -19,7 +19,13 @@ export class MailboxMailer implements Mailer {
   constructor(
     private readonly from: string,
     private readonly deps: { readonly db: Database; readonly clock: Clock; readonly logger: Logger },
+    /** The transaction the mail is written in (`within`); the database's own connection otherwise. */
+    private readonly tx: Sql | null = null,
   ) {}
+
+  within(sql: Sql): Mailer {
+    return new MailboxMailer(this.from, this.deps, sql);
+  }
 
   async send(message: MailMessage): Promise<SendResult> {
     checkMessage(message);
@@ -33,7 +39,7 @@ export class MailboxMailer implements Mailer {
     const id = newId('ml');
     const messageId = `<${id}@development-mailbox>`;
     if (accepted.length) {
-      await insertMailboxMessage(this.deps.db.sql, {
+      await insertMailboxMessage(this.tx ?? this.deps.db.sql, {
         id,
         workspace_id: message.workspaceId ?? null,
         message_id: messageId,

@@ -1,4 +1,5 @@
 /** What a mail is, what sending answers, and the checks every backend applies before sending. */
+import type { Sql } from '../../db/database.ts';
 import addressparser from 'nodemailer/lib/addressparser';
 
 export interface MailMessage {
@@ -40,6 +41,13 @@ export interface Mailer {
    * cannot be reached, or that refuses the whole transaction, throws `MailUnavailableError`.
    */
   send(message: MailMessage): Promise<SendResult>;
+  /**
+   * The mailer for sends made inside the open transaction `sql` (an operation's `ctx.sql`): the
+   * development mailbox writes the mail in that transaction, so it exists exactly when the transaction
+   * commits (and SQLite's one connection, held by the transaction, is never waited for); SMTP sends at
+   * once, as mail that has left cannot be rolled back.
+   */
+  within(sql: Sql): Mailer;
   /** Closes pooled connections (at shutdown). */
   close(): Promise<void>;
 }

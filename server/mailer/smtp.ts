@@ -5,6 +5,7 @@
  * Logs name the server as host:port only: SMTP_URL may carry a password.
  */
 import crypto from 'node:crypto';
+import type { Sql } from '../../db/database.ts';
 import nodemailer, { type Mail, type NodemailerError, type SMTPPoolOptions, type SMTPPoolSentMessageInfo } from 'nodemailer';
 import type { Logger } from 'pino';
 import type { SmtpSettings } from '../mailer.ts';
@@ -21,6 +22,11 @@ const rejectedFrom = (errors: readonly NodemailerError[] | undefined): RejectedR
 
 export class SmtpMailer implements Mailer {
   readonly kind = 'smtp' as const;
+
+  /** Mail that has left cannot be rolled back: sends inside a transaction go out at once. */
+  within(_sql: Sql): Mailer {
+    return this;
+  }
   private readonly transport: Transport;
   private readonly domain: string;
   private readonly inFlight = new Set<Promise<unknown>>();

@@ -1,6 +1,7 @@
 /** The blob store's interface, errors and the stream helpers its backends share (server/storage.ts). */
 import crypto from 'node:crypto';
 import { pipeline, type Readable, Transform, type TransformCallback } from 'node:stream';
+import type { Sql } from '../../db/database.ts';
 
 /** A stored blob's facts. */
 export interface BlobInfo {
@@ -42,6 +43,13 @@ export interface BlobStore {
   concat(ids: readonly string[], target?: string | null, options?: PutOptions): Promise<BlobInfo>;
   /** Removes what puts that never finished (a crashed process) left, untouched since `olderThan` (Unix ms); returns how many. */
   removeIncompleteBlobs(olderThan: number): Promise<number>;
+  /**
+   * The store for work inside the open transaction `sql` (an operation's `ctx.sql`): the database
+   * backend reads and writes in that transaction, so what it writes commits or rolls back with it (and
+   * SQLite's one connection, held by the transaction, is never waited for); a shared volume is
+   * outside every transaction and answers itself.
+   */
+  within(sql: Sql): BlobStore;
 }
 
 export type StorageConfig = { readonly backend: 'database' } | { readonly backend: 'filesystem'; readonly path: string };

@@ -6,7 +6,7 @@
  * blob that `removeIncompleteBlobs` clears. Reads fetch a few chunks at a time.
  */
 import { Readable } from 'node:stream';
-import type { Database } from '../../db/database.ts';
+import type { Database, Sql } from '../../db/database.ts';
 import {
   blobChunksFrom,
   completeBlob,
@@ -54,9 +54,14 @@ export class DatabaseBlobStore implements BlobStore {
   readonly backend = 'database' as const;
 
   constructor(
-    private readonly db: Database,
+    /** The database, or one open transaction of it (`within`): every statement and `tx` run there. */
+    private readonly db: Pick<Database, 'sql' | 'tx'>,
     private readonly clock: Clock,
   ) {}
+
+  within(sql: Sql): BlobStore {
+    return new DatabaseBlobStore({ sql, tx: (fn) => fn(sql) }, this.clock);
+  }
 
   async put(id: string | null, source: BlobSource, options: PutOptions = {}): Promise<BlobInfo> {
     const blobId = id === null ? newBlobId() : checkBlobId(id);

@@ -11,6 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import type { Sql } from '../../db/database.ts';
 import type { Clock } from '../clock.ts';
 import {
   BlobExists,
@@ -57,6 +58,11 @@ function decodeHeader(header: Buffer, id: string): BlobInfo {
 
 export class FilesystemBlobStore implements BlobStore {
   readonly backend = 'filesystem' as const;
+
+  /** A shared volume is outside every transaction. */
+  within(_sql: Sql): BlobStore {
+    return this;
+  }
   private readonly root: string;
 
   /** Creates the directories under `dir` and checks they are writable; throws a readable error otherwise. */
