@@ -688,6 +688,23 @@ export const catalogue = [
     "summary": "Read a signing request's history, oldest first"
   },
   {
+    "id": "signing.ListSigningRequests",
+    "namespace": "signing",
+    "name": "ListSigningRequests",
+    "method": "post",
+    "path": "/operations/signing.ListSigningRequests",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": false,
+    "resource": null,
+    "access": [],
+    "summary": "List the signing requests the caller may read, newest first"
+  },
+  {
     "id": "signing.RemindSigners",
     "namespace": "signing",
     "name": "RemindSigners",

@@ -160,6 +160,9 @@ export function createClient(options: ServiceClientOptions) {
       /** Read a signing request's history, oldest first (query). */
       ListSigningEvents: (body: RequestBody<'signing.ListSigningEvents'>, call: CallOptions = {}) =>
         raw.POST('/operations/signing.ListSigningEvents', { body, params: { header: actAsHeader(options, call) } }),
+      /** List the signing requests the caller may read, newest first (query). */
+      ListSigningRequests: (body: RequestBody<'signing.ListSigningRequests'>, call: CallOptions = {}) =>
+        raw.POST('/operations/signing.ListSigningRequests', { body, params: { header: actAsHeader(options, call) } }),
       /** Remind the signers who have not signed (command). */
       RemindSigners: (body: RequestBody<'signing.RemindSigners'>, call: CommandOptions = {}) =>
         raw.POST('/operations/signing.RemindSigners', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),

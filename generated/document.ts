@@ -53,7 +53,7 @@ export const document = {
     },
     {
       "name": "signing",
-      "description": "Signing requests over uploaded PDFs (invitations by e-mail, each signer's own link, reminders, deadlines, cancellation), their history and the sealed, verifiable archive."
+      "description": "Signing requests over uploaded PDFs (listed by who may read them, invitations by e-mail, each signer's own link, reminders, deadlines, cancellation), their history and the sealed, verifiable archive."
     },
     {
       "name": "documents",
@@ -4498,6 +4498,150 @@ export const document = {
           },
           "404": {
             "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.ListSigningRequests": {
+      "post": {
+        "operationId": "signing.ListSigningRequests",
+        "summary": "List the signing requests the caller may read, newest first",
+        "description": "The signing requests of the workspace that the caller may read, newest first (by `created_at`,\nthen id), each as `signing.GetSigningRequest` answers it. `status` (optional) keeps one state:\n`pending`, `completed`, `cancelled` or `expired` (a request a recipient declined is `cancelled`).\n\nOnly readable requests are listed, under exactly the rule of `signing.GetSigningRequest` (a request\nyou cannot read is never counted, never hinted at):\n- without `Service-Act-As`: the requests this key created whose source is not private;\n- acting for a member (a key with delegation, or a member's session): the requests that member\n  sent (made acting for them, private ones included), the requests where the member's e-mail\n  address is a recipient (compared without case, private ones included), and for owners and\n  admins every request of the workspace that is not private;\n- a private request (its source is a member's private file) is listed only for its owner and for\n  the recipients who are members.\n\nPaging: `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor` back as `cursor` with\nthe same `status`, the same key and the same `Service-Act-As`: a cursor from a listing with\nanother filter or caller, or one that was changed, is `400 invalid_input`. Requests created after\nthe first page was read do not appear on later pages (start again from the first page to see\nthem); a request whose state changes between pages may be missed or shown with its new state.\nReading changes nothing.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                  "status": {
+                    "type": "string",
+                    "enum": [
+                      "pending",
+                      "completed",
+                      "cancelled",
+                      "expired"
+                    ],
+                    "description": "Only requests in this state; all states when absent."
+                  },
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  }
+                }
+              },
+              "example": {
+                "status": "pending",
+                "limit": 20
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of requests, newest first.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "items",
+                    "next_cursor",
+                    "has_more"
+                  ],
+                  "properties": {
+                    "items": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/SigningRequest"
+                      }
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true
+                    },
+                    "has_more": {
+                      "type": "boolean"
+                    }
+                  }
+                },
+                "example": {
+                  "items": [
+                    {
+                      "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                      "status": "pending",
+                      "title": "Master services agreement 2027",
+                      "message": "Please sign before the kick-off on Monday.",
+                      "signature_method": "standard",
+                      "source_file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
+                      "file_id": null,
+                      "private": false,
+                      "deadline_at": 1798099200000,
+                      "reminder_interval_days": 3,
+                      "created_at": 1795507200000,
+                      "completed_at": null,
+                      "cancelled_at": null,
+                      "cancel_reason": null,
+                      "expired_at": null,
+                      "invitation_failures": [],
+                      "recipients": [
+                        {
+                          "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+                          "email": "ana.lind@example.com",
+                          "name": "Ana Lind",
+                          "status": "opened",
+                          "invitation": "sent",
+                          "invitation_error": null,
+                          "invited_at": 1795507200000,
+                          "last_reminded_at": null,
+                          "opened_at": 1795510800000,
+                          "signed_at": null,
+                          "declined_at": null,
+                          "decline_reason": null
+                        }
+                      ]
+                    }
+                  ],
+                  "next_cursor": null,
+                  "has_more": false
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"

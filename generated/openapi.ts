@@ -1223,6 +1223,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/operations/signing.ListSigningRequests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List the signing requests the caller may read, newest first
+         * @description The signing requests of the workspace that the caller may read, newest first (by `created_at`,
+         *     then id), each as `signing.GetSigningRequest` answers it. `status` (optional) keeps one state:
+         *     `pending`, `completed`, `cancelled` or `expired` (a request a recipient declined is `cancelled`).
+         *
+         *     Only readable requests are listed, under exactly the rule of `signing.GetSigningRequest` (a request
+         *     you cannot read is never counted, never hinted at):
+         *     - without `Service-Act-As`: the requests this key created whose source is not private;
+         *     - acting for a member (a key with delegation, or a member's session): the requests that member
+         *       sent (made acting for them, private ones included), the requests where the member's e-mail
+         *       address is a recipient (compared without case, private ones included), and for owners and
+         *       admins every request of the workspace that is not private;
+         *     - a private request (its source is a member's private file) is listed only for its owner and for
+         *       the recipients who are members.
+         *
+         *     Paging: `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor` back as `cursor` with
+         *     the same `status`, the same key and the same `Service-Act-As`: a cursor from a listing with
+         *     another filter or caller, or one that was changed, is `400 invalid_input`. Requests created after
+         *     the first page was read do not appear on later pages (start again from the first page to see
+         *     them); a request whose state changes between pages may be missed or shown with its new state.
+         *     Reading changes nothing.
+         */
+        post: operations["signing.ListSigningRequests"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/operations/signing.ListSigningEvents": {
         parameters: {
             query?: never;
@@ -5961,6 +6000,102 @@ export interface operations {
             401: components["responses"]["InvalidKey"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.ListSigningRequests": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "status": "pending",
+                 *       "limit": 20
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description Only requests in this state; all states when absent.
+                     * @enum {string}
+                     */
+                    status?: "pending" | "completed" | "cancelled" | "expired";
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of requests, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                     *           "status": "pending",
+                     *           "title": "Master services agreement 2027",
+                     *           "message": "Please sign before the kick-off on Monday.",
+                     *           "signature_method": "standard",
+                     *           "source_file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
+                     *           "file_id": null,
+                     *           "private": false,
+                     *           "deadline_at": 1798099200000,
+                     *           "reminder_interval_days": 3,
+                     *           "created_at": 1795507200000,
+                     *           "completed_at": null,
+                     *           "cancelled_at": null,
+                     *           "cancel_reason": null,
+                     *           "expired_at": null,
+                     *           "invitation_failures": [],
+                     *           "recipients": [
+                     *             {
+                     *               "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+                     *               "email": "ana.lind@example.com",
+                     *               "name": "Ana Lind",
+                     *               "status": "opened",
+                     *               "invitation": "sent",
+                     *               "invitation_error": null,
+                     *               "invited_at": 1795507200000,
+                     *               "last_reminded_at": null,
+                     *               "opened_at": 1795510800000,
+                     *               "signed_at": null,
+                     *               "declined_at": null,
+                     *               "decline_reason": null
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "next_cursor": null,
+                     *       "has_more": false
+                     *     }
+                     */
+                    "application/json": {
+                        items: components["schemas"]["SigningRequest"][];
+                        next_cursor: string | null;
+                        has_more: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];

@@ -55,6 +55,14 @@ module.exports = {
       const id = requestOf(t, kit, 'pending');
       if (id) kit.expect(t, (body) => (body.signing_request_id === id && body.status === 'pending' && body.recipients.length === 1 ? null : `expected pending request ${id}, got ${JSON.stringify(body)}`));
     },
+    // Two to a page of the key's requests (the kit made three): has_more and a cursor; a deployment run may have none.
+    'signing.ListSigningRequests': (t, kit) => {
+      const seeded = made(kit);
+      kit.setBody(t, { limit: 2 });
+      kit.expect(t, (body) =>
+        body.items.length <= 2 && (!seeded || (body.items.length === 2 && body.has_more && body.next_cursor)) ? null : `expected a page of at most 2 requests${seeded ? ' with more after it' : ''}, got ${JSON.stringify(body)}`,
+      );
+    },
     // One to a page of the pending request's history (created, invitation sent): has_more and a cursor.
     'signing.ListSigningEvents': (t, kit) => {
       const id = requestOf(t, kit, 'pending', { limit: 1 });
@@ -91,6 +99,14 @@ module.exports = {
       }
       kit.setBody(t, { file_id: seeded.file_id });
       kit.expect(t, (body) => (body.file_id === seeded.file_id && body.signing_request === null ? null : `expected ${seeded.file_id} matched to no request, got ${JSON.stringify(body)}`));
+    },
+  },
+
+  400: {
+    // A cursor this operation never issued.
+    'signing.ListSigningRequests': (t, kit) => {
+      kit.setBody(t, { status: 'pending', cursor: 'bm90LWEtY3Vyc29y.AAAAAAAAAAAAAAAAAAAAAA' });
+      kit.expect(t, errorSays('invalid_input', /not a cursor this operation returned/));
     },
   },
 

@@ -1,7 +1,7 @@
 /** The signing operations: create (with invitations), read, history, remind, deadline, cancel, documents. */
 import type { Sql } from '../../db/database.ts';
 import { mayManageSettings } from '../../server/capabilities.ts';
-import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor } from '../../server/cursor.ts';
+import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
 import { conflict, forbidden, invalidInput, notFound } from '../../server/errors.ts';
 import { newId } from '../../server/ids.ts';
 import { isMailAddress } from '../../server/mailer.ts';
@@ -21,6 +21,9 @@ import {
   insertRequest,
   listEvents,
   listRecipients,
+  listRequestsPage,
+  recipientsOfRequests,
+  type RequestReader,
   updateRequest,
 } from './queries.ts';
 import { cancelRequest } from './requests.ts';
@@ -38,6 +41,8 @@ export const REMIND_INTERVAL_MS = HOUR;
 
 const SEQ_CURSOR = { s: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER } } as const;
 const MISMATCH = 'cursor belongs to the history of another signing request; send the same signing_request_id.';
+const TIME_CURSOR = { t: positionField.millis, i: { type: 'string', maxLength: 40 } } as const;
+const LIST_MISMATCH = 'cursor belongs to a listing with another status filter or another caller; send the same status and Service-Act-As as for the first page.';
 
 const n = (v: number | null) => (v === null ? null : Number(v));
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -93,8 +98,16 @@ function eventView(e: DbSigningEventRow, byId: ReadonlyMap<string, DbSigningReci
   };
 }
 
-/** What the caller may do with a request: read it, and manage it (remind, deadline, cancel). */
-export async function accessTo(ctx: OperationContext, request: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[]): Promise<{ read: boolean; manage: boolean }> {
+/**
+ * What the caller may do with a request: read it, and manage it (remind, deadline, cancel).
+ * `memberEmail`: the acted-for member's address when the caller already has it (a listing reads it once).
+ */
+export async function accessTo(
+  ctx: OperationContext,
+  request: DbSigningRequestRow,
+  recipients: readonly DbSigningRecipientRow[],
+  memberEmail?: () => Promise<string | undefined>,
+): Promise<{ read: boolean; manage: boolean }> {
   const isPrivate = Boolean(request.private);
   if (!ctx.member) {
     const own = ctx.credential.kind !== 'system' && request.created_by_key_id === ctx.credential.keyId && !isPrivate;
@@ -104,10 +117,15 @@ export async function accessTo(ctx: OperationContext, request: DbSigningRequestR
   const admin = !isPrivate && mayManageSettings(ctx.member.role);
   let recipient = false;
   if (!owner && !admin) {
-    const email = (await findMember(ctx.sql, ctx.workspaceId, ctx.member.id))?.email.toLowerCase();
+    const email = (await (memberEmail ? memberEmail() : memberAddress(ctx)))?.toLowerCase();
     recipient = email !== undefined && recipients.some((r) => r.email.toLowerCase() === email);
   }
   return { read: owner || admin || recipient, manage: owner || admin };
+}
+
+/** The acted-for member's e-mail address (active or not), or undefined. */
+async function memberAddress(ctx: OperationContext): Promise<string | undefined> {
+  return ctx.member ? (await findMember(ctx.sql, ctx.workspaceId, ctx.member.id))?.email : undefined;
 }
 
 /** The request when the caller may read it (and manage it, with `manage`); else 404 (or 403 for a reader who may not manage). */
@@ -231,6 +249,42 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
     await mailRound(deps, ctx, request, recipients, { reminder: false, automatic: false, message: request.message });
     const after = await reread(ctx.sql, ctx.workspaceId, id);
     return requestView(after.request, after.recipients);
+  },
+
+  'signing.ListSigningRequests': async (input, ctx) => {
+    const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
+    const status = input.status ?? null;
+    const filters = [ctx.workspaceId, status, ctx.credential.keyId, ctx.member?.id ?? null];
+    let after = input.cursor ? await decodeCursor(ctx, input.cursor, TIME_CURSOR, filters, LIST_MISMATCH) : null;
+    if (ctx.credential.kind === 'system') return { items: [], has_more: false, next_cursor: null };
+    const email = ctx.member ? await memberAddress(ctx) : undefined;
+    const reader: RequestReader = ctx.member
+      ? { kind: 'member', memberId: ctx.member.id, admin: mayManageSettings(ctx.member.role), email: email ?? null }
+      : { kind: 'key', keyId: ctx.credential.keyId };
+    // SQL narrows to the requests the caller may see; accessTo (the rule every other operation uses) decides each one.
+    const visible: Array<ReturnType<typeof requestView>> = [];
+    const positions: Array<{ t: number; i: string }> = [];
+    for (;;) {
+      const batch = limit + 1 - visible.length;
+      const rows = await listRequestsPage(ctx.sql, ctx.workspaceId, reader, { status, after }, batch);
+      const recipients = await recipientsOfRequests(ctx.sql, rows.map((r) => r.id));
+      for (const row of rows) {
+        const rs = recipients.get(row.id) ?? [];
+        if ((await accessTo(ctx, row, rs, async () => email)).read) {
+          visible.push(requestView(row, rs));
+          positions.push({ t: Number(row.created_at), i: row.id });
+        }
+      }
+      const last = rows.at(-1);
+      if (rows.length < batch || !last || visible.length > limit) break;
+      after = { t: Number(last.created_at), i: last.id };
+    }
+    const more = visible.length > limit;
+    return {
+      items: visible.slice(0, limit),
+      has_more: more,
+      next_cursor: more ? await encodeCursor(ctx, TIME_CURSOR, positions[limit - 1]!, filters) : null,
+    };
   },
 
   'signing.GetSigningRequest': async (input, ctx) => {

@@ -232,3 +232,64 @@ export async function workspaceName(sql: Sql, workspaceId: string): Promise<stri
 export async function keyCreator(sql: Sql, keyId: string): Promise<string | null> {
   return (await sql.one<{ created_by: string | null }>(`SELECT created_by FROM api_keys WHERE id = ?`, [keyId]))?.created_by ?? null;
 }
+
+/** Who lists requests (signing.ListSigningRequests): the key alone, or a member with their role and e-mail. */
+export type RequestReader =
+  | { readonly kind: 'key'; readonly keyId: string }
+  | { readonly kind: 'member'; readonly memberId: string; readonly admin: boolean; readonly email: string | null };
+
+/**
+ * Requests of the workspace, newest first (created_at, id), after the cursor position, narrowed in SQL
+ * to those the reader may see. The narrowing is never tighter than the rule (accessTo in handlers.ts):
+ * an address with other than ASCII characters, on either side, is left to the caller's exact check.
+ */
+export async function listRequestsPage(
+  sql: Sql,
+  workspaceId: string,
+  reader: RequestReader,
+  filter: { status: RequestStatus | null; after: { t: number; i: string } | null },
+  limit: number,
+): Promise<DbSigningRequestRow[]> {
+  const params: Array<string | number | boolean> = [workspaceId];
+  let where = 'r.workspace_id = ?';
+  if (filter.status) {
+    where += ' AND r.status = ?';
+    params.push(filter.status);
+  }
+  if (reader.kind === 'key') {
+    where += ' AND r.created_by_key_id = ? AND r.private = ?';
+    params.push(reader.keyId, false);
+  } else {
+    const seen = ['r.owner_member_id = ?'];
+    params.push(reader.memberId);
+    if (reader.admin) {
+      seen.push('r.private = ?');
+      params.push(false);
+    }
+    if (reader.email !== null) {
+      if (/^[\x20-\x7e]*$/.test(reader.email)) {
+        seen.push('EXISTS (SELECT 1 FROM signing_recipients c WHERE c.request_id = r.id AND (LOWER(c.email) = ? OR OCTET_LENGTH(c.email) <> LENGTH(c.email)))');
+        params.push(reader.email.toLowerCase());
+      } else {
+        seen.push('1 = 1');
+      }
+    }
+    where += ` AND (${seen.join(' OR ')})`;
+  }
+  if (filter.after) {
+    where += ' AND (r.created_at < ? OR (r.created_at = ? AND r.id < ?))';
+    params.push(filter.after.t, filter.after.t, filter.after.i);
+  }
+  params.push(limit);
+  const rows = await sql.all<DbSigningRequestRow>(`SELECT r.* FROM signing_requests r WHERE ${where} ORDER BY r.created_at DESC, r.id DESC LIMIT ?`, params);
+  return rows.map((r) => requestRow(r)!);
+}
+
+/** The recipients of several requests, by request id (each in position order). */
+export async function recipientsOfRequests(sql: Sql, requestIds: readonly string[]): Promise<Map<string, DbSigningRecipientRow[]>> {
+  const byRequest = new Map<string, DbSigningRecipientRow[]>(requestIds.map((id) => [id, []]));
+  if (!requestIds.length) return byRequest;
+  const rows = await sql.all<DbSigningRecipientRow>(`SELECT * FROM signing_recipients WHERE request_id IN (${requestIds.map(() => '?').join(', ')}) ORDER BY request_id, position`, [...requestIds]);
+  for (const r of rows) byRequest.get(r.request_id)?.push(recipientRow(r)!);
+  return byRequest;
+}

@@ -121,10 +121,12 @@ export async function seedRequest(seed: Seed, fileId: string, status: RequestSta
 
 export const kit: TestKit = {
   badInput: {
-    /** A file and a pending request: real `file` and `sr` ids for the generated cases. */
+    /** A file and two pending requests (ListSigningRequests pages): real `file` and `sr` ids for the generated cases. */
     async seed(seed) {
       const file = await seedFile(seed.db, seed.clock, seed.ws.workspace_id, seed.key.id);
-      return { file, sr: await seedRequest(seed, file, 'pending', 'Bad input fixture') };
+      const sr = await seedRequest(seed, file, 'pending', 'Bad input fixture');
+      await seedRequest(seed, file, 'pending', 'Bad input fixture, a second page');
+      return { file, sr };
     },
   },
   contract: {
