@@ -4440,7 +4440,7 @@ export const document = {
       "post": {
         "operationId": "signing.GetSigningRequest",
         "summary": "Read a signing request",
-        "description": "The request's state, title, deadline, `file_id` (the signed archive; null until every recipient\nsigned and the archive is ready) and each recipient's status with its times and the state of their\nlatest mail. Reading changes nothing.\n\nVisibility: without `Service-Act-As`, the key reads the requests it created that are not private.\nActing for a member: the requests that member sent, those where the member's e-mail address is a\nrecipient, and for owners and admins every request of the workspace that is not private. A\nprivate request (its source is a member's private file) is visible only to its owner and to the\nrecipients who are members. Anything else is `404 not_found`, as for an unknown id.\n",
+        "description": "The request's state, title, deadline, `file_id` (the signed archive; null until every recipient\nsigned and the archive is ready; `archive_error` says why while building it fails and is retried)\nand each recipient's status with its times and the state of their latest mail. Reading changes\nnothing.\n\nVisibility: without `Service-Act-As`, the key reads the requests it created that are not private.\nActing for a member: the requests that member sent, those where the member's e-mail address is a\nrecipient, and for owners and admins every request of the workspace that is not private. A\nprivate request (its source is a member's private file) is visible only to its owner and to the\nrecipients who are members. Anything else is `404 not_found`, as for an unknown id.\n",
         "tags": [
           "signing"
         ],
@@ -4601,6 +4601,7 @@ export const document = {
                       "signature_method": "standard",
                       "source_file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
                       "file_id": null,
+                      "archive_error": null,
                       "private": false,
                       "deadline_at": 1798099200000,
                       "reminder_interval_days": 3,
@@ -4659,7 +4660,7 @@ export const document = {
       "post": {
         "operationId": "signing.ListSigningEvents",
         "summary": "Read a signing request's history, oldest first",
-        "description": "The history of request `signing_request_id`, oldest first: creation, each invitation sent or\nfailed, opened, signed, declined, reminders, deadline changes, cancellation, expiry, completion and\nthe archive being ready. Each event has a stable `event_id` for deduplication. Follow `next_cursor`\nwhile `has_more` (`limit` 1 to 100, default 50); a new poll starts from the first page and the\ncaller keeps the event ids it processed. Every page checks the caller's access again (the request's\nvisibility, as in `signing.GetSigningRequest`: `404 not_found` when not visible). Events never\ncarry IP addresses, user agents, links, tokens or document contents. This is a history read, not a\nwebhook subscription.\n",
+        "description": "The history of request `signing_request_id`, oldest first: creation, each invitation sent or\nfailed, opened, signed, declined, reminders, deadline changes, cancellation, expiry, completion and\nthe archive being ready (and the first failed attempt to build it, `archive.failed`). Each event has a stable `event_id` for deduplication. Follow `next_cursor`\nwhile `has_more` (`limit` 1 to 100, default 50); a new poll starts from the first page and the\ncaller keeps the event ids it processed. Every page checks the caller's access again (the request's\nvisibility, as in `signing.GetSigningRequest`: `404 not_found` when not visible). Events never\ncarry IP addresses, user agents, links, tokens or document contents. This is a history read, not a\nwebhook subscription.\n",
         "tags": [
           "signing"
         ],
@@ -8664,6 +8665,7 @@ export const document = {
           "signature_method",
           "source_file_id",
           "file_id",
+          "archive_error",
           "private",
           "deadline_at",
           "reminder_interval_days",
@@ -8711,6 +8713,11 @@ export const document = {
             "type": "string",
             "nullable": true,
             "description": "The signed archive (`file_...`); null until every recipient signed and the archive is ready."
+          },
+          "archive_error": {
+            "type": "string",
+            "nullable": true,
+            "description": "Why the last attempt to build the signed archive of a completed request failed (for example\nthe timestamp authority refusing or unreachable, named by its host), while the service retries\nit with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no\nattempt has failed, and null again once the archive is ready (`file_id` set). The first\nfailure also writes the event `archive.failed` to the history; retries add no events. The\nrequest stays `completed` meanwhile; nothing is needed from the caller.\n"
           },
           "private": {
             "type": "boolean",
@@ -8765,6 +8772,7 @@ export const document = {
           "signature_method": "standard",
           "source_file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
           "file_id": null,
+          "archive_error": null,
           "private": false,
           "deadline_at": 1798099200000,
           "reminder_interval_days": 3,
@@ -8810,7 +8818,7 @@ export const document = {
       },
       "SigningEvent": {
         "type": "object",
-        "description": "One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,\n`invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`, `reminder.sent`,\n`deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,\n`archive.completed`. `recipient` names the signer it concerns (null for request-wide events).\n`data` holds the kind's details (e.g. `deadline.changed`: `previous_deadline_at`, `deadline_at`;\n`invitation.failed`: `error`; `request.cancelled`: `reason`, `declined`; `recipient.declined`:\n`reason`). Never IP addresses, user agents, links, tokens or document contents.\n",
+        "description": "One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,\n`invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`, `reminder.sent`,\n`deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,\n`archive.failed` (the first attempt to build the signed archive failed; it is retried, and the\nrequest's `archive_error` shows the latest reason; written once per request, not per retry),\n`archive.completed`. `recipient` names the signer it concerns (null for request-wide events).\n`data` holds the kind's details (e.g. `deadline.changed`: `previous_deadline_at`, `deadline_at`;\n`invitation.failed`: `error`; `request.cancelled`: `reason`, `declined`; `recipient.declined`:\n`reason`; `archive.failed`: `error`; `archive.completed`: `file_id`, `sha256`, `pages`). Never IP addresses, user agents, links, tokens or document contents.\n",
         "additionalProperties": false,
         "required": [
           "event_id",

@@ -1207,8 +1207,9 @@ export interface paths {
         /**
          * Read a signing request
          * @description The request's state, title, deadline, `file_id` (the signed archive; null until every recipient
-         *     signed and the archive is ready) and each recipient's status with its times and the state of their
-         *     latest mail. Reading changes nothing.
+         *     signed and the archive is ready; `archive_error` says why while building it fails and is retried)
+         *     and each recipient's status with its times and the state of their latest mail. Reading changes
+         *     nothing.
          *
          *     Visibility: without `Service-Act-As`, the key reads the requests it created that are not private.
          *     Acting for a member: the requests that member sent, those where the member's e-mail address is a
@@ -1275,7 +1276,7 @@ export interface paths {
          * Read a signing request's history, oldest first
          * @description The history of request `signing_request_id`, oldest first: creation, each invitation sent or
          *     failed, opened, signed, declined, reminders, deadline changes, cancellation, expiry, completion and
-         *     the archive being ready. Each event has a stable `event_id` for deduplication. Follow `next_cursor`
+         *     the archive being ready (and the first failed attempt to build it, `archive.failed`). Each event has a stable `event_id` for deduplication. Follow `next_cursor`
          *     while `has_more` (`limit` 1 to 100, default 50); a new poll starts from the first page and the
          *     caller keeps the event ids it processed. Every page checks the caller's access again (the request's
          *     visibility, as in `signing.GetSigningRequest`: `404 not_found` when not visible). Events never
@@ -2920,6 +2921,7 @@ export interface components {
          *       "signature_method": "standard",
          *       "source_file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
          *       "file_id": null,
+         *       "archive_error": null,
          *       "private": false,
          *       "deadline_at": 1798099200000,
          *       "reminder_interval_days": 3,
@@ -2976,6 +2978,15 @@ export interface components {
             source_file_id: string;
             /** @description The signed archive (`file_...`); null until every recipient signed and the archive is ready. */
             file_id: string | null;
+            /**
+             * @description Why the last attempt to build the signed archive of a completed request failed (for example
+             *     the timestamp authority refusing or unreachable, named by its host), while the service retries
+             *     it with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no
+             *     attempt has failed, and null again once the archive is ready (`file_id` set). The first
+             *     failure also writes the event `archive.failed` to the history; retries add no events. The
+             *     request stays `completed` meanwhile; nothing is needed from the caller.
+             */
+            archive_error: string | null;
             /** @description The source is a member's private file, so only that member and the recipients who are members see the request. */
             private: boolean;
             deadline_at: components["schemas"]["UnixMillis"];
@@ -2994,10 +3005,12 @@ export interface components {
          * @description One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,
          *     `invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`, `reminder.sent`,
          *     `deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,
+         *     `archive.failed` (the first attempt to build the signed archive failed; it is retried, and the
+         *     request's `archive_error` shows the latest reason; written once per request, not per retry),
          *     `archive.completed`. `recipient` names the signer it concerns (null for request-wide events).
          *     `data` holds the kind's details (e.g. `deadline.changed`: `previous_deadline_at`, `deadline_at`;
          *     `invitation.failed`: `error`; `request.cancelled`: `reason`, `declined`; `recipient.declined`:
-         *     `reason`). Never IP addresses, user agents, links, tokens or document contents.
+         *     `reason`; `archive.failed`: `error`; `archive.completed`: `file_id`, `sha256`, `pages`). Never IP addresses, user agents, links, tokens or document contents.
          * @example {
          *       "event_id": "sev_2a4s8d2k4m1q9x7v3c5b6n0z",
          *       "kind": "invitation.sent",
@@ -6055,6 +6068,7 @@ export interface operations {
                      *           "signature_method": "standard",
                      *           "source_file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
                      *           "file_id": null,
+                     *           "archive_error": null,
                      *           "private": false,
                      *           "deadline_at": 1798099200000,
                      *           "reminder_interval_days": 3,

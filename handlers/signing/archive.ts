@@ -11,8 +11,9 @@
  * signing_archive_blobs before it is written and unlisted in the transaction that registers it), then
  * finds the archive done (nothing to do) or builds it again; the transaction that registers the file
  * re-checks under the request's row lock that no archive was registered meanwhile, so a request never
- * gets two. A failure is written to archive_error (the request itself is untouched) and the job kit
- * retries it with backoff (1 s doubling, at most an hour); a later success clears the error.
+ * gets two. A failure is written to archive_error (the request itself is untouched; the first failure
+ * of a request also writes the event `archive.failed`) and the job kit retries it with backoff (1 s
+ * doubling, at most an hour); a later success clears the error.
  */
 import { createHash } from 'node:crypto';
 import type { Sql } from '../../db/database.ts';
@@ -72,7 +73,8 @@ async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { file
   const recipients = await listRecipients(sql, request.id);
   const byId = new Map(recipients.map((r) => [r.id, r]));
   const events = await sql.all<{ kind: string; recipient_id: string | null; data: string; occurred_at: number | string }>(
-    `SELECT kind, recipient_id, data, occurred_at FROM signing_events WHERE request_id = ? ORDER BY seq`,
+    // A failed attempt at this very archive (archive.failed) is the service's own trouble, not part of the signing: left out.
+    `SELECT kind, recipient_id, data, occurred_at FROM signing_events WHERE request_id = ? AND kind <> 'archive.failed' ORDER BY seq`,
     [request.id],
   );
   return {
@@ -105,6 +107,20 @@ async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { file
     sealedBy,
     verifyUrl,
   };
+}
+
+/**
+ * A failed attempt: archive_error says why (shown on the request while the job retries), and the
+ * first failure of a request writes the event `archive.failed` (its retries write none).
+ */
+async function recordFailure(db: ModuleDeps['db'], request: DbSigningRequestRow, message: string, now: number): Promise<void> {
+  await db.tx(async (sql) => {
+    const current = await findRequestById(sql, request.id, true);
+    if (!current || current.archive_file_id) return;
+    await updateRequest(sql, request.id, { archive_error: message }, now);
+    const before = await sql.one(`SELECT seq FROM signing_events WHERE request_id = ? AND kind = 'archive.failed'`, [request.id]);
+    if (!before) await appendEvent(sql, { requestId: request.id, workspaceId: request.workspace_id, kind: 'archive.failed', data: { error: message }, at: now });
+  });
 }
 
 /** Builds, seals and stores the archive of one completed request (see the file comment). */
@@ -184,8 +200,8 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
     deps.logger.info({ request: request.id, file: registered.registered, pages, bytes: blob.size, ms: Math.round(t3 - t0) }, 'signed archive stored');
     return { outcome: 'built', fileId: registered.registered, sha256: blob.sha256, pages, ms: { build: t1 - t0, seal: t2 - t1, store: t3 - t2 } };
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    await updateRequest(db.sql, request.id, { archive_error: message.slice(0, 2000) }, clock.now()).catch(() => undefined);
+    const message = (err instanceof Error ? err.message : String(err)).slice(0, 2000);
+    await recordFailure(db, request, message, clock.now()).catch(() => undefined);
     throw err;
   }
 }

@@ -74,6 +74,7 @@ export function requestView(r: DbSigningRequestRow, recipients: readonly DbSigni
     signature_method: r.signature_method,
     source_file_id: r.source_file_id,
     file_id: r.archive_file_id,
+    archive_error: r.archive_error,
     private: Boolean(r.private),
     deadline_at: Number(r.deadline_at),
     reminder_interval_days: n(r.reminder_interval_days),

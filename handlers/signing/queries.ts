@@ -80,7 +80,8 @@ export type SigningEventKind =
   | 'request.cancelled'
   | 'request.expired'
   | 'request.completed'
-  | 'archive.completed';
+  | 'archive.completed'
+  | 'archive.failed';
 
 const BIGINTS_REQUEST = ['deadline_at', 'created_at', 'updated_at', 'completed_at', 'cancelled_at', 'expired_at', 'reminder_interval_days'] as const;
 const BIGINTS_RECIPIENT = ['position', 'invitation_attempts', 'invited_at', 'last_reminded_at', 'auto_reminders', 'opened_at', 'signed_at', 'declined_at'] as const;

@@ -207,12 +207,33 @@ for (const database of databases) {
       assert.equal(file.source, 'signing_archive');
     });
 
-    it('a failing timestamp authority: archive_error recorded, the request stays completed, the job retries with backoff and then succeeds', async () => {
+    it('a failing timestamp authority: archive_error recorded and shown, archive.failed written once (not per retry), the request stays completed, the job retries with backoff and then succeeds; the evidence pages leave the failure out', async () => {
       const source = await putFile(svc, workspaceId, await contractPdf('Retry agreement', 1), { pages: 1 });
       const { requestId } = await signedRequest(svc, ws, source, [SIGNERS[0]!], { title: 'Retry' });
+      const auth = { Authorization: `Bearer ${ws.keys.ci!.secret}` };
+      const read = async () => (await svc.post('signing.GetSigningRequest', { signing_request_id: requestId }, auth)).body as { status: string; file_id: string | null; archive_error: string | null };
+      const history = async () =>
+        ((await svc.post('signing.ListSigningEvents', { signing_request_id: requestId, limit: 100 }, auth)).body as { items: Array<{ kind: string; data: Record<string, unknown> }> }).items;
+      assert.equal((await read()).archive_error, null, 'no error before an attempt');
+      const jobRow = () => svc.db.sql.one<{ attempts: number; run_at: number; last_error: string }>(`SELECT attempts, run_at, last_error FROM jobs WHERE kind = 'signing.archive' AND dedupe_key = ?`, [requestId]);
       tsa.stampOtherValue = true;
       try {
         await svc.jobs.runDue();
+        // The API shows the reason while the job retries; the first failure is in the history once.
+        const shown = await read();
+        assert.equal(shown.status, 'completed');
+        assert.equal(shown.file_id, null);
+        assert.match(shown.archive_error ?? '', /timestamp authority at 127\.0\.0\.1:\d+ gave a token that cannot be used/);
+        const failures = (await history()).filter((e) => e.kind === 'archive.failed');
+        assert.equal(failures.length, 1);
+        assert.equal(failures[0]!.data.error, shown.archive_error);
+        // A second failing attempt (after its backoff): the error stays, no second event.
+        const first = (await jobRow())!;
+        svc.clock.advance(Number(first.run_at) - svc.clock.now());
+        await svc.jobs.runDue();
+        assert.equal(Number((await jobRow())!.attempts), 2, 'tried again');
+        assert.match((await read()).archive_error ?? '', /gave a token that cannot be used/);
+        assert.equal((await history()).filter((e) => e.kind === 'archive.failed').length, 1, 'retries write no event');
       } finally {
         tsa.stampOtherValue = false;
       }
@@ -220,8 +241,8 @@ for (const database of databases) {
       assert.equal(failed.status, 'completed');
       assert.equal(failed.archive_file_id, null);
       assert.match(failed.archive_error ?? '', /timestamp authority at 127\.0\.0\.1:\d+ gave a token that cannot be used/);
-      const job = await svc.db.sql.one<{ attempts: number; run_at: number; last_error: string }>(`SELECT attempts, run_at, last_error FROM jobs WHERE kind = 'signing.archive' AND dedupe_key = ?`, [requestId]);
-      assert.ok(job && Number(job.attempts) === 1 && Number(job.run_at) > svc.clock.now(), 'retried later');
+      const job = await jobRow();
+      assert.ok(job && Number(job.attempts) === 2 && Number(job.run_at) > svc.clock.now(), 'retried later');
       assert.equal(await svc.jobs.runDue(), 0, 'not before its backoff');
       assert.equal(Number((await svc.db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM signing_archive_blobs WHERE request_id = ?`, [requestId]))!.n), 0, 'no blob left over');
       svc.clock.advance(Number(job.run_at) - svc.clock.now());
@@ -229,6 +250,16 @@ for (const database of databases) {
       const done = await requestRow(svc, requestId);
       assert.ok(done.archive_file_id);
       assert.equal(done.archive_error, null, 'a success clears the error');
+      const after = await read();
+      assert.equal(after.archive_error, null);
+      assert.equal(after.file_id, done.archive_file_id);
+      assert.deepEqual(
+        (await history()).map((e) => e.kind).filter((k) => k.startsWith('archive.')),
+        ['archive.failed', 'archive.completed'],
+      );
+      const text = (await run('pdftotext', ['-layout', await writeTo(dir, 'retried.pdf', await bytesOf(svc, workspaceId, done.archive_file_id!)), '-'])).stdout;
+      assert.match(text, /All parties signed/);
+      assert.doesNotMatch(text, /archive\.failed|cannot be used/);
     });
 
     it('the installation certificate: made once, stored, the same for every process (two racing makers agree)', async () => {
