@@ -16,7 +16,7 @@ import path from 'node:path';
 import { PDFDocument } from 'pdf-lib';
 import type { ApplyResult } from '../../server/admin.ts';
 import { acme } from '../support/fixtures.ts';
-import { databases, type TestService } from '../support/service.ts';
+import { databases, startTestService, type TestService } from '../support/service.ts';
 import { type MailServer, runJobs, signingService, startMailServer, tokenIn } from './requestSupport.ts';
 import { makePdf } from '../documents/pdfs.ts';
 import { onService, samplePdf } from './signerKit.ts';
@@ -1013,6 +1013,42 @@ for (const database of databases) {
       });
     });
 
+    describe('rate limits (seed 5.6: shared per credential and workspace, changing members does not reset them)', () => {
+      let limited: TestService;
+      let lws: ApplyResult;
+      before(async () => {
+        limited = await startTestService(database.url(), { rateLimitPerSecond: 0.001, rateLimitBurst: 3 });
+        const spec = acme();
+        spec.keys!.docs = { name: 'Documents', operations: ['documents.*'], delegation: 'all' };
+        spec.keys!.second = { name: 'Second', operations: ['documents.*'] };
+        lws = await limited.apply(spec);
+      });
+      after(async () => {
+        await limited?.close();
+      });
+      it('three calls as Ada, then Olga with the same key is 429 rate_limited with Retry-After; another key still answers', async () => {
+        const at = (actAs?: string, key = lws.keys.docs!.secret) =>
+          fetch(`${limited.baseUrl}/operations/documents.ListDocuments`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}`, ...(actAs ? { 'Service-Act-As': actAs } : {}) },
+            body: JSON.stringify({ scope: 'user' }),
+          });
+        for (let i = 0; i < 3; i++) assert.equal((await at(lws.members.ada!)).status, 200);
+        const res = await at(lws.members.olga!);
+        assert.equal(res.status, 429);
+        assert.ok(Number(res.headers.get('retry-after')) >= 1, `Retry-After ${res.headers.get('retry-after')}`);
+        const body = await res.json();
+        assert.equal(body.error, 'rate_limited');
+        assert.equal(typeof body.message, 'string');
+        const other = await fetch(`${limited.baseUrl}/operations/documents.ListDocuments`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${lws.keys.second!.secret}` },
+          body: JSON.stringify({ scope: 'workspace' }),
+        });
+        assert.equal(other.status, 200, 'another credential has its own budget');
+      });
+    });
+
     // ---------------------------------------------------------------- history, documents, visibility
 
     describe('history, documents and visibility', () => {
@@ -1448,6 +1484,41 @@ for (const database of databases) {
         assert.ok(asOlga.status === 400 || asOlga.status === 200, String(asOlga.status));
         if (asOlga.status === 200) assert.ok(asOlga.body.items.every((f: { owner_member_id: string }) => f.owner_member_id === olga), "never Ada's files");
         else refused(asOlga, 400, 'invalid_input');
+      });
+
+      it('ListSigningRequests lists exactly what GetSigningRequest lets each caller read; its cursor is bound to the caller and filter', async () => {
+        const { ada, olga, cleo } = ws.members;
+        const adaFile = await fileId({ actAs: ada });
+        const priv = await request([{ email: 'cleo@acme.test', name: 'Cleo' }], { file_id: adaFile }, { actAs: ada });
+        await request([{ email: addr(), name: 'Key made' }]);
+        await request([{ email: addr(), name: 'Key made too' }]);
+        const list = async (o: { key?: string; actAs?: string }, body: object = {}) => {
+          const ids: string[] = [];
+          let cursor: string | undefined;
+          for (let guard = 0; guard < 100; guard++) {
+            const page = await call('signing.ListSigningRequests', { limit: 7, ...body, ...(cursor ? { cursor } : {}) }, o);
+            assert.equal(page.status, 200, JSON.stringify(page.body));
+            for (const item of page.body.items) documented(item, 'SigningRequest', 'listed request');
+            ids.push(...page.body.items.map((x: { signing_request_id: string }) => x.signing_request_id));
+            if (!page.body.has_more) return ids;
+            cursor = page.body.next_cursor;
+          }
+          throw new Error('paging never ended');
+        };
+        for (const [who, o] of [['key', {}], ['ada', { actAs: ada }], ['olga', { actAs: olga }], ['cleo', { actAs: cleo }], ['twin', { key: secret('twin') }]] as Array<[string, { key?: string; actAs?: string }]>) {
+          const ids = await list(o);
+          assert.equal(new Set(ids).size, ids.length, `${who}: no request twice`);
+          for (const id of ids.slice(0, 15)) assert.equal((await get(id, o)).status, 200, `${who} can read what is listed`);
+          const privListed = ids.includes(priv.signing_request_id);
+          assert.equal(privListed, who === 'ada' || who === 'cleo', `${who}: the private request only for its owner and member recipient`);
+        }
+        const pending = await list({}, { status: 'pending' });
+        for (const id of pending.slice(0, 10)) assert.equal((await get(id)).body.status, 'pending');
+        const first = await call('signing.ListSigningRequests', { limit: 1 }, { actAs: olga });
+        assert.equal(first.body.has_more, true);
+        refused(await call('signing.ListSigningRequests', { limit: 1, cursor: first.body.next_cursor }, { actAs: ada }), 400, 'invalid_input', 'a cursor of another member');
+        refused(await call('signing.ListSigningRequests', { limit: 1, cursor: first.body.next_cursor, status: 'pending' }, { actAs: olga }), 400, 'invalid_input', 'a cursor of another filter');
+        refused(await call('signing.ListSigningRequests', { status: 'declined' }), 400, 'invalid_input', 'an unknown state');
       });
 
       it('odd ids and types on every signing operation answer 400 or 404, never 500', async () => {
