@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { PDFDocument } from 'pdf-lib';
 import type { ApplyResult } from '../../server/admin.ts';
 import { acme } from '../support/fixtures.ts';
@@ -372,6 +373,27 @@ for (const database of databases) {
         refused(await call('signing.RequestFileSignatures', { file_id: 'x', signers: [{ email: 'a@b.c', name: 'y'.repeat(1_100_000) }] }), 413, 'invalid_input', 'over 1 MB');
       });
 
+      it('compressed bodies: the 1 MB limit counts the decoded bytes (413), broken or unknown encodings are refused, never 500', async () => {
+        const send = async (body: Buffer, encoding: string) => {
+          const res = await fetch(`${svc.baseUrl}/operations/documents.ListDocuments`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json', 'Content-Encoding': encoding, Authorization: `Bearer ${secret('sender')}` },
+            body: body as unknown as BodyInit,
+          });
+          const text = await res.text();
+          return { status: res.status, body: (() => { try { return JSON.parse(text); } catch { return text; } })(), headers: res.headers };
+        };
+        const ok = await send(zlib.gzipSync(JSON.stringify({ scope: 'workspace' })), 'gzip');
+        assert.equal(ok.status, 200, JSON.stringify(ok.body));
+        const bomb = zlib.gzipSync(JSON.stringify({ scope: 'workspace', cursor: 'a'.repeat(5 * MIB) }));
+        assert.ok(bomb.length < 64 * 1024);
+        refused(await send(bomb, 'gzip'), 413, 'invalid_input', 'a gzip bomb');
+        const broken = await send(Buffer.from('not gzip at all'), 'gzip');
+        assert.ok(broken.status >= 400 && broken.status < 500, `broken gzip: ${broken.status}`);
+        const unknown = await send(Buffer.from(JSON.stringify({ scope: 'workspace' })), 'x-unknown');
+        assert.ok(unknown.status >= 400 && unknown.status < 500, `unknown encoding: ${unknown.status}`);
+      });
+
       it('GetUploadPart refuses part 0, negative, beyond the count or 101, wrong types and bad digests with 400', async () => {
         const created = await call('documents.CreateUpload', { filename: 'a.pdf', content_type: 'application/pdf', size: 3 * MIB, part_count: 3 });
         const id = created.body.upload_id;
@@ -408,6 +430,12 @@ for (const database of databases) {
         const wrong = Buffer.alloc(MIB, 0x41);
         assert.equal((await put(await partUrl(u.upload_id, 1), wrong)).status, 200);
         assert.equal((await call('documents.GetUpload', { upload_id: u.upload_id })).body.parts[0].sha256, sha(wrong));
+        // A refused PUT keeps the part's earlier bytes.
+        const url1 = await partUrl(u.upload_id, 1, { sha256: sha(part(1)) });
+        refused(await put(url1, wrong), 400, 'invalid_input', 'bound digest on part 1');
+        refused(await put(url1, part(1).subarray(10)), 400, 'invalid_input', 'short part 1');
+        const kept = (await call('documents.GetUpload', { upload_id: u.upload_id })).body.parts[0];
+        assert.deepEqual([kept.received, kept.sha256], [true, sha(wrong)], 'the earlier bytes stay');
         // Missing part 2: 409 naming it.
         const missing = await call('documents.CompleteUpload', { upload_id: u.upload_id });
         refused(missing, 409, 'conflict', 'missing part');
@@ -887,6 +915,9 @@ for (const database of databases) {
         assert.deepEqual(reminded.body.invitation_failures, []);
         assert.equal(smtp.to(a).length, mailsA, 'the signer who signed gets nothing');
         assert.equal(smtp.to(b).length, 2, 'the pending signer gets a reminder');
+        const reminder = smtp.to(b)[1]!.mail;
+        assert.match(reminder.text ?? '', /Bitte unterschreiben ✍️/, 'the reminder quotes its message');
+        assert.notEqual(tokenIn(reminder), tokenIn(smtp.to(b)[0]!.mail), 'with a fresh link');
         assert.equal(reminded.body.recipients[1].last_reminded_at, svc.clock.now());
         assert.equal(reminded.body.recipients[0].last_reminded_at, null);
         refused(await call('signing.RemindSigners', { signing_request_id: id }), 409, 'conflict', 'again at once');
@@ -918,8 +949,8 @@ for (const database of databases) {
         refused(await call('signing.RemindSigners', { signing_request_id: id }), 409, 'conflict', 'remind cancelled');
         refused(await call('signing.UpdateSigningDeadline', { signing_request_id: id, deadline_at: svc.clock.now() + DAY }), 409, 'conflict', 'deadline of cancelled');
         const page = await fetch(`${svc.origin}${path}`);
-        await page.arrayBuffer();
         assert.equal(page.status, 410, 'the link is dead');
+        assert.match(await page.text(), /cancel/i, 'its page says the request was cancelled');
         assert.equal(await form(`${path}/open`, {}), 410);
         assert.equal(await form(`${path}/sign`, { typed_name: 'Anna', agree: 'yes' }), 410);
         refused(await call('signing.CancelSigningRequest', { signing_request_id: id, reason: 'r'.repeat(501) }), 400, 'invalid_input', 'long reason');
