@@ -18,7 +18,7 @@ import { PDFDocument } from 'pdf-lib';
 import type { ApplyResult } from '../../server/admin.ts';
 import { acme } from '../support/fixtures.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
-import { type MailServer, runJobs, signingService, startMailServer, tokenIn } from './requestSupport.ts';
+import { freePort, type MailServer, runJobs, signingService, startMailServer, tokenIn } from './requestSupport.ts';
 import { makePdf } from '../documents/pdfs.ts';
 import { onService, samplePdf } from './signerKit.ts';
 
@@ -871,6 +871,40 @@ for (const database of databases) {
         assert.equal((await get(id)).body.status, 'completed');
       });
 
+      it('verification: a changed byte breaks the seal and matches nothing; bytes appended after the seal are not covered', async () => {
+        const a = addr();
+        const r = await request([{ email: a, name: 'Anna' }]);
+        await signAs(a, 'Anna');
+        await runJobs(svc);
+        const link = await call('signing.GetSigningDocument', { signing_request_id: r.signing_request_id, version: 'signed' });
+        assert.equal(link.status, 200, JSON.stringify(link.body));
+        const archive = Buffer.from(await (await fetch(onService(link.body.url, svc.origin))).arrayBuffer());
+        // The second line of a PDF is a binary comment: changing one of its bytes keeps the file parseable.
+        const nl = archive.indexOf(0x0a);
+        assert.equal(archive[nl + 1], 0x25, 'a comment line follows the header');
+        const changed = Buffer.from(archive);
+        changed[nl + 2] = changed[nl + 2]! ^ 0x01;
+        const up1 = await upload(changed, { filename: 'changed.pdf' });
+        assert.equal(up1.status, 200, JSON.stringify(up1.body));
+        const v1 = await call('signing.VerifySignedDocument', { file_id: up1.body.file_id });
+        assert.equal(v1.status, 200);
+        documented(v1.body, 'DocumentVerification', 'verification');
+        assert.equal(v1.body.seal.present, true);
+        assert.equal(v1.body.seal.valid, false, 'one changed byte: the seal no longer verifies');
+        assert.equal(v1.body.signing_request, null, 'and nothing matches');
+        const appended = Buffer.concat([archive, Buffer.from('\n% appended after sealing\n')]);
+        const up2 = await upload(appended, { filename: 'appended.pdf' });
+        assert.equal(up2.status, 200, JSON.stringify(up2.body));
+        const v2 = await call('signing.VerifySignedDocument', { file_id: up2.body.file_id });
+        assert.equal(v2.body.seal.covers_whole_document, false, 'bytes after the seal are not covered');
+        assert.equal(v2.body.signing_request, null);
+        const same = await upload(archive, { filename: 'copy.pdf' });
+        const v3 = await call('signing.VerifySignedDocument', { file_id: same.body.file_id });
+        assert.equal(v3.body.seal.valid, true);
+        assert.equal(v3.body.seal.covers_whole_document, true);
+        assert.equal(v3.body.signing_request?.signing_request_id, r.signing_request_id, 'an unchanged copy matches its request');
+      });
+
       it('changing the deadline keeps the document and the signatures, later or earlier; out of bounds is 400', async () => {
         const a = addr();
         const b = addr();
@@ -1041,6 +1075,41 @@ for (const database of databases) {
         assert.equal(dead.status, 410);
         await signAs(a, 'Anna');
         assert.equal((await get(longer.signing_request_id)).body.status, 'completed', 'the old link still signs');
+      });
+    });
+
+    describe('a configured ClamAV daemon that does not answer', () => {
+      let scanned: TestService;
+      let key: string;
+      before(async () => {
+        scanned = await startTestService(database.url(), { env: { CLAMAV_URL: `tcp://127.0.0.1:${await freePort()}` } });
+        const spec = acme();
+        spec.keys!.docs = { name: 'Documents', operations: ['documents.*'] };
+        key = (await scanned.apply(spec)).keys.docs!.secret;
+      });
+      after(async () => {
+        await scanned?.close();
+      });
+      it('CompleteUpload answers 503 unavailable and nothing changes: the upload stays open with its part', async () => {
+        const op = (name: string, body: object, idem: string = crypto.randomUUID()) =>
+          fetch(`${scanned.baseUrl}/operations/${name}`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}`, 'Idempotency-Key': idem },
+            body: JSON.stringify(body),
+          }).then(async (r) => ({ status: r.status, body: await r.json(), headers: r.headers }));
+        const created = await op('documents.CreateUpload', { filename: 'a.pdf', content_type: 'application/pdf', size: pdf.length });
+        const url = await op('documents.GetUploadPart', { upload_id: created.body.upload_id, part_number: 1 });
+        const stored = await fetch(`${scanned.origin}${new URL(url.body.url).pathname}`, { method: 'PUT', body: pdf as unknown as BodyInit });
+        assert.equal(stored.status, 200, await stored.text());
+        const done = await op('documents.CompleteUpload', { upload_id: created.body.upload_id }, 'bb-clamav-retry');
+        refused(done, 503, 'unavailable', 'ClamAV down');
+        const retry = await op('documents.CompleteUpload', { upload_id: created.body.upload_id }, 'bb-clamav-retry');
+        refused(retry, 503, 'unavailable', 'a retry with the same key tries again');
+        assert.equal(retry.headers.get('idempotency-replayed'), null, 'a 503 is not a stored answer');
+        const read = await op('documents.GetUpload', { upload_id: created.body.upload_id });
+        assert.equal(read.body.state, 'open');
+        assert.equal(read.body.parts[0].received, true);
+        assert.equal(read.body.file_id, null);
       });
     });
 
