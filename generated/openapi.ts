@@ -1179,6 +1179,19 @@ export interface paths {
          *     signed PDF is the archive, unmodified (no evidence pages): `signing.GetSigningDocument` with
          *     `version: signed` returns it, and `file_id` is set in the same step.
          *
+         *     **What recipients receive.** An invitation with their own link (and reminders, if any); the link
+         *     opens a page that shows the document and changes nothing until the signer continues. When
+         *     everyone has signed and the signed archive is ready, every recipient and the sender (the member
+         *     the request was sent for, or else the member who created the key, while an active member; nobody
+         *     otherwise) get one "completed" mail: who signed and when, a download link of the signed archive
+         *     valid 7 days from the mail (`GET ${PUBLIC_URL}/files/<token>`; afterwards ask
+         *     `signing.GetSigningDocument` for a fresh one), its SHA-256, and the public verification page
+         *     `${PUBLIC_URL}/verify` where anyone with the file can check the seal and which request it belongs
+         *     to. That mail is sent by a background job enqueued with the archive (one per address, so each
+         *     party gets it once); a mail server that is down or refuses for now is retried with backoff (1
+         *     second doubling, at most an hour apart), and the archive never waits for it. An address refused
+         *     for good is logged and not retried.
+         *
          *     **Idempotency.** Retrying with the same `Idempotency-Key` (and body) answers the same request and
          *     sends nothing again; a new key creates a new request and new invitations.
          *
@@ -2908,8 +2921,10 @@ export interface components {
          * @description A signing request. `status`: `pending` (waiting for signatures), `completed` (every recipient
          *     signed; the signed archive is built in the background and `file_id` is null until it is ready),
          *     `cancelled` (by the sender, `signing.CancelSigningRequest`, or because a recipient declined: then
-         *     `cancel_reason` is `declined by <name>`), `expired` (the deadline passed first). Only `pending`
-         *     moves; the other three are final and every signer's link has ended. `source_file_id` is the file
+         *     `cancel_reason` is `declined by <name>`), `expired` (the deadline passed first: from the moment of
+         *     `deadline_at` on, every read shows `expired` with `expired_at` = `deadline_at` and every change is
+         *     refused as for an expired request, whether or not the recurring expiry job has recorded it yet).
+         *     Only `pending` moves; the other three are final and every signer's link has ended. `source_file_id` is the file
          *     the signers see, fixed at creation (its bytes never change). `invitation_failures` lists the
          *     addresses whose latest invitation or reminder failed for good (empty when every mail went out or
          *     is still queued).
@@ -2996,6 +3011,7 @@ export interface components {
             completed_at: number | null;
             cancelled_at: number | null;
             cancel_reason: string | null;
+            /** @description When it expired (Unix ms): its `deadline_at`. */
             expired_at: number | null;
             /** @description Addresses whose latest invitation failed for good; empty when all were sent (or are still queued). */
             invitation_failures: string[];
@@ -3137,7 +3153,7 @@ export interface components {
             created_at: components["schemas"]["UnixMillis"];
             /** @description The file this upload became; null unless `completed`. */
             file_id: string | null;
-            /** @description Why the scan refused the file (the same text as the refusal's message); null unless `rejected`. */
+            /** @description Why the scan refused the file, in plain words (the refusal's message was `The file was refused: <rejection_reason>.`); null unless `rejected`. */
             rejection_reason: string | null;
         };
         /**

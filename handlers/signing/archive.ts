@@ -3,7 +3,8 @@
  * after it (evidence.ts), sealed once over the whole file (seal.ts; an RFC 3161 timestamp when
  * SIGNING_TSA_URL is set), stored as a file of the documents module (source `signing_archive`, the
  * source file's owner and scope), and recorded on the request (archive_file_id, archive_sha256, event
- * `archive.completed`).
+ * `archive.completed`); the "completed" mails to every party are enqueued in that transaction
+ * (completedMail.ts).
  *
  * Crash-safe and idempotent. The job is enqueued in the transaction that completes the request (key =
  * request id) and claimed under a lease, so a process killed at any point leaves it to be taken again.
@@ -23,6 +24,7 @@ import type { ModuleDeps } from '../../server/module.ts';
 import { newBlobId } from '../../server/storage.ts';
 import { archiveBankIdRequest } from './bankidFlow.ts';
 import { sealingCertificate, type SealSettings } from './certificates.ts';
+import { enqueueCompletedMails } from './completedMail.ts';
 import { buildArchive, type Evidence } from './evidence.ts';
 import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, updateRequest } from './queries.ts';
 import { ARCHIVE_JOB, type ArchiveJobPayload } from './requests.ts';
@@ -133,7 +135,12 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
   if (request.status !== 'completed') return { outcome: 'skipped', fileId: null };
   if (request.signature_method === 'bankid') {
     // bankid: the provider's signed PDF is the archive, unmodified (bankidFlow.ts registers it when the last signer signs).
-    const done = await db.tx((sql) => archiveBankIdRequest(sql, request.id, clock.now()));
+    let bankIdSql: Sql | null = null;
+    const done = await db.tx((sql) => {
+      bankIdSql = sql;
+      return archiveBankIdRequest(sql, deps.jobs, request.id, clock.now());
+    });
+    if (bankIdSql) deps.jobs.committed(bankIdSql);
     return done ? { outcome: 'done', fileId: done.fileId } : { outcome: 'skipped', fileId: null };
   }
   try {
@@ -160,6 +167,7 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
     await archiveHooks.afterPut?.(request.id, blobId);
     const pages = source.pageCount + built.evidencePages;
     const now = clock.now();
+    let txSql: Sql | null = null;
     const registered = await db.tx(async (sql): Promise<{ existing: string | null } | { registered: string }> => {
       const current = await findRequestById(sql, request.id, true);
       if (!current || current.archive_file_id) return { existing: current?.archive_file_id ?? null };
@@ -188,8 +196,12 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
         at: now,
       });
       await sql.run(`DELETE FROM signing_archive_blobs WHERE blob_id = ?`, [blob.id]);
+      // The "completed" mails (completedMail.ts): enqueued with the archive, sent by their own jobs.
+      await enqueueCompletedMails(sql, deps.jobs, current);
+      txSql = sql;
       return { registered: file.id };
     });
+    if (txSql) deps.jobs.committed(txSql);
     if ('existing' in registered) {
       // Another run registered an archive first (or the request vanished): this blob is not needed.
       await storage.delete(blob.id);

@@ -34,13 +34,14 @@ import type express from 'express';
 import type { Request, Response } from 'express';
 import type { Sql } from '../../db/database.ts';
 import { newId } from '../../server/ids.ts';
-import type { JobDefinition } from '../../server/jobs.ts';
+import type { JobDefinition, JobQueue } from '../../server/jobs.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { sameOrigin } from '../../server/pages.ts';
 import { BlobExists, type BlobInfo } from '../../server/storage.ts';
 import { createFile, findFile, readFileBytes, type StoredFile } from '../documents/files.ts';
 import { type BankIdSettings, providerOf, ProviderRefusal, type ProviderSigner, type SigningProvider } from './bankid.ts';
 import { testPersonalNumber } from './bankidTest.ts';
+import { enqueueCompletedMails } from './completedMail.ts';
 import { BANKID_STYLESHEET_PATH } from './creditPage.ts';
 import { resolveSignerLink } from './links.ts';
 import { appendEvent, type DbSigningRecipientRow, type DbSigningRequestRow, findRequestById, updateRequest } from './queries.ts';
@@ -110,11 +111,11 @@ export function bankIdArchiveFilename(original: string): string {
 
 /**
  * Registers the request's last provider output as its archive (the file, archive_file_id and
- * archive_sha256, the event archive.completed), in the caller's transaction; the request's row is
+ * archive_sha256, the event archive.completed, the "completed" mails enqueued), in the caller's transaction; the request's row is
  * locked. Idempotent: a request that has its archive answers it unchanged. Null when the request is
  * not a completed bankid request with a working PDF (nothing to archive).
  */
-export async function archiveBankIdRequest(sql: Sql, requestId: string, now: number): Promise<{ fileId: string; sha256: string } | null> {
+export async function archiveBankIdRequest(sql: Sql, jobs: Pick<JobQueue, 'enqueue'>, requestId: string, now: number): Promise<{ fileId: string; sha256: string } | null> {
   const request = await findRequestById(sql, requestId, true);
   if (!request || request.signature_method !== 'bankid' || request.status !== 'completed') return null;
   if (request.archive_file_id && request.archive_sha256) return { fileId: request.archive_file_id, sha256: request.archive_sha256 };
@@ -147,6 +148,8 @@ export async function archiveBankIdRequest(sql: Sql, requestId: string, now: num
     data: { file_id: file.id, sha256: file.sha256, size: file.size, signature_method: 'bankid', signatures: working.signatures },
     at: now,
   });
+  // The "completed" mails to every party (completedMail.ts), with the archive.
+  await enqueueCompletedMails(sql, jobs, request);
   return { fileId: file.id, sha256: file.sha256 };
 }
 
@@ -417,7 +420,7 @@ export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSett
           [blob.id, blob.sha256, blob.size, document.signatures + 1, now, request.id],
         );
         await sql.run(`UPDATE signing_provider_orders SET status = 'completed', completed_at = ? WHERE id = ?`, [now, order.id]);
-        if (signed.completed) await archiveBankIdRequest(sql, request.id, now);
+        if (signed.completed) await archiveBankIdRequest(sql, deps.jobs, request.id, now);
         return { kind: 'signed' as const, previous: current?.blob_id ?? null };
       });
       for (const sql of used) deps.jobs.committed(sql);

@@ -1,5 +1,6 @@
 import type { ServiceModule } from '../../server/module.ts';
 import { archiveJob } from './archive.ts';
+import { COMPLETED_MAIL_JOB, completedMailJob } from './completedMail.ts';
 import { bankIdJobs, bankIdRoutes } from './bankidFlow.ts';
 import { providerOf } from './bankid.ts';
 import { signingCreditAdmin } from './creditAdmin.ts';
@@ -16,7 +17,8 @@ import { verifyRoutes } from './verifyPage.ts';
  * Signing: the operations (requests over uploaded PDFs, invitations and reminders by e-mail, deadline,
  * cancel, history, documents), the signer's pages behind each recipient's link (`/sign/<token>`, cut
  * from the request log), the sealed archive job, bankid through a signing provider with the
- * workspace's credit, and the recurring expiry and reminder jobs.
+ * workspace's credit, the "completed" mails with the archive's link, and the recurring expiry and
+ * reminder jobs.
  */
 export const signing: ServiceModule<'signing', SigningSettings> = {
   namespace: 'signing',
@@ -24,7 +26,7 @@ export const signing: ServiceModule<'signing', SigningSettings> = {
   config: signingSettings,
   migrations: new URL('./migrations/', import.meta.url),
   secretPaths: [SIGN_PREFIX],
-  jobs: (deps) => ({ ...signingJobs(deps), ...bankIdJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal) }),
+  jobs: (deps) => ({ ...signingJobs(deps), ...bankIdJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal), [COMPLETED_MAIL_JOB]: completedMailJob(deps) }),
   routes: (deps) => {
     const router = signerRoutes(deps, { bankid: providerOf(deps.settings) });
     bankIdRoutes(router, deps);
