@@ -5,7 +5,7 @@ import { conflict, invalidInput, notFound, ServiceError } from '../../server/err
 import { newId } from '../../server/ids.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
-import type { BlobStore } from '../../server/storage.ts';
+import { BlobNotFound, type BlobStore } from '../../server/storage.ts';
 import type { DocumentsDeps } from './deps.ts';
 import { createFile, findFile } from './files.ts';
 import { DEFAULT_PART_BYTES, MAX_FILE_BYTES, MAX_PAGES, MAX_PART_BYTES, MAX_PARTS, MIN_PART_BYTES, PART_URL_TTL_MS, UPLOAD_TTL_MS } from './limits.ts';
@@ -95,7 +95,18 @@ async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upl
 
   // In the command's transaction: the file's bytes commit or roll back with the completion (database backend).
   const store = deps.storage.within(ctx.sql);
-  const bytes = await readAll(store, parts.map((p) => p.blob_id), size);
+  let bytes: Buffer;
+  try {
+    bytes = await readAll(store, parts.map((p) => p.blob_id), size);
+  } catch (err) {
+    // A completion of the same upload on another connection (PostgreSQL; the row lock lets them run side
+    // by side) committed first and removed the parts: answer what it made.
+    if (!(err instanceof BlobNotFound)) throw err;
+    const now = await ownUpload(ctx, u.id);
+    if (now.state === 'completed') return completedFile(ctx, now);
+    if (now.state === 'rejected') throw refused(now.rejection_reason ?? 'the scan refused it');
+    throw err;
+  }
   const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
   const expected = input.sha256 ?? u.sha256;
   if (expected && expected !== sha256) {

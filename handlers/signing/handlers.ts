@@ -26,7 +26,7 @@ import {
   type RequestReader,
   updateRequest,
 } from './queries.ts';
-import { cancelRequest } from './requests.ts';
+import { cancelRequest, expireRequest } from './requests.ts';
 import { verifySignedDocument } from './verify.ts';
 
 const HOUR = 3_600_000;
@@ -138,7 +138,18 @@ async function visibleRequest(ctx: OperationContext, id: string, options: { mana
   if (options.manage && !access.manage) {
     throw forbidden(`Only the sender of signing request ${id} (or an owner or admin of the workspace) may change it; you can read it as a recipient.`);
   }
-  return { request, recipients };
+  // A request expires at its deadline, not when the expiry job comes by: a command on it expires it first
+  // (so it answers as for an expired request), a read shows it expired.
+  if (options.lock && request.status === 'pending' && Number(request.deadline_at) <= ctx.now) {
+    await expireRequest(ctx.sql, request.id, ctx.now);
+    return { request: (await findRequest(ctx.sql, ctx.workspaceId, id, true))!, recipients };
+  }
+  return { request: asOf(request, ctx.now), recipients };
+}
+
+/** The request as it stands at `now`: a pending request past its deadline is expired (since the deadline) even before the expiry job has written it. */
+export function asOf(r: DbSigningRequestRow, now: number): DbSigningRequestRow {
+  return r.status === 'pending' && Number(r.deadline_at) <= now ? { ...r, status: 'expired', expired_at: Number(r.deadline_at) } : r;
 }
 
 function checkDeadline(deadline: number, now: number, field = 'deadline_at'): void {
@@ -267,12 +278,12 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
     const positions: Array<{ t: number; i: string }> = [];
     for (;;) {
       const batch = limit + 1 - visible.length;
-      const rows = await listRequestsPage(ctx.sql, ctx.workspaceId, reader, { status, after }, batch);
+      const rows = await listRequestsPage(ctx.sql, ctx.workspaceId, reader, { status, after, now: ctx.now }, batch);
       const recipients = await recipientsOfRequests(ctx.sql, rows.map((r) => r.id));
       for (const row of rows) {
         const rs = recipients.get(row.id) ?? [];
         if ((await accessTo(ctx, row, rs, async () => email)).read) {
-          visible.push(requestView(row, rs));
+          visible.push(requestView(asOf(row, ctx.now), rs));
           positions.push({ t: Number(row.created_at), i: row.id });
         }
       }

@@ -248,12 +248,19 @@ export async function listRequestsPage(
   sql: Sql,
   workspaceId: string,
   reader: RequestReader,
-  filter: { status: RequestStatus | null; after: { t: number; i: string } | null },
+  filter: { status: RequestStatus | null; after: { t: number; i: string } | null; now: number },
   limit: number,
 ): Promise<DbSigningRequestRow[]> {
   const params: Array<string | number | boolean> = [workspaceId];
   let where = 'r.workspace_id = ?';
-  if (filter.status) {
+  // A pending request past its deadline is expired (asOf in handlers.ts), whether or not the expiry job has run.
+  if (filter.status === 'pending') {
+    where += " AND r.status = 'pending' AND r.deadline_at > ?";
+    params.push(filter.now);
+  } else if (filter.status === 'expired') {
+    where += " AND (r.status = 'expired' OR (r.status = 'pending' AND r.deadline_at <= ?))";
+    params.push(filter.now);
+  } else if (filter.status) {
     where += ' AND r.status = ?';
     params.push(filter.status);
   }

@@ -189,8 +189,10 @@ export async function expireRequest(sql: Sql, requestId: string, now: number): P
   if (!request || request.status !== 'pending' || Number(request.deadline_at) > now) return false;
   const recipients = await listRecipients(sql, request.id);
   const signed = recipients.filter((r) => r.status === 'signed').length;
-  await updateRequest(sql, request.id, { status: 'expired', expired_at: now }, now);
-  await appendEvent(sql, { requestId: request.id, workspaceId: request.workspace_id, kind: 'request.expired', data: { deadline_at: Number(request.deadline_at), signed, signers: recipients.length }, at: now });
+  // It expired at its deadline, whenever this runs (the job, or a command that found it past due).
+  const at = Number(request.deadline_at);
+  await updateRequest(sql, request.id, { status: 'expired', expired_at: at }, now);
+  await appendEvent(sql, { requestId: request.id, workspaceId: request.workspace_id, kind: 'request.expired', data: { deadline_at: at, signed, signers: recipients.length }, at });
   await noticeSender(
     sql,
     request,

@@ -241,6 +241,18 @@ for (const database of databases) {
     // ---------------------------------------------------------------- uploads
 
     describe('uploads', () => {
+      it('a rejected upload keeps the refusal\'s reason: the message is "The file was refused: <rejection_reason>."', async () => {
+        const junk = Buffer.from('Plain text, not a PDF.\n');
+        const created = await call('documents.CreateUpload', { filename: 'notes.pdf', content_type: 'application/pdf', size: junk.length });
+        const id = created.body.upload_id;
+        assert.equal((await put(await partUrl(id, 1), junk)).status, 200);
+        const res = await call('documents.CompleteUpload', { upload_id: id });
+        refused(res, 400, 'invalid_input');
+        const read = await call('documents.GetUpload', { upload_id: id });
+        assert.equal(read.body.state, 'rejected');
+        assert.equal(res.body.message, `The file was refused: ${read.body.rejection_reason}.`);
+      });
+
       it('CreateUpload, GetUploadPart, the PUT, GetUpload and CompleteUpload answer exactly the documented shapes', async () => {
         const bytes = Buffer.concat([pdf]);
         const created = await call('documents.CreateUpload', { filename: 'Avtal – åäö 契約.pdf', content_type: 'application/pdf', size: bytes.length, sha256: sha(bytes) });
@@ -1075,6 +1087,26 @@ for (const database of databases) {
         assert.equal(dead.status, 410);
         await signAs(a, 'Anna');
         assert.equal((await get(longer.signing_request_id)).body.status, 'completed', 'the old link still signs');
+      });
+
+      it('once the deadline has passed, before the expiry job runs, the request reads expired (since the deadline) and a deadline change is refused; the link stays dead', async () => {
+        const a = addr();
+        const deadline = svc.clock.now() + HOUR + 60_000;
+        const r = await request([{ email: a, name: 'Anna' }], { deadline_at: deadline });
+        svc.clock.advance(HOUR + 2 * 60_000); // past the deadline; the recurring job has not run yet
+        const dead = await fetch(`${svc.origin}${linkOf(a)}`);
+        await dead.arrayBuffer();
+        assert.equal(dead.status, 410, 'the link died at the deadline');
+        const read = await get(r.signing_request_id);
+        assert.equal(read.body.status, 'expired', 'SigningRequest.yaml: expired = the deadline passed first; only pending moves');
+        assert.equal(read.body.expired_at, deadline);
+        refused(await call('signing.UpdateSigningDeadline', { signing_request_id: r.signing_request_id, deadline_at: svc.clock.now() + 5 * DAY }), 409, 'conflict');
+        const after = await fetch(`${svc.origin}${linkOf(a)}`);
+        await after.arrayBuffer();
+        assert.equal(after.status, 410, 'a dead link stays dead');
+        const again = await get(r.signing_request_id);
+        assert.equal(again.body.status, 'expired');
+        assert.equal(again.body.expired_at, deadline);
       });
     });
 

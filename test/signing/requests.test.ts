@@ -377,11 +377,16 @@ for (const database of databases) {
       assert.equal((await api.signing.GetSigningRequest({ signing_request_id: created.signing_request_id })).data!.status, 'pending');
       svc.clock.advance(1);
       assert.equal((await resolveSignerLink(svc.db.sql, token, svc.clock.now())).state, 'ended', 'dead at the deadline, before the job runs');
+      const deadline = svc.clock.now();
+      // Before the job: already read as expired, since the deadline.
+      const early = (await api.signing.GetSigningRequest({ signing_request_id: created.signing_request_id })).data!;
+      assert.equal(early.status, 'expired');
+      assert.equal(early.expired_at, deadline);
       svc.clock.advance(60_000);
       await runJobs(svc);
       const read = (await api.signing.GetSigningRequest({ signing_request_id: created.signing_request_id })).data!;
       assert.equal(read.status, 'expired');
-      assert.equal(read.expired_at, svc.clock.now());
+      assert.equal(read.expired_at, deadline, 'expired at its deadline, not when the job ran');
       const link = await resolveSignerLink(svc.db.sql, token, svc.clock.now());
       assert.equal(link.state === 'ended' && link.reason, 'expired');
       assert.equal((await eventKinds(svc, created.signing_request_id)).at(-1), 'request.expired');
