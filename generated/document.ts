@@ -8717,7 +8717,7 @@ export const document = {
           "archive_error": {
             "type": "string",
             "nullable": true,
-            "description": "Why the last attempt to build the signed archive of a completed request failed (for example\nthe timestamp authority refusing or unreachable, named by its host), while the service retries\nit with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no\nattempt has failed, and null again once the archive is ready (`file_id` set). The first\nfailure also writes the event `archive.failed` to the history; retries add no events. The\nrequest stays `completed` meanwhile; nothing is needed from the caller.\n"
+            "description": "Why the last attempt to build the signed archive of a completed request failed (for example\nthe timestamp authority refusing or unreachable; addresses of the service's own infrastructure are\nleft out as `<address>`, operators find them in the log), while the service retries\nit with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no\nattempt has failed, and null again once the archive is ready (`file_id` set). The first\nfailure also writes the event `archive.failed` to the history; retries add no events. The\nrequest stays `completed` meanwhile; nothing is needed from the caller.\n"
           },
           "private": {
             "type": "boolean",

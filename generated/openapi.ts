@@ -2995,7 +2995,8 @@ export interface components {
             file_id: string | null;
             /**
              * @description Why the last attempt to build the signed archive of a completed request failed (for example
-             *     the timestamp authority refusing or unreachable, named by its host), while the service retries
+             *     the timestamp authority refusing or unreachable; addresses of the service's own infrastructure are
+             *     left out as `<address>`, operators find them in the log), while the service retries
              *     it with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no
              *     attempt has failed, and null again once the archive is ready (`file_id` set). The first
              *     failure also writes the event `archive.failed` to the history; retries add no events. The

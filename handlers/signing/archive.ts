@@ -112,10 +112,24 @@ async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { file
 }
 
 /**
+ * The error as the API shows it: addresses of the service's own infrastructure (the timestamp
+ * authority's URL, host and port, which may carry credentials) are not the caller's business; the log
+ * keeps the full text.
+ */
+export function publicError(message: string): string {
+  return message
+    .replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, '<the timestamp authority>')
+    .replace(/\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b/g, '<address>')
+    .replace(/\[[0-9a-f:]+\](?::\d+)?/gi, '<address>')
+    .slice(0, 500);
+}
+
+/**
  * A failed attempt: archive_error says why (shown on the request while the job retries), and the
  * first failure of a request writes the event `archive.failed` (its retries write none).
  */
-async function recordFailure(db: ModuleDeps['db'], request: DbSigningRequestRow, message: string, now: number): Promise<void> {
+async function recordFailure(db: ModuleDeps['db'], request: DbSigningRequestRow, raw: string, now: number): Promise<void> {
+  const message = publicError(raw);
   await db.tx(async (sql) => {
     const current = await findRequestById(sql, request.id, true);
     if (!current || current.archive_file_id) return;
