@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import { existsSync } from 'node:fs';
-import net, { type AddressInfo } from 'node:net';
+import { freePort } from '../support/smtp.ts';
 import os from 'node:os';
 import path from 'node:path';
 import { pingClamd, type ClamavConfig } from '../../handlers/documents/clamav.ts';
@@ -32,14 +32,6 @@ export interface LocalClamd {
 /** Why clamd cannot run here, or null when it can. */
 export function clamdMissing(): string | null {
   return existsSync(CLAMD_BINARY) ? null : `${CLAMD_BINARY} is not installed (apt-get install clamav-daemon)`;
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 export async function startClamd(options: { streamMaxLength: number }): Promise<LocalClamd> {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import http from 'node:http';
-import net, { type AddressInfo } from 'node:net';
+import { freePort } from '../support/smtp.ts';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -36,14 +36,6 @@ async function qpdfEncrypt(userPassword: string): Promise<Buffer> {
   await fs.writeFile(src, small);
   await run('qpdf', ['--encrypt', userPassword, 'OWNERPW', '256', '--', src, out]);
   return fs.readFile(out);
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** Waits (real time, bounded) for the server to finish what a dropped connection left it doing. */

@@ -19,7 +19,8 @@ import { testPersonalNumber } from '../../handlers/signing/bankidTest.ts';
 import { setCredit } from '../../handlers/signing/credit.ts';
 import { announceBrowser, launchBrowser } from '../support/browser.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
-import { onService, samplePdf, signerLinkIn, signerServiceConfig, signerSpec, startSmtp, uploadPdf } from './signerKit.ts';
+import { onService, samplePdf, signerLinkIn, signerServiceConfig, signerSpec, uploadPdf } from './signerKit.ts';
+import { type Mail, startMailServer } from '../support/smtp.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const shots = path.join(root, 'test-output');
@@ -33,7 +34,7 @@ for (const database of databases) {
   describe(`the signer's pages in headless Chromium [${database.name}]`, function () {
     this.timeout(90_000);
     let browser: Browser | undefined;
-    let smtp: Awaited<ReturnType<typeof startSmtp>>;
+    let smtp: Awaited<ReturnType<typeof startMailServer>>;
     let svc: TestService;
     let api: ServiceClient;
     let original: Uint8Array;
@@ -42,7 +43,7 @@ for (const database of databases) {
 
     before(async function () {
       browser = await launchBrowser(this);
-      smtp = await startSmtp();
+      smtp = await startMailServer();
       const config = signerServiceConfig(smtp.url);
       // The test signing provider, for the bankid request (standard requests do not use it).
       svc = await startTestService(database.url(), { ...config, env: { BANKID_PROVIDER: 'test' } });

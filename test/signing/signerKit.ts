@@ -1,56 +1,16 @@
 /**
- * What the signer's page tests share (scanner.test.ts, signer.browser.test.ts): a real SMTP server that
- * keeps every mail parsed by mailparser, a sample PDF with text on each page, the upload of a file
+ * What the signer's page tests share (scanner.test.ts, signer.browser.test.ts; the SMTP server is
+ * test/support/smtp.ts): a sample PDF with text on each page, the upload of a file
  * through the documents operations, and the links a mail carries (text and HTML parts).
  */
 import assert from 'node:assert/strict';
-import net from 'node:net';
-import { type ParsedMail, simpleParser } from 'mailparser';
+import type { ParsedMail } from 'mailparser';
 import { PDFDocument, rgb, StandardFonts } from 'pdf-lib';
-import { SMTPServer } from 'smtp-server';
 import type { ServiceClient } from '../../generated/client.ts';
 import type { WorkspaceSpec } from '../../server/admin.ts';
 import type { ServiceConfig } from '../../server/config.ts';
 import { mailConfigFromEnv } from '../../server/mailer.ts';
 import type { TestService } from '../support/service.ts';
-
-export interface CapturedMail {
-  to: string[];
-  mail: ParsedMail;
-}
-
-/** A real SMTP server on 127.0.0.1 (no authentication) keeping every message, parsed. */
-export async function startSmtp() {
-  const mails: CapturedMail[] = [];
-  const server = new SMTPServer({
-    logger: false,
-    disabledCommands: ['STARTTLS', 'AUTH'],
-    onData(stream, session, callback) {
-      const chunks: Buffer[] = [];
-      stream.on('data', (c: Buffer) => chunks.push(c));
-      stream.on('end', () => {
-        const to = session.envelope.rcptTo.map((r) => r.address);
-        simpleParser(Buffer.concat(chunks)).then(
-          (mail) => {
-            mails.push({ to, mail });
-            callback();
-          },
-          (err: Error) => callback(err),
-        );
-      });
-    },
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.server.address() as net.AddressInfo).port;
-  return {
-    port,
-    url: `smtp://127.0.0.1:${port}`,
-    mails,
-    /** The mails sent to an address, oldest first. */
-    to: (address: string) => mails.filter((m) => m.to.includes(address)),
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 /** A PDF of `pages` A4 pages, each with a heading, its number and some lines of text. */
 export async function samplePdf(title: string, pages = 3): Promise<Uint8Array> {
