@@ -64,6 +64,11 @@ export function toServiceError(err: unknown): ServiceError | null {
   return null;
 }
 
+/** Keeps the error a response carries (`{error, message}`) for the request's log line. */
+export function noteError(res: { locals: object }, body: { error?: unknown; message?: unknown }): void {
+  if (typeof body.error === 'string' && typeof body.message === 'string') (res.locals as { error?: unknown }).error = { code: body.error, message: body.message };
+}
+
 /** The last middleware: every error leaves as the documented `{error, message}` body. */
 export function errorMiddleware(logger: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
@@ -73,6 +78,8 @@ export function errorMiddleware(logger: Logger): ErrorRequestHandler {
     }
     const out = mapped ?? new ServiceError(500, 'internal_error', 'Internal server error.');
     if (res.headersSent) return;
-    res.status(out.status).set(out.headers).json(out.bodyFor(requestIdOf(res)));
+    const body = out.bodyFor(requestIdOf(res));
+    noteError(res, body);
+    res.status(out.status).set(out.headers).json(body);
   };
 }

@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import pino, { type Logger, type LoggerOptions } from 'pino';
+import { logFormat, prettyDestination } from './logFormat.ts';
 
 /** Paths that may hold secrets; pino replaces them before anything is written. */
 export const REDACT_PATHS = [
@@ -27,8 +28,13 @@ export function loggerOptions(level: string): LoggerOptions {
   return { level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { service: 'workspace-operations' }, mixin: requestIdMixin };
 }
 
-/** JSON logs on stdout, written asynchronously (lines queue while a write is in flight); call `logger.flush()` before exiting. */
+/**
+ * Logs on stdout: JSON lines written asynchronously (lines queue while a write is in flight; call
+ * `logger.flush()` before exiting), or readable lines with ISO times when stdout is a terminal or
+ * LOG_FORMAT=pretty (server/logFormat.ts).
+ */
 export function createLogger(level = process.env.LOG_LEVEL || 'info'): Logger {
+  if (logFormat(process.env, Boolean(process.stdout.isTTY)) === 'pretty') return pino(loggerOptions(level), prettyDestination(process.stdout));
   return pino(loggerOptions(level), pino.destination({ sync: false }));
 }
 

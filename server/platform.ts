@@ -11,7 +11,7 @@ import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import { contentTypeProblem, readJsonObject } from './body.ts';
 import { type Credential, CredentialStore } from './credentials.ts';
-import { errorMiddleware, invalidJson, methodNotAllowed, notFound, requestIdOf, toServiceError } from './errors.ts';
+import { errorMiddleware, invalidJson, methodNotAllowed, noteError, notFound, requestIdOf, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
 import { InternalCalls } from './internalCalls.ts';
 import type { JobQueue } from './jobs.ts';
@@ -25,6 +25,8 @@ import { ContractValidator } from './validation.ts';
 interface Locals {
   credential: Credential;
   entry: CatalogueEntry;
+  /** The error answered (`{error, message}`), for the request's log line. */
+  error: { code: string; message: string };
 }
 
 export interface PlatformOptions {
@@ -102,6 +104,8 @@ function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secretPaths
           key: res.locals.credential?.kind === 'key' ? res.locals.credential.keyId : undefined,
           session: res.locals.credential?.kind === 'session' ? res.locals.credential.keyId : undefined,
           operation: res.locals.entry?.id,
+          // 4xx and 5xx: what the caller was told, beside the request id (never more than the body said).
+          ...(res.locals.error ? { error: res.locals.error.code, error_message: res.locals.error.message } : {}),
           ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
         },
         'request completed',
@@ -122,7 +126,10 @@ function operationsRouter(options: PlatformOptions, parts: { credentials: Creden
   /** Sends a JSON body, checking it against the document first in development and tests. */
   const send = (res: Response<unknown, Locals>, status: number, body: unknown) => {
     // A replayed error receipt is answered with this request's id, like every error body.
-    if (status >= 400 && body && typeof body === 'object') body = { ...body, request_id: requestIdOf(res) };
+    if (status >= 400 && body && typeof body === 'object') {
+      body = { ...body, request_id: requestIdOf(res) };
+      noteError(res, body as { error?: unknown; message?: unknown });
+    }
     if (config.validateResponses) {
       const problem = validator.responseProblem(res.locals.entry, status, body);
       if (problem) {

@@ -261,7 +261,7 @@ export function runsWorker(deps: EngineDeps & { readonly concurrency?: number; r
         return;
       }
       await finishRun(db.sql, runId, owner, 'failed', err.outcomes, err.message, clock.now());
-      logger.info({ run: runId, error: err.message }, 'automation run failed');
+      logger.warn({ run: runId, error: err.message }, 'automation run failed');
     }
   }
 

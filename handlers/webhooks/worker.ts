@@ -188,6 +188,8 @@ export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain()
       });
       await recordOnSubscription(sql, logger, d, outcome.ok, exhausted, firstAt, now, error);
     });
+    // The destination is the subscriber's: the log names the subscription and the outcome, never the URL.
+    if (!outcome.ok) logger.warn({ webhook: d.webhook_id, delivery: d.id, attempt: number, status_code: outcome.status, error, next_attempt_at: next }, exhausted ? 'webhook delivery failed for good' : 'webhook attempt failed; retried later');
   }
 
   const running = new Map<string, number>();

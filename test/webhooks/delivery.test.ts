@@ -123,6 +123,10 @@ forEachDatabase('webhook delivery', (svc) => {
     svc().clock.set(Number(afterRetry.next_attempt_at));
     await deliver(svc());
     assert.equal(receiver.requests.length, 5);
+    // Each failed attempt is a warn line naming the subscription and the outcome, never the destination.
+    const warned = svc().logs().trim().split('\n').map((l) => JSON.parse(l)).filter((l) => l.level === 40 && l.webhook === hook.id && /webhook attempt failed/.test(l.msg));
+    assert.equal(warned.length, 4);
+    assert.ok(!warned.some((l) => JSON.stringify(l).includes(receiver.url)), 'the destination is not logged');
     const ids = new Set(receiver.requests.map((r) => r.headers['x-webhook-event-id']));
     assert.equal(ids.size, 1, 'one event id across retries');
     assert.equal(new Set(receiver.requests.map((r) => r.headers['x-webhook-delivery-id'])).size, 5, 'a fresh delivery id per attempt');
