@@ -137,8 +137,13 @@ export interface PageContribution {
   stylesheet?: URL;
 }
 
-export const HOW_TO_SIGN_IN =
-  'Ask an operator for a new sign-in link: npm run admin -- signin-link --workspace <workspace id> --member <member id> --next "/" (links work once, for 15 minutes).';
+/** What a signed-out person is told (with a link to the sign-in page, `signinLink`). */
+export const HOW_TO_SIGN_IN = 'Sign in with your e-mail address: we mail you a link that works once, for 15 minutes.';
+
+/** The link to the sign-in page (`GET /signin`), keeping where the person was going when it is a page path. */
+export function signinLink(next?: string): { href: string; label: string } {
+  return { href: next && isLocalPath(next) && next !== '/' ? `/signin?next=${encodeURIComponent(next)}` : '/signin', label: 'Sign in' };
+}
 
 /** A member page's request, signed in: who, what they may do, and how to answer inside the frame. */
 export interface MemberPage {
@@ -212,9 +217,9 @@ export class PageKit {
     res.status(status).type('html').send(html);
   }
 
-  /** A short notice page: a title and plain-text paragraphs (escaped), optionally with a sign-out button. */
-  notice(res: Response, status: number, title: string, paragraphs: string[], signoutToken?: string): void {
-    this.send(res, status, { title, bodyClass: 'notice', html: layoutEngine.render('notice', { title, paragraphs, signout: signoutToken ?? '', framed: false }) });
+  /** A short notice page: a title and plain-text paragraphs (escaped), optionally with a sign-out button or a link. */
+  notice(res: Response, status: number, title: string, paragraphs: string[], signoutToken?: string, link?: { href: string; label: string }): void {
+    this.send(res, status, { title, bodyClass: 'notice', html: layoutEngine.render('notice', { title, paragraphs, signout: signoutToken ?? '', link: link ?? null, framed: false }) });
   }
 
   /** The CSRF token for this page's forms (sets its cookie). */
@@ -248,10 +253,14 @@ export class PageKit {
         res.setHeader('Retry-After', err.headers['Retry-After'] ?? '1');
         this.notice(res, 429, 'Too many requests', ['Wait a moment and reload the page.']);
       } else {
-        this.notice(res, 401, 'Sign-in needed', [
-          token === undefined ? 'This page needs a sign-in session.' : 'Your sign-in session has expired or was ended.',
-          HOW_TO_SIGN_IN,
-        ]);
+        this.notice(
+          res,
+          401,
+          'Sign-in needed',
+          [token === undefined ? 'This page needs a sign-in session.' : 'Your sign-in session has expired or was ended.', HOW_TO_SIGN_IN],
+          undefined,
+          signinLink(req.method === 'GET' ? req.originalUrl : undefined),
+        );
       }
       return null;
     }
@@ -278,7 +287,7 @@ export class PageKit {
       csrf: csrfToken,
       send: async (status, page) => this.send(res, status, { bodyClass: 'page', ...page, frame: await frame() }),
       notice: async (status, title, paragraphs) =>
-        this.send(res, status, { title, bodyClass: 'page', frame: await frame(), html: layoutEngine.render('notice', { title, paragraphs, signout: '', framed: true }) }),
+        this.send(res, status, { title, bodyClass: 'page', frame: await frame(), html: layoutEngine.render('notice', { title, paragraphs, signout: '', link: null, framed: true }) }),
       hold: (path, value) => hold(db, clock, held, path, value),
       take: (path) => take(db, clock, held, path ?? req.path),
     };

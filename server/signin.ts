@@ -1,7 +1,8 @@
 /**
  * One-time sign-in links and member sessions, for pages the service serves to people (the analytics
- * dashboard now; webhook approval and the signer's page later). An operator mints a link for a
- * member (`npm run admin -- signin-link`); opening it once starts a 12-hour session held in the
+ * dashboard now; webhook approval and the signer's page later). A member asks for a link on the sign-in
+ * page (server/signin/byEmail.ts: it is mailed), or an operator mints one (`npm run admin -- signin-link`,
+ * for operators and the first start); opening it once starts a 12-hour session held in the
  * `wso_session` cookie, which the /v1 platform accepts as a member credential (credentials.ts).
  */
 import crypto from 'node:crypto';
@@ -13,7 +14,7 @@ import type { Clock } from './clock.ts';
 import { newSessionSecret, sessionIdOf } from './credentials.ts';
 import { ServiceError } from './errors.ts';
 import { sha256Hex } from './ids.ts';
-import { HOW_TO_SIGN_IN, isLocalPath, type PageKit, SESSION_COOKIE, sameOrigin, sessionTokenOf } from './pages.ts';
+import { HOW_TO_SIGN_IN, isLocalPath, type PageKit, SESSION_COOKIE, sameOrigin, sessionTokenOf, signinLink } from './pages.ts';
 
 export { SESSION_COOKIE };
 
@@ -148,8 +149,8 @@ export function signinRoutes(options: { db: Database; clock: Clock; logger: Logg
         outcome.status === 410
           ? 'Sign-in links work once and for 15 minutes. This one was already used or has expired.'
           : 'This sign-in link does not exist. Check that it was copied completely.',
-        HOW_TO_SIGN_IN,
-      ]);
+        'Ask for a new link on the sign-in page: enter your e-mail address and we mail you one.',
+      ], undefined, signinLink());
       return;
     }
     res.cookie(SESSION_COOKIE, outcome.sessionToken, { ...cookie(req), maxAge: SESSION_TTL_MS });
@@ -173,7 +174,7 @@ export function signinRoutes(options: { db: Database; clock: Clock; logger: Logg
       pages.notice(res, 200, 'Sign out?', ['You are still signed in on this browser.'], pages.csrfToken(req, res));
       return;
     }
-    pages.notice(res, 200, 'Signed out', ['Your sign-in session has ended. ' + HOW_TO_SIGN_IN]);
+    pages.notice(res, 200, 'Signed out', ['Your sign-in session has ended. ' + HOW_TO_SIGN_IN], undefined, signinLink());
   });
   return router;
 }

@@ -423,13 +423,14 @@ forEachDatabase('dashboard in headless Chromium', (svc) => {
     }
   });
 
-  it('shows the 401 page with the sign-in command to a browser without a session', async function () {
+  it('shows the 401 page pointing to the sign-in page to a browser without a session', async function () {
     const context = await browser!.newContext();
     try {
       const page = await context.newPage();
       const response = await page.goto(`${svc().baseUrl.replace(/\/v1$/, '')}/dashboard`);
       assert.equal(response!.status(), 401);
-      assert.match((await page.textContent('main'))!, /npm run admin -- signin-link/);
+      assert.match((await page.textContent('main'))!, /Sign in with your e-mail address/);
+      assert.equal(await page.getAttribute('main a[href^="/signin"]', 'href'), '/signin?next=%2Fdashboard');
     } finally {
       await context.close();
     }

@@ -285,12 +285,14 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.equal((await call(svc(), 'workspace.ListBundles', cookie, {}, { Origin: 'https://ops.example.com', 'X-Forwarded-Host': 'ops.example.com' })).status, 403);
   });
 
-  it('serves the dashboard only with a session (401 page saying how to get a link); sign-out ends the session', async () => {
+  it('serves the dashboard only with a session (401 page pointing to /signin); sign-out ends the session', async () => {
     const ws = await svc().apply(acme());
     const anonymous = await fetch(`${originOf(svc())}/dashboard`);
     assert.equal(anonymous.status, 401);
     const page = await anonymous.text();
-    assert.match(page, /npm run admin -- signin-link/);
+    assert.match(page, /Sign in with your e-mail address/);
+    assert.match(page, /href="\/signin\?next=%2Fdashboard"/);
+    assert.doesNotMatch(page, /npm run admin/);
     const cookie = await signIn(svc(), ws);
     const dash = await fetch(`${originOf(svc())}/dashboard?site=${ws.bundles.docs}`, { headers: { Cookie: cookie } });
     assert.equal(dash.status, 200);
