@@ -16,6 +16,7 @@ import { Idempotency } from './idempotency.ts';
 import { InternalCalls } from './internalCalls.ts';
 import type { JobQueue } from './jobs.ts';
 import { redactUrl, requestScope, SIGNIN_PREFIX } from './logger.ts';
+import { distance } from './suggest.ts';
 import type { HandlerMap, OperationContext } from './operation.ts';
 import { Metrics } from './metrics.ts';
 import { PageKit, sessionTokenOf } from './pages.ts';
@@ -50,17 +51,6 @@ export const HSTS = 'max-age=31536000';
 
 const byRoute = new Map<string, CatalogueEntry>(catalogue.map((e) => [`${e.method.toUpperCase()} ${e.path}`, e]));
 const byPath = new Map<string, CatalogueEntry>(catalogue.map((e) => [e.path, e]));
-
-/** Edit distance (Levenshtein), for suggesting the operation a caller meant. */
-function distance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    row = next;
-  }
-  return row[b.length]!;
-}
 
 /**
  * Why no operation answers a request: the path exists with another method (405 with `Allow`), or no

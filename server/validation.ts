@@ -3,6 +3,7 @@ import type { CatalogueEntry } from '../generated/catalogue.ts';
 import type { DereferencedDocument, SchemaObject } from '../generated/dereferenced.ts';
 import { createAjv } from './ajv.cjs';
 import { invalidInput } from './errors.ts';
+import { nearest } from './suggest.ts';
 
 type Json = Record<string, unknown>;
 
@@ -80,7 +81,16 @@ function locate(where: string, value: unknown): string | null {
 /** One readable problem from an Ajv error, e.g. `body.name is required` (also the collection path's). */
 export function describe(where: string, e: ErrorObject): string {
   const path = `${where}${e.instancePath.replace(/\//g, '.')}`;
-  if (e.keyword === 'additionalProperties') return `${path}.${String(e.params.additionalProperty)} is not a known field`;
+  if (e.keyword === 'additionalProperties') {
+    const field = String(e.params.additionalProperty);
+    const known = Object.keys((e.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties ?? {});
+    const near = nearest(field, known);
+    const hint = near ? ` (did you mean \`${near}\`?)` : known.length && known.length <= 8 ? ` (known fields: ${known.map((k) => `\`${k}\``).join(', ')})` : '';
+    return `${path}.${field} is not a known field${hint}`;
+  }
+  if (e.keyword === 'required' && where === 'headers' && e.params.missingProperty === 'idempotency-key') {
+    return 'header idempotency-key is required: every command takes an Idempotency-Key header (1 to 200 characters, e.g. a UUID v4); a retry with the same key and body answers the first response instead of acting twice';
+  }
   if (e.keyword === 'required') return `${path}.${String(e.params.missingProperty)} is required`;
   if (e.keyword === 'enum') {
     const allowed = (e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v));
