@@ -74,9 +74,32 @@ export async function readJsonObject(req: IncomingMessage): Promise<Record<strin
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
-  } catch {
-    throw invalidJson(text.trim() === '' ? BODY_MISSING : 'The body is not valid JSON.');
+  } catch (err) {
+    throw invalidJson(text.trim() === '' ? BODY_MISSING : `The body is not valid JSON: ${whereJsonBroke(text, err)}.`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw invalidJson('The body must be a JSON object.');
   return parsed as Record<string, unknown>;
+}
+
+/**
+ * Where and how a JSON text broke, from the parser's message, as line and column (1-based) and never
+ * quoting the body (it may carry what should not reach a log): "unexpected end of the text at line 3,
+ * column 1", "expected ',' or '}' after property value at line 1, column 8".
+ */
+export function whereJsonBroke(text: string, err: unknown): string {
+  const message = err instanceof Error ? err.message : '';
+  const at = (offset: number) => {
+    const before = text.slice(0, offset);
+    const line = before.split('\n').length;
+    return `line ${line}, column ${offset - before.lastIndexOf('\n')}`;
+  };
+  if (/Unexpected end of JSON input/.test(message)) return `it ends too early (at ${at(text.length)})`;
+  const position = /at position (\d+)/.exec(message);
+  const what = message
+    .replace(/ (?:in JSON )?at position \d+.*$/s, '')
+    // V8 quotes the text (`, "..."` or `, ..."..."`): never repeated.
+    .replace(/, (?:\.\.\.)?".*$/s, '')
+    .replace(/^[A-Z]/, (c) => c.toLowerCase())
+    .slice(0, 120);
+  return position ? `${what} at ${at(Number(position[1]))}` : what || 'it does not parse';
 }

@@ -75,7 +75,7 @@ export function redactUrl(url: string, secretPrefixes: readonly string[] = [SIGN
   if (routed === null) return '[undecodable url]';
   for (const prefix of secretPrefixes) {
     const p = prefix.toLowerCase();
-    if (routed.startsWith(p) || `${routed}/` === p) return `${prefix}[redacted]`;
+    if (routed.startsWith(p)) return `${prefix}[redacted]`;
   }
   return url;
 }

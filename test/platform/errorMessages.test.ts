@@ -28,6 +28,12 @@ forEachDatabase('error messages', (svc) => {
     const stranger = await svc().post('customers.GetSalesPipeline', { id: 'sp_x', colour: 'red' }, auth);
     assert.equal(stranger.status, 400);
     assert.match(stranger.body.message, /^body\.colour is not a known field \(known fields: `id`\)$/);
+    const broken = await svc().post('customers.ListSalesPipelines', '{"limit": 5,\n "cursor": }', auth);
+    assert.equal(broken.status, 400);
+    assert.equal(broken.body.error, 'invalid_json');
+    assert.match(broken.body.message, /^The body is not valid JSON: unexpected token '\}'\.$/);
+    const cut = await svc().post('customers.ListSalesPipelines', '{"limit": 5', auth);
+    assert.match(cut.body.message, /^The body is not valid JSON: expected ',' or '\}' after property value at line 1, column 12\.$/);
     const noKey = await svc().post('customers.CreateSalesPipeline', { data: { name: 'x' } }, auth);
     assert.equal(noKey.status, 400);
     assert.match(noKey.body.message, /^header idempotency-key is required: every command takes an Idempotency-Key header \(1 to 200 characters, e\.g\. a UUID v4\); a retry with the same key and body answers the first response instead of acting twice$/);

@@ -349,6 +349,9 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.equal(redactUrl('/signin%zz/abc'), '[undecodable url]');
     assert.equal(redactUrl('/v1/operations/x'), '/v1/operations/x');
     assert.equal(redactUrl('/signing/x'), '/signing/x');
+    // The sign-in form itself carries no token.
+    assert.equal(redactUrl('/signin'), '/signin');
+    assert.equal(redactUrl('/signin?next=%2Fdashboard'), '/signin?next=%2Fdashboard');
   });
 
   it('prints a link from the CLI (npm run admin -- signin-link), with readable refusals', async function () {
