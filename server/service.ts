@@ -8,6 +8,7 @@ import { EgressClient } from './egress.ts';
 import { JobRunner } from './jobs.ts';
 import { createMailer, mailStartupLine, pruneMailboxJob } from './mailer.ts';
 import { MAILBOX_CSS, mailboxNavigation, mailboxRoutes } from './mailer/page.ts';
+import { MEMBERS_CSS, membersNavigation, membersRoutes } from './members/index.ts';
 import { emailSigninRoutes } from './signin/byEmail.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
@@ -59,11 +60,14 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   platform.pages.compose(deps, [
     ...modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })),
     ...(mailbox ? [{ navigation: mailboxNavigation, stylesheet: MAILBOX_CSS }] : []),
+    { navigation: membersNavigation, stylesheet: MEMBERS_CSS },
   ]);
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps(m)));
   if (mailbox) platform.mount(mailboxRoutes(platform.pages, deps.db));
   // Sign-in by e-mail (GET and POST /signin): links mailed to members.
   platform.mount(emailSigninRoutes({ ...deps, pages: platform.pages, mailer, baseUrl: deps.config.publicUrl }));
+  // The Members settings page and the invitation links (/signin/invite/<token>).
+  platform.mount(membersRoutes({ ...deps, pages: platform.pages, mailer, baseUrl: deps.config.publicUrl }));
   // `GET /`, scoped links, and the HTML 404 / 405 pages outside /v1: after every module's pages.
   platform.mount(platform.pages.routes());
   platform.finish();

@@ -36,15 +36,15 @@ forEachDatabase('the page frame in headless Chromium', (svc) => {
     contexts.push(context);
     assert.equal(new URL(page.url()).pathname, '/dashboard', '/ sends a member home');
     const nav = page.locator('.topbar nav a');
-    assert.deepEqual(await nav.allTextContents(), ['Analytics', 'Automation', 'Webhooks', 'Signing', 'Inbox', 'API reference']);
+    assert.deepEqual(await nav.allTextContents(), ['Analytics', 'Automation', 'Webhooks', 'Signing', 'Inbox', 'Members', 'API reference']);
     assert.equal(await page.locator('.topbar .brand').getAttribute('href'), '/dashboard');
     assert.equal(await page.locator('.topbar .who .name').textContent(), 'Ada Member');
     const current = () => page.locator('.topbar nav a[aria-current="page"]').allTextContents();
     assert.deepEqual(await current(), ['Analytics']);
-    for (const [label, where] of [['Automation', '/settings/automation'], ['Webhooks', '/settings/webhooks'], ['Signing', '/settings/signing'], ['Inbox', '/inbox'], ['Analytics', '/dashboard']] as const) {
+    for (const [label, where] of [['Automation', '/settings/automation'], ['Webhooks', '/settings/webhooks'], ['Signing', '/settings/signing'], ['Inbox', '/inbox'], ['Members', '/settings/members'], ['Analytics', '/dashboard']] as const) {
       await Promise.all([page.waitForURL(`${svc().origin}${where}`), page.locator('.topbar nav a', { hasText: label }).click()]);
       assert.deepEqual(await current(), [label], where);
-      assert.equal(await page.locator('.topbar nav a').count(), 6, where);
+      assert.equal(await page.locator('.topbar nav a').count(), 7, where);
     }
     await page.waitForSelector('body[data-ready="true"]', { timeout: 20_000 });
     await page.screenshot({ path: path.join(shots, `frame-dashboard-${svc().db.dialect}.png`) });
