@@ -100,3 +100,11 @@ export function consumeInvitation(sql: Sql, tokenHash: string, memberId: string,
     [now, memberId, tokenHash, now],
   );
 }
+
+/** Closes the other open invitations of an address in a workspace (its owner just joined): revoked by the new member. */
+export function revokeOpenInvitationsFor(sql: Sql, workspaceId: string, email: string, by: string, now: number): Promise<number> {
+  return sql.run(
+    `UPDATE member_invitations SET revoked_at = ?, revoked_by = ? WHERE workspace_id = ? AND LOWER(email) = ? AND used_at IS NULL AND revoked_at IS NULL`,
+    [now, by, workspaceId, email.toLowerCase()],
+  );
+}

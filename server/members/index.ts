@@ -14,7 +14,7 @@
  *   `GET` of the link changes nothing (mail scanners fetch links): it shows the workspace, role and
  *   inviter and a form for the name; the `POST` (signed-out CSRF: the sign-in form's `wso_form` cookie
  *   and an HMAC of it, as server/signin/byEmail.ts) creates the member, uses the invitation, opens a
- *   12-hour session and redirects to `/`. Used, expired or revoked: 410 pointing to /signin; an address
+ *   12-hour session and redirects to `/` (the address's other open invitations are closed). Used, expired or revoked: 410 pointing to /signin; an address
  *   that is already a member of the workspace: 409 pointing to /signin.
  */
 import crypto from 'node:crypto';
@@ -33,6 +33,7 @@ import {
   listOpenInvitations,
   listWorkspaceMembers,
   revokeInvitation,
+  revokeOpenInvitationsFor,
   setMemberDisabled,
   setMemberRole,
 } from '../../db/queries/members.ts';
@@ -303,6 +304,8 @@ export function membersRoutes(options: MembersOptions): express.Router {
     const joined = await db.tx(async (sql) => {
       if (!(await consumeInvitation(sql, inv.token_hash, memberId, now))) return false;
       await insertMember(sql, { id: memberId, workspace_id: inv.workspace_id, name, email: inv.email, role: inv.role, created_at: now });
+      // Other open invitations of the address are moot now.
+      await revokeOpenInvitationsFor(sql, inv.workspace_id, inv.email, memberId, now);
       const w = await sql.one<{ auth_version: number | string }>(`SELECT auth_version FROM workspaces WHERE id = ?`, [inv.workspace_id]);
       await insertSession(sql, {
         id: session.sessionId, secret_hash: session.secretHash, workspace_id: inv.workspace_id, member_id: memberId,

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import type { ApplyResult } from '../../server/admin.ts';
+import { addToWorkspace, type ApplyResult } from '../../server/admin.ts';
 import { mailConfigFromEnv } from '../../server/mailer.ts';
 import { createSigninLink } from '../../server/signin.ts';
 import { announceBrowser, launchBrowser, signedInPage } from '../support/browser.ts';
@@ -150,14 +150,16 @@ for (const database of databases) {
       assert.equal(await page.locator('tr[data-invitation]').count(), 0);
     });
 
-    it('a second invitation of an address that joined meanwhile answers 409 and creates nobody', async () => {
+    it('joining closes the address’s other invitations (410); an address added meanwhile answers 409 and creates nobody', async () => {
       const { page } = owner;
-      for (const role of ['member', 'admin']) {
+      const invite = async (email: string, role: string) => {
         await page.goto(`${svc.origin}${MEMBERS}`);
-        await page.fill('#invite-email', 'pia@acme.test');
+        await page.fill('#invite-email', email);
         await page.selectOption('#invite-role', role);
         await Promise.all([page.waitForURL(`${svc.origin}${MEMBERS}`), page.click('button:has-text("Send invitation")')]);
-      }
+      };
+      await invite('pia@acme.test', 'member');
+      await invite('pia@acme.test', 'admin');
       const [first, second] = (await mailsFor(mail, 'pia@acme.test', 2)).map((m) => inviteLink(m.mail.text!));
       tokens.push(first!.slice(15), second!.slice(15));
       const join = async (link: string) => {
@@ -171,13 +173,22 @@ for (const database of databases) {
       const joined = await join(first!);
       assert.equal(joined.status, 200);
       assert.equal(new URL(joined.text).pathname, '/dashboard');
-      const again = await join(second!);
+      assert.equal((await fetch(`${svc.origin}${second}`)).status, 410);
+      await page.goto(`${svc.origin}${MEMBERS}`);
+      assert.equal(await page.locator('tr[data-invitation]').count(), 0);
+
+      await invite('quinn@acme.test', 'member');
+      const link = inviteLink((await mailsFor(mail, 'quinn@acme.test', 1))[0]!.mail.text!);
+      tokens.push(link.slice(15));
+      // An operator adds the address meanwhile (the admin CLI).
+      await addToWorkspace(svc.db, svc.clock, ws.workspace_id, { members: { quinn: { name: 'Quinn', email: 'Quinn@acme.test', role: 'member' } } });
+      const again = await join(link);
       assert.equal(again.status, 409);
-      assert.match(again.text, /pia@acme\.test already is a member of Acme/);
+      assert.match(again.text, /quinn@acme\.test already is a member of Acme/);
       await again.guest.screenshot({ path: path.join(shots, `members-5-already-${database.name}.png`) });
-      const pias = await svc.db.sql.all(`SELECT id FROM members WHERE email = 'pia@acme.test'`);
-      assert.equal(pias.length, 1);
+      assert.equal((await svc.db.sql.all(`SELECT id FROM members WHERE LOWER(email) = 'quinn@acme.test'`)).length, 1);
       // Inviting a member's address is refused on the page.
+      await page.goto(`${svc.origin}${MEMBERS}`);
       await page.fill('#invite-email', 'PIA@acme.test');
       await Promise.all([page.waitForURL(`${svc.origin}${MEMBERS}`), page.click('button:has-text("Send invitation")')]);
       assert.match((await page.locator('.problem').textContent())!, /already a member/);
@@ -265,7 +276,7 @@ for (const database of databases) {
     it('a plain member sees the list read-only: no forms, and their posts are refused', async () => {
       const { page, problems } = await signedInPage(browser, svc, { workspaceId: ws.workspace_id, memberId: nina }, MEMBERS);
       contexts.push(page.context());
-      assert.ok((await page.locator('tr[data-member]').count()) >= 5);
+      assert.ok((await page.locator('tr[data-member]').count()) >= 6);
       assert.equal(await page.locator('main form').count(), 0);
       assert.match((await page.locator('.info').textContent())!, /You can see this workspace’s members/);
       await page.screenshot({ path: path.join(shots, `members-9-read-only-${database.name}.png`), fullPage: true });
