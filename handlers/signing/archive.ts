@@ -18,13 +18,13 @@
  */
 import { createHash } from 'node:crypto';
 import type { Sql } from '../../db/database.ts';
-import { createFile, findFile, readFileBytes } from '../documents/files.ts';
+import { findFile, readFileBytes } from '../documents/files.ts';
 import type { JobDefinition } from '../../server/jobs.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { newBlobId } from '../../server/storage.ts';
 import { archiveBankIdRequest } from './bankidFlow.ts';
 import { sealingCertificate, type SealSettings } from './certificates.ts';
-import { enqueueCompletedMails } from './completedMail.ts';
+import { registerArchive } from './archiveFile.ts';
 import { buildArchive, type Evidence } from './evidence.ts';
 import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, updateRequest } from './queries.ts';
 import { ARCHIVE_JOB, type ArchiveJobPayload } from './requests.ts';
@@ -48,12 +48,6 @@ function payloadOf(payload: unknown): ArchiveJobPayload {
   const p = payload as Partial<ArchiveJobPayload> | null;
   if (!p || typeof p.requestId !== 'string' || typeof p.workspaceId !== 'string') throw new Error('signing.archive needs {requestId, workspaceId}');
   return { requestId: p.requestId, workspaceId: p.workspaceId };
-}
-
-/** The signed archive's file name: the original's with " (signed)" before `.pdf`, at most 255 characters. */
-export function archiveFilename(original: string): string {
-  const base = original.replace(/\.pdf$/i, '');
-  return `${base.slice(0, 255 - ' (signed).pdf'.length)} (signed).pdf`;
 }
 
 /** Removes blobs of earlier runs of this request that were written but never registered (a killed process). */
@@ -185,33 +179,14 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
     const registered = await db.tx(async (sql): Promise<{ existing: string | null } | { registered: string }> => {
       const current = await findRequestById(sql, request.id, true);
       if (!current || current.archive_file_id) return { existing: current?.archive_file_id ?? null };
-      const file = await createFile(
+      const file = await registerArchive(
         sql,
-        {
-          workspaceId: request.workspace_id,
-          ownerMemberId: source.ownerMemberId,
-          createdByKeyId: request.created_by_key_id,
-          filename: archiveFilename(source.filename),
-          contentType: 'application/pdf',
-          size: blob.size,
-          sha256: blob.sha256,
-          pageCount: pages,
-          blobId: blob.id,
-          source: 'signing_archive',
-        },
+        deps.jobs,
+        current,
+        { source, blob, pageCount: pages, event: { pages, evidence_pages: built.evidencePages, timestamped: Boolean(settings.tsaUrl) } },
         now,
       );
-      await updateRequest(sql, request.id, { archive_file_id: file.id, archive_sha256: blob.sha256, archive_error: null }, now);
-      await appendEvent(sql, {
-        requestId: request.id,
-        workspaceId: request.workspace_id,
-        kind: 'archive.completed',
-        data: { file_id: file.id, sha256: blob.sha256, pages, evidence_pages: built.evidencePages, timestamped: Boolean(settings.tsaUrl) },
-        at: now,
-      });
       await sql.run(`DELETE FROM signing_archive_blobs WHERE blob_id = ?`, [blob.id]);
-      // The "completed" mails (completedMail.ts): enqueued with the archive, sent by their own jobs.
-      await enqueueCompletedMails(sql, deps.jobs, current);
       txSql = sql;
       return { registered: file.id };
     });

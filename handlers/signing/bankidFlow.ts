@@ -38,13 +38,13 @@ import type { JobDefinition, JobQueue } from '../../server/jobs.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { sameOrigin } from '../../server/pages.ts';
 import { BlobExists, type BlobInfo } from '../../server/storage.ts';
-import { createFile, findFile, readFileBytes, type StoredFile } from '../documents/files.ts';
+import { findFile, readFileBytes, type StoredFile } from '../documents/files.ts';
 import { type BankIdSettings, providerOf, ProviderRefusal, type ProviderSigner, type SigningProvider } from './bankid.ts';
 import { testPersonalNumber } from './bankidTest.ts';
-import { enqueueCompletedMails } from './completedMail.ts';
+import { registerArchive } from './archiveFile.ts';
 import { BANKID_STYLESHEET_PATH } from './creditPage.ts';
 import { resolveSignerLink } from './links.ts';
-import { appendEvent, type DbSigningRecipientRow, type DbSigningRequestRow, findRequestById, updateRequest } from './queries.ts';
+import { type DbSigningRecipientRow, type DbSigningRequestRow, findRequestById } from './queries.ts';
 import { recordSigned } from './requests.ts';
 
 /** How long a provider order may take from start to return. */
@@ -103,12 +103,6 @@ async function streamBytes(stream: Readable): Promise<Buffer> {
 
 const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 
-/** `<name> (signed).pdf` of the original's name, at most 255 characters (as archive.ts names the standard archive). */
-export function bankIdArchiveFilename(original: string): string {
-  const base = original.replace(/\.pdf$/i, '');
-  return `${base.slice(0, 255 - ' (signed).pdf'.length)} (signed).pdf`;
-}
-
 /**
  * Registers the request's last provider output as its archive (the file, archive_file_id and
  * archive_sha256, the event archive.completed, the "completed" mails enqueued), in the caller's transaction; the request's row is
@@ -123,33 +117,14 @@ export async function archiveBankIdRequest(sql: Sql, jobs: Pick<JobQueue, 'enque
   if (!working) return null;
   const source = await findFile(sql, request.workspace_id, request.source_file_id);
   if (!source) return null;
-  const file = await createFile(
+  // Signatures are incremental updates: no page is added.
+  const file = await registerArchive(
     sql,
-    {
-      workspaceId: request.workspace_id,
-      ownerMemberId: source.ownerMemberId,
-      createdByKeyId: request.created_by_key_id,
-      filename: bankIdArchiveFilename(source.filename),
-      contentType: 'application/pdf',
-      size: working.size,
-      sha256: working.sha256,
-      // Signatures are incremental updates: no page is added.
-      pageCount: source.pageCount,
-      blobId: working.blob_id,
-      source: 'signing_archive',
-    },
+    jobs,
+    request,
+    { source, blob: { id: working.blob_id, size: working.size, sha256: working.sha256 }, pageCount: source.pageCount, event: { size: working.size, signature_method: 'bankid', signatures: working.signatures } },
     now,
   );
-  await updateRequest(sql, request.id, { archive_file_id: file.id, archive_sha256: file.sha256, archive_error: null }, now);
-  await appendEvent(sql, {
-    requestId: request.id,
-    workspaceId: request.workspace_id,
-    kind: 'archive.completed',
-    data: { file_id: file.id, sha256: file.sha256, size: file.size, signature_method: 'bankid', signatures: working.signatures },
-    at: now,
-  });
-  // The "completed" mails to every party (completedMail.ts), with the archive.
-  await enqueueCompletedMails(sql, jobs, request);
   return { fileId: file.id, sha256: file.sha256 };
 }
 
