@@ -13,7 +13,7 @@
  *   through the mailer. The link is under /signin/, so the request log never shows the token.
  *   `GET` of the link changes nothing (mail scanners fetch links): it shows the workspace, role and
  *   inviter and a form for the name; the `POST` (signed-out CSRF: the sign-in form's `wso_form` cookie
- *   and an HMAC of it, as server/signin/byEmail.ts) creates the member, uses the invitation, opens a
+ *   and an HMAC of it: server/pages/signedOutForms.ts) creates the member, uses the invitation, opens a
  *   12-hour session and redirects to `/` (the address's other open invitations are closed). Used, expired or revoked: 410 pointing to /signin; an address
  *   that is already a member of the workspace: 409 pointing to /signin.
  */
@@ -37,7 +37,6 @@ import {
   setMemberDisabled,
   setMemberRole,
 } from '../../db/queries/members.ts';
-import { serviceSecret } from '../../db/queries/secrets.ts';
 import { insertSession, revokeSessions } from '../../db/queries/sessions.ts';
 import { bumpAuthVersion } from '../../db/queries/workspaces.ts';
 import type { MemberRole } from '../../db/rows.ts';
@@ -46,9 +45,9 @@ import type { Clock } from '../clock.ts';
 import { newSessionSecret } from '../credentials.ts';
 import { newId, sha256Hex } from '../ids.ts';
 import { isMailAddress, type Mailer, mailTemplates } from '../mailer.ts';
-import { type MemberPage, type NavEntry, type PageKit, sameOrigin, SESSION_COOKIE, signinLink } from '../pages.ts';
+import { type MemberPage, type NavEntry, type PageKit, SESSION_COOKIE, signinLink } from '../pages.ts';
 import { SESSION_TTL_MS } from '../signin.ts';
-import { FORM_COOKIE } from '../signin/byEmail.ts';
+import { signedOutForms } from '../pages/signedOutForms.ts';
 
 export const MEMBERS_PATH = '/settings/members';
 export const INVITE_PREFIX = '/signin/invite/';
@@ -233,17 +232,9 @@ export function membersRoutes(options: MembersOptions): express.Router {
 
   // ---- The invitation link (signed out) -----------------------------------------------------
 
-  let secret: Promise<string> | null = null;
-  // The sign-in form's secret, for another purpose (the message says which).
-  const formSecret = () => (secret ??= serviceSecret(db.sql, 'signin-form', crypto.randomBytes(32).toString('base64url'), clock.now()).catch((err: unknown) => {
-    secret = null;
-    throw err;
-  }));
-  const formToken = async (cookie: string, tokenHash: string) => crypto.createHmac('sha256', await formSecret()).update(`invite\n${tokenHash}\n${cookie}`).digest('base64url');
-  const cookieOf = (req: Request): string | undefined => {
-    const value = (req.cookies as Record<string, unknown> | undefined)?.[FORM_COOKIE];
-    return typeof value === 'string' && TOKEN.test(value) ? value : undefined;
-  };
+  // The sign-in form's protection, bound to this invitation.
+  const forms = signedOutForms({ db, clock });
+  const purpose = (tokenHash: string) => `invite\n${tokenHash}`;
   const gone = (res: Response) =>
     pages.notice(res, 410, 'This invitation can no longer be used', [
       'Invitations work once and for 7 days, and can be revoked. This one was already used, has expired or was revoked.',
@@ -261,14 +252,9 @@ export function membersRoutes(options: MembersOptions): express.Router {
   };
 
   const sendJoin = async (req: Request, res: Response, status: number, inv: Exclude<Awaited<ReturnType<typeof open>>, 404 | 410>, name: string, error: string) => {
-    let cookie = cookieOf(req);
-    if (!cookie) {
-      cookie = crypto.randomBytes(32).toString('base64url');
-      res.cookie(FORM_COOKIE, cookie, { path: '/signin', httpOnly: true, sameSite: 'strict', secure: req.secure });
-    }
     const html = views.render('invite', {
       workspace: inv.workspace_name, role: inv.role, inviter: inv.inviter_name ?? 'a former member', email: inv.email, expires: when(Number(inv.expires_at)),
-      csrf: await formToken(cookie, inv.token_hash), action: req.originalUrl.split('?')[0], name, error,
+      csrf: await forms.token(req, res, purpose(inv.token_hash)), action: req.originalUrl.split('?')[0], name, error,
     });
     pages.send(res, status, { title: `Join ${inv.workspace_name}`, bodyClass: 'notice', html });
   };
@@ -287,10 +273,7 @@ export function membersRoutes(options: MembersOptions): express.Router {
     if (inv === 404) return unknown(res);
     if (inv === 410) return gone(res);
     const body = (req.body ?? {}) as Record<string, unknown>;
-    const cookie = cookieOf(req);
-    const given = typeof body._csrf === 'string' ? body._csrf : '';
-    const expected = cookie ? await formToken(cookie, inv.token_hash) : '';
-    if (!(sameOrigin(req) && cookie !== undefined && given.length === expected.length && crypto.timingSafeEqual(Buffer.from(given), Buffer.from(expected)))) {
+    if (!(await forms.valid(req, purpose(inv.token_hash)))) {
       return pages.notice(res, 403, 'Refused', ['This form has expired or did not come from this service. Open the invitation link again and send it from there.']);
     }
     const name = typeof body.name === 'string' ? body.name.trim().replace(/\s+/g, ' ') : '';

@@ -11,7 +11,7 @@
  *   per client address (`req.ip`, so TRUST_PROXY decides) and 5 per hour per e-mail address (GCRA:
  *   a full budget at once, then one more every 3 and 12 minutes). A limited request gets the same page
  *   and sends nothing.
- * - CSRF for a signed-out visitor: a random `wso_form` cookie (httpOnly, SameSite=Strict) and a form
+ * - CSRF for a signed-out visitor (server/pages/signedOutForms.ts): a random `wso_form` cookie (httpOnly, SameSite=Strict) and a form
  *   token that is its HMAC under a secret every process shares (service_secrets): a post without both
  *   is refused with 403; so is a post whose `Origin` names another host.
  * - `next` is kept from the form when it is a local path (else `/`).
@@ -22,14 +22,13 @@ import crypto from 'node:crypto';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
-import { serviceSecret } from '../../db/queries/secrets.ts';
 import { deleteIdleSigninFormBuckets, findActiveMembersByEmail, takeSigninFormToken } from '../../db/queries/signinByEmail.ts';
 import type { Clock } from '../clock.ts';
 import { isMailAddress, type Mailer, mailTemplates } from '../mailer.ts';
-import { isLocalPath, type PageKit, sameOrigin } from '../pages.ts';
+import { isLocalPath, type PageKit } from '../pages.ts';
+import { signedOutForms } from '../pages/signedOutForms.ts';
 import { createSigninLink, LINK_TTL_MS } from '../signin.ts';
 
-export const FORM_COOKIE = 'wso_form';
 const HOUR_US = 3_600_000_000;
 /** Requests per hour: per client address, per e-mail address. */
 export const SIGNIN_LIMITS = { client: 20, address: 5 } as const;
@@ -57,25 +56,11 @@ export function emailSigninRoutes(options: EmailSigninOptions): express.Router {
   const { db, clock, logger, pages, mailer, baseUrl } = options;
   const router = pages.router();
   const views = pages.views(new URL('./pages', import.meta.url));
-  let secret: Promise<string> | null = null;
-  const formSecret = () => (secret ??= serviceSecret(db.sql, 'signin-form', crypto.randomBytes(32).toString('base64url'), clock.now()).catch((err: unknown) => {
-    secret = null;
-    throw err;
-  }));
-  const formToken = async (cookie: string) => crypto.createHmac('sha256', await formSecret()).update(`signin\n${cookie}`).digest('base64url');
-  const cookieOf = (req: Request): string | undefined => {
-    const value = (req.cookies as Record<string, unknown> | undefined)?.[FORM_COOKIE];
-    return typeof value === 'string' && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined;
-  };
+  const forms = signedOutForms({ db, clock });
   const nextOf = (value: unknown) => (typeof value === 'string' && isLocalPath(value) ? value : '/');
 
   const sendForm = async (req: Request, res: Response, status: number, data: { next: string; email?: string; error?: string }) => {
-    let cookie = cookieOf(req);
-    if (!cookie) {
-      cookie = crypto.randomBytes(32).toString('base64url');
-      res.cookie(FORM_COOKIE, cookie, { path: '/signin', httpOnly: true, sameSite: 'strict', secure: req.secure });
-    }
-    const html = views.render('signin', { sent: false, csrf: await formToken(cookie), next: data.next, email: data.email ?? '', error: data.error ?? '', again: '' });
+    const html = views.render('signin', { sent: false, csrf: await forms.token(req, res, 'signin'), next: data.next, email: data.email ?? '', error: data.error ?? '', again: '' });
     pages.send(res, status, { title: 'Sign in', bodyClass: 'notice', html });
   };
 
@@ -105,11 +90,7 @@ export function emailSigninRoutes(options: EmailSigninOptions): express.Router {
 
   router.post('/signin', async (req: Request, res: Response) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
-    const cookie = cookieOf(req);
-    const given = typeof body._csrf === 'string' ? body._csrf : '';
-    const expected = cookie ? await formToken(cookie) : '';
-    const valid = sameOrigin(req) && cookie !== undefined && given.length === expected.length && crypto.timingSafeEqual(Buffer.from(given), Buffer.from(expected));
-    if (!valid) {
+    if (!(await forms.valid(req, 'signin'))) {
       pages.notice(res, 403, 'Refused', ['This form has expired or did not come from this service. Open the sign-in page again and send it from there.']);
       return;
     }
