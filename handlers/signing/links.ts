@@ -7,6 +7,7 @@
  */
 import crypto from 'node:crypto';
 import type { Sql } from '../../db/database.ts';
+import { sha256Hex } from '../../server/ids.ts';
 import { type DbSigningRecipientRow, type DbSigningRequestRow, findLink, findRecipient, findRequestById, insertLink, listRecipients } from './queries.ts';
 
 /** The path prefix of signers' links (the module's `secretPaths`: the request log cuts what follows). */
@@ -15,7 +16,7 @@ export const SIGN_PREFIX = '/sign/';
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
 /** SHA-256 (hex) of a link token: what signing_links stores. */
-export const tokenHash = (token: string) => crypto.createHash('sha256').update(token).digest('hex');
+export const tokenHash = sha256Hex;
 
 /** The URL of a link token on this service. */
 export const signerUrl = (publicUrl: string, token: string) => `${publicUrl.replace(/\/+$/, '')}${SIGN_PREFIX}${token}`;

@@ -18,12 +18,12 @@
  * - Logs never show the address (a short hash at most) nor the token (links are under /signin/, cut
  *   from the request log).
  */
-import crypto from 'node:crypto';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import { deleteIdleSigninFormBuckets, findActiveMembersByEmail, takeSigninFormToken } from '../../db/queries/signinByEmail.ts';
 import type { Clock } from '../clock.ts';
+import { sha256Hex } from '../ids.ts';
 import { isMailAddress, type Mailer, mailTemplates } from '../mailer.ts';
 import { isLocalPath, type PageKit } from '../pages.ts';
 import { signedOutForms } from '../pages/signedOutForms.ts';
@@ -40,7 +40,7 @@ function step(nowMs: number, perHour: number) {
   return { nowUs: nowMs * 1000, intervalUs, toleranceUs: intervalUs * (perHour - 1) };
 }
 
-const hash = (value: string) => crypto.createHash('sha256').update(value).digest('hex');
+const hash = sha256Hex;
 
 export interface EmailSigninOptions {
   db: Database;

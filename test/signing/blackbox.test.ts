@@ -137,14 +137,8 @@ for (const database of databases) {
     });
 
     /** A raw operation call: key (or none), act-as, idempotency key, raw body text or JSON. */
-    async function call(op: string, body: unknown, o: { key?: string | null; actAs?: string; idem?: string | null; contentType?: string } = {}): Promise<Answer> {
-      const headers: Record<string, string> = { 'Content-Type': o.contentType ?? 'application/json' };
-      const key = o.key === undefined ? secret('sender') : o.key;
-      if (key !== null) headers.Authorization = `Bearer ${key}`;
-      if (o.actAs) headers['Service-Act-As'] = o.actAs;
-      const command = /\.(Create|Complete|Request|Remind|Cancel|Update)/.test(op);
-      if (o.idem !== null && (o.idem !== undefined || command)) headers['Idempotency-Key'] = o.idem ?? crypto.randomUUID();
-      const res = await fetch(`${svc.baseUrl}/operations/${op}`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+    /** A response as the tests read it: the body parsed when it is JSON, else its text. */
+    async function answer(res: Response): Promise<Answer> {
       const text = await res.text();
       let parsed: unknown = text;
       try {
@@ -155,16 +149,20 @@ for (const database of databases) {
       return { status: res.status, body: parsed, headers: res.headers };
     }
 
+    async function call(op: string, body: unknown, o: { key?: string | null; actAs?: string; idem?: string | null; contentType?: string } = {}): Promise<Answer> {
+      const headers: Record<string, string> = { 'Content-Type': o.contentType ?? 'application/json' };
+      const key = o.key === undefined ? secret('sender') : o.key;
+      if (key !== null) headers.Authorization = `Bearer ${key}`;
+      if (o.actAs) headers['Service-Act-As'] = o.actAs;
+      const command = /\.(Create|Complete|Request|Remind|Cancel|Update)/.test(op);
+      if (o.idem !== null && (o.idem !== undefined || command)) headers['Idempotency-Key'] = o.idem ?? crypto.randomUUID();
+      const res = await fetch(`${svc.baseUrl}/operations/${op}`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+      return answer(res);
+    }
+
     async function put(url: string, body: Uint8Array): Promise<Answer> {
       const res = await fetch(onService(url, svc.origin), { method: 'PUT', body: body as unknown as BodyInit, headers: { 'Content-Type': 'application/octet-stream' } });
-      const text = await res.text();
-      let parsed: unknown = text;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        /* text */
-      }
-      return { status: res.status, body: parsed, headers: res.headers };
+      return answer(res);
     }
 
     async function partUrl(uploadId: string, n: number, o: { key?: string; actAs?: string; sha256?: string } = {}): Promise<string> {
@@ -392,8 +390,7 @@ for (const database of databases) {
             headers: { 'Content-Type': 'application/json', 'Content-Encoding': encoding, Authorization: `Bearer ${secret('sender')}` },
             body: body as unknown as BodyInit,
           });
-          const text = await res.text();
-          return { status: res.status, body: (() => { try { return JSON.parse(text); } catch { return text; } })(), headers: res.headers };
+          return answer(res);
         };
         const ok = await send(zlib.gzipSync(JSON.stringify({ scope: 'workspace' })), 'gzip');
         assert.equal(ok.status, 200, JSON.stringify(ok.body));
