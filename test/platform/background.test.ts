@@ -1,15 +1,11 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Sql } from '../../db/database.ts';
 import { jobsOfKind } from '../../db/queries/jobs.ts';
 import pino from 'pino';
 import { claim, type ClaimQuery, failLeased, finishLeased, type Lease, nextAttempt, renewLease, WorkPool } from '../../server/background.ts';
 import { PollLoop } from '../../server/workers.ts';
+import { killFixtureWhen, until } from '../support/process.ts';
 import { forEachDatabase } from '../support/service.ts';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 interface Deferred {
   promise: Promise<void>;
@@ -19,15 +15,6 @@ function deferred(): Deferred {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
   return { promise, resolve };
-}
-
-/** Waits (real time, in short steps) until `check` holds; for what another process or a timer does. */
-async function until(check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 describe('background kit: retry schedules', () => {
@@ -174,23 +161,7 @@ forEachDatabase('background jobs: enqueue joins the caller transaction', (svc) =
     const key = `killed-${Math.random().toString(36).slice(2)}`;
     let once = 0;
     svc().jobs.define('test.once', { run: async (payload) => void (once += (payload as { key: string }).key === key ? 1 : 0) });
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'test/platform/fixtures/enqueueThenDie.ts'), svc().databaseUrl, key, String(svc().clock.now())], {
-      cwd: root,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
-    try {
-      await until(() => out.includes('committed') || child.exitCode !== null, 25_000);
-      assert.ok(out.includes('committed'), `the child did not commit: ${err}`);
-      child.kill('SIGKILL');
-      assert.equal(await exited, 'SIGKILL');
-    } finally {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    }
+    await killFixtureWhen('test/platform/fixtures/enqueueThenDie.ts', [svc().databaseUrl, key, String(svc().clock.now())], 'committed', 25_000);
     // The restarted process (this one) finds the job and runs it once; later polls find nothing.
     assert.equal((await jobsOfKind(svc().db.sql, 'test.once')).length, 1);
     assert.equal(await svc().jobs.runDue(), 1);

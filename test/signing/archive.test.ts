@@ -9,7 +9,6 @@
  * SIGKILL while the job runs, after which a second process finishes it with exactly one archive file.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -29,25 +28,17 @@ import { seal } from '../../handlers/signing/seal.ts';
 import { inspectSeal } from '../../handlers/signing/verify.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { createBlobStore } from '../../server/storage.ts';
+import { killFixtureWhen } from '../support/process.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
 import { archiveSpec, bytesOf, contractPdf, FIREFOX, IPHONE, pdfPages, pdfsig, putFile, requestRow, run, type Signer, signedRequest, writeTo } from './archiveKit.ts';
 import { startTsa, type LocalTsa } from './tsa.ts';
 
-const root = path.resolve(import.meta.dirname, '../..');
 const TIMESTAMP_OID = '1.2.840.113549.1.9.16.2.14';
 
 const SIGNERS: Signer[] = [
   { email: 'anna@customer.test', name: 'Anna Lindqvist', typedName: 'Anna Lindqvist', ip: '203.0.113.7', userAgent: FIREFOX },
   { email: 'lukasz@supplier.test', name: 'Łukasz Żółć', typedName: 'Łukasz Żółć', ip: '2001:db8::1', userAgent: IPHONE },
 ];
-
-async function until(check: () => boolean | Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const archiveFiles = async (svc: TestService, workspaceId: string) =>
   Number((await svc.db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM document_files WHERE workspace_id = ? AND source = 'signing_archive'`, [workspaceId]))!.n);
@@ -285,23 +276,7 @@ for (const database of databases) {
       this.timeout(120_000);
       const source = await putFile(svc, workspaceId, await contractPdf('Crash agreement', 2), { pages: 2 });
       const { requestId } = await signedRequest(svc, ws, source, SIGNERS, { title: 'Crash test' });
-      const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'test/signing/fixtures/archiveThenDie.ts'), svc.databaseUrl, String(svc.clock.now()), tsa.url], {
-        cwd: root,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      let err = '';
-      child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-      child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-      const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
-      try {
-        await until(() => out.includes('paused') || child.exitCode !== null, 90_000);
-        assert.ok(out.includes('paused'), `the child did not reach the job: ${err.slice(-2000)}`);
-        child.kill('SIGKILL');
-        assert.equal(await exited, 'SIGKILL');
-      } finally {
-        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      }
+      await killFixtureWhen('test/signing/fixtures/archiveThenDie.ts', [svc.databaseUrl, String(svc.clock.now()), tsa.url], 'paused', 90_000);
       // The dead process wrote the sealed archive's blob and listed it, but registered nothing.
       const [leftover] = await svc.db.sql.all<{ blob_id: string }>(`SELECT blob_id FROM signing_archive_blobs WHERE request_id = ?`, [requestId]);
       assert.ok(leftover, 'the killed run left its blob listed');
