@@ -30,6 +30,13 @@ export interface NavEntry {
   readonly badgeLabel?: string;
   /** Whether this viewer sees the entry (everyone when absent). */
   visible?(viewer: Viewer): boolean;
+  /**
+   * `settings`: listed under the bar's one Settings entry (the `/settings` index and the settings
+   * pages' own menu) instead of in the bar itself.
+   */
+  readonly section?: 'settings';
+  /** One line saying what the page is for, shown on the `/settings` index. */
+  readonly summary?: string;
 }
 
 /** What the frame template shows. */
