@@ -31,7 +31,7 @@ import { mayManageSettings } from './capabilities.ts';
 import type { Clock } from './clock.ts';
 import type { Credential, CredentialStore, MemberInfo } from './credentials.ts';
 import { ServiceError } from './errors.ts';
-import { type Frame, type NavEntry, Navigation, type Viewer } from './pages/frame.ts';
+import { type Frame, type NavEntry, Navigation, SETTINGS_PATH, type Viewer } from './pages/frame.ts';
 import { hold, take } from './pages/holds.ts';
 import { isLocalPath } from './pages/paths.ts';
 import { authenticateScoped, inspectScopedLink, openScopedLink, SCOPED_COOKIE, type ScopedSession } from './pages/scoped.ts';
@@ -326,6 +326,12 @@ export class PageKit {
       const to = member ? this.navigation.home : this.navigation.landing;
       if (to === null) return this.notFound(res);
       res.redirect(303, to);
+    });
+    // The settings index: the settings pages this member may open, each with what it is for.
+    router.get(SETTINGS_PATH, async (req: Request, res: Response) => {
+      const page = await this.member(req, res);
+      if (!page) return;
+      await page.send(200, { title: 'Settings', html: layoutEngine.render('settings', { entries: this.navigation.settings(page.viewer), manage: page.manage }) });
     });
     // The token is in these URLs; the page policy (same-origin) sends it as a referrer to this service
     // only (never logged), and Chromium sends `Origin: null` on a form post from a no-referrer page.

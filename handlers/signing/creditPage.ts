@@ -22,7 +22,7 @@ export const BANKID_STYLESHEET_PATH = '/assets/signing-bankid.css';
 
 const BANKID_CSS = fs.readFileSync(new URL('./bankidPages/bankid.css', import.meta.url));
 
-export const signingSettingsNavigation: NavEntry[] = [{ label: 'Signing', path: SIGNING_SETTINGS_PATH, order: 35 }];
+export const signingSettingsNavigation: NavEntry[] = [{ label: 'Signing', path: SIGNING_SETTINGS_PATH, order: 70, section: 'settings', summary: 'Signing credit for BankID requests, the provider in use, and recent charges.' }];
 
 /** Mounts the settings page and the bankid pages' stylesheet on a page router. */
 export function signingSettingsRoutes(router: express.Router, deps: ModuleDeps<BankIdSettings>): void {

@@ -15,7 +15,7 @@ const SHOWN = 100;
 const MAIL_ID = /^ml_[0-9a-z]{1,40}$/;
 
 /** The navigation entry: owners and admins only. */
-export const mailboxNavigation: NavEntry[] = [{ label: 'Mailbox', path: MAILBOX_PATH, order: 90, visible: (viewer) => viewer.manage }];
+export const mailboxNavigation: NavEntry[] = [{ label: 'Mailbox', path: MAILBOX_PATH, order: 95, visible: (viewer) => viewer.manage, section: 'settings', summary: 'Development only: the mail the service kept instead of sending it (no SMTP server configured).' }];
 
 const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
