@@ -764,7 +764,7 @@ export interface paths {
          *
          *     Checks: the key needs this operation and `read` on every selected type (`403 forbidden`);
          *     `resource.*` events need at least one type and `meeting.completed` none; a type must be a published
-         *     type of the catalogue (`x-service-resource` of record operations: private records, drafts and app
+         *     type of the catalogue (the `resource` discovery lists for record operations: private records, drafts and app
          *     types are not subscribable) (`400 invalid_input`); the URL must be an absolute `https` URL with no
          *     credentials, on port 443 (or a port the operator allowed), whose host is a public name or a public
          *     address: loopback, private, link-local, CGNAT, multicast, reserved, documentation and unspecified
@@ -786,6 +786,18 @@ export interface paths {
          *     may read its types). A key replaced by a new one (`npm run admin -- key replace`) hands its
          *     subscriptions to its replacement, so rotating a key never stops its webhooks; a proposal whose key
          *     was revoked with no replacement can no longer be approved.
+         *
+         *     Signing: resource events are signed with `X-Webhook-Timestamp` (Unix seconds of the attempt) and
+         *     `X-Webhook-Signature: v1=<hex HMAC-SHA256 over "<timestamp>.<raw body>">`. A `meeting.completed`
+         *     subscription keeps the event's existing (legacy) contract, the bare hex HMAC-SHA256 of the raw body
+         *     with no timestamp, until an owner or admin moves it to `v1` on its settings page (or an operator
+         *     with `npm run admin -- webhook signing-contract --id wh_... --to v1`). The receiver changes first:
+         *     it reads `X-Webhook-Timestamp`, verifies the `v1=` HMAC over `<timestamp>.<body>`, rejects
+         *     timestamps more than 300 seconds from its clock, and accepts both formats until the move. The move
+         *     is one-way and applies from the next attempt, retries of earlier events included; the secret, body
+         *     and event id do not change. `signing_contract` in `webhooks.ListWebhookSubscriptions` shows which
+         *     contract a subscription signs by. Approvals, rejections, secret rotations and moves are in the
+         *     workspace's audit log.
          */
         post: operations["webhooks.PrepareWebhook"];
         delete?: never;
@@ -2725,7 +2737,8 @@ export interface components {
          *       "last_success_at": 1795510800000,
          *       "last_failure_at": null,
          *       "consecutive_failures": 0,
-         *       "disabled_at": null
+         *       "disabled_at": null,
+         *       "signing_contract": "v1"
          *     }
          */
         WebhookSubscription: {
@@ -2745,6 +2758,18 @@ export interface components {
             consecutive_failures: number;
             /** @description Unix ms when it was disabled (after ten such deliveries, or by an administrator); null while enabled. */
             disabled_at: number | null;
+            /**
+             * @description How its deliveries are signed (read-only here). `v1`: `X-Webhook-Timestamp` (Unix seconds of the
+             *     attempt) and `X-Webhook-Signature: v1=<hex HMAC-SHA256 over "<timestamp>.<raw body>">` (two
+             *     space-separated values during a secret rotation). `legacy`: the existing `meeting.completed`
+             *     contract, `X-Webhook-Signature` is the bare hex HMAC-SHA256 of the raw body, no timestamp.
+             *     `meeting.completed` subscriptions start on `legacy` and keep it until an owner or admin moves
+             *     them to `v1` on the subscription's settings page (or an operator with `npm run admin -- webhook
+             *     signing-contract --id wh_... --to v1`); the move is one-way and applies from the next attempt
+             *     (retries of earlier events too). Resource events always sign by `v1`.
+             * @enum {string}
+             */
+            readonly signing_contract: "legacy" | "v1";
         };
         /**
          * @description One delivery of an event to a subscription: up to 8 attempts. `event_id` is the stable

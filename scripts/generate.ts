@@ -1,6 +1,6 @@
 /**
  * Builds everything under generated/ from openapi/: the bundled document, the TypeScript types, the
- * operations catalogue and the typed client. Output is deterministic so CI can diff it.
+ * operations catalogue, the typed client and the MCP tools (scripts/mcp-tools.ts). Output is deterministic so CI can diff it.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -10,6 +10,7 @@ import openapiTS, { astToString } from 'openapi-typescript';
 import YAML from 'yaml';
 import { writeChangelog } from './contract-diff.ts';
 import { DEREFERENCED_JSON, dereference, dereferencedModule, GENERATED_NOTE } from './dereference.ts';
+import { buildMcpTools, mcpToolsModule } from './mcp-tools.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const outDir = path.join(root, 'generated');
@@ -283,6 +284,7 @@ async function main() {
     fail('$ref', (error as Error).message);
   }
   const catalogue = buildCatalogue(dereferenced);
+  const mcp = buildMcpTools(dereferenced, catalogue, fail);
   if (problems.length) {
     console.error(`openapi/ breaks the document's own rules:\n- ${problems.join('\n- ')}`);
     process.exit(1);
@@ -352,6 +354,7 @@ export const resourceTypes = ${JSON.stringify([...new Set(catalogue.flatMap((e) 
 export const namespaces = ${JSON.stringify([...new Set(catalogue.filter((e) => e.listed).map((e) => e.namespace))].sort())} as const;
 `);
   await write('client.ts', clientSource(catalogue));
+  await write('mcpTools.ts', BANNER + mcpToolsModule(mcp.tools, mcp.toolsets));
   console.log(`generated/: ${catalogue.length} operations (${catalogue.filter((e) => e.listed).length} catalogued)`);
 }
 
