@@ -6,8 +6,13 @@ export interface DbWorkspaceRow {
   id: string;
   name: string;
   auth_version: number;
+  /** Whether the workspace's API keys may be made and used (server/keys/keys.ts). */
+  api_key_access: ApiKeyAccess;
   created_at: number;
 }
+
+/** `on`; `off`: no new keys, existing ones keep working; `stopped`: no new keys and existing ones are refused (403). */
+export type ApiKeyAccess = 'on' | 'off' | 'stopped';
 
 import type { MemberRole } from '../generated/catalogue.ts';
 
@@ -58,6 +63,8 @@ export interface DbApiKeyRow {
   delegation: Delegation;
   created_at: number;
   revoked_at: number | null;
+  /** When the key was last used; written at most once a minute per key (null: never). */
+  last_used_at: number | null;
 }
 
 export interface DbApiKeyDelegateRow {

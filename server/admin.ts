@@ -1,17 +1,20 @@
 import type { JSONSchemaType, ValidateFunction } from 'ajv';
 import { createAjv } from './ajv.cjs';
+import { fileProblems } from './adminErrors.ts';
 import type { Database, Sql } from '../db/database.ts';
 import { revokeSessions } from '../db/queries/sessions.ts';
 import { bumpAuthVersion } from '../db/queries/workspaces.ts';
-import type { Delegation, DbApiKeyRow, MemberRole } from '../db/rows.ts';
+import type { ApiKeyAccess, Delegation, DbApiKeyRow, MemberRole } from '../db/rows.ts';
 import { type Access, catalogue, memberRoleNames, namespaces, resourceTypes } from '../generated/catalogue.ts';
+import { type AuditActor, OPERATOR, recordAudit } from './audit.ts';
 import type { Clock } from './clock.ts';
 import { newKeySecret } from './credentials.ts';
 import { newId } from './ids.ts';
 
 /** The file `npm run admin -- apply FILE` reads (YAML or JSON). */
 export interface WorkspaceSpec {
-  workspace: { name: string };
+  /** `api_keys: off`: the workspace starts without API keys (no key can be made until an operator turns them on). */
+  workspace: { name: string; api_keys?: 'on' | 'off' };
   members?: Record<string, { name: string; email: string; role: MemberRole; disabled?: boolean }>;
   bundles?: Record<string, { name: string; domain: string }>;
   apps?: Record<string, { name: string; resource_types?: string[] }>;
@@ -111,7 +114,12 @@ const specSchema: JSONSchemaType<WorkspaceSpec> = {
   additionalProperties: false,
   required: ['workspace'],
   properties: {
-    workspace: { type: 'object', additionalProperties: false, required: ['name'], properties: { name: { type: 'string', minLength: 1, maxLength: 200 } } },
+    workspace: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['name'],
+      properties: { name: { type: 'string', minLength: 1, maxLength: 200 }, api_keys: { type: 'string', enum: ['on', 'off'], nullable: true } },
+    },
     members: {
       type: 'object',
       nullable: true,
@@ -212,7 +220,7 @@ function normalizeResources(resources: Record<string, Access[]> | undefined, kno
   return out;
 }
 
-async function insertKey(sql: Sql, row: Omit<DbApiKeyRow, 'revoked_at'>, delegates: string[]): Promise<void> {
+async function insertKey(sql: Sql, row: Omit<DbApiKeyRow, 'revoked_at' | 'last_used_at'>, delegates: string[]): Promise<void> {
   await sql.run(
     `INSERT INTO api_keys (id, workspace_id, name, secret_hash, created_by, replaces_key_id, operations, resources, delegation, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -224,16 +232,17 @@ async function insertKey(sql: Sql, row: Omit<DbApiKeyRow, 'revoked_at'>, delegat
 /** Creates a workspace from a spec in one transaction; returns its ids and the key secrets (shown once). */
 export async function applyWorkspace(db: Database, clock: Clock, input: unknown): Promise<ApplyResult> {
   if (!validateFile(input)) {
-    const first = validateFile.errors?.[0];
-    throw new AdminError(`invalid workspace file: ${first ? `${first.instancePath || '/'} ${first.message}` : 'not an object'}`);
+    throw new AdminError(`invalid workspace file: ${fileProblems(validateFile.errors, input)}`);
   }
   const spec = input;
   const now = clock.now();
   const result: ApplyResult = { workspace_id: newId('ws'), members: {}, bundles: {}, collect_keys: {}, apps: {}, keys: {} };
   const known = new Set<string>(resourceTypes);
   for (const [key, app] of Object.entries(spec.apps ?? {})) for (const t of app.resource_types ?? []) known.add(`${key}:${t}`);
+  const access: ApiKeyAccess = spec.workspace.api_keys ?? 'on';
+  if (access !== 'on' && Object.keys(spec.keys ?? {}).length) throw new AdminError(`keys: the file turns API keys off for this workspace (workspace.api_keys: ${access}), so it cannot make keys`);
   await db.tx(async (sql) => {
-    await sql.run(`INSERT INTO workspaces (id, name, auth_version, created_at) VALUES (?, ?, 0, ?)`, [result.workspace_id, spec.workspace.name, now]);
+    await sql.run(`INSERT INTO workspaces (id, name, auth_version, api_key_access, created_at) VALUES (?, ?, 0, ?, ?)`, [result.workspace_id, spec.workspace.name, access, now]);
     const emails = new Set<string>();
     for (const [h, m] of Object.entries(spec.members ?? {})) {
       if (emails.has(m.email.toLowerCase())) throw new AdminError(`members.${h}: e-mail ${m.email} is used twice`);
@@ -286,6 +295,15 @@ export async function applyWorkspace(db: Database, clock: Clock, input: unknown)
       }, delegates);
       result.keys[h] = { id: keyId, secret };
     }
+    // One entry for the whole file: the workspace is new, so every row in it is part of its creation.
+    await recordAudit(sql, {
+      workspaceId: result.workspace_id,
+      actor: OPERATOR,
+      action: 'workspace.created',
+      subject: { type: 'workspace', id: result.workspace_id, label: spec.workspace.name },
+      details: { name: spec.workspace.name, api_keys: access, members: Object.keys(result.members).length, sites: Object.keys(result.bundles).length, apps: Object.keys(result.apps).length, keys: Object.keys(result.keys).length },
+      at: now,
+    });
     await applySections(sql, spec, {
       workspaceId: result.workspace_id,
       now,
@@ -305,20 +323,125 @@ export async function applyWorkspace(db: Database, clock: Clock, input: unknown)
   return result;
 }
 
-async function activeKey(sql: Sql, id: string): Promise<DbApiKeyRow> {
+/** Who changes a key, and the workspace it must belong to (a page names its own; the CLI may name any). */
+export interface KeyChange {
+  /** The audit log's actor: the admin CLI's (`OPERATOR`) unless given. */
+  actor?: AuditActor;
+  /** Refuses a key of another workspace as unknown. */
+  workspaceId?: string;
+}
+
+/** A key's delegation as the file, the CLI and the audit log write it: `none`, `all`, or member ids. */
+export type DelegationSpec = 'none' | 'all' | string[];
+
+/** A new key: its grants as the workspace file writes them (`namespace.*` is expanded when it is made). */
+export interface NewKey {
+  name: string;
+  operations: readonly string[];
+  resources?: Record<string, Access[]>;
+  delegation?: DelegationSpec;
+  /** The member recorded as its creator. */
+  createdBy?: string | null;
+}
+
+/** Why no key can be made in a workspace whose API-key access is not `on`. */
+export function keysRefusal(access: ApiKeyAccess): string {
+  return access === 'stopped'
+    ? 'API keys are stopped for this workspace: no key can be made and existing keys are refused (the operator turns them on with npm run admin -- workspace api-keys --on)'
+    : 'the operator has not turned API keys on for this workspace, so no key can be made; existing keys keep working (npm run admin -- workspace api-keys --on)';
+}
+
+/** The workspace's API-key access (`on`, `off` or `stopped`). */
+export async function apiKeyAccessOf(sql: Sql, workspaceId: string): Promise<ApiKeyAccess> {
+  const row = await sql.one<{ api_key_access: ApiKeyAccess }>(`SELECT api_key_access FROM workspaces WHERE id = ?`, [workspaceId]);
+  if (!row) throw new AdminError(`no workspace ${workspaceId} (npm run admin -- workspace list)`);
+  return row.api_key_access;
+}
+
+async function mayMakeKeys(sql: Sql, workspaceId: string): Promise<void> {
+  const access = await apiKeyAccessOf(sql, workspaceId);
+  if (access !== 'on') throw new AdminError(keysRefusal(access));
+}
+
+async function activeKey(sql: Sql, id: string, workspaceId?: string): Promise<DbApiKeyRow> {
   const row = await sql.one<DbApiKeyRow>(`SELECT * FROM api_keys WHERE id = ?`, [id]);
-  if (!row) throw new AdminError(`no API key ${id}`);
-  if (row.revoked_at !== null) throw new AdminError(`API key ${id} is already revoked`);
+  if (!row || (workspaceId !== undefined && row.workspace_id !== workspaceId)) throw new AdminError(`no API key ${id}`);
+  if (row.revoked_at !== null) throw new AdminError(`API key ${id} (${row.name}) is already revoked`);
   return row;
 }
 
+/** The qualified resource types keys of a workspace may be granted: the catalogue's and its apps'. */
+export async function grantableResourceTypes(sql: Sql, workspaceId: string): Promise<string[]> {
+  const apps = await sql.all<{ resource_types: string }>(`SELECT resource_types FROM apps WHERE workspace_id = ? ORDER BY app_key`, [workspaceId]);
+  return [...resourceTypes, ...apps.flatMap((a) => JSON.parse(a.resource_types) as string[])];
+}
+
+/** Checks that every id names a member of the workspace; returns them without repeats. */
+async function workspaceMembers(sql: Sql, workspaceId: string, ids: readonly string[], where: string): Promise<string[]> {
+  const known = new Set((await sql.all<{ id: string }>(`SELECT id FROM members WHERE workspace_id = ?`, [workspaceId])).map((m) => m.id));
+  for (const id of ids) if (!known.has(id)) throw new AdminError(`${where}: no member ${id} in this workspace`);
+  return [...new Set(ids)].sort();
+}
+
+const delegationOf = (delegation: Delegation, delegates: readonly string[]): DelegationSpec => (delegation === 'selected' ? [...delegates].sort() : delegation);
+
+/**
+ * Makes one key in an existing workspace, in the caller's transaction, and records `key.created`:
+ * the one way a key is made (the admin CLI, the workspace file's additions, the API keys page).
+ * Refused while the workspace's API keys are not `on`. Returns its id and secret (shown once).
+ */
+export async function createKeyIn(sql: Sql, workspaceId: string, key: NewKey, actor: AuditActor, now: number, where = 'key'): Promise<{ id: string; secret: string }> {
+  await mayMakeKeys(sql, workspaceId);
+  const name = key.name.trim();
+  if (name.length < 1 || name.length > 200) throw new AdminError(`${where}.name: give the key a name (1 to 200 characters)`);
+  const operations = expandOperationGrants(key.operations);
+  const resources = normalizeResources(key.resources, new Set(await grantableResourceTypes(sql, workspaceId)));
+  const spec = key.delegation ?? 'none';
+  const delegates = Array.isArray(spec) ? await workspaceMembers(sql, workspaceId, spec, `${where}.delegation`) : [];
+  const delegation: Delegation = Array.isArray(spec) ? 'selected' : spec;
+  if (key.createdBy) await workspaceMembers(sql, workspaceId, [key.createdBy], `${where}.created_by`);
+  const { keyId, secret, secretHash } = newKeySecret();
+  await insertKey(sql, {
+    id: keyId,
+    workspace_id: workspaceId,
+    name,
+    secret_hash: secretHash,
+    created_by: key.createdBy ?? null,
+    replaces_key_id: null,
+    operations: JSON.stringify(operations),
+    resources: JSON.stringify(resources),
+    delegation,
+    created_at: now,
+  }, delegates);
+  await recordAudit(sql, {
+    workspaceId,
+    actor,
+    action: 'key.created',
+    subject: { type: 'key', id: keyId, label: name },
+    details: { name, operations, resources, delegation: delegationOf(delegation, delegates) },
+    at: now,
+  });
+  return { id: keyId, secret };
+}
+
+/** Makes one key in an existing workspace (see `createKeyIn`); its secret is shown once. */
+export async function createKey(db: Database, clock: Clock, workspaceId: string, key: NewKey, by: KeyChange = {}): Promise<{ id: string; secret: string }> {
+  return db.tx(async (sql) => {
+    await existingWorkspace(sql, workspaceId);
+    const made = await createKeyIn(sql, workspaceId, key, by.actor ?? OPERATOR, clock.now());
+    await bumpAuthVersion(sql, workspaceId);
+    return made;
+  });
+}
+
 /** Revokes a key; its next request, in any process, is refused. */
-export async function revokeKey(db: Database, clock: Clock, id: string): Promise<{ id: string; revoked_at: number }> {
+export async function revokeKey(db: Database, clock: Clock, id: string, by: KeyChange = {}): Promise<{ id: string; revoked_at: number }> {
   const now = clock.now();
   await db.tx(async (sql) => {
-    const row = await activeKey(sql, id);
+    const row = await activeKey(sql, id, by.workspaceId);
     await sql.run(`UPDATE api_keys SET revoked_at = ? WHERE id = ?`, [now, id]);
     await bumpAuthVersion(sql, row.workspace_id);
+    await recordAudit(sql, { workspaceId: row.workspace_id, actor: by.actor ?? OPERATOR, action: 'key.revoked', subject: { type: 'key', id, label: row.name }, details: { name: row.name }, at: now });
   });
   return { id, revoked_at: now };
 }
@@ -327,27 +450,79 @@ export async function revokeKey(db: Database, clock: Clock, id: string): Promise
  * Makes a new key with the same name, grants and delegation; both work until the old one is revoked.
  * The new key records the one it replaces (`replaces_key_id`): work done with a key's access (a
  * module's background callbacks) follows that link to the replacement once the old key is revoked.
+ * Refused, like any new key, while the workspace's API keys are not `on`.
  */
-export async function replaceKey(db: Database, clock: Clock, id: string): Promise<{ id: string; secret: string; replaces: string }> {
+export async function replaceKey(db: Database, clock: Clock, id: string, by: KeyChange = {}): Promise<{ id: string; secret: string; replaces: string }> {
   return db.tx(async (sql) => {
-    const old = await activeKey(sql, id);
+    const old = await activeKey(sql, id, by.workspaceId);
+    await mayMakeKeys(sql, old.workspace_id);
     const delegates = await sql.all<{ member_id: string }>(`SELECT member_id FROM api_key_delegates WHERE key_id = ?`, [id]);
     const { keyId, secret, secretHash } = newKeySecret();
-    await insertKey(sql, { ...old, id: keyId, secret_hash: secretHash, replaces_key_id: id, created_at: clock.now() }, delegates.map((d) => d.member_id));
+    const now = clock.now();
+    await insertKey(sql, { ...old, id: keyId, secret_hash: secretHash, replaces_key_id: id, created_at: now }, delegates.map((d) => d.member_id));
+    await bumpAuthVersion(sql, old.workspace_id);
+    await recordAudit(sql, {
+      workspaceId: old.workspace_id, actor: by.actor ?? OPERATOR, action: 'key.replaced', subject: { type: 'key', id: keyId, label: old.name }, details: { name: old.name, replaces: id }, at: now,
+    });
     return { id: keyId, secret, replaces: id };
   });
 }
 
+/**
+ * Changes whom a key may act for (`Service-Act-As`): nobody, the given members, or every current and
+ * future member. Takes effect from the key's next request.
+ */
+export async function changeDelegation(db: Database, clock: Clock, id: string, delegation: DelegationSpec, by: KeyChange = {}): Promise<{ id: string; delegation: DelegationSpec; before: DelegationSpec }> {
+  return db.tx(async (sql) => {
+    const key = await activeKey(sql, id, by.workspaceId);
+    const current = await sql.all<{ member_id: string }>(`SELECT member_id FROM api_key_delegates WHERE key_id = ?`, [id]);
+    const before = delegationOf(key.delegation, current.map((d) => d.member_id));
+    const delegates = Array.isArray(delegation) ? await workspaceMembers(sql, key.workspace_id, delegation, 'delegation') : [];
+    const after = Array.isArray(delegation) ? delegates : delegation;
+    if (JSON.stringify(before) === JSON.stringify(after)) return { id, delegation: after, before };
+    await sql.run(`UPDATE api_keys SET delegation = ? WHERE id = ?`, [Array.isArray(delegation) ? 'selected' : delegation, id]);
+    await sql.run(`DELETE FROM api_key_delegates WHERE key_id = ?`, [id]);
+    for (const member of delegates) await sql.run(`INSERT INTO api_key_delegates (key_id, member_id) VALUES (?, ?)`, [id, member]);
+    await bumpAuthVersion(sql, key.workspace_id);
+    const now = clock.now();
+    await recordAudit(sql, {
+      workspaceId: key.workspace_id, actor: by.actor ?? OPERATOR, action: 'key.delegation_changed', subject: { type: 'key', id, label: key.name }, details: { name: key.name, before, after }, at: now,
+    });
+    return { id, delegation: after, before };
+  });
+}
+
+/**
+ * Sets whether a workspace's API keys may be made and used: `on`; `off` (no new keys, existing ones
+ * keep working); `stopped` (no new keys, and every existing key is refused with 403 from its next
+ * request, in every process, until turned on again). Records `workspace.api_keys_changed`.
+ */
+export async function setApiKeyAccess(db: Database, clock: Clock, workspaceId: string, access: ApiKeyAccess, actor: AuditActor = OPERATOR): Promise<{ workspace_id: string; api_keys: ApiKeyAccess; before: ApiKeyAccess }> {
+  return db.tx(async (sql) => {
+    const ws = await existingWorkspace(sql, workspaceId);
+    const before = await apiKeyAccessOf(sql, workspaceId);
+    if (before !== access) {
+      await sql.run(`UPDATE workspaces SET api_key_access = ? WHERE id = ?`, [access, workspaceId]);
+      await bumpAuthVersion(sql, workspaceId);
+      await recordAudit(sql, {
+        workspaceId, actor, action: 'workspace.api_keys_changed', subject: { type: 'workspace', id: workspaceId, label: ws.name }, details: { before, after: access }, at: clock.now(),
+      });
+    }
+    return { workspace_id: workspaceId, api_keys: access, before };
+  });
+}
+
 /** Disables a member: no key may act for them, and their sign-in sessions end, from the next request on. */
-export async function disableMember(db: Database, clock: Clock, id: string): Promise<{ id: string; disabled_at: number }> {
+export async function disableMember(db: Database, clock: Clock, id: string, actor: AuditActor = OPERATOR): Promise<{ id: string; disabled_at: number }> {
   const now = clock.now();
   await db.tx(async (sql) => {
-    const member = await sql.one<{ workspace_id: string; disabled_at: number | null }>(`SELECT workspace_id, disabled_at FROM members WHERE id = ?`, [id]);
+    const member = await sql.one<{ workspace_id: string; name: string; disabled_at: number | null }>(`SELECT workspace_id, name, disabled_at FROM members WHERE id = ?`, [id]);
     if (!member) throw new AdminError(`no member ${id}`);
     if (member.disabled_at !== null) throw new AdminError(`member ${id} is already disabled`);
     await sql.run(`UPDATE members SET disabled_at = ? WHERE id = ?`, [now, id]);
     await revokeSessions(sql, { memberId: id }, now);
     await bumpAuthVersion(sql, member.workspace_id);
+    await recordAudit(sql, { workspaceId: member.workspace_id, actor, action: 'member.disabled', subject: { type: 'member', id, label: member.name }, at: now });
   });
   return { id, disabled_at: now };
 }
@@ -399,6 +574,7 @@ export async function listKeys(db: Database, workspaceId: string) {
     replaces_key_id: k.replaces_key_id,
     created_at: k.created_at,
     revoked_at: k.revoked_at,
+    last_used_at: k.last_used_at,
   }));
 }
 
@@ -419,8 +595,7 @@ export async function listBundles(db: Database, workspaceId: string) {
 export async function addToWorkspace(db: Database, clock: Clock, workspaceId: string, input: unknown): Promise<ApplyResult> {
   const spec = { workspace: { name: 'unused' }, ...(typeof input === 'object' && input !== null ? input : {}) };
   if (!validateFile(spec)) {
-    const first = validateFile.errors?.[0];
-    throw new AdminError(`invalid additions: ${first ? `${first.instancePath || '/'} ${first.message}` : 'not an object'}`);
+    throw new AdminError(`invalid additions: ${fileProblems(validateFile.errors, spec)}`);
   }
   if (Object.keys(spec.apps ?? {}).length) throw new AdminError('apps are added with apply (a new workspace) only');
   const now = clock.now();
@@ -435,6 +610,7 @@ export async function addToWorkspace(db: Database, clock: Clock, workspaceId: st
       const id = newId('mb');
       result.members[h] = id;
       await sql.run(`INSERT INTO members (id, workspace_id, name, email, role, disabled_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`, [id, workspaceId, m.name, m.email, m.role, m.disabled ? now : null, now]);
+      await recordAudit(sql, { workspaceId, actor: OPERATOR, action: 'member.added', subject: { type: 'member', id, label: m.name }, details: { name: m.name, role: m.role, ...(m.disabled ? { disabled: true } : {}) }, at: now });
     }
     for (const [h, b] of Object.entries(spec.bundles ?? {})) {
       const id = newId('bn');
@@ -447,29 +623,11 @@ export async function addToWorkspace(db: Database, clock: Clock, workspaceId: st
       if (!id) throw new AdminError(`${where}: no member "${handle}" in this file or this workspace`);
       return id;
     };
-    const apps = await sql.all<{ id: string; app_key: string; resource_types: string }>(`SELECT id, app_key, resource_types FROM apps WHERE workspace_id = ?`, [workspaceId]);
-    const known = new Set<string>([...resourceTypes, ...apps.flatMap((a) => JSON.parse(a.resource_types) as string[])]);
+    const apps = await sql.all<{ id: string; app_key: string }>(`SELECT id, app_key FROM apps WHERE workspace_id = ?`, [workspaceId]);
     for (const [h, k] of Object.entries(spec.keys ?? {})) {
-      const delegation: Delegation = Array.isArray(k.delegation) ? 'selected' : k.delegation === 'all' ? 'all' : 'none';
-      const delegates = Array.isArray(k.delegation) ? k.delegation.map((m) => member(m, `keys.${h}.delegation`)) : [];
-      const { keyId, secret, secretHash } = newKeySecret();
-      await insertKey(
-        sql,
-        {
-          id: keyId,
-          workspace_id: workspaceId,
-          name: k.name,
-          secret_hash: secretHash,
-          created_by: k.created_by === undefined ? null : member(k.created_by, `keys.${h}.created_by`),
-          replaces_key_id: null,
-          operations: JSON.stringify(expandOperationGrants(k.operations)),
-          resources: JSON.stringify(normalizeResources(k.resources, known)),
-          delegation,
-          created_at: now,
-        },
-        delegates,
-      );
-      result.keys[h] = { id: keyId, secret };
+      const delegation: DelegationSpec = Array.isArray(k.delegation) ? k.delegation.map((m) => member(m, `keys.${h}.delegation`)) : k.delegation === 'all' ? 'all' : 'none';
+      const createdBy = k.created_by === undefined ? null : member(k.created_by, `keys.${h}.created_by`);
+      result.keys[h] = await createKeyIn(sql, workspaceId, { name: k.name, operations: k.operations, resources: k.resources, delegation, createdBy }, OPERATOR, now, `keys.${h}`);
     }
     await applySections(sql, spec, {
       workspaceId,

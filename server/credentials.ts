@@ -1,13 +1,13 @@
 import crypto from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Database } from '../db/database.ts';
-import { findKeyForAuth, listKeyDelegateIds, listWorkspaceMembers, takeRateLimitToken } from '../db/queries/credentials.ts';
+import { findKeyForAuth, listKeyDelegateIds, listWorkspaceMembers, takeRateLimitToken, touchKeyUsage } from '../db/queries/credentials.ts';
 import { findSessionForAuth, revokeSessions, takeSessionRateLimitToken } from '../db/queries/sessions.ts';
 import type { Delegation, MemberRole } from '../db/rows.ts';
 import { type Access, type CatalogueEntry, catalogue, resourceTypes } from '../generated/catalogue.ts';
 import type { Clock } from './clock.ts';
 import { roleAccess } from './roles.ts';
-import { invalidKey, rateLimited } from './errors.ts';
+import { forbidden, invalidKey, rateLimited } from './errors.ts';
 import { randomIdPart, sha256Hex } from './ids.ts';
 
 const TOKEN = /^wso_([0-9a-z]{24})_([A-Za-z0-9_-]{43})$/;
@@ -18,6 +18,12 @@ export const sessionOperations: ReadonlySet<string> = new Set((catalogue as read
 
 const NO_KEY = 'No API key: send the header Authorization: Bearer <API key> (a workspace key, wso_...).';
 const MALFORMED_KEY = 'The Authorization header must be exactly "Bearer <API key>", with a workspace key (wso_<24 characters>_<43 characters>).';
+
+/** The 403 of every key of a workspace whose API keys the operator stopped (`workspaces.api_key_access = 'stopped'`). */
+export const KEYS_STOPPED = 'API keys are stopped for this workspace: the operator has turned them off, so every key is refused until the operator turns them on again.';
+
+/** `api_keys.last_used_at` is written at most this often per key. */
+export const KEY_USAGE_INTERVAL_MS = 60_000;
 
 const SESSION_ENDED = 'The sign-in session is missing, expired or ended; ask an operator for a new sign-in link.';
 
@@ -47,6 +53,8 @@ export interface Credential {
   readonly members: ReadonlyMap<string, MemberInfo>;
   readonly authVersion: number;
   readonly secretHash: Buffer;
+  /** Keys: the operator stopped the workspace's API keys (every request is refused with 403). */
+  readonly keysStopped?: boolean;
   /** Sessions: the member the session acts for (always), and when it ends (Unix ms). */
   readonly sessionMember?: MemberInfo;
   readonly expiresAt?: number;
@@ -86,6 +94,9 @@ export class CredentialStore {
   // Bounded: the least recently used entries go first (a reload costs one read).
   private readonly cache = new LRUCache<string, Credential>({ max: 10_000 });
   private readonly sessions = new LRUCache<string, Credential>({ max: 10_000 });
+  // When this process last recorded each key's use (the statement itself also skips recent ones).
+  private readonly usage = new LRUCache<string, number>({ max: 10_000 });
+  private readonly usageWrites = new Set<Promise<void>>();
   private readonly intervalUs: number;
   private readonly toleranceUs: number;
 
@@ -121,11 +132,34 @@ export class CredentialStore {
       credential = await this.load(keyId);
       if (!credential) throw invalidKey();
     }
+    if (credential.keysStopped) throw forbidden(KEYS_STOPPED);
     if (!bucket.allowed) {
       const waitUs = Number(bucket.tat) - this.toleranceUs - nowUs;
       throw rateLimited(Math.max(1, Math.ceil(waitUs / 1_000_000)));
     }
+    this.noteUsage(keyId, nowUs / 1000);
     return credential;
+  }
+
+  /**
+   * Records a key's use (`last_used_at`) at most once a minute per key, in the background: the request
+   * never waits for it, and a failed write is only retried at the next use after the interval.
+   */
+  private noteUsage(keyId: string, now: number): void {
+    const last = this.usage.get(keyId);
+    if (last !== undefined && now - last < KEY_USAGE_INTERVAL_MS) return;
+    this.usage.set(keyId, now);
+    const write = touchKeyUsage(this.db.relaxed, keyId, now, KEY_USAGE_INTERVAL_MS).then(
+      () => undefined,
+      () => undefined,
+    );
+    this.usageWrites.add(write);
+    void write.finally(() => this.usageWrites.delete(write));
+  }
+
+  /** Resolves once the usage writes started so far are done (tests, and before closing the database). */
+  async usageWritten(): Promise<void> {
+    await Promise.all([...this.usageWrites]);
   }
 
   /**
@@ -216,6 +250,7 @@ export class CredentialStore {
       members: new Map(members.map((m) => [m.id, { id: m.id, name: m.name, role: m.role, disabled: m.disabled_at !== null }])),
       authVersion: Number(row.auth_version),
       secretHash: Buffer.from(row.secret_hash, 'hex'),
+      keysStopped: row.api_key_access === 'stopped',
     };
     this.cache.set(keyId, credential);
     return credential;

@@ -9,6 +9,7 @@ import { JobRunner } from './jobs.ts';
 import { createMailer, mailStartupLine, pruneMailboxJob } from './mailer.ts';
 import { MAILBOX_CSS, mailboxNavigation, mailboxRoutes } from './mailer/page.ts';
 import { MEMBERS_CSS, membersNavigation, membersRoutes } from './members/index.ts';
+import { KEYS_CSS, keysNavigation, keysRoutes } from './keys/index.ts';
 import { emailSigninRoutes } from './signin/byEmail.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
@@ -61,6 +62,7 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     ...modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })),
     ...(mailbox ? [{ navigation: mailboxNavigation, stylesheet: MAILBOX_CSS }] : []),
     { navigation: membersNavigation, stylesheet: MEMBERS_CSS },
+    { navigation: keysNavigation, stylesheet: KEYS_CSS },
   ]);
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps(m)));
   if (mailbox) platform.mount(mailboxRoutes(platform.pages, deps.db));
@@ -68,6 +70,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   platform.mount(emailSigninRoutes({ ...deps, pages: platform.pages, mailer, baseUrl: deps.config.publicUrl }));
   // The Members settings page and the invitation links (/signin/invite/<token>).
   platform.mount(membersRoutes({ ...deps, pages: platform.pages, mailer, baseUrl: deps.config.publicUrl }));
+  // The API keys settings page.
+  platform.mount(keysRoutes({ ...deps, pages: platform.pages }));
   // `GET /`, scoped links, and the HTML 404 / 405 pages outside /v1: after every module's pages.
   platform.mount(platform.pages.routes());
   platform.finish();

@@ -1,16 +1,26 @@
 import type { Sql, SqlValue } from '../database.ts';
-import type { DbApiKeyRow, DbMemberRow, DbRateLimitRow } from '../rows.ts';
+import type { ApiKeyAccess, DbApiKeyRow, DbMemberRow, DbRateLimitRow } from '../rows.ts';
 
 export interface DbKeyForAuth extends DbApiKeyRow {
   auth_version: number;
+  api_key_access: ApiKeyAccess;
 }
 
-/** The key with its workspace's auth version; revoked keys too (the caller decides). */
+/** The key with its workspace's auth version and API-key access; revoked keys too (the caller decides). */
 export function findKeyForAuth(sql: Sql, keyId: string): Promise<DbKeyForAuth | undefined> {
   return sql.one<DbKeyForAuth>(
-    `SELECT k.*, w.auth_version FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.id = ?`,
+    `SELECT k.*, w.auth_version, w.api_key_access FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.id = ?`,
     [keyId],
   );
+}
+
+/**
+ * Records that a key was used at `now`, unless it was recorded less than `intervalMs` ago (by any
+ * process): at most one write per key and interval. Returns whether it wrote.
+ */
+export async function touchKeyUsage(sql: Sql, keyId: string, now: number, intervalMs: number): Promise<boolean> {
+  const n = await sql.run(`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`, [now, keyId, now - intervalMs]);
+  return n > 0;
 }
 
 export async function listKeyDelegateIds(sql: Sql, keyId: string): Promise<string[]> {

@@ -70,6 +70,8 @@ export interface TestService {
   workers: ReturnType<typeof createService>['workers'];
   /** The modules' lean endpoints by namespace (tests run them without flush timers). */
   endpoints: Readonly<Record<string, RawEndpoint>>;
+  /** The process's credential store (e.g. `usageWritten()` after calls with a key). */
+  credentials: ReturnType<typeof createService>['credentials'];
   /** Stores what every lean endpoint holds (e.g. collected events). */
   flushEndpoints(): Promise<void>;
   /** The server's origin, e.g. http://127.0.0.1:PORT (the collection endpoints are below /v1 too). */
@@ -120,6 +122,7 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
     outbox,
     workers: service.workers,
     endpoints: service.endpoints,
+    credentials: service.credentials,
     flushEndpoints: () => Promise.all(Object.values(service.endpoints).map((e) => e.flush())).then(() => undefined),
     origin,
     logs,
