@@ -86,7 +86,7 @@ export function keysRoutes(options: KeysOptions): express.Router {
     const [keys, members, bundles, access, types] = await Promise.all([
       listKeys(db, ws), listWorkspaceMembers(db.sql, ws), listBundles(db, ws), apiKeyAccessOf(db.sql, ws), grantableResourceTypes(db.sql, ws),
     ]);
-    const names = new Map(members.map((m) => [m.id, m.name]));
+    const names = new Map(members.map((m) => [m.id, m.disabled_at === null ? m.name : `${m.name} (disabled)`]));
     const byId = new Map(keys.map((k) => [k.id, k]));
     const view = keys.map((k) => {
       const replacement = keys.find((o) => o.replaces_key_id === k.id && o.revoked_at === null);
