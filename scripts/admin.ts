@@ -15,6 +15,7 @@ import { skipOutboxEvent } from '../server/outbox.ts';
 import { listOutboxConsumers } from '../db/queries/outbox.ts';
 import { createSigninLink, revokeSession, SigninError } from '../server/signin.ts';
 import { mailAdmin } from '../server/mailer/admin.ts';
+import { auditAdmin } from '../server/auditLog/index.ts';
 import { keysAdmin } from '../server/keys/admin.ts';
 
 async function withDb<T>(fn: (db: ReturnType<typeof openDatabase>) => Promise<T>): Promise<void> {
@@ -178,6 +179,7 @@ outbox
 
 const adminDeps: AdminDeps = { withDb, clock: systemClock };
 mailAdmin(program, adminDeps);
+auditAdmin(program, adminDeps);
 keysAdmin(program, adminDeps);
 for (const m of modules) m.admin?.(program, adminDeps);
 

@@ -9,7 +9,7 @@
  * holds what changed (names, grants, roles, before/after), never a secret, token or link.
  */
 import type { Sql } from '../db/database.ts';
-import { type DbAuditRow, insertAuditRow } from '../db/queries/audit.ts';
+import { type DbAuditRow, deleteAuditRowsBefore, insertAuditRow, listAuditRows } from '../db/queries/audit.ts';
 import { newId } from './ids.ts';
 
 /** Who made a change. */
@@ -53,4 +53,238 @@ export async function recordAudit(sql: Sql, entry: AuditEntry): Promise<void> {
     details: JSON.stringify(entry.details ?? {}),
   };
   await insertAuditRow(sql, row);
+}
+
+// ---- Reading: an entry in words (the /settings/audit page and `npm run admin -- audit list`) ----------
+
+/** Families of actions a reader filters by; each is a list of action prefixes. */
+export const AUDIT_FAMILIES = {
+  keys: ['key.', 'workspace.api_keys_changed'],
+  members: ['member.', 'invitation.', 'session.'],
+  webhooks: ['webhook.'],
+} as const satisfies Record<string, readonly string[]>;
+export type AuditFamily = keyof typeof AUDIT_FAMILIES;
+export const isAuditFamily = (v: unknown): v is AuditFamily => typeof v === 'string' && Object.hasOwn(AUDIT_FAMILIES, v);
+
+/** One entry as a reader sees it. */
+export interface AuditView {
+  id: string;
+  /** Milliseconds. */
+  at: number;
+  /** `2026-12-28 14:03:07 UTC`. */
+  when: string;
+  /** Who, with what kind of actor: `Olga Owner (member)`, `CI integration (API key)`, `operator (admin CLI)`. */
+  who: string;
+  action: string;
+  /** What happened, without who: `changed Ben Admin's role from member to admin`. */
+  what: string;
+  /** The subject as `type id` (`member mb_...`), or empty. */
+  subject: string;
+}
+
+const ACTOR_KINDS: Record<string, string> = { member: 'member', key: 'API key', operator: '', system: '' };
+
+/** The actor in words: the label, and the kind unless the label says it. */
+export function describeActor(row: Pick<DbAuditRow, 'actor_type' | 'actor_label'>): string {
+  const kind = ACTOR_KINDS[row.actor_type] ?? row.actor_type;
+  return kind ? `${row.actor_label} (${kind})` : row.actor_label;
+}
+
+const quoted = (s: string) => `“${s}”`;
+const possessive = (name: string) => `${name}'s`;
+const list = (items: string[]) => (items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`);
+
+/** Member names by id, for ids in `details` (a delegation's members); filled by `readAudit`. */
+export type AuditNames = ReadonlyMap<string, string>;
+let names: AuditNames = new Map();
+
+/** A value of `details` in words (names before ids; lists joined; objects as `key: value`). */
+function valueWords(value: unknown): string {
+  if (value === null || value === undefined || value === '') return 'nothing';
+  if (typeof value === 'string') return names.get(value) ?? value;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (Array.isArray(value)) return value.length ? list(value.map(valueWords)) : 'none';
+  if (typeof value === 'object') {
+    const o = value as Record<string, unknown>;
+    for (const k of ['name', 'label', 'email']) if (typeof o[k] === 'string' && o[k]) return o.id ? `${o[k] as string} (${String(o.id)})` : (o[k] as string);
+    if (typeof o.id === 'string') return o.id;
+    const parts = Object.entries(o).map(([k, v]) => `${k.replace(/_/g, ' ')}: ${valueWords(v)}`);
+    return parts.length ? parts.join('; ') : 'nothing';
+  }
+  return String(value);
+}
+
+/** A key's delegation in words: `nobody`, `every member (now and later)`, `Ada and Olga`. */
+function delegationWords(value: unknown): string {
+  if (value === 'none' || value === null || value === undefined || (Array.isArray(value) && !value.length)) return 'nobody';
+  if (value === 'all') return 'every member (now and later)';
+  if (typeof value === 'object' && !Array.isArray(value)) {
+    const o = value as Record<string, unknown>;
+    const mode = o.mode ?? o.delegation ?? o.kind;
+    if (mode === 'none' || mode === 'all') return delegationWords(mode);
+    const who = o.members ?? o.delegates ?? o.member_names;
+    if (Array.isArray(who)) return delegationWords(who);
+  }
+  return valueWords(value);
+}
+
+/** A workspace's API-key availability in words. */
+function keyAccessWords(value: unknown): string {
+  if (value === 'on') return 'on';
+  if (value === 'off') return 'off (no new keys; existing keys keep working)';
+  if (value === 'stopped') return 'stopped (no key works)';
+  return valueWords(value);
+}
+
+/** A webhook signing contract in words. */
+function contractWords(value: unknown): string {
+  if (value === 'v1') return 'the timestamped v1= signature';
+  if (value === 'legacy' || value === 'bare' || value === 'hmac' || value === 'bare_hmac') return 'the bare HMAC signature';
+  return valueWords(value);
+}
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/**
+ * What an entry did, in words and without the actor ("changed Ben Admin's role from member to admin").
+ * Every action of the design has its sentence; an unknown action is said generically with its details.
+ */
+export function describeAction(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject_id' | 'subject_label' | 'details'>, memberNames: AuditNames = new Map()): string {
+  names = memberNames;
+  try {
+    return describeWith(row);
+  } finally {
+    names = new Map();
+  }
+}
+
+function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject_id' | 'subject_label' | 'details'>): string {
+  let d: Record<string, unknown> = {};
+  try {
+    const parsed = JSON.parse(row.details || '{}') as unknown;
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) d = parsed as Record<string, unknown>;
+  } catch {
+    // A row that is not JSON is described without its details.
+  }
+  const label = row.subject_label ?? '';
+  const id = row.subject_id ?? '';
+  const idNote = id ? ` (${id})` : '';
+  /** The subject by name when it has one, else by kind and id. */
+  const named = (kind: string) => (label ? `${label}` : `${kind} ${id}`.trim());
+  const key = () => (label ? `the API key ${quoted(label)}${idNote}` : `the API key ${id}`.trim());
+  const webhook = () => (label ? `the webhook subscription ${quoted(label)}${idNote}` : `the webhook subscription ${id}`.trim());
+  const member = () => named('member');
+  const change = (words: (v: unknown) => string) => {
+    const before = d.before ?? d.from;
+    const after = d.after ?? d.to;
+    if (before === undefined && after === undefined) return '';
+    return before === undefined ? ` to ${words(after)}` : ` from ${words(before)} to ${words(after)}`;
+  };
+  const role = typeof d.role === 'string' ? d.role : '';
+  const sessionsEnded = typeof d.sessions_ended === 'number' && d.sessions_ended > 0 ? `; ${plural(d.sessions_ended, 'sign-in session')} ended` : '';
+
+  switch (row.action) {
+    case 'key.created': {
+      const ops = Array.isArray(d.operations) ? ` with ${plural(d.operations.length, 'operation')}` : '';
+      const acts = d.delegation === undefined ? '' : `, acting for ${delegationWords(d.delegation)}`;
+      return `created ${key()}${ops}${acts}`;
+    }
+    case 'key.revoked':
+      return `revoked ${key()}: it no longer works`;
+    case 'key.replaced': {
+      const old = d.replaces ?? d.replaced;
+      return `made ${key()} to replace ${old ? valueWords(old) : 'an older key'} (both work until the old one is revoked)`;
+    }
+    case 'key.delegation_changed':
+      return `changed whom ${key()} may act for${change(delegationWords)}`;
+    case 'workspace.api_keys_changed':
+      return `changed API keys for the workspace${change(keyAccessWords) || ` to ${keyAccessWords(d.access)}`}`;
+    case 'workspace.created': {
+      const counts = [['members', 'member'], ['sites', 'site'], ['apps', 'app'], ['keys', 'API key']] as const;
+      const parts = counts.flatMap(([k, one]) => {
+        const n = d[k];
+        return typeof n === 'number' && n > 0 ? [plural(n, one)] : [];
+      });
+      return `created the workspace ${label ? quoted(label) : id}${label ? idNote : ''}${parts.length ? ` with ${list(parts)}` : ''}`;
+    }
+    case 'member.added':
+      return `added ${member()}${typeof d.email === 'string' ? ` <${d.email}>` : ''}${role ? ` as ${role}` : ''}${d.disabled === true ? ' (disabled)' : ''}`;
+    case 'member.invited':
+      return `invited ${label || d.email || 'someone'}${role ? ` as ${role}` : ''}`;
+    case 'invitation.revoked':
+      return `revoked the invitation for ${label || d.email || id}${role ? ` (as ${role})` : ''}`;
+    case 'member.joined':
+      return `joined${role ? ` as ${role}` : ''} through an invitation${typeof d.invited_by === 'string' ? ` from ${d.invited_by}` : ''}`;
+    case 'member.role_changed':
+      return `changed ${possessive(member())} role${change(valueWords)}${sessionsEnded}`;
+    case 'member.disabled':
+      return `disabled ${member()}${sessionsEnded}`;
+    case 'member.enabled':
+      return `enabled ${member()}`;
+    case 'session.revoked': {
+      if (row.subject_type === 'member') {
+        const n = typeof d.sessions === 'number' ? d.sessions : undefined;
+        return n === 1 ? `ended ${possessive(member())} one sign-in session` : `ended all ${n === undefined ? '' : `${n} `}of ${possessive(member())} sign-in sessions`;
+      }
+      const whose = typeof d.member_name === 'string' ? `${possessive(d.member_name)} ` : '';
+      return `ended ${whose}sign-in session ${id}`.replace(/\s+$/, '');
+    }
+    case 'webhook.approved':
+      return `approved ${webhook()}`;
+    case 'webhook.rejected':
+      return id.startsWith('whp_') ? `rejected the proposed webhook ${label ? `${quoted(label)} (${id})` : id}` : `rejected ${webhook()}`;
+    case 'webhook.secret_rotated':
+      return `rotated the signing secret of ${webhook()}`;
+    case 'webhook.signing_contract_changed':
+      return `moved ${webhook()}${change(contractWords) || ' to another signing contract'}`;
+    default: {
+      const subject = row.subject_type ? ` on ${row.subject_type} ${label ? quoted(label) : ''}${label ? idNote : id}`.trimEnd() : '';
+      const shown = Object.keys(d).length ? ` (${valueWords(d)})` : '';
+      return `${row.action}${subject}${shown}`;
+    }
+  }
+}
+
+/** `YYYY-MM-DD HH:MM:SS UTC`. */
+export const auditTime = (ms: number) => `${new Date(ms).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+
+/** An entry for a reader: when, who, what in words, subject. */
+export function viewAudit(row: DbAuditRow, memberNames: AuditNames = new Map()): AuditView {
+  return {
+    id: row.id,
+    at: row.at,
+    when: auditTime(row.at),
+    who: describeActor(row),
+    action: row.action,
+    what: describeAction(row, memberNames),
+    subject: row.subject_type ? `${row.subject_type} ${row.subject_id ?? ''}`.trim() : '',
+  };
+}
+
+/** A whole sentence: `Olga Owner changed Ben Admin's role from member to admin`. */
+export const auditSentence = (row: DbAuditRow) => `${row.actor_label} ${describeAction(row)}`;
+
+/**
+ * A page of a workspace's entries (newest first) and the id to continue from, if older ones exist.
+ * `before` is an entry id (the last one shown); unknown ids are the caller's to refuse.
+ */
+export async function readAudit(
+  sql: Sql,
+  workspaceId: string,
+  options: { limit: number; before?: { at: number; id: string }; actions?: readonly string[] },
+): Promise<{ entries: AuditView[]; older: string | null }> {
+  const rows = await listAuditRows(sql, workspaceId, { ...options, limit: options.limit + 1 });
+  const shown = rows.slice(0, options.limit);
+  // Member ids in details (a key's delegation) are shown by name.
+  const ids = [...new Set(shown.flatMap((r) => r.details.match(/"mb_[0-9A-Za-z]{1,40}"/g) ?? []).map((s) => s.slice(1, -1)))];
+  const found = ids.length
+    ? await sql.all<{ id: string; name: string }>(`SELECT id, name FROM members WHERE workspace_id = ? AND id IN (${ids.map(() => '?').join(', ')})`, [workspaceId, ...ids])
+    : [];
+  const memberNames = new Map(found.map((m) => [m.id, m.name]));
+  return { entries: shown.map((r) => viewAudit(r, memberNames)), older: rows.length > options.limit ? shown.at(-1)!.id : null };
+}
+
+/** Deletes entries older than the retention; what the daily `audit.prune` job runs. Returns how many. */
+export function pruneAudit(sql: Sql, now: number, retentionDays: number): Promise<number> {
+  return deleteAuditRowsBefore(sql, now - retentionDays * 86_400_000);
 }

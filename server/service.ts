@@ -9,6 +9,7 @@ import { JobRunner } from './jobs.ts';
 import { createMailer, mailStartupLine, pruneMailboxJob } from './mailer.ts';
 import { MAILBOX_CSS, mailboxNavigation, mailboxRoutes } from './mailer/page.ts';
 import { MEMBERS_CSS, membersNavigation, membersRoutes } from './members/index.ts';
+import { AUDIT_CSS, auditNavigation, auditRoutes, pruneAuditJob } from './auditLog/index.ts';
 import { KEYS_CSS, keysNavigation, keysRoutes } from './keys/index.ts';
 import { emailSigninRoutes } from './signin/byEmail.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
@@ -62,6 +63,7 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     ...modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })),
     ...(mailbox ? [{ navigation: mailboxNavigation, stylesheet: MAILBOX_CSS }] : []),
     { navigation: membersNavigation, stylesheet: MEMBERS_CSS },
+    { navigation: auditNavigation, stylesheet: AUDIT_CSS },
     { navigation: keysNavigation, stylesheet: KEYS_CSS },
   ]);
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps(m)));
@@ -70,6 +72,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   platform.mount(emailSigninRoutes({ ...deps, pages: platform.pages, mailer, baseUrl: deps.config.publicUrl }));
   // The Members settings page and the invitation links (/signin/invite/<token>).
   platform.mount(membersRoutes({ ...deps, pages: platform.pages, mailer, baseUrl: deps.config.publicUrl }));
+  // The audit log's page (/settings/audit, owners and admins).
+  platform.mount(auditRoutes({ db: deps.db, pages: platform.pages }));
   // The API keys settings page.
   platform.mount(keysRoutes({ ...deps, pages: platform.pages }));
   // `GET /`, scoped links, and the HTML 404 / 405 pages outside /v1: after every module's pages.
@@ -103,6 +107,7 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers, { onCommit: (sql) => jobs.committed(sql) });
   jobs.define('mailbox.prune', pruneMailboxJob(deps.db, deps.clock, deps.logger));
   jobs.define('outbox.prune', pruneOutboxJob(deps.db, deps.clock, deps.logger, deps.config.outboxRetentionDays * 86_400_000));
+  jobs.define('audit.prune', pruneAuditJob(deps.db, deps.clock, deps.logger, deps.config.auditRetentionDays));
 
   const loops: Record<string, BackgroundWorker> = {};
   for (const m of modules) {

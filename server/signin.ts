@@ -10,6 +10,7 @@ import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
 import { consumeSigninLink, deleteEndedSignins, findMemberForSignin, findSigninLink, insertSession, insertSigninLink, revokeSessions } from '../db/queries/sessions.ts';
+import { type AuditActor, OPERATOR, recordAudit } from './audit.ts';
 import type { Clock } from './clock.ts';
 import { newSessionSecret, sessionIdOf } from './credentials.ts';
 import { ServiceError } from './errors.ts';
@@ -109,9 +110,40 @@ export async function useSigninLink(db: Database, clock: Clock, token: string): 
   });
 }
 
-/** Ends one session, or all of a member's sessions; they are refused from their next request on. */
-export async function revokeSession(db: Database, clock: Clock, by: { id: string; secretHash?: string } | { memberId: string }): Promise<{ revoked: number }> {
-  return { revoked: await revokeSessions(db.sql, by, clock.now()) };
+/**
+ * Ends one session, or all of a member's sessions; they are refused from their next request on. Who
+ * ends them is recorded in the audit log (`session.revoked`; the admin CLI by default); signing out,
+ * a member ending their own session, passes `null` and records nothing.
+ */
+export async function revokeSession(
+  db: Database,
+  clock: Clock,
+  by: { id: string; secretHash?: string } | { memberId: string },
+  actor: AuditActor | null = OPERATOR,
+): Promise<{ revoked: number }> {
+  const now = clock.now();
+  if (!actor) return { revoked: await revokeSessions(db.sql, by, now) };
+  return db.tx(async (sql) => {
+    // Whose sessions these are, read before they end (a session of an unknown id records nothing).
+    const owner = await sql.one<{ workspace_id: string; member_id: string; name: string }>(
+      'memberId' in by
+        ? `SELECT workspace_id, id AS member_id, name FROM members WHERE id = ?`
+        : `SELECT s.workspace_id, s.member_id, m.name FROM member_sessions s JOIN members m ON m.id = s.member_id WHERE s.id = ?`,
+      ['memberId' in by ? by.memberId : by.id],
+    );
+    const revoked = await revokeSessions(sql, by, now);
+    if (owner && revoked > 0) {
+      await recordAudit(sql, {
+        workspaceId: owner.workspace_id,
+        actor,
+        action: 'session.revoked',
+        subject: 'memberId' in by ? { type: 'member', id: owner.member_id, label: owner.name } : { type: 'session', id: by.id, label: owner.name },
+        details: 'memberId' in by ? { sessions: revoked } : { member_id: owner.member_id, member_name: owner.name },
+        at: now,
+      });
+    }
+    return { revoked };
+  });
 }
 
 /**
@@ -163,7 +195,7 @@ export function signinRoutes(options: { db: Database; clock: Clock; logger: Logg
     if (token && sessionId) {
       // Only the holder of the session secret may end it (its hash must match); no rate limit
       // stands in the way, and a database error is an error, not a silent "signed out".
-      await revokeSession(db, clock, { id: sessionId, secretHash: sha256Hex(token) });
+      await revokeSession(db, clock, { id: sessionId, secretHash: sha256Hex(token) }, null);
     }
     res.clearCookie(SESSION_COOKIE, cookie(req));
     // Post/redirect/get: a reload of the page that says so sends nothing again.

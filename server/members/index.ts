@@ -41,6 +41,7 @@ import { insertSession, revokeSessions } from '../../db/queries/sessions.ts';
 import { bumpAuthVersion } from '../../db/queries/workspaces.ts';
 import type { MemberRole } from '../../db/rows.ts';
 import { memberRoleNames } from '../../generated/catalogue.ts';
+import { type AuditActor, recordAudit } from '../audit.ts';
 import type { Clock } from '../clock.ts';
 import { newSessionSecret } from '../credentials.ts';
 import { newId, sha256Hex } from '../ids.ts';
@@ -80,6 +81,9 @@ const when = (ms: number) => new Date(ms).toISOString().slice(0, 16).replace('T'
 
 /** Thrown by an action to refuse it: its message is the page's flash. */
 class Refusal extends Error {}
+
+/** The member acting on a page, as the audit log names them. */
+const actorOf = (page: MemberPage): AuditActor => ({ type: 'member', id: page.member.id, label: page.member.name });
 
 export function membersRoutes(options: MembersOptions): express.Router {
   const { db, clock, logger, pages, mailer, baseUrl } = options;
@@ -171,8 +175,12 @@ export function membersRoutes(options: MembersOptions): express.Router {
     if (await findMemberByEmail(db.sql, page.workspaceId, email)) throw new Refusal(`${email} is already a member of this workspace.`);
     const token = crypto.randomBytes(32).toString('base64url');
     const now = clock.now();
-    await insertInvitation(db.sql, {
-      id: newId('iv'), token_hash: sha256Hex(token), workspace_id: page.workspaceId, email, role, invited_by: page.member.id, created_at: now, expires_at: now + INVITATION_TTL_MS,
+    const invitationId = newId('iv');
+    await db.tx(async (sql) => {
+      await insertInvitation(sql, {
+        id: invitationId, token_hash: sha256Hex(token), workspace_id: page.workspaceId, email, role, invited_by: page.member.id, created_at: now, expires_at: now + INVITATION_TTL_MS,
+      });
+      await recordAudit(sql, { workspaceId: page.workspaceId, actor: actorOf(page), action: 'member.invited', subject: { type: 'invitation', id: invitationId, label: email }, details: { email, role }, at: now });
     });
     const workspace = await db.sql.one<{ name: string }>(`SELECT name FROM workspaces WHERE id = ?`, [page.workspaceId]);
     const base = new URL(baseUrl);
@@ -194,7 +202,13 @@ export function membersRoutes(options: MembersOptions): express.Router {
     const inv = id ? await findInvitation(db.sql, page.workspaceId, id) : undefined;
     if (!inv) throw new Refusal('No such invitation in this workspace.');
     if (page.member.role !== 'owner' && inv.role === 'owner') throw new Refusal('Only an owner may revoke an invitation as owner.');
-    if (!(await revokeInvitation(db.sql, inv.id, page.member.id, clock.now()))) throw new Refusal(`The invitation for ${inv.email} was already used or revoked.`);
+    const revoked = await db.tx(async (sql) => {
+      const now = clock.now();
+      if (!(await revokeInvitation(sql, inv.id, page.member.id, now))) return false;
+      await recordAudit(sql, { workspaceId: page.workspaceId, actor: actorOf(page), action: 'invitation.revoked', subject: { type: 'invitation', id: inv.id, label: inv.email }, details: { email: inv.email, role: inv.role }, at: now });
+      return true;
+    });
+    if (!revoked) throw new Refusal(`The invitation for ${inv.email} was already used or revoked.`);
     return `Revoked the invitation for ${inv.email}: its link no longer works.`;
   }));
 
@@ -205,9 +219,13 @@ export function membersRoutes(options: MembersOptions): express.Router {
     await keepOwner(page, m, role !== 'owner');
     if (m.role === role) return `${m.name} already is ${role}.`;
     const ended = await db.tx(async (sql) => {
+      const now = clock.now();
       await setMemberRole(sql, m.id, role);
-      const n = await revokeSessions(sql, { memberId: m.id }, clock.now());
+      const n = await revokeSessions(sql, { memberId: m.id }, now);
       await bumpAuthVersion(sql, page.workspaceId);
+      await recordAudit(sql, {
+        workspaceId: page.workspaceId, actor: actorOf(page), action: 'member.role_changed', subject: { type: 'member', id: m.id, label: m.name }, details: { before: m.role, after: role, sessions_ended: n }, at: now,
+      });
       return n;
     });
     logger.info({ member_id: m.id, role, sessions_ended: ended }, 'member role changed');
@@ -223,8 +241,11 @@ export function membersRoutes(options: MembersOptions): express.Router {
     await db.tx(async (sql) => {
       const now = clock.now();
       await setMemberDisabled(sql, m.id, disable ? now : null);
-      if (disable) await revokeSessions(sql, { memberId: m.id }, now);
+      const ended = disable ? await revokeSessions(sql, { memberId: m.id }, now) : 0;
       await bumpAuthVersion(sql, page.workspaceId);
+      await recordAudit(sql, {
+        workspaceId: page.workspaceId, actor: actorOf(page), action: disable ? 'member.disabled' : 'member.enabled', subject: { type: 'member', id: m.id, label: m.name }, details: disable ? { sessions_ended: ended } : {}, at: now,
+      });
     });
     logger.info({ member_id: m.id, disabled: disable }, disable ? 'member disabled' : 'member enabled');
     return disable ? `${m.name} is disabled; their sign-in sessions have ended.` : `${m.name} is active again (they sign in anew).`;
@@ -289,6 +310,10 @@ export function membersRoutes(options: MembersOptions): express.Router {
       await insertMember(sql, { id: memberId, workspace_id: inv.workspace_id, name, email: inv.email, role: inv.role, created_at: now });
       // Other open invitations of the address are moot now.
       await revokeOpenInvitationsFor(sql, inv.workspace_id, inv.email, memberId, now);
+      await recordAudit(sql, {
+        workspaceId: inv.workspace_id, actor: { type: 'member', id: memberId, label: name }, action: 'member.joined', subject: { type: 'member', id: memberId, label: name },
+        details: { email: inv.email, role: inv.role, invitation: inv.id, invited_by: inv.inviter_name ?? 'a former member' }, at: now,
+      });
       const w = await sql.one<{ auth_version: number | string }>(`SELECT auth_version FROM workspaces WHERE id = ?`, [inv.workspace_id]);
       await insertSession(sql, {
         id: session.sessionId, secret_hash: session.secretHash, workspace_id: inv.workspace_id, member_id: memberId,

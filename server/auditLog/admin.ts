@@ -1,0 +1,47 @@
+/** `npm run admin -- audit list`: a workspace's audit log for the operator, in the page's words. */
+import type { Command } from 'commander';
+import { findAuditRow } from '../../db/queries/audit.ts';
+import { AdminError } from '../admin.ts';
+import { AUDIT_FAMILIES, isAuditFamily, readAudit } from '../audit.ts';
+import type { AdminDeps } from '../module.ts';
+
+const ACTION_PREFIX = /^[a-z][a-z_.]{0,63}$/;
+
+function limitOf(raw: string): number {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 500) throw new AdminError(`--limit must be a whole number from 1 to 500 (got "${raw}")`);
+  return n;
+}
+
+/** Adds the `audit` commands to the admin CLI. */
+export function auditAdmin(program: Command, deps: AdminDeps): void {
+  const audit = program.command('audit').description('the audit log: who changed keys, members, roles and webhooks, and when (kept AUDIT_RETENTION_DAYS, default 400)');
+  audit
+    .command('list')
+    .requiredOption('--workspace <id>', 'workspace id (ws_...)')
+    .option('--limit <n>', 'at most this many entries, newest first (1-500)', '50')
+    .option('--before <entry>', 'continue after this entry (the id of the last entry printed: au_...)')
+    .option('--action <prefix>', 'only actions starting with this (e.g. key. or member.role_changed), or a family: keys, members, webhooks')
+    .description("a workspace's audit log, newest first: id, time (UTC), who, action, what happened in words, subject")
+    .action((o: { workspace: string; limit: string; before?: string; action?: string }) => {
+      const limit = limitOf(o.limit);
+      const action = o.action?.trim().toLowerCase();
+      if (action !== undefined && !isAuditFamily(action) && !ACTION_PREFIX.test(action)) {
+        throw new AdminError(`--action must be an action or its start, such as key. or member.role_changed, or one of ${Object.keys(AUDIT_FAMILIES).join(', ')} (got "${o.action}")`);
+      }
+      const actions = action === undefined ? undefined : isAuditFamily(action) ? AUDIT_FAMILIES[action] : [action];
+      return deps.withDb(async (db) => {
+        const ws = await db.sql.one<{ id: string }>(`SELECT id FROM workspaces WHERE id = ?`, [o.workspace]);
+        if (!ws) throw new AdminError(`no workspace ${o.workspace} (see npm run admin -- workspace list)`);
+        let before: { at: number; id: string } | undefined;
+        if (o.before !== undefined) {
+          const row = await findAuditRow(db.sql, o.workspace, o.before.trim());
+          if (!row) throw new AdminError(`--before: no entry ${o.before} in workspace ${o.workspace} (give the id of an entry printed by audit list; old entries are deleted)`);
+          before = { at: row.at, id: row.id };
+        }
+        const { entries, older } = await readAudit(db.sql, o.workspace, { limit, before, actions });
+        if (older) process.stderr.write(`older entries: add --before ${older}\n`);
+        return entries.map((e) => ({ id: e.id, at: e.when, who: e.who, action: e.action, what: e.what, subject: e.subject }));
+      });
+    });
+}
