@@ -3,7 +3,8 @@ import { AdminError } from '../../server/admin.ts';
 import type { AdminDeps } from '../../server/module.ts';
 import { loadConfig } from '../../server/config.ts';
 import { listSubscriptions } from './queries.ts';
-import { deleteSubscription, disableSubscription, enableSubscription, recordMeetingCompleted, rotateSecret, WebhookActionError } from './subscriptions.ts';
+import { OPERATOR } from '../../server/audit.ts';
+import { changeSigningContract, deleteSubscription, disableSubscription, enableSubscription, recordMeetingCompleted, rotateSecret, WebhookActionError } from './subscriptions.ts';
 
 const wrap = async <T>(work: () => Promise<T>): Promise<T> => {
   try {
@@ -14,9 +15,13 @@ const wrap = async <T>(work: () => Promise<T>): Promise<T> => {
   }
 };
 
-/** `npm run admin -- webhooks list | disable | enable | rotate-secret | delete | meeting-completed`. */
+/**
+ * `npm run admin -- webhooks list | disable | enable | rotate-secret | signing-contract | delete |
+ * meeting-completed` (`webhook` is the same group). Rotations and signing-contract moves are audited
+ * with the operator as actor.
+ */
 export function webhooksAdmin(program: Command, { withDb, clock }: AdminDeps): void {
-  const webhooks = program.command('webhooks').description('webhook subscriptions (proposed with webhooks.PrepareWebhook, approved on the settings page)');
+  const webhooks = program.command('webhooks').alias('webhook').description('webhook subscriptions (proposed with webhooks.PrepareWebhook, approved on the settings page)');
   const ws = '--workspace <id>';
   webhooks
     .command('list')
@@ -34,6 +39,7 @@ export function webhooksAdmin(program: Command, { withDb, clock }: AdminDeps): v
           disabled_reason: s.disabled_reason,
           delivers_as: { key: s.access_key_id, member: s.access_member_id },
           access_lost: s.access_lost,
+          signing_contract: s.signing_contract,
         })),
       ),
     );
@@ -62,7 +68,17 @@ export function webhooksAdmin(program: Command, { withDb, clock }: AdminDeps): v
     .requiredOption(ws, 'workspace id')
     .requiredOption('--id <id>', 'webhook id (wh_...)')
     .description('make a new signing secret (printed once); the old one still signs beside it for 24 h')
-    .action((o: { workspace: string; id: string }) => withDb((db) => wrap(() => rotateSecret(db, clock, o.workspace, o.id))));
+    .action((o: { workspace: string; id: string }) => withDb((db) => wrap(() => rotateSecret(db, clock, o.workspace, o.id, OPERATOR))));
+  webhooks
+    .command('signing-contract')
+    .requiredOption('--id <id>', 'webhook id (wh_...)')
+    .requiredOption('--to <contract>', 'v1: the timestamped signature (the only move; one-way)')
+    .option(ws, 'workspace id (optional: when given, the webhook must belong to it)')
+    .description(
+      'move a legacy (bare HMAC) subscription to the timestamped v1 signature, for good: the receiver must first read X-Webhook-Timestamp, ' +
+        'verify v1= HMAC-SHA256 over "<timestamp>.<body>", reject timestamps over 5 minutes off, and accept both formats until the move',
+    )
+    .action((o: { id: string; to: string; workspace?: string }) => withDb((db) => wrap(() => changeSigningContract(db, clock, o.workspace ?? null, o.id, o.to, OPERATOR))));
   webhooks
     .command('delete')
     .requiredOption(ws, 'workspace id')

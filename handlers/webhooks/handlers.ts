@@ -51,6 +51,7 @@ function subscriptionView(s: DbWebhookSubscriptionRow) {
     last_failure_at: n(s.last_failure_at),
     consecutive_failures: Number(s.consecutive_failures),
     disabled_at: n(s.disabled_at),
+    signing_contract: s.signing_contract,
   };
 }
 

@@ -5,6 +5,8 @@ import type { components } from '../../generated/openapi.ts';
 
 /** The events a subscription may deliver: the document's `WebhookEventName`. */
 export type WebhookEventName = components['schemas']['WebhookEventName'];
+/** The signing contracts: `legacy` (meeting.completed's bare hex HMAC of the body) and `v1` (timestamped, `v1=`). */
+export type SigningContract = 'legacy' | 'v1';
 export type DeliveryStatus = 'pending' | 'delivering' | 'succeeded' | 'failed';
 
 export interface DbWebhookProposalRow {
@@ -46,6 +48,11 @@ export interface DbWebhookSubscriptionRow {
   access_member_id: string | null;
   /** Why it stopped when that access was lost (see AccessLoss), else null. */
   access_lost: string | null;
+  /** How deliveries and test deliveries are signed (migration 20261229000000): `legacy` bare hex, or `v1=` with a timestamp. */
+  signing_contract: SigningContract;
+  /** When and by whom (a member id, or `operator`) a legacy subscription was moved to `v1`; null before. */
+  signing_contract_changed_at: number | null;
+  signing_contract_changed_by: string | null;
   last_attempt_at: number | null;
   last_success_at: number | null;
   last_failure_at: number | null;
@@ -125,12 +132,13 @@ export function listPendingProposals(sql: Sql, workspaceId: string, now: number)
 export async function insertSubscription(sql: Sql, s: DbWebhookSubscriptionRow): Promise<void> {
   await sql.run(
     `INSERT INTO webhook_subscriptions (id, workspace_id, url, event, resource_types, enabled, enabled_since, secret, previous_secret, previous_secret_until, consecutive_failures,
-       disabled_at, disabled_reason, proposal_id, approved_by, access_key_id, access_member_id, access_lost, last_attempt_at, last_success_at, last_failure_at, created_at, updated_at)
-     VALUES (${placeholders(23)})`,
+       disabled_at, disabled_reason, proposal_id, approved_by, access_key_id, access_member_id, access_lost, last_attempt_at, last_success_at, last_failure_at, created_at, updated_at,
+       signing_contract, signing_contract_changed_at, signing_contract_changed_by)
+     VALUES (${placeholders(26)})`,
     [
       s.id, s.workspace_id, s.url, s.event, s.resource_types, Boolean(s.enabled), s.enabled_since, s.secret, s.previous_secret, s.previous_secret_until, s.consecutive_failures,
       s.disabled_at, s.disabled_reason, s.proposal_id, s.approved_by, s.access_key_id, s.access_member_id, s.access_lost, s.last_attempt_at, s.last_success_at, s.last_failure_at,
-      s.created_at, s.updated_at,
+      s.created_at, s.updated_at, s.signing_contract, s.signing_contract_changed_at, s.signing_contract_changed_by,
     ],
   );
 }

@@ -1,18 +1,24 @@
 /**
  * What people do with webhooks (the approval and settings pages, the admin CLI): approve or reject a
- * proposal, disable, enable again after a test delivery, rotate the secret, delete; and the source of
- * legacy `meeting.completed` events.
+ * proposal, disable, enable again after a test delivery, rotate the secret, move a legacy subscription
+ * to the `v1` signing contract, delete; and the source of legacy `meeting.completed` events.
+ *
+ * Approvals, rejections, rotations and signing-contract moves are written to the audit log in the
+ * transaction that makes them (server/audit.ts), with the member (pages) or the operator (CLI) as actor.
+ * No audit entry names a secret or a destination's path (paths can hold tokens): only its host.
  */
 import type { Database } from '../../db/database.ts';
 import { resourceTypes } from '../../generated/catalogue.ts';
 import type { Clock } from '../../server/clock.ts';
 import { checkDestination, EgressClient, EgressRefused, type EgressPolicy } from '../../server/egress.ts';
+import { type AuditActor, OPERATOR, recordAudit } from '../../server/audit.ts';
 import { mayManageSettings } from '../../server/capabilities.ts';
 import { emitEvent, eventKind } from '../../server/events.ts';
 import { newId } from '../../server/ids.ts';
 import { judgeAccess } from './access.ts';
 import { ATTEMPT_TIMEOUT_MS, RESPONSE_BODY_BYTES } from './delivery.ts';
-import { decideProposal, type DbWebhookSubscriptionRow, findProposal, findSubscription, insertSubscription } from './queries.ts';
+import type { Sql } from '../../db/database.ts';
+import { decideProposal, type DbWebhookSubscriptionRow, findProposal, findSubscription, insertSubscription, type SigningContract } from './queries.ts';
 import { newSigningSecret, signedHeaders } from './signing.ts';
 
 /** A refusal a person can act on (the page or the CLI shows its message). */
@@ -34,7 +40,34 @@ export interface Approver {
   readonly workspaceId: string;
   readonly memberId: string;
   readonly role: string;
+  /** The member's name for the audit log (read from the members table when absent). */
+  readonly name?: string;
 }
+
+/** The approver as the audit log's actor. */
+async function memberActor(sql: Sql, a: Approver): Promise<AuditActor> {
+  const name = a.name ?? (await sql.one<{ name: string }>(`SELECT name FROM members WHERE workspace_id = ? AND id = ?`, [a.workspaceId, a.memberId]))?.name;
+  return { type: 'member', id: a.memberId, label: name ?? a.memberId };
+}
+
+/** A subscription or proposal as an audit subject: its id, event and destination host (never the path, which can hold a token). */
+function auditSubject(id: string, event: string, url: string): { type: 'webhook'; id: string; label: string } {
+  return { type: 'webhook', id, label: `${event} to ${hostOf(url)}` };
+}
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return '?';
+  }
+}
+
+/**
+ * The contract a new subscription signs by: `meeting.completed` keeps its existing (legacy) signature,
+ * as the document promises, until someone moves it; resource events sign by `v1`.
+ */
+export const initialSigningContract = (event: string): SigningContract => (event === 'meeting.completed' ? 'legacy' : 'v1');
 
 const mayDecide = (a: Approver) => mayManageSettings(a.role);
 
@@ -79,9 +112,20 @@ export async function approveProposal(db: Database, clock: Clock, proposalId: st
       last_failure_at: null,
       created_at: now,
       updated_at: now,
+      signing_contract: initialSigningContract(p.event),
+      signing_contract_changed_at: null,
+      signing_contract_changed_by: null,
     };
     await insertSubscription(sql, row);
     await decideProposal(sql, p.id, 'approved', approver.memberId, now, id);
+    await recordAudit(sql, {
+      workspaceId: p.workspace_id,
+      actor: await memberActor(sql, approver),
+      action: 'webhook.approved',
+      subject: auditSubject(id, p.event, p.url),
+      details: { proposal_id: p.id, event: p.event, resource_types: types, destination_host: hostOf(p.url), proposed_by_key: p.proposed_by_key, acting_for_member: p.proposed_by_member, signing_contract: row.signing_contract },
+      at: now,
+    });
     return { webhook_id: id, secret };
   });
 }
@@ -92,7 +136,17 @@ export async function rejectProposal(db: Database, clock: Clock, proposalId: str
     const p = await findProposal(sql, proposalId, true);
     if (!p || p.workspace_id !== approver.workspaceId) throw new WebhookActionError('No such proposal in this workspace.', 404);
     if (p.status !== 'pending') throw new WebhookActionError(`This proposal is already ${p.status}.`, 409);
-    await decideProposal(sql, p.id, 'rejected', approver.memberId, clock.now(), null);
+    const now = clock.now();
+    await decideProposal(sql, p.id, 'rejected', approver.memberId, now, null);
+    // The subject is the proposal (no subscription exists): its whp_ id.
+    await recordAudit(sql, {
+      workspaceId: p.workspace_id,
+      actor: await memberActor(sql, approver),
+      action: 'webhook.rejected',
+      subject: auditSubject(p.id, p.event, p.url),
+      details: { proposal_id: p.id, event: p.event, resource_types: JSON.parse(p.resource_types) as string[], proposed_by_key: p.proposed_by_key },
+      at: now,
+    });
   });
 }
 
@@ -134,7 +188,7 @@ export async function testDelivery(s: DbWebhookSubscriptionRow, now: number, egr
   const headers = {
     'Content-Type': 'application/json',
     'User-Agent': 'WorkspaceOperations-Webhooks/1',
-    ...signedHeaders({ legacy: s.event === 'meeting.completed', eventId, attemptId: newId('wha'), body, nowMs: now, secrets: [s.secret] }),
+    ...signedHeaders({ legacy: s.signing_contract === 'legacy', eventId, attemptId: newId('wha'), body, nowMs: now, secrets: [s.secret] }),
   };
   try {
     const r = await withEgress(egress, (client) => client.post(s.url, { headers, body, timeoutMs: ATTEMPT_TIMEOUT_MS, maxResponseBytes: RESPONSE_BODY_BYTES }));
@@ -167,14 +221,61 @@ export async function enableSubscription(db: Database, clock: Clock, workspaceId
 }
 
 /** A new signing secret, returned once; the old one still signs (beside it) for ROTATION_GRACE_MS. */
-export async function rotateSecret(db: Database, clock: Clock, workspaceId: string, id: string): Promise<{ secret: string; previous_valid_until: number }> {
-  await subscriptionOf(db, workspaceId, id);
+export async function rotateSecret(db: Database, clock: Clock, workspaceId: string, id: string, actor: AuditActor = OPERATOR): Promise<{ secret: string; previous_valid_until: number }> {
+  const s = await subscriptionOf(db, workspaceId, id);
   const now = clock.now();
   const secret = newSigningSecret();
   const until = now + ROTATION_GRACE_MS;
-  // One statement: two rotations at once cannot both keep the same old secret.
-  await db.sql.run(`UPDATE webhook_subscriptions SET previous_secret = secret, secret = ?, previous_secret_until = ?, updated_at = ? WHERE id = ?`, [secret, until, now, id]);
+  await db.tx(async (sql) => {
+    // One statement: two rotations at once cannot both keep the same old secret.
+    const changed = await sql.run(`UPDATE webhook_subscriptions SET previous_secret = secret, secret = ?, previous_secret_until = ?, updated_at = ? WHERE id = ?`, [secret, until, now, id]);
+    if (!changed) throw new WebhookActionError('No such webhook subscription in this workspace.', 404);
+    await recordAudit(sql, { workspaceId, actor, action: 'webhook.secret_rotated', subject: auditSubject(id, s.event, s.url), details: { previous_secret_valid_until: until }, at: now });
+  });
   return { secret, previous_valid_until: until };
+}
+
+/** The outcome of a signing-contract move. */
+export interface SigningContractMove {
+  webhook_id: string;
+  before: SigningContract;
+  after: SigningContract;
+  changed_at: number;
+}
+
+/**
+ * Moves a subscription to another signing contract; only `legacy` to `v1` exists, and it is one-way
+ * (no move back). From the next attempt on, every delivery (retries of earlier events too) and every
+ * test delivery carries `X-Webhook-Timestamp` and `X-Webhook-Signature: v1=<hex HMAC over
+ * "<timestamp>.<body>">`; the body stays the same. `by` is what the subscription keeps (a member id,
+ * or `operator`); the audit entry names the actor.
+ */
+export async function changeSigningContract(db: Database, clock: Clock, workspaceId: string | null, id: string, to: string, actor: AuditActor): Promise<SigningContractMove> {
+  if (to === 'legacy') throw new WebhookActionError('The move is one-way: a subscription on the timestamped v1 signature never goes back to the bare legacy signature.');
+  if (to !== 'v1') throw new WebhookActionError(`Unknown signing contract "${to}": the only move is --to v1 (legacy bare HMAC to the timestamped v1= signature).`);
+  const now = clock.now();
+  return db.tx(async (sql) => {
+    const s = await sql.one<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE id = ?${sql.dialect === 'pg' ? ' FOR UPDATE' : ''}`, [id]);
+    if (!s || (workspaceId !== null && s.workspace_id !== workspaceId)) throw new WebhookActionError(`No webhook subscription ${id}${workspaceId ? ' in this workspace' : ''}.`, 404);
+    if (s.signing_contract === 'v1') {
+      const since = s.signing_contract_changed_at === null ? 'since its approval' : `since ${new Date(Number(s.signing_contract_changed_at)).toISOString()}`;
+      throw new WebhookActionError(`The webhook ${id} already signs with the timestamped v1 signature (${since}); nothing to move.`, 409);
+    }
+    const by = actor.type === 'member' || actor.type === 'key' ? actor.id : actor.type;
+    await sql.run(
+      `UPDATE webhook_subscriptions SET signing_contract = ?, signing_contract_changed_at = ?, signing_contract_changed_by = ?, updated_at = ? WHERE id = ? AND signing_contract = ?`,
+      ['v1', now, by, now, id, s.signing_contract],
+    );
+    await recordAudit(sql, {
+      workspaceId: s.workspace_id,
+      actor,
+      action: 'webhook.signing_contract_changed',
+      subject: auditSubject(s.id, s.event, s.url),
+      details: { before: s.signing_contract, after: 'v1' },
+      at: now,
+    });
+    return { webhook_id: s.id, before: s.signing_contract, after: 'v1', changed_at: now };
+  });
 }
 
 /** Deletes a subscription with its delivery history. */

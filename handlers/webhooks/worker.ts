@@ -57,7 +57,8 @@ type Outcome = { ok: true; status: number; body: string; durationMs: number } | 
 /** One signed attempt of a delivery through the egress client; its outcome, never a throw for the receiver's doing. */
 async function send(egress: EgressClient, d: DbWebhookDeliveryRow, s: DbWebhookSubscriptionRow, attemptId: string, now: number): Promise<Outcome> {
   const previous = s.previous_secret && Number(s.previous_secret_until ?? 0) > now ? s.previous_secret : null;
-  const legacy = d.event_type === 'meeting.completed';
+  // Signed by the subscription's stored contract at this attempt: a retry after a move to v1 carries v1=.
+  const legacy = s.signing_contract === 'legacy';
   // Resource events carry both signatures during a rotation's grace period; the legacy signature has
   // room for one, so it keeps the old secret until the grace period ends (then the new one).
   const secrets = legacy ? [previous ?? s.secret] : [s.secret, ...(previous ? [previous] : [])];

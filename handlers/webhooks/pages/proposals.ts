@@ -68,12 +68,12 @@ export function proposalRoutes(router: express.Router, ctx: WebhookPageContext):
     if (!page.manage) return ctx.notAllowed(page, 'approve webhooks');
     let approved: { webhook_id: string; secret: string };
     try {
-      approved = await approveProposal(db, clock, p.id, { workspaceId: page.workspaceId, memberId: page.member.id, role: page.member.role });
+      approved = await approveProposal(db, clock, p.id, { workspaceId: page.workspaceId, memberId: page.member.id, role: page.member.role, name: page.member.name });
     } catch (err) {
       return refused(page, p, err);
     }
     const s = await findSubscription(db.sql, page.workspaceId, approved.webhook_id);
-    const held: HeldSecret = { kind: 'approved', webhookId: approved.webhook_id, secret: approved.secret, destination: s?.url ?? p.url, legacy: p.event === 'meeting.completed', graceUntil: '' };
+    const held: HeldSecret = { kind: 'approved', webhookId: approved.webhook_id, secret: approved.secret, destination: s?.url ?? p.url, legacy: s?.signing_contract === 'legacy', graceUntil: '' };
     await page.hold(secretHref(approved.webhook_id), held);
     res.redirect(303, secretHref(approved.webhook_id));
   });
@@ -85,7 +85,7 @@ export function proposalRoutes(router: express.Router, ctx: WebhookPageContext):
     if (!p) return;
     if (!page.manage) return ctx.notAllowed(page, 'reject webhooks');
     try {
-      await rejectProposal(db, clock, p.id, { workspaceId: page.workspaceId, memberId: page.member.id, role: page.member.role });
+      await rejectProposal(db, clock, p.id, { workspaceId: page.workspaceId, memberId: page.member.id, role: page.member.role, name: page.member.name });
     } catch (err) {
       return refused(page, p, err);
     }

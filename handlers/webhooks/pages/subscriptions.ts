@@ -3,8 +3,10 @@
  * proposals), `GET /settings/webhooks/:id` (one subscription and its deliveries, newest first, paged
  * with `?before=<created_at>.<delivery id>`, optionally `?status=`), and the forms of those who manage
  * settings: disable, test-and-enable (a signed test delivery must succeed first), rotate (the new
- * secret is held for one view of the secret page), delete (after a confirmation page). Every post
- * answers with a redirect; an outcome to show (a failed test delivery) is held for the next view.
+ * secret is held for one view of the secret page), move a legacy subscription to the timestamped `v1`
+ * signature (one-way, after ticking that the receiver accepts both), delete (after a confirmation
+ * page). Every post answers with a redirect; an outcome to show (a failed test delivery, a move not
+ * confirmed) is held for the next view.
  */
 import type express from 'express';
 import type { Request, Response } from 'express';
@@ -19,7 +21,8 @@ import {
   listPendingProposals,
   listSubscriptions,
 } from '../queries.ts';
-import { deleteSubscription, disableSubscription, enableSubscription, rotateSecret, ROTATION_GRACE_MS, WebhookActionError } from '../subscriptions.ts';
+import type { AuditActor } from '../../../server/audit.ts';
+import { changeSigningContract, deleteSubscription, disableSubscription, enableSubscription, rotateSecret, ROTATION_GRACE_MS, WebhookActionError } from '../subscriptions.ts';
 import type { WebhookPageContext } from './context.ts';
 import type { HeldSecret } from './secret.ts';
 import { deliverySummary, proposalSummary, secretHref, subscriptionHref, subscriptionSummary } from './summaries.ts';
@@ -35,7 +38,11 @@ const DONE: Record<string, string> = {
   disabled: 'is disabled: no new events are delivered to it.',
   enabled: 'is enabled again: the test delivery succeeded, the failure count is cleared, and events from now on are delivered.',
   deleted: 'The subscription and its delivery history are deleted.',
+  signing_v1: 'now signs with the timestamped v1 signature: from the next attempt on, every delivery (retries of earlier events too) and test delivery carries X-Webhook-Timestamp and a v1= signature over “<timestamp>.<body>”.',
 };
+
+/** A page's member as the audit log's actor. */
+const actorOf = (page: MemberPage): AuditActor => ({ type: 'member', id: page.member.id, label: page.member.name });
 
 type IdParams = { id: string };
 const heldProblem = (held: unknown) => (typeof held === 'object' && held !== null && typeof (held as { problem?: unknown }).problem === 'string' ? (held as { problem: string }).problem : '');
@@ -63,7 +70,9 @@ export function subscriptionPages(router: express.Router, ctx: WebhookPageContex
     if (!text || done === 'deleted') return text;
     const id = typeof req.query.webhook === 'string' && WEBHOOK_ID.test(req.query.webhook) ? req.query.webhook : '';
     const s = id ? await findSubscription(db.sql, page.workspaceId, id) : undefined;
-    if (!s || (done === 'disabled') === Boolean(s.enabled)) return '';
+    if (!s) return '';
+    if (done === 'signing_v1') return s.signing_contract === 'v1' ? `The webhook ${s.id} ${text}` : '';
+    if ((done === 'disabled') === Boolean(s.enabled)) return '';
     return `The webhook ${s.id} ${text}`;
   }
 
@@ -196,7 +205,7 @@ export function subscriptionActions(router: express.Router, ctx: WebhookPageCont
     if (!got) return;
     let rotated: { secret: string; previous_valid_until: number };
     try {
-      rotated = await rotateSecret(db, clock, got.page.workspaceId, got.s.id);
+      rotated = await rotateSecret(db, clock, got.page.workspaceId, got.s.id, actorOf(got.page));
     } catch (err) {
       return actionFailed(got.page, err, got.s.id);
     }
@@ -205,12 +214,30 @@ export function subscriptionActions(router: express.Router, ctx: WebhookPageCont
       webhookId: got.s.id,
       secret: rotated.secret,
       destination: got.s.url,
-      legacy: got.s.event === 'meeting.completed',
+      legacy: got.s.signing_contract === 'legacy',
       graceUntil: timeInWords(rotated.previous_valid_until),
       graceHours: Math.round(ROTATION_GRACE_MS / 3_600_000),
     };
     await got.page.hold(secretHref(got.s.id), held);
     res.redirect(303, secretHref(got.s.id));
+  });
+
+  router.post('/settings/webhooks/:id/signing-contract', pages.protectForm, async (req: Request<IdParams>, res: Response) => {
+    const got = await managed(req, res, 'change how webhooks are signed');
+    if (!got) return;
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const back = subscriptionHref(got.s.id);
+    if (body.to !== 'v1') return got.page.notice(400, 'Not done', ['The only move is to the timestamped v1 signature (to=v1); it is one-way.']);
+    if (body.confirm !== 'receiver-ready') {
+      await got.page.hold(back, { problem: 'Not moved: tick that the receiver already accepts the v1 signature. The move cannot be undone, and a receiver that only checks the bare signature would reject every delivery after it.' });
+      return res.redirect(303, back);
+    }
+    try {
+      await changeSigningContract(db, clock, got.page.workspaceId, got.s.id, 'v1', actorOf(got.page));
+    } catch (err) {
+      return actionFailed(got.page, err, got.s.id);
+    }
+    res.redirect(303, `${back}?done=signing_v1&webhook=${encodeURIComponent(got.s.id)}`);
   });
 
   async function deletePage(page: MemberPage, s: DbWebhookSubscriptionRow, status: number, problem: string) {

@@ -64,6 +64,9 @@ export function subscriptionSummary(s: DbWebhookSubscriptionRow, manage: boolean
     approvedBy: name(s.approved_by),
     proposalHref: proposalHref(s.proposal_id),
     rotationUntil: previousUntil !== null && previousUntil > now ? timeInWords(previousUntil) : '',
+    signingContract: s.signing_contract,
+    signingMovedAt: at(s.signing_contract_changed_at),
+    signingMovedBy: s.signing_contract_changed_by === null ? '' : s.signing_contract_changed_by === 'operator' ? 'the operator (admin CLI)' : name(s.signing_contract_changed_by),
   };
 }
 
