@@ -55,6 +55,11 @@ forEachDatabase(
     const origin = () => svc().origin;
     const shot = (page: Page, name: string) => page.screenshot({ path: path.join(shots, `${name}-${svc().db.dialect}.png`), fullPage: true });
     const subscriptionRow = (id: string) => svc().db.sql.one<SubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE id = ?`, [id]);
+    const auditRows = (subjectId: string, action: string) =>
+      svc().db.sql.all<{ actor_type: string; actor_id: string | null; actor_label: string; details: string; subject_label: string | null }>(
+        `SELECT actor_type, actor_id, actor_label, details, subject_label FROM audit_log WHERE subject_id = ? AND action = ? ORDER BY at, id`,
+        [subjectId, action],
+      );
     const proposalStatus = async (id: string) => (await svc().db.sql.one<{ status: string }>(`SELECT status FROM webhook_proposals WHERE id = ?`, [id]))?.status;
     const need = () => {
       if (!approved) throw new Error('the approval test did not run');
@@ -129,6 +134,11 @@ forEachDatabase(
       await shot(page, 'webhooks-approved-secret');
       assert.equal(svc().logs().includes(secret), false, 'the secret is never logged');
       approved = { id: row.id, secret, proposalPath: proposal.path };
+      // The audit log names the member who approved, never the secret or the destination's path.
+      const audit = await auditRows(row.id, 'webhook.approved');
+      assert.deepEqual(audit.map((a) => [a.actor_type, a.actor_id, a.actor_label]), [['member', ws.members.olga, 'Olga Owner']]);
+      assert.equal(JSON.stringify(audit).includes(secret), false);
+      assert.equal(JSON.stringify(audit).includes('/hook'), false);
 
       assert.equal(secretPath, `/settings/webhooks/${row.id}/secret`, 'the secret is never in the address');
 
@@ -320,6 +330,9 @@ forEachDatabase(
       assert.match((await page.locator('[data-grace]').textContent())!, /The old secret keeps signing beside this one for 24 h, until \d{4}-/);
       await shot(page, 'webhooks-rotated-secret');
       assert.equal(svc().logs().includes(rotated), false, 'the new secret is never logged');
+      const rotations = await auditRows(id, 'webhook.secret_rotated');
+      assert.deepEqual(rotations.map((a) => [a.actor_type, a.actor_id, a.actor_label]), [['member', ws.members.olga, 'Olga Owner']]);
+      assert.equal(JSON.stringify(rotations).includes(rotated), false, 'never the secret in the audit log');
       await Promise.all([page.waitForURL(new RegExp(`/settings/webhooks/${id}$`)), page.locator('a', { hasText: 'open the webhook' }).click()]);
       assert.equal((await page.content()).includes(rotated), false, 'never shown again');
       const backToSecret = await page.goBack();
@@ -375,6 +388,7 @@ forEachDatabase(
       assert.equal(await page.locator('main form').count(), 0);
       await shot(page, 'webhooks-proposal-rejected');
       assert.equal(await proposalStatus(proposal.proposal_id), 'rejected');
+      assert.deepEqual((await auditRows(proposal.proposal_id, 'webhook.rejected')).map((r) => [r.actor_type, r.actor_id, r.actor_label]), [['member', ws.members.bob, 'Bob Admin']]);
       assert.equal(await svc().db.sql.one(`SELECT id FROM webhook_subscriptions WHERE proposal_id = ?`, [proposal.proposal_id]), undefined);
       await page.goto(`${origin()}/settings/webhooks`);
       assert.equal(await page.locator(`li.proposal-row[data-proposal="${proposal.proposal_id}"]`).count(), 0, 'no longer waiting');
