@@ -1,6 +1,8 @@
 /**
- * Operator CLI: `npm run admin -- <command>`. Prints JSON on stdout; on bad input prints one line to
- * stderr and exits with status 1.
+ * Operator CLI: `npm run admin -- <command>`. Prints its result as a table for a person (lists as
+ * aligned columns, a record as `key: value` lines: scripts/adminTable.ts), or as JSON with `--json`
+ * anywhere on the line (scripts and tests); on bad input prints one line in words to stderr and exits
+ * with status 1.
  */
 import fs from 'node:fs';
 import { Command } from 'commander';
@@ -15,15 +17,21 @@ import { skipOutboxEvent } from '../server/outbox.ts';
 import { listOutboxConsumers } from '../db/queries/outbox.ts';
 import { createSigninLink, revokeSession, SigninError } from '../server/signin.ts';
 import { mailAdmin } from '../server/mailer/admin.ts';
-import { auditAdmin } from '../server/auditLog/index.ts';
+import { formatTable } from './adminTable.ts';
 import { keysAdmin } from '../server/keys/admin.ts';
+import { auditAdmin } from '../server/auditLog/index.ts';
+
+// `--json` may stand anywhere before a `--` (commander would refuse it after a command name).
+const end = process.argv.indexOf('--', 2);
+const asJson = process.argv.some((a, i) => a === '--json' && (end === -1 || i < end));
+const argv = process.argv.filter((a, i) => !(a === '--json' && (end === -1 || i < end)));
 
 async function withDb<T>(fn: (db: ReturnType<typeof openDatabase>) => Promise<T>): Promise<void> {
   const db = openDatabase();
   try {
     await db.migrate(migrations);
     const result = await fn(db);
-    process.stdout.write(JSON.stringify(result, null, 2) + '\n');
+    process.stdout.write(asJson ? JSON.stringify(result, null, 2) + '\n' : formatTable(result));
   } finally {
     await db.close();
   }
@@ -43,7 +51,24 @@ function readSpec(file: string): unknown {
   }
 }
 
-const program = new Command('admin').description('Workspace Operations operator tools (DATABASE_URL selects the database)').exitOverride();
+/**
+ * Runs an action that goes through the workspace-file format (`addToWorkspace`) with a message that
+ * names the command's options instead of the file's fields (`--role must be one of ...`).
+ */
+async function asOptions<T>(section: string, handle: string, action: Promise<T>): Promise<T> {
+  try {
+    return await action;
+  } catch (err) {
+    if (!(err instanceof AdminError)) throw err;
+    const field = new RegExp(`${section}\\.${handle}\\.([a-z_]+)`, 'g');
+    throw new AdminError(err.message.replace(/^invalid additions: /, '').replace(field, (_m, name: string) => `--${name.replace(/_/g, '-')}`));
+  }
+}
+
+const program = new Command('admin')
+  .description('Workspace Operations operator tools (DATABASE_URL selects the database)')
+  .option('--json', 'print JSON instead of tables (anywhere on the line)')
+  .exitOverride();
 program
   .command('apply')
   .argument('<file>', 'workspace file (YAML or JSON)')
@@ -76,12 +101,15 @@ key
         (o.resource ?? []).map((r) => {
           const [type, access] = r.split('=');
           if (!type || !access) throw new AdminError(`--resource must be type=read,write (got "${r}")`);
-          return [type, access.split(',').map((a) => a.trim())];
+          const list = access.split(',').map((a) => a.trim());
+          const wrong = list.find((a) => a !== 'read' && a !== 'write');
+          if (wrong !== undefined) throw new AdminError(`--resource ${type}: access must be read, write or read,write (got "${wrong}")`);
+          return [type, list];
         }),
       );
       const delegation = o.delegation === 'none' || o.delegation === 'all' ? o.delegation : o.delegation.split(',').map((m) => m.trim());
       const spec = { keys: { key: { name: o.name, operations: o.operations.split(',').map((g) => g.trim()), resources, delegation, ...(o.createdBy ? { created_by: o.createdBy } : {}) } } };
-      const added = await addToWorkspace(db, systemClock, o.workspace, spec);
+      const added = await asOptions('keys', 'key', addToWorkspace(db, systemClock, o.workspace, spec));
       return { workspace_id: o.workspace, ...added.keys.key! };
     }),
   );
@@ -98,7 +126,8 @@ member
   .description('add a member to an existing workspace; prints the member id')
   .action((o: { workspace: string; name: string; email: string; role: string }) =>
     withDb(async (db) => {
-      const added = await addToWorkspace(db, systemClock, o.workspace, { members: { member: { name: o.name, email: o.email, role: o.role } } });
+      if (!(memberRoleNames as readonly string[]).includes(o.role)) throw new AdminError(`--role must be one of ${memberRoleNames.join(', ')} (got "${o.role}")`);
+      const added = await asOptions('members', 'member', addToWorkspace(db, systemClock, o.workspace, { members: { member: { name: o.name, email: o.email, role: o.role } } }));
       return { workspace_id: o.workspace, id: added.members.member! };
     }),
   );
@@ -112,7 +141,7 @@ bundle
   .description('add a site to an existing workspace; prints its id and publishable collect key')
   .action((o: { workspace: string; name: string; domain: string }) =>
     withDb(async (db) => {
-      const added = await addToWorkspace(db, systemClock, o.workspace, { bundles: { site: { name: o.name, domain: o.domain } } });
+      const added = await asOptions('bundles', 'site', addToWorkspace(db, systemClock, o.workspace, { bundles: { site: { name: o.name, domain: o.domain } } }));
       return { workspace_id: o.workspace, id: added.bundles.site!, collect_key: added.collect_keys.site! };
     }),
   );
@@ -179,12 +208,12 @@ outbox
 
 const adminDeps: AdminDeps = { withDb, clock: systemClock };
 mailAdmin(program, adminDeps);
-auditAdmin(program, adminDeps);
 keysAdmin(program, adminDeps);
+auditAdmin(program, adminDeps);
 for (const m of modules) m.admin?.(program, adminDeps);
 
 try {
-  await program.parseAsync(process.argv);
+  await program.parseAsync(argv);
 } catch (err) {
   const code = (err as { code?: string }).code;
   if (code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help') process.exit(0);

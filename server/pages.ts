@@ -5,7 +5,8 @@
  * bar the modules contribute to, server/pages/frame.ts), one stylesheet (the platform's and the
  * modules' contributions), one set of security headers (helmet: Content-Security-Policy without inline
  * script or style, no framing, `Referrer-Policy: same-origin`), express's cookie handling, CSRF
- * protection for form posts, and HTML error pages (404, 405, 410) for every path outside /v1.
+ * protection for form posts, and HTML error pages (404, 405, 410) for every path outside /v1 (an API
+ * call that left out /v1 gets the API's JSON 404 instead, saying where the API is).
  *
  * A member page starts with `pages.member(req, res)` (session, member, role, capabilities and the
  * frame in one call). Form posts answer with a redirect (post/redirect/get); what a post must show
@@ -27,10 +28,11 @@ import { Eta } from 'eta';
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import helmet from 'helmet';
 import type { Database } from '../db/database.ts';
+import { catalogue } from '../generated/catalogue.ts';
 import { mayManageSettings } from './capabilities.ts';
 import type { Clock } from './clock.ts';
 import type { Credential, CredentialStore, MemberInfo } from './credentials.ts';
-import { ServiceError } from './errors.ts';
+import { notFound, ServiceError } from './errors.ts';
 import { type Frame, type NavEntry, Navigation, SETTINGS_PATH, type Viewer } from './pages/frame.ts';
 import { hold, take } from './pages/holds.ts';
 import { isLocalPath } from './pages/paths.ts';
@@ -135,6 +137,16 @@ export interface PageContribution {
   navigation?: readonly NavEntry[];
   /** A CSS file of the module, appended to the one stylesheet. */
   stylesheet?: URL;
+}
+
+/** Whether `/v1<path>` is an endpoint of the API (an operation, the operation list, the document). */
+function isApiPath(path: string): boolean {
+  return path.startsWith('/operations/') || catalogue.some((e) => e.path === path) || path === '/openapi.json' || path === '/openapi.yaml';
+}
+
+/** Where the API is, for a request that left out `/v1` (JSON 404 and HTML 404 alike). */
+function withoutV1Hint(path: string, api: boolean): string {
+  return `the API is under /v1: did you mean /v1${path}?${api ? '' : ' (GET /v1/operations lists the operations a key may call)'}`;
 }
 
 /** What a signed-out person is told (with a link to the sign-in page, `signinLink`). */
@@ -355,7 +367,12 @@ export class PageKit {
         res.setHeader('Allow', allowed.join(', '));
         return this.notice(res, 405, 'Not allowed here', [`This address answers ${allowed.join(' and ')}, not ${req.method}.`]);
       }
-      this.notFound(res);
+      const api = isApiPath(req.path);
+      const browser = /text\/html/.test(req.headers.accept ?? '') && req.headers.authorization === undefined;
+      const caller = req.headers.authorization !== undefined || !['GET', 'HEAD'].includes(req.method) || /json/.test(req.headers.accept ?? '') || api;
+      // An API call without the /v1 prefix gets the API's JSON 404, saying where the API is.
+      if (!browser && caller) return next(notFound(`No endpoint ${req.method} ${req.path}: ${withoutV1Hint(req.path, api)}`));
+      this.notFound(res, api ? `There is no page at this address: ${withoutV1Hint(req.path, api)}` : undefined);
     });
     return router;
   }

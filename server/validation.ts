@@ -78,6 +78,44 @@ function locate(where: string, value: unknown): string | null {
   return null;
 }
 
+/** Enums up to this many values are listed in a refusal; longer ones are described (e.g. 156 currency codes). */
+const LISTED_VALUES = 12;
+
+/**
+ * What the values of a long enum look like, for a refusal: the schema's description (its first
+ * sentence, e.g. "an ISO 4217 code of a circulating currency, upper case") or the values' shape
+ * ("3 upper-case letters"), one or two examples, how many there are, and the value meant when the
+ * one sent differs only in case or separators.
+ */
+function manyValues(values: unknown[], schema: unknown, sent: unknown): string {
+  const strings = values.filter((v): v is string => typeof v === 'string');
+  const s = (schema ?? {}) as { description?: unknown; example?: unknown };
+  const first = typeof s.description === 'string' ? /^[^.]*[^.\s]/.exec(s.description.trim().replace(/\s+/g, ' '))?.[0] : undefined;
+  let what = first ? first.replace(/^(A|An|The) /, '') : shapeOf(strings);
+  if (first) what = `${/^[aeiouAEIOU]/.test(what) ? 'an' : 'a'} ${what[0]!.toLowerCase() === what[0] || /^[A-Z]{2,}/.test(what) ? what : what[0]!.toLowerCase() + what.slice(1)}`;
+  const examples = [...new Set([...(typeof s.example === 'string' && strings.includes(s.example) ? [s.example] : []), ...(strings.includes('USD') ? ['USD'] : []), ...strings])].slice(0, 2);
+  // Only a value that differs in case or separators: among 156 three-letter codes, most others are two edits from some code.
+  const plain = (v: string) => v.toLowerCase().replace(/[-_\s]/g, '');
+  const near = typeof sent === 'string' ? (strings.find((v) => plain(v) === plain(sent)) ?? null) : null;
+  const meant = near !== null && near !== sent ? `; did you mean "${near}"?` : '';
+  return `must be ${what}, such as ${examples.map((v) => `"${v}"`).join(' or ')} (${values.length} accepted values, listed in the document)${meant}`;
+}
+
+/** The shape shared by a list of values, e.g. "3 upper-case letters" or "lower-case letters, digits and _ (2 to 20 characters)". */
+function shapeOf(values: string[]): string {
+  if (!values.length) return 'one of the values the document lists';
+  const lengths = values.map((v) => [...v].length);
+  const [min, max] = [Math.min(...lengths), Math.max(...lengths)];
+  const kinds: string[] = [];
+  if (values.some((v) => /[A-Z]/.test(v))) kinds.push('upper-case letters');
+  if (values.some((v) => /[a-z]/.test(v))) kinds.push('lower-case letters');
+  if (values.some((v) => /[0-9]/.test(v))) kinds.push('digits');
+  const others = [...new Set(values.join('').replace(/[A-Za-z0-9]/g, ''))];
+  kinds.push(...others.map((c) => c));
+  const made = kinds.length > 1 ? `${kinds.slice(0, -1).join(', ')} and ${kinds[kinds.length - 1]}` : kinds[0] ?? 'text';
+  return min === max ? `${min} ${made}` : `${made} (${min} to ${max} characters)`;
+}
+
 /** One readable problem from an Ajv error, e.g. `body.name is required` (also the collection path's). */
 export function describe(where: string, e: ErrorObject): string {
   const path = `${where}${e.instancePath.replace(/\//g, '.')}`;
@@ -97,7 +135,8 @@ export function describe(where: string, e: ErrorObject): string {
     // A field with one allowed value says why, from its description (e.g. a pause-only update).
     const why = allowed.length === 1 && typeof e.parentSchema?.description === 'string' ? `: ${e.parentSchema.description.trim()}` : '';
     if (allowed.length === 1) return `${path} must be ${allowed[0]}${why}`;
-    return `${path} must be one of ${allowed.length > 12 ? `${allowed.slice(0, 12).join(', ')}, ... (${allowed.length} values)` : allowed.join(', ')}`;
+    if (allowed.length > LISTED_VALUES) return `${path} ${manyValues(e.params.allowedValues as unknown[], e.parentSchema, e.data)}`;
+    return `${path} must be one of ${allowed.join(', ')}`;
   }
   return `${path} ${e.message ?? 'is invalid'}`;
 }

@@ -89,7 +89,7 @@ forEachDatabase('analytics bulk load', (svc) => {
     fs.writeFileSync(file, events.map((e) => JSON.stringify(e)).join('\n') + '\n');
     const run = async (...args: string[]) => {
       try {
-        const { stdout } = await promisify(execFile)(path.join(root, 'node_modules/.bin/tsx'), [path.join(root, 'scripts/admin.ts'), ...args], { env: { ...process.env, DATABASE_URL: svc().databaseUrl }, cwd: root });
+        const { stdout } = await promisify(execFile)(path.join(root, 'node_modules/.bin/tsx'), [path.join(root, 'scripts/admin.ts'), '--json', ...args], { env: { ...process.env, DATABASE_URL: svc().databaseUrl }, cwd: root });
         return { code: 0, stdout };
       } catch (err) {
         return { code: 1, stdout: '', stderr: (err as { stderr: string }).stderr };

@@ -298,7 +298,7 @@ describe('the processes of compose.yaml [postgres]', function () {
         return e.seq > 0 ? e : undefined;
       }, running);
       const outboxStatus = async () => {
-        const admin = run('admin', [...NODE, 'scripts/admin.ts', 'outbox', 'status'], { DATABASE_URL: url });
+        const admin = run('admin', [...NODE, 'scripts/admin.ts', '--json', 'outbox', 'status'], { DATABASE_URL: url });
         if ((await admin.exited) !== 0) throw new Error(admin.output());
         return JSON.parse(admin.output()) as Array<{ name: string; position: { xid: string; seq: number }; leased_by: string | null; failing_event_id: string | null }>;
       };

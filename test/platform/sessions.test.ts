@@ -43,7 +43,7 @@ forEachDatabase('sign-in sessions end for their own member, not for workspace ch
     // The real operator path: another process, the admin CLI.
     const { stdout } = await promisify(execFile)(
       path.join(root, 'node_modules/.bin/tsx'),
-      [path.join(root, 'scripts/admin.ts'), 'key', 'create', '--workspace', ws.workspace_id, '--name', 'Sync', '--operations', 'workspace.*'],
+      [path.join(root, 'scripts/admin.ts'), '--json', 'key', 'create', '--workspace', ws.workspace_id, '--name', 'Sync', '--operations', 'workspace.*'],
       { env: { ...process.env, DATABASE_URL: svc().databaseUrl }, cwd: root },
     );
     const created = JSON.parse(stdout) as { id: string; secret: string };
