@@ -97,6 +97,12 @@ for (const database of databases) {
       await open(page);
       assert.equal(await card(page, ws.keys.reader!.id).locator('[data-last-used]').textContent(), new Date(svc.clock.now()).toISOString().slice(0, 19).replace('T', ' ') + ' UTC');
       await page.screenshot({ path: path.join(shots, `keys-1-list-${database.name}.png`), fullPage: true });
+      // A phone: no sideways scrolling, with the create form's operations open.
+      await page.setViewportSize({ width: 390, height: 844 });
+      for (const details of await page.locator('form.create-key details').all()) await details.locator('summary').click();
+      assert.equal(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), true, 'no sideways scrolling at 390 px');
+      await page.screenshot({ path: path.join(shots, `keys-1-phone-${database.name}.png`) });
+      await page.setViewportSize({ width: 1100, height: 900 });
       assert.deepEqual(owner.problems, []);
     });
 
