@@ -1,38 +1,77 @@
 /**
- * The API reference for people: `GET /docs`, rendered in the browser by Swagger UI (the package
- * swagger-ui-dist, served from node_modules: no CDN) from the document the service serves at
- * `/v1/openapi.json`, with each operation's x-service-* facts and the document's own authentication,
- * error and rule sections. Public, like the document: it holds no secrets.
+ * The API reference for people: `GET /docs`, rendered in the browser by Redoc (the package `redoc`
+ * 2.x, its standalone bundle served from node_modules: no CDN) from the reader's copy of the document,
+ * `GET /docs/reference.json` (readerDocument.ts: no `x-service-*` fields, their facts in words, the
+ * guides as sections of their own, a curl and a typed-client sample per operation). The machine
+ * document stays at `/v1/openapi.json`. Public, like the document: it holds no secrets. Both answers
+ * are built from the bundled document and the configuration only, so every process serves the same.
+ *
+ * Why Redoc and not Scalar (`@scalar/api-reference` 1.72), both looked at in headless Chromium on this
+ * document (screenshots in scratch/readme-d.md):
+ * - Redoc shows the samples the way Stripe does: a third column with the request samples as visible
+ *   tabs (Payload, curl, Typed client) and the response samples per status (200, 400, 401, ...), next
+ *   to the rules. Scalar puts our two samples behind a language drop-down that starts with its own
+ *   generated clients (Ruby, PHP, Python, ...) and cuts long lines.
+ * - Scalar's page carries buttons for its hosted services ("Ask AI", "Ask AI Agent", "Generate MCP"),
+ *   an "Auth Required" badge and a client-libraries box: things a reader of this page cannot use, and
+ *   calls to other hosts the page policy would refuse. Redoc has no Authorize or try-it button at all.
+ * - Size: Redoc's bundle is 1.0 MB, Scalar's 4.3 MB (plus chunks) for the same page.
+ * - Redoc's guides: tags marked `x-traitTag` in `x-tagGroups` are listed apart ("Guides") from the
+ *   reference, each its own section; Scalar lists them too, so that was a tie. Search: both (Redoc's in
+ *   the side bar, run in a Web Worker over the whole document).
+ * Redoc 3.0.1 (the newest) does not install (its dependency @redocly/redoc-opentelemetry@^0.5.1 does
+ * not exist on the registry), so 2.x it is.
+ *
+ * Page policy: scripts from this service only ('self'), as every page. Relaxed, and why: style-src
+ * 'unsafe-inline' (Redoc renders with styled-components, which writes <style> elements; styles only,
+ * never scripts), worker-src blob: (Redoc's search index runs in a Web Worker that it starts from a
+ * blob: URL of its own bundle), img-src data: (its inline icons). Nothing is loaded from another host:
+ * the one address of another host in the bundle, the vendor's logo beside its footer link (an image on
+ * a CDN), is replaced when the bundle is read at start by an empty data: URL, which Redoc then leaves
+ * out (its own fallback for a logo that does not load).
  */
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import express, { type Request, type Response } from 'express';
+import { document } from '../../generated/document.ts';
 import type { ModuleDeps } from '../../server/module.ts';
+import { buildReaderDocument } from './readerDocument.ts';
 
 const require = createRequire(import.meta.url);
-const SWAGGER_DIR = path.dirname(require.resolve('swagger-ui-dist/package.json'));
+const REDOC = path.join(path.dirname(require.resolve('redoc/package.json')), 'bundles', 'redoc.standalone.js');
+const CDN_LOGO = 'https://cdn.redoc.ly/redoc/logo-mini.svg';
+const redocBundle = fs.readFileSync(REDOC, 'utf8');
+const REDOC_BUNDLE = Buffer.from(redocBundle.replaceAll(CDN_LOGO, 'data:,'));
 const ASSETS: Record<string, { file: string; type: string }> = {
-  'swagger-ui.css': { file: path.join(SWAGGER_DIR, 'swagger-ui.css'), type: 'text/css; charset=utf-8' },
-  'swagger-ui-bundle.js': { file: path.join(SWAGGER_DIR, 'swagger-ui-bundle.js'), type: 'text/javascript; charset=utf-8' },
   'docs-init.js': { file: new URL('./pages/docs-init.js', import.meta.url).pathname, type: 'text/javascript; charset=utf-8' },
+  'docs.css': { file: new URL('./pages/docs.css', import.meta.url).pathname, type: 'text/css; charset=utf-8' },
 };
 
-// Swagger UI sets style attributes as it renders: styles (never scripts) may be inline on this page.
-const DOCS_POLICY =
-  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+export const DOCS_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self' data:; worker-src 'self' blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-export function referenceRoutes({ pages }: ModuleDeps): express.Router {
+export function referenceRoutes({ pages, config }: ModuleDeps): express.Router {
   const views = pages.views(new URL('./pages/', import.meta.url));
+  // Built once per process from the bundled document: the same bytes on every process.
+  const reader = JSON.stringify(buildReaderDocument(document, { baseUrl: `${config.publicUrl.replace(/\/+$/, '')}/v1` }));
   const router = pages.router();
   router.get('/docs', (_req: Request, res: Response) => {
     res.setHeader('Content-Security-Policy', DOCS_POLICY);
     pages.send(res, 200, {
       title: 'API reference',
       bodyClass: 'docs',
-      styles: ['/docs/assets/swagger-ui.css'],
+      styles: ['/docs/assets/docs.css'],
       html: views.render('docs', {}),
     });
+  });
+  router.get('/docs/reference.json', (_req: Request, res: Response) => {
+    res.setHeader('Cache-Control', 'public, max-age=300');
+    res.type('application/json').send(reader);
+  });
+  router.get('/docs/assets/redoc.standalone.js', (_req: Request, res: Response) => {
+    res.setHeader('Cache-Control', 'public, max-age=3600');
+    res.type('text/javascript; charset=utf-8').send(REDOC_BUNDLE);
   });
   router.get('/docs/assets/:name', (req: Request<{ name: string }>, res: Response) => {
     const asset = Object.hasOwn(ASSETS, req.params.name) ? ASSETS[req.params.name]! : undefined;

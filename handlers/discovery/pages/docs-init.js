@@ -1,19 +1,19 @@
-// Renders the API reference (/docs) from the service's own document with Swagger UI, served from the
-// swagger-ui-dist package (no CDN). Vendor extensions are shown, so each operation lists its
-// x-service-* facts (kind, act-as, resource, access, contract version).
-/* global SwaggerUIBundle */
+// Renders the API reference (/docs) with Redoc, served from the redoc package (no CDN), from the
+// reader's copy of the document (/docs/reference.json): guides apart from the reference, a curl and a
+// typed-client sample per operation, search. Redoc has no try-it or Authorize button.
+/* global Redoc */
 const root = document.getElementById('docs');
-SwaggerUIBundle({
-  url: root.dataset.spec,
-  domNode: root,
-  deepLinking: true,
-  showExtensions: true,
-  showCommonExtensions: true,
-  docExpansion: 'list',
-  defaultModelsExpandDepth: 0,
-  displayOperationId: true,
-  supportedSubmitMethods: [],
-  onComplete: () => {
-    document.body.dataset.ready = 'true';
+Redoc.init(
+  root.dataset.spec,
+  {
+    hideDownloadButton: true,
+    expandResponses: '200',
+    jsonSampleExpandLevel: 3,
+    requiredPropsFirst: true,
+    theme: { sidebar: { width: '280px' }, rightPanel: { width: '42%' } },
   },
-});
+  root,
+  (error) => {
+    document.body.dataset.ready = error ? 'error' : 'true';
+  },
+);
