@@ -68,8 +68,13 @@ forEachDatabase(
       const refused = await member.context.request.post(`${origin}${href}/signing-contract`, { form: { _csrf: memberToken, to: 'v1', confirm: 'receiver-ready' }, maxRedirects: 0 });
       assert.equal(refused.status(), 403);
 
-      const { page, context, cookie, problems } = await signedInPage(browser!, svc(), { workspaceId: ws.workspace_id, memberId: ws.members.olga! }, href);
+      // The list marks it, linking to the move on its page.
+      const { page, context, cookie, problems } = await signedInPage(browser!, svc(), { workspaceId: ws.workspace_id, memberId: ws.members.olga! }, '/settings/webhooks');
       contexts.push(context);
+      const badge = page.locator(`li.hook[data-webhook="${hook.id}"] [data-legacy-signature]`);
+      assert.equal(await badge.textContent(), 'legacy signature');
+      await shot(page, 'webhooks-signing-list');
+      await Promise.all([page.waitForURL(`${origin}${href}#signing`), badge.click()]);
       const card = page.locator('[data-signing-move]');
       const text = (await card.textContent())!;
       assert.match(text, /The receiver must change first/);
@@ -102,6 +107,9 @@ forEachDatabase(
       assert.match((await page.locator('[data-signing-contract]').textContent())!, /moved from the legacy signature .* by Olga Owner/);
       assert.equal(await page.locator('[data-signing-move]').count(), 0, 'no way back');
       await shot(page, 'webhooks-signing-moved');
+      await page.goto(`${origin}/settings/webhooks`);
+      assert.equal(await page.locator(`li.hook[data-webhook="${hook.id}"] [data-legacy-signature]`).count(), 0);
+      await page.goto(`${origin}${href}`);
       // A reload is a GET: nothing is sent again.
       assert.equal((await page.reload())!.status(), 200);
 
