@@ -96,51 +96,54 @@ const list = (items: string[]) => (items.length <= 1 ? (items[0] ?? '') : `${ite
 
 /** Member names by id, for ids in `details` (a delegation's members); filled by `readAudit`. */
 export type AuditNames = ReadonlyMap<string, string>;
-let names: AuditNames = new Map();
 
-/** A value of `details` in words (names before ids; lists joined; objects as `key: value`). */
-function valueWords(value: unknown): string {
-  if (value === null || value === undefined || value === '') return 'nothing';
-  if (typeof value === 'string') return names.get(value) ?? value;
-  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  if (Array.isArray(value)) return value.length ? list(value.map(valueWords)) : 'none';
-  if (typeof value === 'object') {
-    const o = value as Record<string, unknown>;
-    for (const k of ['name', 'label', 'email']) if (typeof o[k] === 'string' && o[k]) return o.id ? `${o[k] as string} (${String(o.id)})` : (o[k] as string);
-    if (typeof o.id === 'string') return o.id;
-    const parts = Object.entries(o).map(([k, v]) => `${k.replace(/_/g, ' ')}: ${valueWords(v)}`);
-    return parts.length ? parts.join('; ') : 'nothing';
+/** The words for values of `details`, with member ids said by name. */
+function wordsFor(names: AuditNames) {
+  /** A value of `details` in words (names before ids; lists joined; objects as `key: value`). */
+  function valueWords(value: unknown): string {
+    if (value === null || value === undefined || value === '') return 'nothing';
+    if (typeof value === 'string') return names.get(value) ?? value;
+    if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+    if (Array.isArray(value)) return value.length ? list(value.map(valueWords)) : 'none';
+    if (typeof value === 'object') {
+      const o = value as Record<string, unknown>;
+      for (const k of ['name', 'label', 'email']) if (typeof o[k] === 'string' && o[k]) return o.id ? `${o[k] as string} (${String(o.id)})` : (o[k] as string);
+      if (typeof o.id === 'string') return o.id;
+      const parts = Object.entries(o).map(([k, v]) => `${k.replace(/_/g, ' ')}: ${valueWords(v)}`);
+      return parts.length ? parts.join('; ') : 'nothing';
+    }
+    return String(value);
   }
-  return String(value);
-}
 
-/** A key's delegation in words: `nobody`, `every member (now and later)`, `Ada and Olga`. */
-function delegationWords(value: unknown): string {
-  if (value === 'none' || value === null || value === undefined || (Array.isArray(value) && !value.length)) return 'nobody';
-  if (value === 'all') return 'every member (now and later)';
-  if (typeof value === 'object' && !Array.isArray(value)) {
-    const o = value as Record<string, unknown>;
-    const mode = o.mode ?? o.delegation ?? o.kind;
-    if (mode === 'none' || mode === 'all') return delegationWords(mode);
-    const who = o.members ?? o.delegates ?? o.member_names;
-    if (Array.isArray(who)) return delegationWords(who);
+  /** A key's delegation in words: `nobody`, `every member (now and later)`, `Ada and Olga`. */
+  function delegationWords(value: unknown): string {
+    if (value === 'none' || value === null || value === undefined || (Array.isArray(value) && !value.length)) return 'nobody';
+    if (value === 'all') return 'every member (now and later)';
+    if (typeof value === 'object' && !Array.isArray(value)) {
+      const o = value as Record<string, unknown>;
+      const mode = o.mode ?? o.delegation ?? o.kind;
+      if (mode === 'none' || mode === 'all') return delegationWords(mode);
+      const who = o.members ?? o.delegates ?? o.member_names;
+      if (Array.isArray(who)) return delegationWords(who);
+    }
+    return valueWords(value);
   }
-  return valueWords(value);
-}
 
-/** A workspace's API-key availability in words. */
-function keyAccessWords(value: unknown): string {
-  if (value === 'on') return 'on';
-  if (value === 'off') return 'off (no new keys; existing keys keep working)';
-  if (value === 'stopped') return 'stopped (no key works)';
-  return valueWords(value);
-}
+  /** A workspace's API-key availability in words. */
+  function keyAccessWords(value: unknown): string {
+    if (value === 'on') return 'on';
+    if (value === 'off') return 'off (no new keys; existing keys keep working)';
+    if (value === 'stopped') return 'stopped (no key works)';
+    return valueWords(value);
+  }
 
-/** A webhook signing contract in words. */
-function contractWords(value: unknown): string {
-  if (value === 'v1') return 'the timestamped v1= signature';
-  if (value === 'legacy' || value === 'bare' || value === 'hmac' || value === 'bare_hmac') return 'the bare HMAC signature';
-  return valueWords(value);
+  /** A webhook signing contract in words. */
+  function contractWords(value: unknown): string {
+    if (value === 'v1') return 'the timestamped v1= signature';
+    if (value === 'legacy' || value === 'bare' || value === 'hmac' || value === 'bare_hmac') return 'the bare HMAC signature';
+    return valueWords(value);
+  }
+  return { valueWords, delegationWords, keyAccessWords, contractWords };
 }
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
@@ -150,15 +153,11 @@ const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? o
  * Every action of the design has its sentence; an unknown action is said generically with its details.
  */
 export function describeAction(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject_id' | 'subject_label' | 'details'>, memberNames: AuditNames = new Map()): string {
-  names = memberNames;
-  try {
-    return describeWith(row);
-  } finally {
-    names = new Map();
-  }
+  return describeWith(row, wordsFor(memberNames));
 }
 
-function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject_id' | 'subject_label' | 'details'>): string {
+function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject_id' | 'subject_label' | 'details'>, words: ReturnType<typeof wordsFor>): string {
+  const { valueWords, delegationWords, keyAccessWords, contractWords } = words;
   let d: Record<string, unknown> = {};
   try {
     const parsed = JSON.parse(row.details || '{}') as unknown;
