@@ -284,7 +284,7 @@ export function codeSamples(path: string, method: string, op: Operation, doc: Ob
   }
   const options: string[] = [];
   if (actAs === 'required') options.push(`actAs: '${MEMBER}'`);
-  if (kind === 'command') options.push(`idempotencyKey: '${IDEMPOTENCY}' /* reuse it to retry; random when omitted */`);
+  if (kind === 'command') options.push(`idempotencyKey: '${IDEMPOTENCY}'`);
   let call: string;
   if (op['x-service-listed'] === false) {
     call = path === '/operations' ? 'api.listOperations()' : 'api.listDelegationMembers()';
@@ -299,7 +299,8 @@ export function codeSamples(path: string, method: string, op: Operation, doc: Ob
     source: [
       `import { createClient } from '@workspace-operations/client';`,
       '',
-      `const api = createClient({ baseUrl: '${baseUrl}', apiKey: process.env.WSO_KEY! });`,
+      `const api = createClient({\n  baseUrl: '${baseUrl}',\n  apiKey: process.env.WSO_KEY!,\n});`,
+      ...(kind === 'command' ? ['// Reuse the idempotency key (with the same body) to retry; a random one when omitted.'] : []),
       `const { data, error } = await ${call};`,
       `if (error) throw new Error(\`\${error.error}: \${error.message}\`);`,
       'console.log(data);',

@@ -7,7 +7,7 @@
  * are built from the bundled document and the configuration only, so every process serves the same.
  *
  * Why Redoc and not Scalar (`@scalar/api-reference` 1.72), both looked at in headless Chromium on this
- * document (screenshots in scratch/readme-d.md):
+ * document (what the screenshots showed is in scratch/readme-d.md):
  * - Redoc shows the samples the way Stripe does: a third column with the request samples as visible
  *   tabs (Payload, curl, Typed client) and the response samples per status (200, 400, 401, ...), next
  *   to the rules. Scalar puts our two samples behind a language drop-down that starts with its own
@@ -25,7 +25,8 @@
  * Page policy: scripts from this service only ('self'), as every page. Relaxed, and why: style-src
  * 'unsafe-inline' (Redoc renders with styled-components, which writes <style> elements; styles only,
  * never scripts), worker-src blob: (Redoc's search index runs in a Web Worker that it starts from a
- * blob: URL of its own bundle), img-src data: (its inline icons). Nothing is loaded from another host:
+ * blob: URL of its own bundle; without it the search stays empty and the browser reports the refused
+ * worker, as the browser test saw), img-src data: (its inline icons). Nothing is loaded from another host:
  * the one address of another host in the bundle, the vendor's logo beside its footer link (an image on
  * a CDN), is replaced when the bundle is read at start by an empty data: URL, which Redoc then leaves
  * out (its own fallback for a logo that does not load).
@@ -49,7 +50,7 @@ const ASSETS: Record<string, { file: string; type: string }> = {
 };
 
 export const DOCS_POLICY =
-  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self' data:; worker-src 'self' blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self' data:; worker-src blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 export function referenceRoutes({ pages, config }: ModuleDeps): express.Router {
   const views = pages.views(new URL('./pages/', import.meta.url));
