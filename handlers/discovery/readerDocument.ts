@@ -35,12 +35,15 @@ interface Guide {
   sections: string[];
   extra?: (doc: Obj) => string;
   before?: string;
+  after?: string;
 }
 
-const webhookGuide = fs.readFileSync(new URL('./guides/webhooks.md', import.meta.url), 'utf8');
+const guideFile = (name: string) => fs.readFileSync(new URL(`./guides/${name}`, import.meta.url), 'utf8');
+const webhookGuide = guideFile('webhooks.md');
+const startGuide = guideFile('getting-started.md');
 
 const GUIDES: Guide[] = [
-  { name: 'Getting started', sections: ['Calling an operation'] },
+  { name: 'Getting started', sections: ['Calling an operation'], after: startGuide },
   { name: 'Authentication', sections: ['Authentication and grants', 'Sign-in sessions (pages served by the service)'] },
   { name: 'Delegation (act-as)', sections: ['Member delegation (`Service-Act-As`)'], extra: rolesTable },
   { name: 'Idempotency', sections: ['Idempotency (`Idempotency-Key`, every command)'] },
@@ -339,6 +342,7 @@ export function buildReaderDocument(source: unknown, options: ReaderDocumentOpti
       used.add(title);
       text.push(guide.sections.length > 1 ? `## ${title}\n\n${body}` : body);
     }
+    if (guide.after) text.push(`## The typed client\n\n${guide.after.trim()}`);
     if (guide.extra) text.push(guide.extra(doc));
     if (text.length) guideTags.push({ name: guide.name, description: text.join('\n\n'), 'x-traitTag': true });
   }

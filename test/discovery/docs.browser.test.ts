@@ -4,6 +4,7 @@
  * test-output/docs-*.png.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +35,30 @@ function operationsOf(doc: Obj): { path: string; method: string; op: Obj }[] {
 const errorEnum = (((document.components.schemas.Error as Obj).properties as Obj).error as { enum: string[] }).enum;
 
 announceBrowser('the API reference browser test');
+
+describe('API reference samples', () => {
+  it('every typed-client sample of the reader copy typechecks against the generated client', function () {
+    this.timeout(120_000);
+    const reader = buildReaderDocument(document, { baseUrl: 'http://localhost:8080/v1' });
+    const guides = (reader.tags as { description?: string }[]).map((t) => t.description ?? '');
+    const fromGuides = guides.flatMap((d) => [...d.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!)).filter((src) => src.includes('createClient('));
+    const fromOperations = operationsOf(reader).flatMap(({ op }) => (op['x-codeSamples'] as Sample[]).filter((s) => s.label === 'Typed client').map((s) => s.source));
+    assert.ok(fromOperations.length >= catalogue.length);
+    const dir = path.join(shots, 'samples');
+    fs.mkdirSync(dir, { recursive: true });
+    const file = path.join(dir, 'samples.ts');
+    const body = [...fromGuides, ...fromOperations]
+      .map((src, i) => `export async function sample${i}() {\n${src.replace(/^import .*$/gm, '')}\n}`)
+      .join('\n\n');
+    fs.writeFileSync(file, `import { createClient } from '../../generated/client.ts';\n\n${body}\n`);
+    const tsc = spawnSync(
+      process.execPath,
+      [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '--strict', '--skipLibCheck', '--target', 'ES2022', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--allowImportingTsExtensions', '--types', 'node', file],
+      { cwd: root, encoding: 'utf8' },
+    );
+    assert.equal(tsc.status, 0, `tsc on ${file}:\n${tsc.stdout}${tsc.stderr}`);
+  });
+});
 
 forEachDatabase('API reference', (svc) => {
   it('serves the machine document without a key, as YAML and as JSON, unchanged', async () => {
