@@ -65,7 +65,7 @@ export interface RawEndpoint {
 
 /** What the admin CLI gives a module's commands: the database of DATABASE_URL, opened and migrated. */
 export interface AdminDeps {
-  /** Runs fn with the database and prints its result as JSON. */
+  /** Runs fn with the database and prints its result: a table for a person, JSON with `--json` (scripts/adminTable.ts). */
   withDb<T>(fn: (db: Database) => Promise<T>): Promise<void>;
   readonly clock: Clock;
 }
