@@ -57,7 +57,7 @@ const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 const ID = /^[a-z]{2}_[0-9A-Za-z]{1,40}$/;
 
 /** The navigation entry: everyone signed in (plain members read the list). */
-export const membersNavigation: NavEntry[] = [{ label: 'Members', path: MEMBERS_PATH, order: 50 }];
+export const membersNavigation: NavEntry[] = [{ label: 'Members', path: MEMBERS_PATH, order: 50, section: 'settings', summary: 'Who belongs to the workspace: invite people by e-mail, change roles, disable members.' }];
 export const MEMBERS_CSS = new URL('./members.css', import.meta.url);
 
 const mails = mailTemplates(new URL('./mails', import.meta.url));

@@ -21,7 +21,7 @@ announceBrowser('the settings navigation browser test');
 const barShape = (page: Page) =>
   page.evaluate(() => {
     const bar = document.querySelector('.topbar .bar')!;
-    const items = [bar.querySelector('.brand')!, ...bar.querySelectorAll('nav a'), bar.querySelector('.who')!];
+    const items = [bar.querySelector('.brand')!, ...Array.from(bar.querySelectorAll('nav a')), bar.querySelector('.who')!];
     const middles = items.map((e) => {
       const r = e.getBoundingClientRect();
       return Math.round(r.top + r.height / 2);
@@ -87,7 +87,7 @@ forEachDatabase('the settings area in headless Chromium', (svc) => {
     for (const where of ['/settings', '/settings/signing']) {
       await page.goto(`${svc().origin}${where}`);
       assert.equal(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), true, `no sideways scrolling at 390 px on ${where}`);
-      assert.equal(await page.evaluate(() => [...document.querySelectorAll('.topbar a, .topbar button')].every((e) => e.getBoundingClientRect().right <= window.innerWidth)), true, `the bar and sub-menu fit at 390 px on ${where}`);
+      assert.equal(await page.evaluate(() => Array.from(document.querySelectorAll('.topbar a, .topbar button')).every((e) => e.getBoundingClientRect().right <= window.innerWidth)), true, `the bar and sub-menu fit at 390 px on ${where}`);
       await page.screenshot({ path: path.join(shots, `settings${where.replace(/\//g, '-')}-390-${svc().db.dialect}.png`), fullPage: true });
     }
     assert.deepEqual(problems, []);
