@@ -108,7 +108,8 @@ export async function startTestService(databaseUrl: string, overrides: Partial<S
   // As a serving process does at start: consumers that begin at the end begin here, not at their first poll.
   await outbox.prepare();
   const server: Server = await new Promise((resolve) => {
-    const s = http.createServer(handler).listen(0, '127.0.0.1', () => resolve(s));
+    // overrides.port: listen there (a test whose PUBLIC_URL names the port, e.g. the MCP and OAuth tests); else any free port.
+    const s = http.createServer(handler).listen(overrides.port ?? 0, '127.0.0.1', () => resolve(s));
   });
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const baseUrl = `${origin}/v1`;
