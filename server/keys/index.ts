@@ -19,19 +19,18 @@ import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import { listWorkspaceMembers } from '../../db/queries/credentials.ts';
-import type { Access } from '../../generated/catalogue.ts';
 import { AdminError, apiKeyAccessOf, changeDelegation, createKey, type DelegationSpec, grantableResourceTypes, keysRefusal, listBundles, listKeys, replaceKey, revokeKey } from '../admin.ts';
 import type { AuditActor } from '../audit.ts';
 import type { Clock } from '../clock.ts';
 import type { MemberPage, NavEntry, PageKit } from '../pages.ts';
 import { timeInWords } from '../pages/format.ts';
+import { ChooserRefusal as Refusal, delegationFromForm, operationsFromForm, resourcesFromForm } from './chooser.ts';
 import { delegationInWords, grantsInWords, operationChoices, resourceLabel, resourcesInWords } from './words.ts';
 
 export const KEYS_PATH = '/settings/keys';
 const COPY_JS_PATH = '/assets/keys-copy.js';
 const COPY_JS = fs.readFileSync(new URL('./copy.js', import.meta.url));
 const KEY_ID = /^ak_[0-9a-z]{1,40}$/;
-const MEMBER_ID = /^mb_[0-9A-Za-z]{1,40}$/;
 
 export const keysNavigation: NavEntry[] = [
   { label: 'API keys', path: KEYS_PATH, order: 55, section: 'settings', summary: 'The workspace’s API keys: what each may call and for whom, when it was last used; create, replace and revoke them.' },
@@ -52,20 +51,11 @@ interface Held {
   secret?: { id: string; name: string; secret: string; replaces?: string };
 }
 
-class Refusal extends Error {}
-
-const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : typeof v === 'string' ? [v] : []);
 const actorOf = (page: MemberPage): AuditActor => ({ type: 'member', id: page.member.id, label: page.member.name });
 
 /** The delegation a form chose: `delegation` none / selected / all, and `delegate` member ids. */
 function delegationFrom(body: Record<string, unknown>): DelegationSpec {
-  const mode = body.delegation ?? 'none';
-  if (mode === 'none' || mode === 'all') return mode;
-  if (mode !== 'selected') throw new Refusal('Choose whom the key may act for: nobody, selected members, or every member.');
-  const ids = strings(body.delegate);
-  if (!ids.length) throw new Refusal('Choose at least one member the key may act for, or choose “nobody”.');
-  for (const id of ids) if (!MEMBER_ID.test(id)) throw new Refusal('One of the chosen members is not a member of this workspace.');
-  return ids;
+  return delegationFromForm(body, 'the key');
 }
 
 export function keysRoutes(options: KeysOptions): express.Router {
@@ -155,21 +145,9 @@ export function keysRoutes(options: KeysOptions): express.Router {
     const name = typeof body.name === 'string' ? body.name.trim().replace(/\s+/g, ' ') : '';
     if (!name) throw new Refusal('Give the key a name that says what it is for (up to 200 characters).');
     if (name.length > 200) throw new Refusal('The name is longer than 200 characters.');
-    const chosen = new Set(strings(body.op));
-    const grants: string[] = [];
-    for (const n of operationChoices()) {
-      const mode = body[`ns_${n.ns}`];
-      if (mode === 'all') grants.push(`${n.ns}.*`);
-      else for (const o of n.operations) if (chosen.has(o.id)) grants.push(o.id);
-    }
-    for (const id of chosen) if (!operationChoices().some((n) => n.operations.some((o) => o.id === id))) throw new Refusal(`Unknown operation ${id}.`);
+    const grants = operationsFromForm(body);
     if (!grants.length) throw new Refusal('Choose at least one operation the key may call (all of a namespace, or single operations).');
-    const resources: Record<string, Access[]> = {};
-    for (const r of strings(body.res)) {
-      const m = /^(.+)=(read|write)$/.exec(r);
-      if (!m) throw new Refusal('Resource access is read or write of a resource type.');
-      (resources[m[1]!] ??= []).push(m[2] as Access);
-    }
+    const resources = resourcesFromForm(body);
     const delegation = delegationFrom(body);
     const made = await createKey(db, clock, page.workspaceId, { name, operations: grants, resources, delegation, createdBy: page.member.id }, { actor: actorOf(page) });
     logger.info({ workspace_id: page.workspaceId, key_id: made.id }, 'API key created on the page');
