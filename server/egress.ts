@@ -4,7 +4,7 @@
  * for local test receivers, off by default: egress/environment.ts) and the client the service owns
  * and closes at shutdown (`ModuleDeps.egress`: egress/client.ts).
  */
-export { EgressClient, type PostInit, type PostOutcome } from './egress/client.ts';
+export { EgressClient, type GetInit, type PostInit, type PostOutcome } from './egress/client.ts';
 export { egressPolicyFromEnv, relaxations } from './egress/environment.ts';
 export {
   type AddressVerdict,

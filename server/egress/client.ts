@@ -32,6 +32,15 @@ export interface PostInit {
   maxResponseBytes: number;
 }
 
+/** A GET (`get`): no body; the same limits as a POST. */
+export interface GetInit {
+  headers?: Record<string, string>;
+  /** Total deadline: resolution, connection, TLS, request, response headers and body. */
+  timeoutMs: number;
+  /** Response body bytes kept; the rest is discarded and the connection closed (`truncated: true`). */
+  maxResponseBytes: number;
+}
+
 export type PostOutcome =
   | { kind: 'response'; status: number; headers: Record<string, string>; body: string; truncated: boolean; durationMs: number; address: string }
   | { kind: 'error'; error: string; durationMs: number; address: string | null };
@@ -106,6 +115,19 @@ export class EgressClient {
    * the deadline is a timeout outcome). `lookup` replaces the client's resolver for this call (tests).
    */
   async post(url: string, init: PostInit, lookup: LookupAll = this.lookup): Promise<PostOutcome> {
+    return this.send('POST', url, init, lookup);
+  }
+
+  /**
+   * One GET under the same rules as `post` (documents the service reads, e.g. an OAuth client's
+   * metadata document): public HTTPS only, the checked address, no redirects (a 3xx is returned as
+   * it is), one total deadline, the body capped at maxResponseBytes.
+   */
+  async get(url: string, init: GetInit, lookup: LookupAll = this.lookup): Promise<PostOutcome> {
+    return this.send('GET', url, { headers: init.headers ?? {}, body: undefined, timeoutMs: init.timeoutMs, maxResponseBytes: init.maxResponseBytes }, lookup);
+  }
+
+  private async send(method: 'GET' | 'POST', url: string, init: Omit<PostInit, 'body'> & { body: PostInit['body'] | undefined }, lookup: LookupAll): Promise<PostOutcome> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     const target = checkDestination(url, this.policy);
@@ -139,7 +161,7 @@ export class EgressClient {
     try {
       const response = await client.request({
         path: `${target.pathname}${target.search}`,
-        method: 'POST',
+        method,
         signal: controller.signal,
         headers: init.headers,
         body: init.body,

@@ -1,15 +1,40 @@
 /**
- * The OAuth 2.1 authorization server of the MCP endpoint (issue 17): oidc-provider mounted at the root
- * of the express app, its routes under /oauth/* and the two discovery documents. Stub: filled below.
+ * The OAuth 2.1 authorization server of the MCP endpoint (issue 17): oidc-provider 9, issuer = the
+ * PUBLIC_URL origin, its routes under /oauth/* plus the two discovery documents, mounted at the root
+ * of the express app behind a path filter (mounting it under a path makes it advertise wrong URLs).
+ *
+ * - One resource: RESOURCE = PUBLIC_URL + '/v1/mcp' (RFC 8707), scope `mcp`, opaque access tokens
+ *   (stored hashed: adapter.ts; /v1/mcp looks them up by SHA-256), audience = RESOURCE.
+ * - PKCE S256 for every client (plain is refused by oidc-provider 9), RFC 9207 `iss` on every
+ *   authorization response, refresh tokens always rotated (a reused one revokes the whole grant),
+ *   revocation (RFC 7009) at /oauth/revoke.
+ * - Clients: dynamic registration (RFC 7591) at /oauth/register, ids `mcl_...`, secrets (confidential
+ *   clients) stored hashed; client id metadata documents (draft-ietf-oauth-client-id-metadata-document-02)
+ *   fetched through the hardened egress (public HTTPS only, no redirects, 5 KiB, 2.5 s).
+ * - A guard before the provider canonicalises `resource` on /oauth/token and /oauth/authorize and
+ *   answers invalid_target itself for anything else: oidc-provider consumes a refresh token before it
+ *   checks the resource, so a client that sent `.../v1/mcp/` would otherwise see its retry taken for a
+ *   replay and lose the grant.
+ * - Interactions go to /oauth/consent/<uid> (the consent page, server/mcp/consent.ts), which calls
+ *   `interaction`, `approve` and `deny` here; every approval asks again (no silent re-use of a grant).
+ * - The signing key and cookie keys live in service_secrets, shared by every process.
  */
+import crypto from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, Response } from 'express';
 import express from 'express';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair } from 'jose';
+import Provider, { type ClientInstance, errors, type KoaContextish, type OIDCProviderError } from 'oidc-provider';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
+import { serviceSecret } from '../../db/queries/secrets.ts';
 import type { Clock } from '../clock.ts';
 import type { ServiceConfig } from '../config.ts';
 import type { EgressClient } from '../egress.ts';
+import { randomIdPart, sha256Hex } from '../ids.ts';
 import type { JobDefinition } from '../jobs.ts';
+import type { PageKit } from '../pages.ts';
+import { CLIENT_SECRET_PREFIX, deleteGrantRecords, knexAdapterFor, pruneRecords } from './adapter.ts';
 
 export interface OAuthDeps {
   db: Database;
@@ -17,6 +42,8 @@ export interface OAuthDeps {
   logger: Logger;
   config: ServiceConfig;
   egress: EgressClient;
+  /** The page layer, for the provider's error pages (without it: a bare page with the same security headers). */
+  pages?: PageKit;
 }
 
 /** What the consent page shows of a pending authorization request. */
@@ -41,21 +68,375 @@ export interface OAuthServer {
   deny(req: Request, res: Response): Promise<void>;
   /** Every token of the grant dead. */
   revokeGrant(grantId: string): Promise<void>;
-  /** The `oauth.prune` job definition. */
+  /** The `oauth.prune` job definition (hourly: records expired for a day). */
   pruneJob(): JobDefinition;
 }
 
-export function createOAuthServer(_deps: OAuthDeps): OAuthServer {
+/** The scope of the MCP resource (narrowing lives on the connection, not in scopes). */
+export const MCP_SCOPE = 'mcp';
+
+/** Prefixes of paths under /oauth/ that carry an interaction uid (cut from the request log). */
+export const OAUTH_SECRET_PATHS = ['/oauth/authorize/', '/oauth/consent/'];
+
+/** Lifetimes (seconds). */
+export const OAUTH_TTL = {
+  AccessToken: 3600,
+  AuthorizationCode: 60,
+  RefreshToken: 30 * 86_400,
+  Interaction: 30 * 60,
+  Session: 30 * 60,
+  Grant: 365 * 86_400,
+} as const;
+
+/** Records this long past their expiry are deleted by `oauth.prune`. */
+const PRUNE_GRACE_MS = 86_400_000;
+
+/** Bytes and time a client id metadata document may take. */
+const CIMD_MAX_BYTES = 5 * 1024;
+const CIMD_TIMEOUT_MS = 2500;
+
+const OWN_PATHS = /^\/(oauth\/(authorize|token|register|revoke|jwks)(\/.*)?|\.well-known\/(oauth-authorization-server|openid-configuration))$/;
+
+/** The issuer and resource identifiers of this deployment (canonical: lowercase scheme and host, no trailing slash). */
+export function oauthIdentifiers(publicUrl: string): { issuer: string; resource: string } {
+  const issuer = new URL(publicUrl).origin;
+  return { issuer, resource: `${issuer}/v1/mcp` };
+}
+
+/**
+ * A resource indicator in canonical form (RFC 8707 §2 / the MCP spec: lowercase scheme and host,
+ * default port dropped, no trailing slash, no fragment); null when it is not an absolute http(s) URI
+ * or carries a query or fragment.
+ */
+export function canonicalResource(value: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return null;
+  if (url.search || url.hash || url.username || url.password) return null;
+  const path = url.pathname.replace(/\/+$/, '');
+  return `${url.protocol}//${url.host}${path}`;
+}
+
+const SECURITY_HEADERS: Record<string, string> = {
+  'Content-Security-Policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  'X-Frame-Options': 'DENY',
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'same-origin',
+  'Cache-Control': 'no-store',
+};
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** Reads a request body (the provider's own limit, 56 KiB); null when it is larger. */
+async function readBody(req: IncomingMessage, limit = 56 * 1024): Promise<Buffer | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > limit) return null;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+export function createOAuthServer(deps: OAuthDeps): OAuthServer {
+  const { db, clock, logger, config, egress } = deps;
+  const { issuer, resource: RESOURCE } = oauthIdentifiers(config.publicUrl);
+  const ownOrigin = issuer;
+
+  /** The provider, built once its keys are read from service_secrets. */
+  let providerPromise: Promise<Provider> | null = null;
+  let handle: ((req: IncomingMessage, res: ServerResponse) => void) | null = null;
+  const provider = (): Promise<Provider> => {
+    providerPromise ??= build().catch((err: unknown) => {
+      providerPromise = null;
+      throw err;
+    });
+    return providerPromise;
+  };
+
+  /**
+   * The signing key (ES256; only its private scalar `d` is kept in service_secrets, the public point is
+   * derived) and the cookie key, shared by every process through service_secrets.
+   */
+  async function keys(): Promise<{ signing: Record<string, unknown>; cookie: string }> {
+    const { privateKey } = await generateKeyPair('ES256', { extractable: true });
+    const d = await serviceSecret(db.sql, 'oauth-signing-key', String((await exportJWK(privateKey)).d), clock.now());
+    // ECPrivateKey (RFC 5915) of the scalar on P-256; Node computes the public point from it.
+    const der = Buffer.concat([Buffer.from('30310201010420', 'hex'), Buffer.from(d, 'base64url'), Buffer.from('a00a06082a8648ce3d030107', 'hex')]);
+    const jwk = crypto.createPrivateKey({ key: der, format: 'der', type: 'sec1' }).export({ format: 'jwk' }) as Record<string, string>;
+    const signing = { ...jwk, alg: 'ES256', use: 'sig', kid: await calculateJwkThumbprint({ kty: 'EC', crv: 'P-256', x: jwk.x!, y: jwk.y! }) };
+    const cookie = await serviceSecret(db.sql, 'oauth-cookie-key', crypto.randomBytes(32).toString('base64url'), clock.now());
+    return { signing, cookie };
+  }
+
+  /** oidc-provider's `fetch`: through the hardened egress, GET only, no redirects, capped. */
+  async function egressFetch(url: string | URL, options: { method?: string; headers?: Headers }): Promise<globalThis.Response> {
+    if ((options.method ?? 'GET').toUpperCase() !== 'GET') throw new Error('only GET requests leave the authorization server');
+    const accept = options.headers?.get('accept');
+    const outcome = await egress.get(String(url), { headers: accept ? { accept } : {}, timeoutMs: CIMD_TIMEOUT_MS, maxResponseBytes: CIMD_MAX_BYTES + 1 });
+    if (outcome.kind === 'error') throw new Error(outcome.error);
+    if (outcome.truncated) throw new Error('response too large');
+    const headers = new Headers();
+    for (const name of ['content-type', 'cache-control', 'expires']) if (outcome.headers[name]) headers.set(name, outcome.headers[name]!);
+    return new globalThis.Response(outcome.status === 204 || outcome.status === 304 ? null : outcome.body, { status: outcome.status, headers });
+  }
+
+  async function renderError(ctx: KoaContextish, out: Record<string, unknown>, error: OIDCProviderError): Promise<void> {
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) ctx.set(name, value);
+    const code = typeof out.error === 'string' ? out.error : 'server_error';
+    const description = typeof out.error_description === 'string' ? out.error_description : 'The authorization request could not be processed.';
+    if (ctx.status >= 500) logger.error({ err: error }, 'authorization server error');
+    const title = 'Authorization failed';
+    const paragraphs = [`${description} (${code})`, 'Go back to the application that sent you here and connect again.'];
+    ctx.type = 'html';
+    if (deps.pages) {
+      let html = '';
+      const capture = {
+        status: () => capture,
+        type: () => capture,
+        send: (body: string) => {
+          html = body;
+          return capture;
+        },
+      };
+      deps.pages.notice(capture as unknown as Response, ctx.status, title, paragraphs);
+      ctx.body = html;
+    } else {
+      ctx.body = `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>${title}</title></head><body><h1>${title}</h1>${paragraphs.map((p) => `<p>${escapeHtml(p)}</p>`).join('')}</body></html>`;
+    }
+  }
+
+  async function build(): Promise<Provider> {
+    const { signing, cookie } = await keys();
+    const p = new Provider(issuer, {
+      adapter: knexAdapterFor(db, clock, issuer),
+      jwks: { keys: [signing] },
+      cookies: { keys: [cookie] },
+      routes: {
+        authorization: '/oauth/authorize',
+        token: '/oauth/token',
+        registration: '/oauth/register',
+        revocation: '/oauth/revoke',
+        jwks: '/oauth/jwks',
+        end_session: '/oauth/session/end',
+        userinfo: '/oauth/me',
+        introspection: '/oauth/introspect',
+        pushed_authorization_request: '/oauth/par',
+        backchannel_authentication: '/oauth/backchannel',
+        device_authorization: '/oauth/device/auth',
+        code_verification: '/oauth/device',
+        challenge: '/oauth/challenge',
+        credential: '/oauth/credential',
+      },
+      responseTypes: ['code'],
+      scopes: ['openid', 'offline_access'],
+      claims: { openid: ['sub'] },
+      clientAuthMethods: ['none', 'private_key_jwt', 'client_secret_basic', 'client_secret_post'],
+      clientDefaults: {
+        grant_types: ['authorization_code', 'refresh_token'],
+        id_token_signed_response_alg: 'ES256',
+        response_types: ['code'],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
+      enabledJWA: {
+        // No HMAC anywhere: a client secret is only stored hashed, so it can never be a signing key.
+        clientAuthSigningAlgValues: ['RS256', 'PS256', 'ES256', 'EdDSA'],
+        idTokenSigningAlgValues: ['ES256'],
+        requestObjectSigningAlgValues: ['RS256', 'PS256', 'ES256', 'EdDSA'],
+      },
+      pkce: { required: () => true },
+      features: {
+        devInteractions: { enabled: false },
+        registration: { enabled: true, idFactory: () => `mcl_${randomIdPart()}`, issueRegistrationAccessToken: false },
+        revocation: { enabled: true },
+        userinfo: { enabled: false },
+        introspection: { enabled: false },
+        pushedAuthorizationRequests: { enabled: false },
+        rpInitiatedLogout: { enabled: false },
+        clientIdMetadataDocument: {
+          enabled: true,
+          ack: 'draft-02',
+          // Never our own origin (it would ask this server for its own pages); the egress refuses the rest.
+          allowFetch: (_ctx: unknown, id: string) => new URL(id).origin !== ownOrigin,
+          allowClient: () => true,
+        },
+        resourceIndicators: {
+          enabled: true,
+          defaultResource: () => RESOURCE,
+          useGrantedResource: () => true,
+          getResourceServerInfo: (_ctx: unknown, resource: string) => {
+            if (canonicalResource(resource) !== RESOURCE) throw new errors.InvalidTarget();
+            return { scope: MCP_SCOPE, audience: RESOURCE, accessTokenFormat: 'opaque', accessTokenTTL: OAUTH_TTL.AccessToken };
+          },
+        },
+      },
+      fetch: egressFetch,
+      fetchResponseBodyLimits: { 'client_id metadata document': CIMD_MAX_BYTES, jwks_uri: CIMD_MAX_BYTES, sector_identifier_uri: CIMD_MAX_BYTES },
+      ttl: { ...OAUTH_TTL },
+      issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(t: string): boolean }) => client.grantTypeAllowed('refresh_token'),
+      expiresWithSession: async () => false,
+      rotateRefreshToken: true,
+      interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/oauth/consent/${interaction.uid}` },
+      // Only the grant the member approved in this very interaction (resume after the consent page); never an
+      // earlier grant of the browser's session: every authorization goes through the consent page.
+      loadExistingGrant: async (ctx: { oidc: { result?: { consent?: { grantId?: string } }; provider: Provider } }) => {
+        const grantId = ctx.oidc.result?.consent?.grantId;
+        return grantId ? ctx.oidc.provider.Grant.find(grantId) : undefined;
+      },
+      findAccount: async (_ctx: unknown, id: string) => {
+        const row = await db.sql.one(`SELECT id FROM mcp_connections WHERE id = ? AND revoked_at IS NULL`, [id]);
+        if (!row) return undefined;
+        return { accountId: id, claims: async () => ({ sub: id }) };
+      },
+      renderError,
+    });
+    p.proxy = config.trustProxy !== false;
+    // Client secrets are stored hashed (adapter.ts): compare hashes, in constant time.
+    p.Client.prototype.compareClientSecret = function compareClientSecret(this: ClientInstance, actual: string): boolean {
+      const stored = this.clientSecret;
+      if (typeof stored !== 'string' || typeof actual !== 'string') return false;
+      const expected = stored.startsWith(CLIENT_SECRET_PREFIX) ? stored : `${CLIENT_SECRET_PREFIX}${sha256Hex(stored)}`;
+      const given = `${CLIENT_SECRET_PREFIX}${sha256Hex(actual)}`;
+      return crypto.timingSafeEqual(Buffer.from(expected), Buffer.from(given));
+    };
+    p.on('server_error', (_ctx: unknown, err: unknown) => logger.error({ err }, 'authorization server error'));
+    return p;
+  }
+
+  /** The resource guard: one canonical `resource` for the provider, or invalid_target before it consumes anything. */
+  const resourceProblem = (values: string[]): { canonical: string } | { problem: string } => {
+    for (const value of values) {
+      if (canonicalResource(value) !== RESOURCE) return { problem: `unknown resource "${value.slice(0, 200)}": this server grants tokens for ${RESOURCE} only` };
+    }
+    return { canonical: RESOURCE };
+  };
+
+  const sendOAuthError = (res: ServerResponse, status: number, error: string, description: string) => {
+    res.statusCode = status;
+    res.setHeader('Content-Type', 'application/json; charset=utf-8');
+    res.setHeader('Cache-Control', 'no-store');
+    res.end(JSON.stringify({ error, error_description: description }));
+  };
+
+  /** Rewrites a form body's `resource` values to the canonical one; null when the body has none. */
+  const guardForm = async (req: Request, res: Response, strict: boolean): Promise<boolean> => {
+    const raw = await readBody(req);
+    if (raw === null) {
+      sendOAuthError(res, 413, 'invalid_request', 'the request body is too large');
+      return false;
+    }
+    const form = new URLSearchParams(raw.toString('utf8'));
+    const values = form.getAll('resource');
+    if (values.length) {
+      const verdict = resourceProblem(values);
+      if ('problem' in verdict) {
+        if (strict) {
+          sendOAuthError(res, 400, 'invalid_target', verdict.problem);
+          return false;
+        }
+      } else {
+        form.delete('resource');
+        form.append('resource', verdict.canonical);
+      }
+    }
+    // oidc-provider reads an already read body from req.body (a string is parsed as the form).
+    (req as unknown as { body: string }).body = values.length ? form.toString() : raw.toString('utf8');
+    return true;
+  };
+
+  const router = express.Router();
+  router.use(async (req: Request, res: Response, next) => {
+    if (!OWN_PATHS.test(req.path)) return next();
+    try {
+      const p = await provider();
+      const formBody = req.method === 'POST' && (req.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded');
+      if (req.path === '/oauth/token' && formBody) {
+        if (!(await guardForm(req, res, true))) return;
+      } else if (req.path === '/oauth/authorize' && formBody) {
+        if (!(await guardForm(req, res, false))) return;
+      } else if (req.path === '/oauth/authorize' && req.method === 'GET') {
+        const q = req.url.indexOf('?');
+        if (q >= 0) {
+          const params = new URLSearchParams(req.url.slice(q + 1));
+          const values = params.getAll('resource');
+          // A resource other than ours is left to the provider: it answers invalid_target to the client's redirect address.
+          if (values.length && !('problem' in resourceProblem(values))) {
+            params.delete('resource');
+            params.append('resource', RESOURCE);
+            req.url = `${req.url.slice(0, q)}?${params.toString()}`;
+          }
+        }
+      }
+      handle ??= p.callback();
+      handle(req, res);
+    } catch (err) {
+      next(err);
+    }
+  });
+
   return {
-    routes: () => express.Router(),
-    interaction: async () => null,
-    approve: async () => {
-      throw new Error('oauth: not yet implemented');
+    routes: () => router,
+
+    async interaction(req, res) {
+      const p = await provider();
+      let details;
+      try {
+        details = await p.interactionDetails(req, res);
+      } catch (err) {
+        if (err instanceof errors.OIDCProviderError) return null;
+        throw err;
+      }
+      const match = /\/oauth\/consent\/([^/?#]+)/.exec(req.originalUrl ?? req.url);
+      if (match && match[1] !== details.uid) return null;
+      const params = details.params;
+      const clientId = String(params.client_id ?? '');
+      const client = await p.Client.find(clientId);
+      if (!client) return null;
+      const requested = typeof params.resource === 'string' ? params.resource : RESOURCE;
+      return {
+        uid: details.uid,
+        clientId,
+        clientName: client.clientName ?? clientId,
+        redirectUri: String(params.redirect_uri ?? client.redirectUris?.[0] ?? ''),
+        ...(client.clientUri ? { clientUri: client.clientUri } : {}),
+        resource: canonicalResource(requested) ?? requested,
+        scopes: typeof params.scope === 'string' ? params.scope.split(' ').filter(Boolean) : [],
+      };
     },
-    deny: async () => {
-      throw new Error('oauth: not yet implemented');
+
+    async approve(req, res, { connectionId }) {
+      const p = await provider();
+      const details = await p.interactionDetails(req, res);
+      const clientId = String(details.params.client_id ?? '');
+      const grant = new p.Grant({ accountId: connectionId, clientId });
+      grant.addResourceScope(RESOURCE, MCP_SCOPE);
+      const requested = typeof details.params.scope === 'string' ? details.params.scope.split(' ') : [];
+      for (const scope of requested) if (scope === 'openid' || scope === 'offline_access') grant.addOIDCScope(scope);
+      const grantId = await grant.save();
+      await db.sql.run(`UPDATE mcp_connections SET grant_id = ? WHERE id = ?`, [grantId, connectionId]);
+      await p.interactionFinished(req, res, { login: { accountId: connectionId }, consent: { grantId } }, { mergeWithLastSubmission: false });
     },
-    revokeGrant: async () => {},
-    pruneJob: () => ({ everyMs: 60 * 60_000, run: async () => {} }),
+
+    async deny(req, res) {
+      const p = await provider();
+      await p.interactionFinished(req, res, { error: 'access_denied', error_description: 'The member declined the connection.' }, { mergeWithLastSubmission: false });
+    },
+
+    async revokeGrant(grantId) {
+      await deleteGrantRecords(db, grantId);
+    },
+
+    pruneJob: () => ({
+      everyMs: 60 * 60_000,
+      run: async () => {
+        const removed = await pruneRecords(db, clock.now() - PRUNE_GRACE_MS);
+        if (removed) logger.info({ removed }, 'pruned expired authorization server records');
+      },
+    }),
   };
 }
