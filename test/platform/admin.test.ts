@@ -169,7 +169,8 @@ forEachDatabase('admin CLI', (svc) => {
   });
 
   it('answers bad input with one line on stderr and a non-zero exit', async function () {
-    this.timeout(60_000);
+    // Eleven CLI processes, each loading every module with tsx: over a minute on a loaded 2-core machine.
+    this.timeout(180_000);
     const cases: Array<[string[], RegExp]> = [
       [['apply', '/nonexistent/file.yaml'], /cannot read/],
       [['apply', tempFile('bad.yaml', 'workspace: [unclosed')], /not valid YAML/],
