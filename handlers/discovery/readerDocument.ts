@@ -68,7 +68,6 @@ const INTRO = [
 /** Phrases about internal tooling, put in words a reader of the API needs (applied to every description). */
 const REWRITES: [RegExp, string][] = [
   [/as documented `x-service-\*` fields \(see `openapi\/EXTENSIONS\.md`\), /g, 'in its description, '],
-  [/\(each operation with its rules, examples and `x-service-\*` facts\)/g, '(this page)'],
   [/the access named in `x-service-resource-access` on `x-service-resource`/g, 'the access its description names on its resource type'],
   [/\(`x-service-kind: query`, `x-service-act-as` optional or required\)/g, '(a query that accepts or requires `Service-Act-As`)'],
   [/`npm run generate` refuses the document otherwise/g, 'the service refuses such a document'],
