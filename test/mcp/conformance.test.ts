@@ -36,6 +36,9 @@ const CLI = path.join(root, 'node_modules/@modelcontextprotocol/conformance/dist
 export const NODE22_PACKAGE = 'node@22.23.3';
 const SCENARIOS = ['server-initialize', 'ping', 'tools-list', 'dns-rebinding-protection'] as const;
 const required = process.env.REQUIRE_CONFORMANCE === '1';
+/** The connection's operations, and the tools tools-list must show. */
+const OPERATIONS = ['customers.CreateCompany', 'customers.GetCompany', 'customers.ListCompanies'];
+const TOOLS = OPERATIONS.map((id) => id.replace('.', '_')).sort();
 
 /** A Node >= 22 binary for the CLI, or why there is none. */
 function findNode22(): { node: string } | { why: string } {
@@ -90,7 +93,7 @@ for (const database of databases) {
       const port = await freePort();
       svc = await startTestService(database.url(), { port, publicUrl: `http://localhost:${port}` });
       const ws = await svc.apply(acme());
-      const token = await mintConnectionToken(svc, ws, { access: 'workspace', operations: ['customers.ListCompanies', 'customers.GetCompany', 'customers.CreateCompany'] });
+      const token = await mintConnectionToken(svc, ws, { access: 'workspace', operations: OPERATIONS, resources: { 'core:Company': ['read', 'write'] } });
       proxy = await startTokenProxy({ port }, () => token);
     });
     after(async () => {
@@ -109,6 +112,11 @@ for (const database of databases) {
         const checks = JSON.parse(fs.readFileSync(path.join(outDir, dirs.at(-1)!, 'checks.json'), 'utf8')) as Array<{ id: string; status: string }>;
         assert.ok(checks.length >= 1);
         assert.deepEqual(checks.filter((c) => c.status !== 'SUCCESS'), []);
+        if (scenario === 'tools-list') {
+          // The connection's three tools were listed (not an empty list, which would pass too).
+          const details = (checks[0] as unknown as { details: { tools: Array<string | { name: string }> } }).details;
+          assert.deepEqual(details.tools.map((t) => (typeof t === 'string' ? t : t.name)).sort(), TOOLS);
+        }
       });
     }
 

@@ -21,6 +21,7 @@ export interface ConnectionSpec {
   /** Personal: the member's role now (recorded as at approval). */
   memberRole?: 'owner' | 'admin' | 'member';
   resources?: Record<string, Array<'read' | 'write'>>;
+  /** Default: the namespaces of `operations`. */
   toolsets?: string[];
   readOnly?: boolean;
   delegation?: 'none' | 'selected' | 'all';
@@ -63,7 +64,7 @@ export async function mintConnection(
       spec.access === 'personal' ? (spec.memberRole ?? null) : null,
       JSON.stringify(spec.operations),
       JSON.stringify(spec.resources ?? {}),
-      JSON.stringify(spec.toolsets ?? []),
+      JSON.stringify(spec.toolsets ?? [...new Set(spec.operations.map((id) => id.split('.')[0]!))].sort()),
       bool(spec.readOnly ?? false),
       spec.delegation ?? 'none',
       grantId,
