@@ -73,9 +73,17 @@ function routedPath(url: string): string | null {
 export function redactUrl(url: string, secretPrefixes: readonly string[] = [SIGNIN_PREFIX]): string {
   const routed = routedPath(url);
   if (routed === null) return '[undecodable url]';
-  for (const prefix of secretPrefixes) {
+  for (const prefix of [...secretPrefixes, ...OAUTH_SECRET_PREFIXES]) {
     const p = prefix.toLowerCase();
     if (routed.startsWith(p)) return `${prefix}[redacted]`;
   }
+  // The authorization server's requests: no query string (state, PKCE challenges, a code a client misplaces).
+  if (routed.startsWith('/oauth/') || routed.startsWith('/.well-known/')) {
+    const cut = url.search(/[?#]/);
+    if (cut >= 0) return `${url.slice(0, cut)}?[redacted]`;
+  }
   return url;
 }
+
+/** Paths of the authorization server that carry an interaction id (server/oauth): cut like sign-in links. */
+const OAUTH_SECRET_PREFIXES = ['/oauth/authorize/', '/oauth/consent/'];

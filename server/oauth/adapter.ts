@@ -19,8 +19,7 @@
  *   compare-and-set: the loser of two concurrent uses of one refresh token or code sees a replay (the
  *   grant is revoked and the call fails with invalid_grant).
  */
-import type { Adapter, AdapterPayload } from 'oidc-provider';
-import { errors } from 'oidc-provider';
+import type { Adapter, AdapterPayload, errors as OidcErrors } from 'oidc-provider';
 import type { Database } from '../../db/database.ts';
 import type { Clock } from '../clock.ts';
 import { sha256Hex } from '../ids.ts';
@@ -40,7 +39,7 @@ interface StoredRow {
 }
 
 /** The adapter class oidc-provider instantiates per model (`new Adapter('AccessToken')`). */
-export function knexAdapterFor(db: Database, clock: Clock, issuer: string): new (model: string) => Adapter {
+export function knexAdapterFor(db: Database, clock: Clock, issuer: string, errors: typeof OidcErrors): new (model: string) => Adapter {
   const revokeGrant = async (grantId: string): Promise<void> => {
     await db.sql.run(`DELETE FROM oauth_records WHERE grant_id = ?`, [grantId]);
   };

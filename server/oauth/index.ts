@@ -24,7 +24,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, Response } from 'express';
 import express from 'express';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair } from 'jose';
-import Provider, { type ClientInstance, errors, type KoaContextish, type OIDCProviderError } from 'oidc-provider';
+import type { ClientInstance, KoaContextish, OIDCProviderError, default as Provider } from 'oidc-provider';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import { serviceSecret } from '../../db/queries/secrets.ts';
@@ -143,6 +143,30 @@ async function readBody(req: IncomingMessage, limit = 56 * 1024): Promise<Buffer
   return Buffer.concat(chunks);
 }
 
+type OidcModule = typeof import('oidc-provider');
+let oidcModule: Promise<OidcModule> | null = null;
+/** Where oidc-provider's console warnings go (the latest server's logger). */
+let warnings: Logger | null = null;
+
+/**
+ * oidc-provider, loaded on first use (not when the service is imported: the CLI never loads it). Its
+ * console warnings (on Node 20: "Unsupported runtime"; an already read body, which the resource guard
+ * causes on purpose) go to the service log at warn level instead of stderr.
+ */
+function loadOidc(logger: Logger): Promise<OidcModule> {
+  warnings = logger;
+  if (!oidcModule) {
+    const original = console.warn;
+    console.warn = (...args: unknown[]) => {
+      const first = typeof args[0] === 'string' ? args[0] : '';
+      if (first.includes('oidc-provider WARNING:') && warnings) warnings.warn({ library: 'oidc-provider' }, first.replace(/\x1b\[[0-9;]*m/g, ''));
+      else original.apply(console, args);
+    };
+    oidcModule = import('oidc-provider');
+  }
+  return oidcModule;
+}
+
 export function createOAuthServer(deps: OAuthDeps): OAuthServer {
   const { db, clock, logger, config, egress } = deps;
   const { issuer, resource: RESOURCE } = oauthIdentifiers(config.publicUrl);
@@ -151,6 +175,7 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
   /** The provider, built once its keys are read from service_secrets. */
   let providerPromise: Promise<Provider> | null = null;
   let handle: ((req: IncomingMessage, res: ServerResponse) => void) | null = null;
+  let oidcErrors: OidcModule['errors'] | null = null;
   const provider = (): Promise<Provider> => {
     providerPromise ??= build().catch((err: unknown) => {
       providerPromise = null;
@@ -212,9 +237,11 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
   }
 
   async function build(): Promise<Provider> {
+    const { default: Provider, errors } = await loadOidc(logger);
+    oidcErrors = errors;
     const { signing, cookie } = await keys();
     const p = new Provider(issuer, {
-      adapter: knexAdapterFor(db, clock, issuer),
+      adapter: knexAdapterFor(db, clock, issuer, errors),
       jwks: { keys: [signing] },
       cookies: { keys: [cookie] },
       routes: {
@@ -388,7 +415,7 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       try {
         details = await p.interactionDetails(req, res);
       } catch (err) {
-        if (err instanceof errors.OIDCProviderError) return null;
+        if (oidcErrors && err instanceof oidcErrors.OIDCProviderError) return null;
         throw err;
       }
       const match = /\/oauth\/consent\/([^/?#]+)/.exec(req.originalUrl ?? req.url);
