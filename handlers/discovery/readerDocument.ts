@@ -65,6 +65,9 @@ const INTRO = [
   'without a key at `/v1/openapi.yaml` and `/v1/openapi.json`.',
 ].join('\n');
 
+/** The environment variable the samples read the reader's API key from (the reader's, not one this service reads). */
+const KEY_VARIABLE = 'WSO_KEY';
+
 /** Phrases about internal tooling, put in words a reader of the API needs (applied to every description). */
 const REWRITES: [RegExp, string][] = [
   [/as documented `x-service-\*` fields \(see `openapi\/EXTENSIONS\.md`\), /g, 'in its description, '],
@@ -263,7 +266,7 @@ export function codeSamples(path: string, method: string, op: Operation, doc: Ob
   const url = `${baseUrl}${path}`;
   const json = example === undefined ? undefined : JSON.stringify(example);
   const curl = [`curl -X ${method.toUpperCase()} ${url}`];
-  if (kind !== 'collection') curl.push(`-H "Authorization: Bearer $WSO_KEY"`);
+  if (kind !== 'collection') curl.push(`-H "Authorization: Bearer $${KEY_VARIABLE}"`);
   if (json !== undefined) curl.push(`-H 'Content-Type: application/json'`);
   if (kind === 'command') curl.push(`-H 'Idempotency-Key: ${IDEMPOTENCY}'`);
   if (actAs === 'required') curl.push(`-H 'Service-Act-As: ${MEMBER}'`);
@@ -301,7 +304,7 @@ export function codeSamples(path: string, method: string, op: Operation, doc: Ob
     source: [
       `import { createClient } from '@workspace-operations/client';`,
       '',
-      `const api = createClient({\n  baseUrl: '${baseUrl}',\n  apiKey: process.env.WSO_KEY!,\n});`,
+      `const api = createClient({\n  baseUrl: '${baseUrl}',\n  apiKey: process.env.${KEY_VARIABLE}!,\n});`,
       ...(kind === 'command' ? ['// Reuse the idempotency key (with the same body) to retry; a random one when omitted.'] : []),
       `const { data, error } = await ${call};`,
       `if (error) throw new Error(\`\${error.error}: \${error.message}\`);`,
