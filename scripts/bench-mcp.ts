@@ -18,11 +18,12 @@
  * `Idempotency-Key` header over HTTP, the `idempotency_key` argument as a tool). Every answer is
  * checked: HTTP 200, and for a tool call a result without `isError` carrying `structuredContent`.
  *
- * For each (operation, path), in an interleaved order (HTTP, 2025, 2026 for the query, then the same
- * for the command), after a warm-up:
- *  - latency: BENCH_SEQUENTIAL calls one after the other on one keep-alive connection (p50, p90, p99);
- *  - throughput: autocannon, BENCH_CONNECTIONS connections for BENCH_DURATION_S (req/s), and the
- *    service's CPU time per call (from /proc, the steadier figure on a shared machine).
+ * For each operation (the query, then the command), after BENCH_WARMUP calls of each path:
+ *  - latency: BENCH_SEQUENTIAL calls of each path one after the other on one keep-alive connection,
+ *    the three paths interleaved call by call (HTTP, 2025, 2026, HTTP, ...), so that whatever else
+ *    the machine does weighs on each path alike (p50, p90, p99);
+ *  - throughput, path by path: autocannon, BENCH_CONNECTIONS connections for BENCH_DURATION_S
+ *    (req/s), and the service's CPU time per call (from /proc, the steadier figure on a shared machine).
  * The report: each row, and the ratio tool call / HTTP call of p50 latency and of CPU per call.
  * Aim (issue 17): a tool call at most 1.5 x the same HTTP call (p50 latency). A miss prints MISS
  * (exit 0); failed calls exit 1. Results: .bench/mcp-<db>.json.
@@ -257,14 +258,24 @@ async function benchDatabase(database: BenchDatabase, databaseUrl: string, pinni
     }
     const rows: Row[] = [];
     for (const op of [QUERY, COMMAND]) {
+      const next = Object.fromEntries(PATHS.map((p) => [p, callsOf(op, p, ids, { key, token }, host)])) as Record<Path, () => Call>;
+      const failures = Object.fromEntries(PATHS.map((p) => [p, [] as string[]])) as Record<Path, string[]>;
+      // Latency: the paths interleaved call by call, so the machine's load weighs on each alike.
+      const seq = Object.fromEntries(PATHS.map((p) => [p, { latencies: [] as number[], failed: 0 }])) as Record<Path, { latencies: number[]; failed: number }>;
+      for (let i = 0; i < WARMUP + SEQUENTIAL; i++) {
+        for (const path of PATHS) {
+          const got = await sequential(server, path, next[path], 1, failures[path]);
+          if (i < WARMUP) {
+            if (failures[path].length) throw new Error(`${database}: ${op.id} over ${path} fails during the warm-up: ${failures[path][0]}`);
+            continue;
+          }
+          seq[path].latencies.push(...got.latencies);
+          seq[path].failed += got.failed;
+        }
+      }
       for (const path of PATHS) {
-        const next = callsOf(op, path, ids, { key, token }, host);
-        const failures: string[] = [];
-        await sequential(server, path, next, WARMUP, failures);
-        if (failures.length) throw new Error(`${database}: ${op.id} over ${path} fails during the warm-up: ${failures[0]}`);
-        const seq = await sequential(server, path, next, SEQUENTIAL, failures);
-        const tp = await throughput(server, path, next, failures);
-        const row: Row = { operation: op.id, path, latencyMs: dist(seq.latencies), reqPerS: tp.reqPerS, serverCpuMsPerCall: tp.cpuMsPerCall, calls: seq.latencies.length + seq.failed + tp.calls, failed: seq.failed + tp.failed, failureSamples: failures };
+        const tp = await throughput(server, path, next[path], failures[path]);
+        const row: Row = { operation: op.id, path, latencyMs: dist(seq[path].latencies), reqPerS: tp.reqPerS, serverCpuMsPerCall: tp.cpuMsPerCall, calls: seq[path].latencies.length + seq[path].failed + tp.calls, failed: seq[path].failed + tp.failed, failureSamples: failures[path] };
         rows.push(row);
         log(`${database}: ${op.id} over ${path}: p50 ${fmt(row.latencyMs.p50)} ms, p99 ${fmt(row.latencyMs.p99)} ms, ${fmt(row.reqPerS, 0)} req/s, ${fmt(row.serverCpuMsPerCall ?? Number.NaN)} ms CPU/call${row.failed ? `, ${row.failed} FAILED` : ''}`);
       }
