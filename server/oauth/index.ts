@@ -446,6 +446,15 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       for (const scope of requested) if (scope === 'openid' || scope === 'offline_access') grant.addOIDCScope(scope);
       const grantId = await grant.save();
       await db.sql.run(`UPDATE mcp_connections SET grant_id = ? WHERE id = ?`, [grantId, connectionId]);
+      // Each approval is a new connection, so a new account: the browser's earlier provider session (another
+      // connection's) ends here, or the provider would ask the browser to log out first.
+      if (details.session) {
+        const sessionUid = details.session.uid;
+        delete details.session;
+        // oidc-provider's own time base (its records' exp are real seconds).
+        await details.save(details.exp - Math.floor(Date.now() / 1000));
+        if (sessionUid) await db.sql.run(`DELETE FROM oauth_records WHERE model = 'Session' AND uid_hash = ?`, [sha256Hex(sessionUid)]);
+      }
       await p.interactionFinished(req, res, { login: { accountId: connectionId }, consent: { grantId } }, { mergeWithLastSubmission: false });
     },
 

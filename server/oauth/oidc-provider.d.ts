@@ -47,8 +47,9 @@ declare module 'oidc-provider' {
     uid: string;
     params: Record<string, unknown>;
     prompt: { name: string; reasons: string[]; details: Record<string, unknown> };
-    session?: { accountId?: string };
+    session?: { accountId?: string; uid?: string };
     exp: number;
+    save(ttl: number): Promise<string>;
     [key: string]: unknown;
   }
 

@@ -49,9 +49,11 @@ for (const database of databases) {
 
     const fullFlow = async (clientId: string, auth: Record<string, string> = {}, headers: Record<string, string> = {}) => {
       const { verifier, challenge } = pkce();
-      const { callback, connectionId } = await authorize(server, { clientId, challenge });
+      const { callback, connectionId, uid, browser } = await authorize(server, { clientId, challenge });
       const code = callback.searchParams.get('code')!;
       secrets.add(code);
+      secrets.add(uid);
+      for (const v of browser.cookieValues()) if (v.length >= 20) secrets.add(v);
       const t = await token(server.origin, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, resource: server.resource, ...auth }, headers);
       assert.equal(t.status, 200, t.text);
       secrets.add(t.json.access_token);
@@ -320,6 +322,22 @@ for (const database of databases) {
         assert.equal(page.headers.get('x-frame-options'), 'DENY');
         assert.match(page.text, /invalid_client/);
       }
+    });
+
+    it('authorizes again in the same browser as a new connection, through the consent page again', async () => {
+      const clientId = await publicClient();
+      const { challenge, verifier } = pkce();
+      const first = await authorize(server, { clientId, challenge });
+      for (const v of first.browser.cookieValues()) if (v.length >= 20) secrets.add(v);
+      const second = await authorize(server, { clientId, challenge, browser: first.browser, state: 'again' });
+      for (const v of second.browser.cookieValues()) if (v.length >= 20) secrets.add(v);
+      assert.notEqual(second.connectionId, first.connectionId);
+      assert.equal(second.callback.searchParams.get('state'), 'again');
+      const t = await token(server.origin, { grant_type: 'authorization_code', code: second.callback.searchParams.get('code')!, redirect_uri: REDIRECT, client_id: clientId, code_verifier: verifier, resource: server.resource });
+      assert.equal(t.status, 200, t.text);
+      secrets.add(t.json.access_token);
+      secrets.add(t.json.refresh_token);
+      assert.equal((await accessRecord(t.json.access_token))?.payload.accountId, second.connectionId);
     });
 
     it('sends access_denied back to the client when the member declines', async () => {

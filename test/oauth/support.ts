@@ -97,6 +97,11 @@ export class Browser {
   private jar: Array<{ name: string; value: string; path: string }> = [];
   constructor(private readonly origin: string) {}
 
+  /** Every cookie value it holds (session ids, interaction ids). */
+  cookieValues(): string[] {
+    return this.jar.map((c) => c.value);
+  }
+
   cookieHeader(path: string): string {
     return this.jar
       .filter((c) => path === c.path || path.startsWith(c.path.endsWith('/') ? c.path : `${c.path}/`) || c.path === '/')
@@ -154,9 +159,9 @@ export async function token(origin: string, params: Record<string, string>, head
  */
 export async function authorize(
   server: TestAuthServer,
-  input: { clientId: string; challenge: string; resource?: string; scope?: string; state?: string; redirectUri?: string; deny?: boolean },
-): Promise<{ callback: URL; connectionId: string | null; uid: string; details: any }> {
-  const browser = new Browser(server.origin);
+  input: { clientId: string; challenge: string; resource?: string; scope?: string; state?: string; redirectUri?: string; deny?: boolean; browser?: Browser },
+): Promise<{ callback: URL; connectionId: string | null; uid: string; details: any; browser: Browser }> {
+  const browser = input.browser ?? new Browser(server.origin);
   const params = new URLSearchParams({
     client_id: input.clientId,
     response_type: 'code',
@@ -178,5 +183,5 @@ export async function authorize(
   const resumed = await browser.request(decided.location);
   if (resumed.status !== 303 || !resumed.location) throw new Error(`resume answered ${resumed.status} ${resumed.text.slice(0, 300)}`);
   if (!/^https?:/.test(resumed.location)) throw new Error(`resume answered ${resumed.status} ${resumed.location}`);
-  return { callback: new URL(resumed.location), connectionId, uid, details: details.json };
+  return { callback: new URL(resumed.location), connectionId, uid, details: details.json, browser };
 }
