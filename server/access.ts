@@ -25,12 +25,14 @@ export function delegableMembers(credential: Credential): MemberInfo[] {
  */
 export function authorize(credential: Credential, entry: CatalogueEntry, actAsHeader: string | undefined): MemberInfo | null {
   const session = credential.kind === 'session';
+  const connection = credential.connection;
+  const holder = connection ? 'This connection' : 'This key';
   if (session && !entry.sessions) throw forbidden(`A sign-in session may not call ${entry.id}: only operations whose security lists SessionCookie.`);
-  if (entry.listed && !credential.operations.has(entry.id)) throw forbidden(`This key is not granted ${entry.id}.`);
+  if (entry.listed && !credential.operations.has(entry.id)) throw forbidden(`${holder} is not granted ${entry.id}.`);
   if (entry.resource !== null) {
     const held = credential.resources.get(entry.resource);
     const missing = entry.access.filter((a) => !held?.has(a));
-    if (missing.length) throw forbidden(`${session ? "The member's role" : 'This key'} lacks ${missing.join(' and ')} access on ${entry.resource}.`);
+    if (missing.length) throw forbidden(`${session || connection?.access === 'personal' ? "The member's role" : holder} lacks ${missing.join(' and ')} access on ${entry.resource}.`);
   }
   if (actAsHeader === undefined) {
     if (entry.actAs === 'required') throw invalidInput(`${entry.id} runs as a member: send Service-Act-As.`);
@@ -41,7 +43,8 @@ export function authorize(credential: Credential, entry: CatalogueEntry, actAsHe
   const delegated = credential.delegation === 'all' || (credential.delegation === 'selected' && credential.delegates.has(actAsHeader));
   if (!member || member.disabled || !delegated) {
     // One message for all three causes, so the header cannot probe other workspaces' member ids.
-    throw forbidden('Service-Act-As names a member this key may not act for (see GET /v1/delegation/members).');
+    if (connection?.access === 'personal') throw forbidden('A personal connection acts only as the member who approved it: send no Service-Act-As, or that member.');
+    throw forbidden(`Service-Act-As names a member ${connection ? 'this connection' : 'this key'} may not act for (see GET /v1/delegation/members).`);
   }
   return member;
 }

@@ -6,19 +6,21 @@ import type { Database, Sql } from '../db/database.ts';
 import { type CatalogueEntry, catalogue } from '../generated/catalogue.ts';
 import { dereferenced } from '../generated/dereferenced.ts';
 import { document } from '../generated/document.ts';
-import { authorize } from './access.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import { contentTypeProblem, readJsonObject } from './body.ts';
 import { type Credential, CredentialStore } from './credentials.ts';
+import { createExecutor, type ExecuteOperation } from './execute.ts';
 import { errorMiddleware, invalidJson, methodNotAllowed, noteError, notFound, requestIdOf, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
 import { InternalCalls } from './internalCalls.ts';
 import type { JobQueue } from './jobs.ts';
 import { redactUrl, requestScope, SIGNIN_PREFIX } from './logger.ts';
 import { distance } from './suggest.ts';
-import type { HandlerMap, OperationContext } from './operation.ts';
+import type { HandlerMap } from './operation.ts';
 import { Metrics } from './metrics.ts';
+import { mcpResource, MCP_PATH, protectedResourceRoutes } from './mcp/resource.ts';
+import { type McpLogFields, mcpRoutes } from './mcp/transport.ts';
 import { PageKit, sessionTokenOf } from './pages.ts';
 import { checkOrigin, signinRoutes } from './signin.ts';
 import { ContractValidator } from './validation.ts';
@@ -28,6 +30,8 @@ interface Locals {
   entry: CatalogueEntry;
   /** The error answered (`{error, message}`), for the request's log line. */
   error: { code: string; message: string };
+  /** Set by /v1/mcp for the request's log line. */
+  mcp: McpLogFields;
 }
 
 export interface PlatformOptions {
@@ -85,15 +89,19 @@ function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secretPaths
     if (hsts && req.secure) res.setHeader('Strict-Transport-Security', HSTS);
     res.on('finish', () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      metrics.observe(res.locals.entry?.id ?? 'other', res.statusCode, seconds);
+      // MCP requests (/v1/mcp): the connection, and for a tool call its tool and operation; the URL without its query (never a token).
+      const mcp = res.locals.mcp;
+      metrics.observe(res.locals.entry?.id ?? (mcp ? 'mcp' : 'other'), res.statusCode, seconds);
       logger.info(
         {
           request_id: id,
-          req: { id, method: req.method, url: redactUrl(req.originalUrl, secretPaths) },
+          req: { id, method: req.method, url: mcp ? (req.originalUrl.includes('?') ? `${MCP_PATH}?[redacted]` : MCP_PATH) : redactUrl(req.originalUrl, secretPaths) },
           res: { statusCode: res.statusCode },
           key: res.locals.credential?.kind === 'key' ? res.locals.credential.keyId : undefined,
           session: res.locals.credential?.kind === 'session' ? res.locals.credential.keyId : undefined,
-          operation: res.locals.entry?.id,
+          connection: mcp?.connection,
+          tool: mcp?.tool,
+          operation: res.locals.entry?.id ?? mcp?.operation,
           // 4xx and 5xx: what the caller was told, beside the request id (never more than the body said).
           ...(res.locals.error ? { error: res.locals.error.code, error_message: res.locals.error.message } : {}),
           ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
@@ -109,9 +117,9 @@ function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secretPaths
  * The /v1 router every operation goes through: authentication with the rate limit, operation lookup,
  * JSON body, validation, grants and act-as, then the handler (queries) or the idempotency layer (commands).
  */
-function operationsRouter(options: PlatformOptions, parts: { credentials: CredentialStore; idempotency: Idempotency; validator: ContractValidator }): express.Router {
-  const { db, clock, config, logger, handlers } = options;
-  const { credentials, idempotency, validator } = parts;
+function operationsRouter(options: PlatformOptions, parts: { credentials: CredentialStore; execute: ExecuteOperation; validator: ContractValidator }): express.Router {
+  const { config, logger } = options;
+  const { credentials, execute, validator } = parts;
 
   /** Sends a JSON body, checking it against the document first in development and tests. */
   const send = (res: Response<unknown, Locals>, status: number, body: unknown) => {
@@ -152,21 +160,9 @@ function operationsRouter(options: PlatformOptions, parts: { credentials: Creden
       if (problem) throw invalidJson(problem);
       input = await readJsonObject(req);
     }
-    validator.validateRequest(entry, req.headers, req.query as Record<string, unknown>, input);
-    const actAs = req.headers['service-act-as'];
-    // A session acts as its member wherever an operation can run as one (it may call no other).
-    const implicit = entry.actAs === 'none' ? undefined : credential.sessionMember?.id;
-    const member = authorize(credential, entry, typeof actAs === 'string' ? actAs : implicit);
-    const handler = handlers[entry.id as keyof HandlerMap] as (input: unknown, ctx: OperationContext) => Promise<unknown>;
-    const base = { operation: entry, credential, workspaceId: credential.workspaceId, member, now: clock.now(), db, clock, config, jobs: options.jobs };
-    if (entry.kind === 'query') return send(res, 200, await handler(input, { ...base, sql: db.sql }));
-    let committed: Sql | undefined;
-    const result = await idempotency.run(
-      { keyId: credential.keyId, memberId: member?.id ?? null, operationId: entry.id, idempotencyKey: String(req.headers['idempotency-key']), body: input },
-      (sql) => handler(input, { ...base, sql: (committed = sql) }),
-    );
+    // Validation, grants and act-as (a session acts as its member), then the handler or the idempotency layer.
+    const result = await execute({ credential, entry, input, headers: req.headers, query: req.query as Record<string, unknown> });
     if (result.replayed) res.setHeader('Idempotency-Replayed', 'true');
-    else if (result.status === 200 && committed) options.afterCommand?.(committed);
     return send(res, result.status, result.body);
   });
   // Documented errors of an operation are checked against the document too (development and tests).
@@ -189,9 +185,12 @@ function operationsRouter(options: PlatformOptions, parts: { credentials: Creden
 export function createPlatform(options: PlatformOptions) {
   const { db, clock, config, logger, handlers } = options;
   const metrics = new Metrics(config.metricsToken, { db, clock, endpoints: options.endpoints });
-  const credentials = new CredentialStore(db, clock, { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst });
+  // The MCP endpoint's resource identifier: its access tokens must be issued for it.
+  const resource = mcpResource(config.publicUrl);
+  const credentials = new CredentialStore(db, clock, { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst }, resource);
   const idempotency = new Idempotency(db, clock, config.idempotencyLockTimeoutMs);
   const validator = new ContractValidator(dereferenced, catalogue);
+  const execute = createExecutor({ db, clock, config, handlers, jobs: options.jobs, idempotency, validator, afterCommand: options.afterCommand });
   const pages = new PageKit({ credentials });
   const app = express();
   app.disable('x-powered-by');
@@ -237,7 +236,12 @@ export function createPlatform(options: PlatformOptions) {
     }
   });
 
-  app.use('/v1', operationsRouter(options, { credentials, idempotency, validator }));
+  // Agent access: the protected resource metadata (RFC 9728) and /v1/mcp, before the operations router.
+  app.use(protectedResourceRoutes(resource));
+  app.use(
+    mcpRoutes({ config, logger, credentials, execute, resource, validator: config.validateResponses ? validator : undefined, version: String(document.info.version) }),
+  );
+  app.use('/v1', operationsRouter(options, { credentials, execute, validator }));
   app.use(signinRoutes({ db, clock, logger, pages }));
   app.get('/assets/page.css', pages.css);
   return {

@@ -1,0 +1,89 @@
+import type { Sql } from '../database.ts';
+import type { Delegation, DbRateLimitRow, MemberRole } from '../rows.ts';
+import { takeGcraToken } from './credentials.ts';
+
+/** The authorization server's record of an access token (table oauth_records, model 'AccessToken'). */
+export interface DbAccessTokenRecord {
+  payload: string;
+  /** Unix ms, or null. */
+  expires_at: number | null;
+  consumed_at: number | null;
+}
+
+/** The access token whose id hashes to `idHash` (SHA-256 hex), or nothing. */
+export function findAccessToken(sql: Sql, idHash: string): Promise<DbAccessTokenRecord | undefined> {
+  return sql.one<DbAccessTokenRecord>(`SELECT payload, expires_at, consumed_at FROM oauth_records WHERE model = 'AccessToken' AND id_hash = ?`, [idHash]);
+}
+
+/** A connection as authentication needs it: with its workspace's auth version and its member's state now (personal access). */
+export interface DbConnectionForAuth {
+  id: string;
+  workspace_id: string;
+  client_id: string;
+  client_name: string;
+  access: 'personal' | 'workspace';
+  member_id: string | null;
+  member_role: MemberRole | null;
+  operations: string;
+  resources: string;
+  toolsets: string;
+  read_only: boolean | number;
+  delegation: Delegation;
+  revoked_at: number | null;
+  auth_version: number;
+  member_name: string | null;
+  role_now: MemberRole | null;
+  member_disabled_at: number | null;
+}
+
+/** The connection by id, revoked ones too (the caller decides). */
+export function findConnectionForAuth(sql: Sql, id: string): Promise<DbConnectionForAuth | undefined> {
+  return sql.one<DbConnectionForAuth>(
+    `SELECT c.id, c.workspace_id, c.client_id, c.client_name, c.access, c.member_id, c.member_role, c.operations, c.resources, c.toolsets,
+            c.read_only, c.delegation, c.revoked_at, w.auth_version, m.name AS member_name, m.role AS role_now, m.disabled_at AS member_disabled_at
+     FROM mcp_connections c JOIN workspaces w ON w.id = c.workspace_id LEFT JOIN members m ON m.id = c.member_id WHERE c.id = ?`,
+    [id],
+  );
+}
+
+export async function listConnectionDelegateIds(sql: Sql, connectionId: string): Promise<string[]> {
+  const rows = await sql.all<{ member_id: string }>(`SELECT member_id FROM mcp_connection_delegates WHERE connection_id = ?`, [connectionId]);
+  return rows.map((r) => r.member_id);
+}
+
+/**
+ * One GCRA step on the connection's bucket (its id), taken only while the access token's record still
+ * exists unexpired and the connection is live: not revoked, and for personal access its member active
+ * and in the role they approved it with. Returns nothing otherwise: one statement proves both.
+ */
+export function takeConnectionRateLimitToken(
+  sql: Sql,
+  step: { connectionId: string; tokenHash: string; now: number; nowUs: number; intervalUs: number; toleranceUs: number },
+): Promise<Pick<DbRateLimitRow, 'tat' | 'allowed' | 'auth_version'> | undefined> {
+  return takeGcraToken(
+    sql,
+    {
+      id: 'c.id',
+      from: `mcp_connections c JOIN workspaces w ON w.id = c.workspace_id
+             JOIN oauth_records t ON t.model = 'AccessToken' AND t.id_hash = ?
+             LEFT JOIN members m ON m.id = c.member_id
+             WHERE c.id = ? AND c.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?) AND t.consumed_at IS NULL
+               AND (c.access <> 'personal' OR (m.id IS NOT NULL AND m.disabled_at IS NULL AND (c.member_role IS NULL OR m.role = c.member_role)))`,
+      params: [step.tokenHash, step.connectionId, step.now],
+    },
+    step,
+  );
+}
+
+/** Ends a connection whose member was disabled or changed role (for good, as such a session ends); true when it did. */
+export async function endConnection(sql: Sql, id: string, now: number): Promise<boolean> {
+  return (await sql.run(`UPDATE mcp_connections SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, [now, id])) > 0;
+}
+
+/**
+ * Records that a connection was used at `now`, unless recorded less than `intervalMs` ago (by any
+ * process): at most one write per connection and interval. Returns whether it wrote.
+ */
+export async function touchConnectionUsage(sql: Sql, id: string, now: number, intervalMs: number): Promise<boolean> {
+  return (await sql.run(`UPDATE mcp_connections SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`, [now, id, now - intervalMs])) > 0;
+}

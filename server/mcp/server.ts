@@ -1,0 +1,136 @@
+/**
+ * The MCP server one `/v1/mcp` request gets (the SDK's low-level `Server`, one per request, no
+ * session): `tools/list` answers the connection's tools (server/mcp/tools.ts, generated from the
+ * document), `tools/call` runs the tool's operation through the one execution path HTTP uses
+ * (server/execute.ts): the same validation, grants, act-as, idempotency, handlers and errors.
+ */
+import crypto from 'node:crypto';
+import { type CallToolResult, type McpRequestContext, ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
+import type { Logger } from 'pino';
+import { type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
+import type { Credential } from '../credentials.ts';
+import { ServiceError } from '../errors.ts';
+import type { ExecuteOperation } from '../execute.ts';
+import { canonicalJson } from '../ids.ts';
+import type { ContractValidator } from '../validation.ts';
+import { type McpTool, type McpToolDefinition, toolByName, toolsFor } from './tools.ts';
+
+/** The argument of a command that carries its Idempotency-Key. */
+export const IDEMPOTENCY_ARGUMENT = 'idempotency_key';
+
+/** What the transport hands a request's server (AuthInfo `extra`), and what the server notes for the request's log line. */
+export interface McpCallContext {
+  credential: Credential;
+  /** The MCP request's `Service-Act-As` header (workspace connections with delegation). */
+  actAs: string | undefined;
+  /** The HTTP request's id (error bodies carry it as `request_id`). */
+  requestId: string;
+  /** Filled by `tools/call`, for the request log. */
+  note: { tool?: string; operation?: string };
+}
+
+export interface McpServerDeps {
+  execute: ExecuteOperation;
+  logger: Logger;
+  /** Check answers against the document (development and tests), as the HTTP router does. */
+  validator?: ContractValidator;
+  /** Server version (serverInfo). */
+  version: string;
+}
+
+/** What the server tells a model about itself (`instructions` of initialize and server/discover). */
+export const INSTRUCTIONS =
+  'Workspace Operations: each tool is one operation of the HTTP API (POST /v1/operations/<namespace>.<Operation>), ' +
+  'with the same rules and errors. A refused call returns isError with {error, message, request_id}. Commands take an ' +
+  'optional idempotency_key: a retry with the same arguments and key does the work once; without one, the same ' +
+  'arguments within 24 hours replay the first answer, so pass different keys to do the same thing twice on purpose.';
+
+const byId = new Map<string, CatalogueEntry>(catalogue.map((e) => [e.id, e]));
+
+/**
+ * The Idempotency-Key of a command called without `idempotency_key`: `mcp-` + the first 43
+ * characters of base64url(SHA-256(tool name + "\n" + canonical JSON of the arguments)). Equal
+ * calls get equal keys (a client's retry replays), whatever the JSON-RPC id.
+ */
+export function derivedIdempotencyKey(toolName: string, args: Record<string, unknown>): string {
+  const digest = crypto.createHash('sha256').update(`${toolName}\n${canonicalJson(args)}`).digest('base64url');
+  return `mcp-${digest.slice(0, 43)}`;
+}
+
+/** The tools of a connection, computed once per credential object (a reloaded credential gets a fresh list). */
+const toolLists = new WeakMap<Credential, McpTool[]>();
+export function connectionTools(credential: Credential): McpTool[] {
+  let tools = toolLists.get(credential);
+  if (!tools) {
+    const c = credential.connection;
+    tools = toolsFor(credential.operations, c ? { toolsets: c.toolsets, readOnly: c.readOnly } : {});
+    toolLists.set(credential, tools);
+  }
+  return tools;
+}
+
+function errorResult(body: unknown): CallToolResult {
+  return { content: [{ type: 'text', text: JSON.stringify(body) }], isError: true };
+}
+
+/** Runs one tool call as its operation; a documented refusal is a tool result with isError (the error body as text). */
+export async function callTool(deps: McpServerDeps, call: McpCallContext, def: McpToolDefinition, args: Record<string, unknown>): Promise<CallToolResult> {
+  const entry = byId.get(def.operationId)!;
+  const headers: Record<string, unknown> = {};
+  const rest: Record<string, unknown> = { ...args };
+  if (def.kind === 'command') {
+    const given = rest[IDEMPOTENCY_ARGUMENT];
+    delete rest[IDEMPOTENCY_ARGUMENT];
+    headers['idempotency-key'] = given === undefined ? derivedIdempotencyKey(def.tool.name, rest) : given;
+  }
+  if (call.actAs !== undefined) headers['service-act-as'] = call.actAs;
+  const query: Record<string, unknown> = {};
+  for (const name of def.arguments.query) {
+    if (name in rest) {
+      query[name] = rest[name];
+      delete rest[name];
+    }
+  }
+  const input = entry.method === 'post' ? rest : undefined;
+  try {
+    const outcome = await deps.execute({ credential: call.credential, entry, input, headers, query });
+    const body = outcome.status >= 400 && outcome.body && typeof outcome.body === 'object' ? { ...outcome.body, request_id: call.requestId } : outcome.body;
+    check(deps, entry, outcome.status, body);
+    // A replayed 404 / 409 receipt is still a refusal.
+    if (outcome.status >= 400) return errorResult(body);
+    return { content: [{ type: 'text', text: JSON.stringify(body) }], structuredContent: (def.wrapsOutput ? { result: body } : body) as Record<string, unknown> };
+  } catch (err) {
+    if (!(err instanceof ServiceError)) throw err;
+    const body = err.bodyFor(call.requestId);
+    check(deps, entry, err.status, body);
+    return errorResult(body);
+  }
+}
+
+/** In development and tests, an answer that breaks the document is logged as the HTTP router logs it. */
+function check(deps: McpServerDeps, entry: CatalogueEntry, status: number, body: unknown): void {
+  if (!deps.validator) return;
+  const problem = deps.validator.responseProblem(entry, status, body);
+  if (problem) deps.logger.error({ operation: entry.id, status, problem }, 'response breaks the document');
+}
+
+/** The per-request server factory for `createMcpHandler`. */
+export function mcpServerFactory(deps: McpServerDeps): (ctx: McpRequestContext) => Server {
+  return (ctx) => {
+    const call = ctx.authInfo?.extra?.mcp as McpCallContext | undefined;
+    if (!call) throw new Error('mcp: a request reached the server without its credential');
+    const server = new Server({ name: 'workspace-operations', title: 'Workspace Operations', version: deps.version }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+    const tools = connectionTools(call.credential);
+    server.setRequestHandler('tools/list', async () => ({ tools: [...tools] }));
+    server.setRequestHandler('tools/call', async (request) => {
+      const name = request.params.name;
+      const def = toolByName(name);
+      call.note.tool = name;
+      if (!def || !tools.some((t) => t.name === name)) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}. tools/list names the tools this connection may call.`);
+      call.note.operation = def.operationId;
+      const result = await callTool(deps, call, def, (request.params.arguments ?? {}) as Record<string, unknown>);
+      return server.projectCallToolResult(result, result.isError ? undefined : def.tool.outputSchema);
+    });
+    return server;
+  };
+}

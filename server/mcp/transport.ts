@@ -1,0 +1,171 @@
+/**
+ * `/v1/mcp`: the Streamable HTTP endpoint of the MCP server (SDK v2 `createMcpHandler`, stateless:
+ * revision 2026-07-28 and 2025-era clients from one per-request factory). Before the SDK sees a
+ * request: the Host and Origin check (DNS rebinding), the OAuth access token (our check, never the
+ * SDK's: audience, issuer, scope, connection), the connection's rate limit, and the JSON body.
+ * Refusals at this HTTP level are our `{error, message, request_id}` bodies (401 and 403 with the
+ * RFC 6750 / RFC 9728 `WWW-Authenticate` challenge); what happens inside MCP is JSON-RPC.
+ */
+import { createMcpHandler } from '@modelcontextprotocol/server';
+import { toNodeHandler } from '@modelcontextprotocol/node';
+import express, { type Request, type Response } from 'express';
+import type { Logger } from 'pino';
+import { contentTypeProblem, readJsonObject } from '../body.ts';
+import type { ServiceConfig } from '../config.ts';
+import { AccessTokenError, type Credential, type CredentialStore } from '../credentials.ts';
+import { invalidJson, noteError, requestIdOf, ServiceError, toServiceError } from '../errors.ts';
+import type { ExecuteOperation } from '../execute.ts';
+import { sessionTokenOf } from '../pages.ts';
+import type { ContractValidator } from '../validation.ts';
+import { bearerChallenge, MCP_PATH, MCP_SCOPE, type McpResource } from './resource.ts';
+import { type McpCallContext, mcpServerFactory } from './server.ts';
+
+export const NO_TOKEN = 'No access token: send Authorization: Bearer <access token>, obtained with OAuth from this service (discovery starts at the WWW-Authenticate resource_metadata URL).';
+export const TOKEN_IN_QUERY = 'An access token in the URL is never accepted: send it only as Authorization: Bearer <access token>.';
+export const TWO_METHODS = 'The access token was sent in the URL and in the Authorization header: send it only in the header.';
+export const NOT_BEARER = 'The MCP endpoint takes only OAuth access tokens as Authorization: Bearer <access token>.';
+export const API_KEY_REFUSED = 'API keys are not accepted by the MCP endpoint: connect the client with OAuth (the endpoint\'s resource metadata names the authorization server).';
+export const SESSION_REFUSED = 'Sign-in sessions are not accepted by the MCP endpoint: connect the client with OAuth (the endpoint\'s resource metadata names the authorization server).';
+export const FORBIDDEN_HOST = 'The Host of this request is not this service\'s (PUBLIC_URL): refused against DNS rebinding.';
+export const FORBIDDEN_ORIGIN = 'Requests from this Origin may not call the MCP endpoint (allowed: this service\'s own origin and MCP_ALLOWED_ORIGINS).';
+
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+const isLoopback = (host: string) => LOOPBACK.has(host.toLowerCase()) || host.toLowerCase().endsWith('.localhost');
+
+/** What the request log line says of an MCP request (never a token). */
+export interface McpLogFields {
+  connection?: string;
+  tool?: string;
+  operation?: string;
+}
+
+export interface McpTransportDeps {
+  config: ServiceConfig;
+  logger: Logger;
+  credentials: CredentialStore;
+  execute: ExecuteOperation;
+  resource: McpResource;
+  validator?: ContractValidator;
+  version: string;
+}
+
+/**
+ * Whether a request's Host and Origin may reach the MCP endpoint (MCP transports: servers MUST check
+ * Origin). Host: PUBLIC_URL's host (any loopback host when PUBLIC_URL is a loopback address, as in
+ * development). Origin: absent (desktop and command-line clients), PUBLIC_URL's origin, one of
+ * MCP_ALLOWED_ORIGINS, or (loopback PUBLIC_URL) a loopback origin. Returns the refusal, or null.
+ */
+export function hostOriginProblem(req: Request, config: ServiceConfig): string | null {
+  const publicUrl = new URL(config.publicUrl);
+  const local = isLoopback(publicUrl.hostname);
+  const host = req.hostname;
+  if (!host || (host.toLowerCase() !== publicUrl.hostname && !(local && isLoopback(host)))) return FORBIDDEN_HOST;
+  const origin = req.headers.origin;
+  if (origin === undefined) return null;
+  if (origin === publicUrl.origin || config.mcpAllowedOrigins.includes(origin)) return null;
+  try {
+    const o = new URL(origin);
+    if (local && isLoopback(o.hostname) && (o.protocol === 'http:' || o.protocol === 'https:')) return null;
+  } catch {
+    /* "null" and garbage: refused */
+  }
+  return FORBIDDEN_ORIGIN;
+}
+
+/** The routes of `/v1/mcp` (mount before the /v1 operations router). */
+export function mcpRoutes(deps: McpTransportDeps): express.Router {
+  const { config, logger, credentials, resource } = deps;
+  const handler = createMcpHandler(mcpServerFactory({ execute: deps.execute, logger, validator: deps.validator, version: deps.version }), {
+    legacy: 'stateless',
+    responseMode: 'json',
+    onerror: (err) => logger.warn({ err: { message: err.message } }, 'mcp request refused'),
+  });
+  const node = toNodeHandler(handler, { onerror: (err) => logger.error({ err }, 'mcp adapter') });
+
+  /** Answers with our error body (and its challenge on 401 / 403). */
+  const refuse = (res: Response, status: number, code: string, message: string, headers: Record<string, string> = {}) => {
+    const body = { error: code, message, request_id: requestIdOf(res) };
+    noteError(res, body);
+    for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+    res.status(status).json(body);
+  };
+  const challenge = (res: Response, err: AccessTokenError) =>
+    refuse(res, err.status, err.code, err.message, {
+      'WWW-Authenticate': bearerChallenge(resource, err.challengeError ? { error: err.challengeError, description: err.message } : {}),
+    });
+
+  /** The credential of a request, or an AccessTokenError: only `Authorization: Bearer <access token>`. */
+  const authenticate = async (req: Request): Promise<Credential> => {
+    const authorization = req.headers.authorization;
+    const inQuery = 'access_token' in (req.query as Record<string, unknown>);
+    if (authorization === undefined || authorization.trim() === '') {
+      if (inQuery) throw new AccessTokenError(401, 'invalid_token', TOKEN_IN_QUERY, null);
+      if (sessionTokenOf(req) !== undefined) throw new AccessTokenError(401, 'invalid_token', SESSION_REFUSED);
+      throw new AccessTokenError(401, 'invalid_token', NO_TOKEN, null);
+    }
+    if (inQuery) throw new AccessTokenError(400, 'invalid_request', TWO_METHODS);
+    const scheme = /^(\S+)(?: +(.*))?$/.exec(authorization.trim());
+    if (!scheme || scheme[1]!.toLowerCase() !== 'bearer') throw new AccessTokenError(401, 'invalid_token', NOT_BEARER, null);
+    const token = (scheme[2] ?? '').trim();
+    if (token.startsWith('wso_')) throw new AccessTokenError(401, 'invalid_token', API_KEY_REFUSED);
+    if (token.startsWith('wss_')) throw new AccessTokenError(401, 'invalid_token', SESSION_REFUSED);
+    return credentials.authenticateAccessToken(token);
+  };
+
+  const router = express.Router();
+  router.all(MCP_PATH, async (req: Request, res: Response) => {
+    const log: McpLogFields = {};
+    (res.locals as { mcp?: McpLogFields }).mcp = log;
+    const problem = hostOriginProblem(req, config);
+    if (problem) return refuse(res, 403, 'forbidden', problem);
+    const origin = req.headers.origin;
+    if (origin !== undefined) {
+      // An allowed browser client (the check above passed): CORS, so it can read the answers and challenges.
+      res.setHeader('Access-Control-Allow-Origin', origin);
+      res.setHeader('Vary', 'Origin');
+      res.setHeader('Access-Control-Expose-Headers', 'WWW-Authenticate, Mcp-Session-Id, Request-Id, Retry-After');
+    }
+    if (req.method === 'OPTIONS') {
+      res.setHeader('Access-Control-Allow-Methods', 'POST');
+      res.setHeader('Access-Control-Allow-Headers', 'Authorization, Content-Type, Accept, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Service-Act-As, Last-Event-ID');
+      res.setHeader('Access-Control-Max-Age', '600');
+      return void res.status(204).end();
+    }
+    let credential: Credential;
+    try {
+      credential = await authenticate(req);
+    } catch (err) {
+      if (err instanceof AccessTokenError) return challenge(res, err);
+      const mapped = toServiceError(err);
+      if (!mapped) throw err;
+      return refuse(res, mapped.status, mapped.code, mapped.message, mapped.headers);
+    }
+    (res.locals as { credential?: Credential }).credential = credential;
+    log.connection = credential.keyId;
+    if (req.method !== 'POST') {
+      // Stateless: no standalone SSE stream (GET) and no session to end (DELETE).
+      return refuse(res, 405, 'method_not_allowed', `/v1/mcp is called with POST, not ${req.method} (no session and no standalone stream: every request is answered on its own).`, { Allow: 'POST' });
+    }
+    let body: unknown;
+    try {
+      const problem = contentTypeProblem(req, req.is('application/json'));
+      if (problem) throw invalidJson(problem);
+      body = await readJsonObject(req);
+    } catch (err) {
+      const mapped = err instanceof ServiceError ? err : toServiceError(err);
+      if (!mapped) throw err;
+      return refuse(res, mapped.status, mapped.code, mapped.message, mapped.headers);
+    }
+    const actAs = req.headers['service-act-as'];
+    const call: McpCallContext = { credential, actAs: typeof actAs === 'string' ? actAs : undefined, requestId: requestIdOf(res), note: log };
+    // AuthInfo is pass-through for the SDK (it verifies nothing); the token itself is never handed on.
+    (req as Request & { auth?: unknown }).auth = {
+      token: '[redacted]',
+      clientId: credential.connection?.clientId ?? '',
+      scopes: [MCP_SCOPE],
+      extra: { mcp: call },
+    };
+    await node(req, res, body);
+  });
+  return router;
+}
