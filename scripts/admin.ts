@@ -20,6 +20,7 @@ import { mailAdmin } from '../server/mailer/admin.ts';
 import { formatTable } from './adminTable.ts';
 import { keysAdmin } from '../server/keys/admin.ts';
 import { auditAdmin } from '../server/auditLog/index.ts';
+import { connectionsAdmin } from '../server/mcp/connectionsAdmin.ts';
 
 // `--json` may stand anywhere before a `--` (commander would refuse it after a command name).
 const end = process.argv.indexOf('--', 2);
@@ -210,6 +211,7 @@ const adminDeps: AdminDeps = { withDb, clock: systemClock };
 mailAdmin(program, adminDeps);
 keysAdmin(program, adminDeps);
 auditAdmin(program, adminDeps);
+connectionsAdmin(program, adminDeps);
 for (const m of modules) m.admin?.(program, adminDeps);
 
 try {

@@ -228,6 +228,20 @@ function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject
       const whose = typeof d.member_name === 'string' ? `${possessive(d.member_name)} ` : '';
       return `ended ${whose}sign-in session ${id}`.replace(/\s+$/, '');
     }
+    case 'connection.approved': {
+      const conn = label ? `the MCP connection ${quoted(label)}${idNote}` : `the MCP connection ${id}`.trim();
+      const ops = Array.isArray(d.operations) ? plural(d.operations.length, 'operation') : '';
+      const how = d.access === 'personal'
+        ? ` with personal access${typeof d.acts_as === 'string' ? ` (acting as ${valueWords(d.acts_as)})` : ''}${ops ? `: ${ops}` : ''}`
+        : ` with workspace access${ops ? `: ${ops}` : ''}${d.delegation === undefined ? '' : `, acting for ${delegationWords(d.delegation)}`}`;
+      const sets = Array.isArray(d.toolsets) && d.toolsets.length ? `; toolsets ${valueWords(d.toolsets)}` : '';
+      return `approved ${conn}${how}${sets}${d.read_only === true ? '; read only' : ''}`;
+    }
+    case 'connection.revoked': {
+      const conn = label ? `the MCP connection ${quoted(label)}${idNote}` : `the MCP connection ${id}`.trim();
+      const whose = d.access === 'personal' && typeof d.acts_as === 'string' ? ` (personal, acting as ${valueWords(d.acts_as)})` : d.access === 'workspace' ? ' (workspace access)' : '';
+      return `revoked ${conn}${whose}: its tokens no longer work`;
+    }
     case 'webhook.approved':
       return `approved ${webhook()}`;
     case 'webhook.rejected':

@@ -9,9 +9,12 @@ import { JobRunner } from './jobs.ts';
 import { createMailer, mailStartupLine, pruneMailboxJob } from './mailer.ts';
 import { MAILBOX_CSS, mailboxNavigation, mailboxRoutes } from './mailer/page.ts';
 import { MEMBERS_CSS, membersNavigation, membersRoutes } from './members/index.ts';
-import { AUDIT_CSS, auditNavigation, auditRoutes, pruneAuditJob } from './auditLog/index.ts';
 import { KEYS_CSS, keysNavigation, keysRoutes } from './keys/index.ts';
+import { AUDIT_CSS, auditNavigation, auditRoutes, pruneAuditJob } from './auditLog/index.ts';
 import { emailSigninRoutes } from './signin/byEmail.ts';
+import { consentRoutes } from './mcp/consent.ts';
+import { connectionsNavigation, connectionsRoutes, MCP_CSS } from './mcp/connectionsPage.ts';
+import { createOAuthServer } from './oauth/index.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
 import { type EventConsumer, OutboxRunner, pruneOutboxJob } from './outbox.ts';
@@ -52,6 +55,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   const mailLine = mailStartupLine(deps.config.mail);
   deps.logger.info(mailLine.fields, mailLine.message);
   const storage = createBlobStore(deps.db, deps.clock, deps.config.storage);
+  // The OAuth authorization server of the MCP endpoint (issue 17): one per process, its records in the database.
+  const oauth = createOAuthServer({ ...deps, egress, pages: platform.pages });
   const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, mailer, storage, jobs };
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
@@ -63,8 +68,9 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     ...modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })),
     ...(mailbox ? [{ navigation: mailboxNavigation, stylesheet: MAILBOX_CSS }] : []),
     { navigation: membersNavigation, stylesheet: MEMBERS_CSS },
-    { navigation: auditNavigation, stylesheet: AUDIT_CSS },
     { navigation: keysNavigation, stylesheet: KEYS_CSS },
+    { navigation: connectionsNavigation, stylesheet: MCP_CSS },
+    { navigation: auditNavigation, stylesheet: AUDIT_CSS },
   ]);
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps(m)));
   if (mailbox) platform.mount(mailboxRoutes(platform.pages, deps.db));
@@ -72,10 +78,15 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   platform.mount(emailSigninRoutes({ ...deps, pages: platform.pages, mailer, baseUrl: deps.config.publicUrl }));
   // The Members settings page and the invitation links (/signin/invite/<token>).
   platform.mount(membersRoutes({ ...deps, pages: platform.pages, mailer, baseUrl: deps.config.publicUrl }));
-  // The audit log's page (/settings/audit, owners and admins).
-  platform.mount(auditRoutes({ db: deps.db, pages: platform.pages }));
   // The API keys settings page.
   platform.mount(keysRoutes({ ...deps, pages: platform.pages }));
+  // Agent access: the OAuth server's routes (/oauth/*, its discovery documents), its consent page
+  // (/oauth/consent/<uid>) and the agent connections settings page.
+  platform.mount(oauth.routes());
+  platform.mount(consentRoutes({ ...deps, pages: platform.pages, credentials: platform.credentials, oauth }));
+  platform.mount(connectionsRoutes({ ...deps, pages: platform.pages, oauth }));
+  // The audit log's page (/settings/audit, owners and admins).
+  platform.mount(auditRoutes({ db: deps.db, pages: platform.pages }));
   // `GET /`, scoped links, and the HTML 404 / 405 pages outside /v1: after every module's pages.
   platform.mount(platform.pages.routes());
   platform.finish();
@@ -108,6 +119,7 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   jobs.define('mailbox.prune', pruneMailboxJob(deps.db, deps.clock, deps.logger));
   jobs.define('outbox.prune', pruneOutboxJob(deps.db, deps.clock, deps.logger, deps.config.outboxRetentionDays * 86_400_000));
   jobs.define('audit.prune', pruneAuditJob(deps.db, deps.clock, deps.logger, deps.config.auditRetentionDays));
+  jobs.define('oauth.prune', oauth.pruneJob());
 
   const loops: Record<string, BackgroundWorker> = {};
   for (const m of modules) {

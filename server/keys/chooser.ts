@@ -88,6 +88,6 @@ export function grantsChooserHtml(data: { resourceTypes: readonly string[]; sele
 }
 
 /** The delegation choice (nobody / selected members / every member), for a form of another page. */
-export function delegationChooserHtml(data: { members: ReadonlyArray<{ id: string; name: string; role: string }>; mode?: 'none' | 'selected' | 'all'; delegates?: readonly string[] }): string {
-  return eta.render('./_delegation', { prefix: 'chooser', mode: data.mode ?? 'none', delegates: data.delegates ?? [], members: data.members });
+export function delegationChooserHtml(data: { members: ReadonlyArray<{ id: string; name: string; role: string }>; mode?: 'none' | 'selected' | 'all'; delegates?: readonly string[]; noun?: string }): string {
+  return eta.render('./_delegation', { prefix: 'chooser', mode: data.mode ?? 'none', delegates: data.delegates ?? [], members: data.members, noun: data.noun ?? 'key' });
 }
