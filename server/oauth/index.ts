@@ -171,6 +171,7 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
   const { db, clock, logger, config, egress } = deps;
   const { issuer, resource: RESOURCE } = oauthIdentifiers(config.publicUrl);
   const ownOrigin = issuer;
+  const publicOrigin = new URL(issuer);
 
   /** The provider, built once its keys are read from service_secrets. */
   let providerPromise: Promise<Provider> | null = null;
@@ -322,7 +323,8 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       },
       renderError,
     });
-    p.proxy = config.trustProxy !== false;
+    // Reads X-Forwarded-Proto / -Host, which the router sets from PUBLIC_URL on every request it hands over.
+    p.proxy = true;
     // Client secrets are stored hashed (adapter.ts): compare hashes, in constant time.
     p.Client.prototype.compareClientSecret = function compareClientSecret(this: ClientInstance, actual: string): boolean {
       const stored = this.clientSecret;
@@ -399,6 +401,11 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
           }
         }
       }
+      // The provider names its endpoints and sets its cookies from the request's origin: make that PUBLIC_URL's
+      // whatever the proxy in front forwards (a client can send nothing here that the provider believes).
+      req.headers['x-forwarded-proto'] = publicOrigin.protocol.slice(0, -1);
+      req.headers['x-forwarded-host'] = publicOrigin.host;
+      req.headers['x-forwarded-for'] = req.ip ?? '';
       handle ??= p.callback();
       handle(req, res);
     } catch (err) {

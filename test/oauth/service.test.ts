@@ -1,0 +1,50 @@
+/**
+ * The authorization server inside the service (server/service.ts mounts it): its discovery documents
+ * at the root, a registration, its errors through the page layer, and the request log's lines for its
+ * URLs (no query string, no interaction id).
+ */
+import assert from 'node:assert/strict';
+import { forEachDatabase } from '../support/service.ts';
+
+forEachDatabase('oauth: in the service', (ctx) => {
+  it('serves the discovery documents and registration at the root of the service', async () => {
+    const { origin } = ctx();
+    for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
+      const res = await fetch(`${origin}${path}`);
+      assert.equal(res.status, 200, path);
+      const doc = (await res.json()) as Record<string, unknown>;
+      assert.equal(doc.issuer, ctx().config.publicUrl);
+      // Endpoints under PUBLIC_URL, whatever host the request used.
+      assert.equal(doc.token_endpoint, `${ctx().config.publicUrl}/oauth/token`);
+    }
+    const reg = await fetch(`${origin}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ client_name: 'Agent', redirect_uris: ['http://127.0.0.1:5555/cb'], token_endpoint_auth_method: 'none', application_type: 'native' }),
+    });
+    assert.equal(reg.status, 201);
+    assert.match(((await reg.json()) as { client_id: string }).client_id, /^mcl_/);
+  });
+
+  it('shows authorization errors on a page of the service, framed by nobody', async () => {
+    const { origin } = ctx();
+    const res = await fetch(`${origin}/oauth/authorize?client_id=mcl_nosuchclient&response_type=code&code_challenge=x&code_challenge_method=S256&state=secretstate`, { redirect: 'manual' });
+    assert.equal(res.status, 400);
+    assert.match(res.headers.get('content-type')!, /text\/html/);
+    assert.match(res.headers.get('content-security-policy')!, /frame-ancestors 'none'/);
+    const html = await res.text();
+    assert.match(html, /Authorization failed/);
+    assert.match(html, /invalid_client/);
+    assert.match(html, /<link[^>]+page\.css/);
+    const line = ctx().logs().split('\n').find((l) => l.includes('/oauth/authorize'));
+    assert.ok(line, 'a request log line');
+    assert.ok(!line.includes('secretstate'), line);
+    assert.match(line, /\/oauth\/authorize\?\[redacted\]/);
+  });
+
+  it('defines the oauth.prune job', async () => {
+    const { db, jobs } = ctx();
+    assert.equal(await db.tx((sql) => jobs.enqueue(sql, 'oauth.prune', {})), true);
+    await jobs.runDue();
+  });
+});
