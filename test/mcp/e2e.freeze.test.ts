@@ -12,8 +12,9 @@
  * connection approved after the addition with every operation does see the new tool (so the
  * extension is real).
  *
- * No database: the suite runs once. (The service-level half — the same connection's `tools/list`
- * over /v1/mcp equal to toolsFor of its frozen operations — is in e2e.browser.test.ts.)
+ * Then the service: connections written as the consent page writes them (frozen operations, toolsets,
+ * read-only) answer `tools/list` over /v1/mcp with exactly the bytes the extended catalogue's toolsFor
+ * gives for their frozen operations (both revisions), on both databases.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -24,6 +25,10 @@ import { catalogue } from '../../generated/catalogue.ts';
 import { dereferenced } from '../../generated/dereferenced.ts';
 import { buildMcpTools, mcpToolsModule, type ToolSource } from '../../scripts/mcp-tools.ts';
 import * as current from '../../server/mcp/tools.ts';
+import { acme } from '../support/fixtures.ts';
+import { databases, startTestService, type TestService } from '../support/service.ts';
+import { freePort } from '../support/smtp.ts';
+import { mintConnection } from './e2e.tokens.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const NEW_ID = 'customers.GetDealForecast';
@@ -101,3 +106,67 @@ describe('MCP contract freeze: an operation added to the catalogue never changes
     assert.ok(extended.toolsFor(every, { readOnly: true, toolsets: ['customers'] }).some((t) => t.name === NEW_TOOL));
   });
 });
+
+for (const database of databases) {
+  describe(`MCP contract freeze at the service: tools/list of approved connections over /v1/mcp [${database.name}]`, function () {
+    this.timeout(60_000);
+    let svc: TestService;
+    let dir: string;
+    let extended: Tools;
+    before(async () => {
+      dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wsops-mcp-freeze-'));
+      extended = await extendedCatalogue(dir);
+      const port = await freePort();
+      svc = await startTestService(database.url(), { port, publicUrl: `http://localhost:${port}` });
+    });
+    after(async () => {
+      await svc?.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
+
+    /** The `tools` of a tools/list answer, as the bytes the server sent for them. */
+    async function listed(token: string, version: '2025-11-25' | '2026-07-28'): Promise<string> {
+      const modern = version === '2026-07-28';
+      const res = await fetch(`${svc.config.publicUrl}/v1/mcp`, {
+        method: 'POST',
+        headers: {
+          Authorization: `Bearer ${token}`,
+          'Content-Type': 'application/json',
+          Accept: 'application/json, text/event-stream',
+          'MCP-Protocol-Version': version,
+          ...(modern ? { 'Mcp-Method': 'tools/list' } : {}),
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/list',
+          params: modern ? { _meta: { 'io.modelcontextprotocol/protocolVersion': version, 'io.modelcontextprotocol/clientCapabilities': {} } } : {},
+        }),
+      });
+      const text = await res.text();
+      assert.equal(res.status, 200, text);
+      const json = text.trimStart().startsWith('{') ? text : /^data: (.*)$/m.exec(text)![1]!;
+      return JSON.stringify((JSON.parse(json) as { result: { tools: unknown[] } }).result.tools);
+    }
+
+    const cases: Array<{ name: string; spec: Parameters<typeof mintConnection>[2]; options: { toolsets?: string[]; readOnly?: boolean } }> = [
+      { name: 'personal, the owner, every toolset', spec: { access: 'personal', member: 'olga', memberRole: 'owner', operations: [], toolsets: [...current.toolsetNames] }, options: { toolsets: [...current.toolsetNames] } },
+      { name: 'personal, customers only, read-only', spec: { access: 'personal', member: 'olga', memberRole: 'owner', operations: [], toolsets: ['customers'], readOnly: true }, options: { toolsets: ['customers'], readOnly: true } },
+      { name: 'workspace, customers.* frozen at approval', spec: { access: 'workspace', operations: [], toolsets: ['customers'], resources: { 'core:Deal': ['read', 'write'], 'core:Company': ['read', 'write'], 'core:SalesPipeline': ['read', 'write'] } }, options: { toolsets: ['customers'] } },
+    ];
+    for (const c of cases) {
+      it(`${c.name}: the served tools/list is byte for byte the extended catalogue's toolsFor of its frozen operations, without the new tool`, async () => {
+        const ws = await svc.apply(acme());
+        // The operations as the consent page freezes them: what toolsFor selects from the catalogue of that day.
+        const frozen = current.toolDefinitionsFor(current.allToolDefinitions.map((d) => d.operationId), c.options).map((d) => d.operationId);
+        const { token } = await mintConnection(svc, ws, { ...c.spec, operations: frozen });
+        const expected = JSON.stringify(extended.toolsFor(frozen, c.options));
+        for (const version of ['2025-11-25', '2026-07-28'] as const) {
+          const served = await listed(token, version);
+          assert.equal(served, expected, `tools/list over ${version}`);
+          assert.ok(!served.includes(NEW_TOOL));
+        }
+      });
+    }
+  });
+}
