@@ -32,6 +32,9 @@ export const CLIENT_SECRET_PREFIX = 'sha256:';
 /** The stored form of a client secret. */
 export const hashClientSecret = (secret: string): string => `${CLIENT_SECRET_PREFIX}${sha256Hex(secret)}`;
 
+/** Records that belong to a grant and die with it. */
+const GRANT_BOUND = new Set(['AccessToken', 'RefreshToken', 'AuthorizationCode']);
+
 interface StoredRow {
   payload: string;
   expires_at: number | null;
@@ -40,9 +43,7 @@ interface StoredRow {
 
 /** The adapter class oidc-provider instantiates per model (`new Adapter('AccessToken')`). */
 export function knexAdapterFor(db: Database, clock: Clock, issuer: string, errors: typeof OidcErrors): new (model: string) => Adapter {
-  const revokeGrant = async (grantId: string): Promise<void> => {
-    await db.sql.run(`DELETE FROM oauth_records WHERE grant_id = ?`, [grantId]);
-  };
+  const revokeGrant = (grantId: string): Promise<void> => deleteGrantRecords(db, grantId);
 
   return class OAuthRecords implements Adapter {
     constructor(private readonly model: string) {}
@@ -61,6 +62,22 @@ export function knexAdapterFor(db: Database, clock: Clock, issuer: string, error
       const grantId = this.model === 'Grant' ? id : typeof payload.grantId === 'string' ? payload.grantId : null;
       const uidHash = this.model === 'Session' && typeof payload.uid === 'string' ? sha256Hex(payload.uid) : null;
       const expiresAt = typeof expiresIn === 'number' ? clock.now() + expiresIn * 1000 : null;
+      if (grantId !== null && GRANT_BOUND.has(this.model)) {
+        // Only while the grant lives: a token saved after its grant was revoked (a refresh that raced a
+        // replay) is refused, not stored. The grant's lock orders this against deleteGrantRecords.
+        const stored = await db.tx(async (sql) => {
+          await db.lock(sql, grantLockKey(grantId));
+          return sql.run(
+            `INSERT INTO oauth_records (model, id_hash, grant_id, uid_hash, payload, expires_at)
+             SELECT CAST(? AS VARCHAR(32)), CAST(? AS VARCHAR(64)), CAST(? AS VARCHAR(64)), CAST(? AS VARCHAR(64)), CAST(? AS TEXT), CAST(? AS BIGINT)
+             WHERE EXISTS (SELECT 1 FROM oauth_records WHERE model = 'Grant' AND grant_id = ?)
+             ON CONFLICT (model, id_hash) DO UPDATE SET payload = excluded.payload, expires_at = excluded.expires_at`,
+            [this.model, sha256Hex(id), grantId, uidHash, text, expiresAt, grantId],
+          );
+        });
+        if (stored === 0) throw new errors.InvalidGrant('grant revoked');
+        return;
+      }
       await db.sql.run(
         `INSERT INTO oauth_records (model, id_hash, grant_id, uid_hash, payload, expires_at) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (model, id_hash) DO UPDATE SET grant_id = excluded.grant_id, uid_hash = excluded.uid_hash, payload = excluded.payload, expires_at = excluded.expires_at`,
@@ -121,7 +138,33 @@ export async function pruneRecords(db: Database, before: number): Promise<number
   return db.sql.run(`DELETE FROM oauth_records WHERE expires_at IS NOT NULL AND expires_at < ?`, [before]);
 }
 
-/** Every record of a grant (its tokens, codes and the grant itself). */
+/**
+ * Deletes dynamically registered clients issued before `issuedBefore` (ms) that no connection names
+ * (registration is open, so unused registrations must not pile up); returns how many.
+ */
+export async function pruneUnusedClients(db: Database, issuedBefore: number): Promise<number> {
+  const used = new Set((await db.sql.all<{ client_id: string }>(`SELECT DISTINCT client_id FROM mcp_connections`)).map((r) => sha256Hex(r.client_id)));
+  const clients = await db.sql.all<{ id_hash: string; payload: string }>(`SELECT id_hash, payload FROM oauth_records WHERE model = 'Client'`);
+  let removed = 0;
+  for (const client of clients) {
+    if (used.has(client.id_hash)) continue;
+    const issuedAt = Number((JSON.parse(client.payload) as { client_id_issued_at?: unknown }).client_id_issued_at);
+    if (!Number.isFinite(issuedAt) || issuedAt * 1000 >= issuedBefore) continue;
+    removed += await db.sql.run(`DELETE FROM oauth_records WHERE model = 'Client' AND id_hash = ?`, [client.id_hash]);
+  }
+  return removed;
+}
+
+const grantLockKey = (grantId: string) => `oauth-grant:${grantId}`;
+
+/**
+ * Deletes every record of a grant (its tokens, codes and the grant itself), under the grant's lock: a
+ * token being saved for it at the same moment is either deleted here or refused (it checks the grant
+ * under the same lock).
+ */
 export async function deleteGrantRecords(db: Database, grantId: string): Promise<void> {
-  await db.sql.run(`DELETE FROM oauth_records WHERE grant_id = ?`, [grantId]);
+  await db.tx(async (sql) => {
+    await db.lock(sql, grantLockKey(grantId));
+    await sql.run(`DELETE FROM oauth_records WHERE grant_id = ?`, [grantId]);
+  });
 }

@@ -34,7 +34,7 @@ import type { EgressClient } from '../egress.ts';
 import { randomIdPart, sha256Hex } from '../ids.ts';
 import type { JobDefinition } from '../jobs.ts';
 import type { PageKit } from '../pages.ts';
-import { CLIENT_SECRET_PREFIX, deleteGrantRecords, knexAdapterFor, pruneRecords } from './adapter.ts';
+import { CLIENT_SECRET_PREFIX, deleteGrantRecords, knexAdapterFor, pruneRecords, pruneUnusedClients } from './adapter.ts';
 
 export interface OAuthDeps {
   db: Database;
@@ -68,7 +68,7 @@ export interface OAuthServer {
   deny(req: Request, res: Response): Promise<void>;
   /** Every token of the grant dead. */
   revokeGrant(grantId: string): Promise<void>;
-  /** The `oauth.prune` job definition (hourly: records expired for a day). */
+  /** The `oauth.prune` job definition (hourly: records expired for a day, client registrations unused for 30 days). */
   pruneJob(): JobDefinition;
 }
 
@@ -90,6 +90,8 @@ export const OAUTH_TTL = {
 
 /** Records this long past their expiry are deleted by `oauth.prune`. */
 const PRUNE_GRACE_MS = 86_400_000;
+/** Registered clients no connection names are deleted this long after registration (`oauth.prune`). */
+const UNUSED_CLIENT_MS = 30 * 86_400_000;
 
 /** Bytes and time a client id metadata document may take. */
 const CIMD_MAX_BYTES = 5 * 1024;
@@ -478,7 +480,8 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       everyMs: 60 * 60_000,
       run: async () => {
         const removed = await pruneRecords(db, clock.now() - PRUNE_GRACE_MS);
-        if (removed) logger.info({ removed }, 'pruned expired authorization server records');
+        const clients = await pruneUnusedClients(db, clock.now() - UNUSED_CLIENT_MS);
+        if (removed || clients) logger.info({ removed, clients }, 'pruned expired authorization server records and unused client registrations');
       },
     }),
   };

@@ -395,11 +395,16 @@ for (const database of databases) {
       assert.equal(job.everyMs, 3_600_000);
       await job.run(undefined);
       assert.equal(Number((await server.db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM oauth_records WHERE expires_at IS NOT NULL`))!.n), before);
+      const clients = await server.db.sql.all<{ id_hash: string }>(`SELECT id_hash FROM oauth_records WHERE model = 'Client'`);
       server.clock.advance(366 * 86_400_000 + 86_400_000 + 1000);
       await job.run(undefined);
       assert.equal(Number((await server.db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM oauth_records WHERE expires_at IS NOT NULL`))!.n), 0);
-      // Clients (no expiry) stay.
-      assert.ok(Number((await server.db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM oauth_records WHERE model = 'Client'`))!.n) > 0);
+      // Registrations: those a connection names stay; the others go 30 days after registration.
+      const used = new Set((await server.db.sql.all<{ client_id: string }>(`SELECT DISTINCT client_id FROM mcp_connections`)).map((r) => sha256Hex(r.client_id)));
+      const unused = clients.filter((c) => !used.has(c.id_hash));
+      assert.ok(unused.length > 0 && clients.length > unused.length);
+      const remaining = await server.db.sql.all<{ id_hash: string }>(`SELECT id_hash FROM oauth_records WHERE model = 'Client'`);
+      assert.deepEqual(remaining.map((c) => c.id_hash).sort(), clients.filter((c) => used.has(c.id_hash)).map((c) => c.id_hash).sort());
     });
   });
 }
