@@ -380,6 +380,33 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
     return true;
   };
 
+  /**
+   * Dynamic registration without `application_type` whose redirect addresses use a private scheme
+   * (`cursor://...`, `vscode://...`): registered as a native client, which is what such a client is
+   * (clients MUST send application_type since the 2026-07-28 revision; earlier ones often do not).
+   */
+  const guardRegistration = async (req: Request, res: Response): Promise<boolean> => {
+    const raw = await readBody(req);
+    if (raw === null) {
+      sendOAuthError(res, 413, 'invalid_request', 'the request body is too large');
+      return false;
+    }
+    let text = raw.toString('utf8');
+    try {
+      const body = JSON.parse(text) as unknown;
+      if (body && typeof body === 'object' && !Array.isArray(body)) {
+        const metadata = body as Record<string, unknown>;
+        const uris = Array.isArray(metadata.redirect_uris) ? metadata.redirect_uris : [];
+        const privateScheme = uris.some((u) => typeof u === 'string' && /^[a-z][a-z0-9+.-]*:/i.test(u) && !/^https?:/i.test(u));
+        if (metadata.application_type === undefined && privateScheme) text = JSON.stringify({ ...metadata, application_type: 'native' });
+      }
+    } catch {
+      // Not JSON: the provider answers it.
+    }
+    (req as unknown as { body: string }).body = text;
+    return true;
+  };
+
   const router = express.Router();
   router.use(async (req: Request, res: Response, next) => {
     if (!OWN_PATHS.test(req.path)) return next();
@@ -388,6 +415,8 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       const formBody = req.method === 'POST' && (req.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded');
       if (req.path === '/oauth/token' && formBody) {
         if (!(await guardForm(req, res, true))) return;
+      } else if (req.path === '/oauth/register' && req.method === 'POST' && (req.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) {
+        if (!(await guardRegistration(req, res))) return;
       } else if (req.path === '/oauth/authorize' && formBody) {
         if (!(await guardForm(req, res, false))) return;
       } else if (req.path === '/oauth/authorize' && req.method === 'GET') {

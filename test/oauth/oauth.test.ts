@@ -98,6 +98,20 @@ for (const database of databases) {
       assert.deepEqual(reg.json.grant_types, ['authorization_code', 'refresh_token']);
     });
 
+    it('registers a client with private-scheme redirect addresses and no application_type as native', async () => {
+      const reg = await register(server.origin, { client_name: 'Editor', redirect_uris: ['cursor://anysphere.cursor-retrieval/oauth/callback'], token_endpoint_auth_method: 'none' });
+      assert.equal(reg.status, 201, reg.text);
+      assert.equal(reg.json.application_type, 'native');
+      const web = await register(server.origin, { client_name: 'Editor', redirect_uris: ['cursor://x/cb'], token_endpoint_auth_method: 'none', application_type: 'web' });
+      assert.equal(web.status, 400);
+      assert.equal(web.json.error, 'invalid_redirect_uri');
+      const loopback = await register(server.origin, { client_name: 'CLI', redirect_uris: ['http://localhost:33418/callback'], token_endpoint_auth_method: 'none' });
+      assert.equal(loopback.status, 201, loopback.text);
+      const notJson = await new Browser(server.origin).request('/oauth/register', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{nope' });
+      assert.equal(notJson.status, 400);
+      assert.equal(notJson.json.error, 'invalid_request');
+    });
+
     it('refuses a registration with bad metadata', async () => {
       const reg = await register(server.origin, { client_name: 'x', redirect_uris: ['not a url'], token_endpoint_auth_method: 'none' });
       assert.equal(reg.status, 400);
