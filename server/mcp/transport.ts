@@ -6,7 +6,7 @@
  * Refusals at this HTTP level are our `{error, message, request_id}` bodies (401 and 403 with the
  * RFC 6750 / RFC 9728 `WWW-Authenticate` challenge); what happens inside MCP is JSON-RPC.
  */
-import { createMcpHandler } from '@modelcontextprotocol/server';
+import { createMcpHandler, isLegacyRequest, type McpHandlerRequestOptions, WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
@@ -75,12 +75,26 @@ export function hostOriginProblem(req: Request, config: ServiceConfig): string |
 /** The routes of `/v1/mcp` (mount before the /v1 operations router). */
 export function mcpRoutes(deps: McpTransportDeps): express.Router {
   const { config, logger, credentials, resource } = deps;
-  const handler = createMcpHandler(mcpServerFactory({ execute: deps.execute, logger, validator: deps.validator, version: deps.version }), {
-    legacy: 'stateless',
-    responseMode: 'json',
-    onerror: (err) => logger.warn({ err: { message: err.message } }, 'mcp request refused'),
-  });
-  const node = toNodeHandler(handler, { onerror: (err) => logger.error({ err }, 'mcp adapter') });
+  const factory = mcpServerFactory({ execute: deps.execute, logger, validator: deps.validator, version: deps.version });
+  // 2026-07-28 traffic: the SDK's per-request entry, one JSON body per answer.
+  const modern = createMcpHandler(factory, { legacy: 'reject', responseMode: 'json', onerror: (err) => logger.warn({ err: { message: err.message } }, 'mcp request refused') });
+  // 2025-era traffic: the stateless transport the SDK's own fallback builds, but answering JSON rather than one
+  // server-sent event (we emit no mid-call messages): the same answers, cheaper to make and to read.
+  const legacy = async (request: globalThis.Request, options: McpHandlerRequestOptions): Promise<globalThis.Response> => {
+    const server = factory({ era: 'legacy', authInfo: options.authInfo, requestInfo: request });
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    try {
+      return await transport.handleRequest(request, options);
+    } finally {
+      void transport.close().catch(() => undefined);
+      void server.close().catch(() => undefined);
+    }
+  };
+  const node = toNodeHandler(
+    { fetch: async (request, options = {}) => ((await isLegacyRequest(request, options.parsedBody)) ? legacy(request, options) : modern.fetch(request, options)) },
+    { onerror: (err) => logger.error({ err }, 'mcp adapter') },
+  );
 
   /** Answers with our error body (and its challenge on 401 / 403). */
   const refuse = (res: Response, status: number, code: string, message: string, headers: Record<string, string> = {}) => {

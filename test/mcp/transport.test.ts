@@ -237,6 +237,7 @@ forEachDatabase(
       assert.deepEqual(init.body.result.capabilities.tools, { listChanged: false });
       assert.equal(init.body.result.serverInfo.name, 'workspace-operations');
       assert.equal(init.headers.get('mcp-session-id'), null, 'stateless: no session');
+      assert.match(init.headers.get('content-type') ?? '', /^application\/json/, 'one JSON body, also for 2025 clients');
 
       const discover = modern('server/discover');
       const found = await rawPost(svc(), discover.body, { ...discover.headers, ...auth });
@@ -263,6 +264,7 @@ forEachDatabase(
       assert.match(noName.body.error.message, /Mcp-Name/);
       const ok = await rawPost(svc(), call.body, { ...call.headers, ...auth });
       assert.equal(ok.status, 200);
+      assert.match(ok.headers.get('content-type') ?? '', /^application\/json/);
       assert.equal(ok.body.result.resultType, 'complete');
       assert.ok(Array.isArray(ok.body.result.structuredContent.items));
     });
@@ -372,4 +374,31 @@ forEachDatabase(
     });
   },
   { rateLimitPerSecond: 1, rateLimitBurst: 3 },
+);
+
+forEachDatabase(
+  'MCP endpoint behind its public name',
+  (svc) => {
+    it('takes requests for PUBLIC_URL\'s host only, and tokens issued for PUBLIC_URL + /v1/mcp', async () => {
+      const ws = await svc().apply(acme());
+      const id = await insertConnection(svc(), { workspaceId: ws.workspace_id, createdBy: ws.members.ada!, access: 'personal', operations: PERSONAL_OPS });
+      const token = await mintAccessToken(svc(), id);
+      const body = JSON.stringify(initialize);
+      const headers = (extra: Record<string, string>) => ({ 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', Authorization: `Bearer ${token}`, ...extra });
+      assert.equal((await rawHttp(svc(), { headers: headers({ Host: 'ops.example.com' }), body })).status, 200);
+      assert.equal((await rawHttp(svc(), { headers: headers({ Host: 'ops.example.com', Origin: 'https://ops.example.com' }), body })).status, 200);
+      // Loopback is no longer a way in once PUBLIC_URL names a host.
+      assert.equal((await rawHttp(svc(), { headers: headers({}), body })).status, 403);
+      assert.equal((await rawHttp(svc(), { headers: headers({ Host: 'ops.example.com', Origin: 'http://localhost:6274' }), body })).status, 403);
+      assert.equal((await rawHttp(svc(), { headers: headers({ Host: 'ops.example.com.evil.test' }), body })).status, 403);
+      const meta = await rawHttp(svc(), { method: 'GET', headers: { Host: 'ops.example.com' } });
+      const challenge = await rawHttp(svc(), { headers: { 'Content-Type': 'application/json', Host: 'ops.example.com' }, body });
+      assert.equal(challenge.status, 401);
+      assert.equal(challenge.headers['www-authenticate'], 'Bearer resource_metadata="https://ops.example.com/.well-known/oauth-protected-resource/v1/mcp", scope="mcp"');
+      assert.equal(meta.status, 401);
+      const prm = await fetch(`${svc().origin}/.well-known/oauth-protected-resource/v1/mcp`);
+      assert.equal(((await prm.json()) as { resource: string }).resource, 'https://ops.example.com/v1/mcp');
+    });
+  },
+  { publicUrl: 'https://ops.example.com' },
 );
