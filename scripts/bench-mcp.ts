@@ -27,6 +27,9 @@
  * The report: each row, and the ratio tool call / HTTP call of p50 latency and of CPU per call.
  * Aim (issue 17): a tool call at most 1.5 x the same HTTP call (p50 latency). A miss prints MISS
  * (exit 0); failed calls exit 1. Results: .bench/mcp-<db>.json.
+ * The service runs on this process's Node. For the Node 22 figure on PostgreSQL (better-sqlite3 is
+ * built for the Node that installed it, so SQLite needs that one):
+ *   BENCH_DATABASES=postgres "$(npm exec --yes --package=node@22.23.3 -- node -e 'console.log(process.execPath)' | tail -n 1)" --import tsx scripts/bench-mcp.ts
  * Environment: BENCH_DATABASES (sqlite,postgres), BENCH_POSTGRES_URL, BENCH_SEQUENTIAL (400),
  * BENCH_CONNECTIONS (10), BENCH_DURATION_S (8), BENCH_WARMUP (200 calls), BENCH_PIPELINES (50),
  * BENCH_PIN (0: set 1 to pin the service and this process to one CPU each), BENCH_NODE_ARGS, LOG_LEVEL (warn).
