@@ -76,8 +76,10 @@ export function hostOriginProblem(req: Request, config: ServiceConfig): string |
 export function mcpRoutes(deps: McpTransportDeps): express.Router {
   const { config, logger, credentials, resource } = deps;
   const factory = mcpServerFactory({ execute: deps.execute, logger, validator: deps.validator, version: deps.version });
-  // 2026-07-28 traffic: the SDK's per-request entry, one JSON body per answer.
-  const modern = createMcpHandler(factory, { legacy: 'reject', responseMode: 'json', onerror: (err) => logger.warn({ err: { message: err.message } }, 'mcp request refused') });
+  // 2026-07-28 traffic: the SDK's per-request entry, one JSON body per answer. `auto` answers exactly as `json`
+  // here (it streams only when a handler sends a message before its result, and ours send none), without the
+  // console warning `json` prints at every start.
+  const modern = createMcpHandler(factory, { legacy: 'reject', responseMode: 'auto', onerror: (err) => logger.warn({ err: { message: err.message } }, 'mcp request refused') });
   // 2025-era traffic: the stateless transport the SDK's own fallback builds, but answering JSON rather than one
   // server-sent event (we emit no mid-call messages): the same answers, cheaper to make and to read.
   const legacy = async (request: globalThis.Request, options: McpHandlerRequestOptions): Promise<globalThis.Response> => {
