@@ -133,6 +133,30 @@ const SECURITY_HEADERS: Record<string, string> = {
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+/**
+ * A body another middleware already read (the page routers mounted before this one parse every form
+ * body): the parsed value, or undefined when the stream is still unread.
+ */
+function parsedBody(req: IncomingMessage): unknown {
+  const r = req as IncomingMessage & { _body?: boolean; body?: unknown };
+  return r._body === true || !req.readable ? (r.body ?? '') : undefined;
+}
+
+/** A form body as URLSearchParams, whether still unread or already parsed (flat object) upstream; null when larger than the limit. */
+async function readForm(req: IncomingMessage): Promise<URLSearchParams | null> {
+  const parsed = parsedBody(req);
+  if (parsed === undefined) {
+    const raw = await readBody(req);
+    return raw === null ? null : new URLSearchParams(raw.toString('utf8'));
+  }
+  if (typeof parsed === 'string' || Buffer.isBuffer(parsed)) return new URLSearchParams(parsed.toString());
+  const form = new URLSearchParams();
+  if (parsed && typeof parsed === 'object') {
+    for (const [name, value] of Object.entries(parsed)) for (const v of Array.isArray(value) ? value : [value]) form.append(name, String(v));
+  }
+  return form;
+}
+
 /** Reads a request body (the provider's own limit, 56 KiB); null when it is larger. */
 async function readBody(req: IncomingMessage, limit = 56 * 1024): Promise<Buffer | null> {
   const chunks: Buffer[] = [];
@@ -356,12 +380,11 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
 
   /** Rewrites a form body's `resource` values to the canonical one; null when the body has none. */
   const guardForm = async (req: Request, res: Response, strict: boolean): Promise<boolean> => {
-    const raw = await readBody(req);
-    if (raw === null) {
+    const form = await readForm(req);
+    if (form === null) {
       sendOAuthError(res, 413, 'invalid_request', 'the request body is too large');
       return false;
     }
-    const form = new URLSearchParams(raw.toString('utf8'));
     const values = form.getAll('resource');
     if (values.length) {
       const verdict = resourceProblem(values);
@@ -376,7 +399,7 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       }
     }
     // oidc-provider reads an already read body from req.body (a string is parsed as the form).
-    (req as unknown as { body: string }).body = values.length ? form.toString() : raw.toString('utf8');
+    (req as unknown as { body: string }).body = form.toString();
     return true;
   };
 
@@ -386,7 +409,8 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
    * (clients MUST send application_type since the 2026-07-28 revision; earlier ones often do not).
    */
   const guardRegistration = async (req: Request, res: Response): Promise<boolean> => {
-    const raw = await readBody(req);
+    const parsed = parsedBody(req);
+    const raw = parsed === undefined ? await readBody(req) : Buffer.from(typeof parsed === 'string' || Buffer.isBuffer(parsed) ? parsed.toString() : JSON.stringify(parsed));
     if (raw === null) {
       sendOAuthError(res, 413, 'invalid_request', 'the request body is too large');
       return false;

@@ -23,7 +23,18 @@ forEachDatabase('oauth: in the service', (ctx) => {
       body: JSON.stringify({ client_name: 'Agent', redirect_uris: ['http://127.0.0.1:5555/cb'], token_endpoint_auth_method: 'none', application_type: 'native' }),
     });
     assert.equal(reg.status, 201);
-    assert.match(((await reg.json()) as { client_id: string }).client_id, /^mcl_/);
+    const clientId = ((await reg.json()) as { client_id: string }).client_id;
+    assert.match(clientId, /^mcl_/);
+    // The token endpoint reads its form body (nothing before it in the service consumed it).
+    const post = (params: Record<string, string>) =>
+      fetch(`${origin}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(params).toString() });
+    const unknown = await post({ grant_type: 'refresh_token', refresh_token: 'x'.repeat(43), client_id: clientId });
+    assert.equal(unknown.status, 400);
+    const unknownBody = (await unknown.json()) as { error: string };
+    assert.equal(unknownBody.error, 'invalid_grant', JSON.stringify(unknownBody));
+    const other = await post({ grant_type: 'refresh_token', refresh_token: 'x'.repeat(43), client_id: clientId, resource: 'https://other.example/v1/mcp' });
+    assert.equal(other.status, 400);
+    assert.equal(((await other.json()) as { error: string }).error, 'invalid_target');
   });
 
   it('shows authorization errors on a page of the service, framed by nobody', async () => {
