@@ -10,7 +10,7 @@ import { sha256Hex } from '../../server/ids.ts';
 import { canonicalResource } from '../../server/oauth/index.ts';
 import { type Receiver, startReceiver, testCertificates } from '../support/receiver.ts';
 import { databases } from '../support/service.ts';
-import { authorize, Browser, pkce, REDIRECT, register, startAuthServer, type TestAuthServer, token } from './support.ts';
+import { authorize, Browser, pkce, REDIRECT, register, startAuthServer, startSecondProcess, type TestAuthServer, token } from './support.ts';
 
 describe('oauth: canonical resource', () => {
   it('lowercases scheme and host, drops the default port and a trailing slash, refuses queries and fragments', () => {
@@ -335,6 +335,38 @@ for (const database of databases) {
         assert.match(page.headers.get('content-security-policy')!, /frame-ancestors 'none'/);
         assert.equal(page.headers.get('x-frame-options'), 'DENY');
         assert.match(page.text, /invalid_client/);
+      }
+    });
+
+    it('accepts the OpenID scopes beside mcp (an ID token naming the connection; refresh either way)', async () => {
+      const clientId = await publicClient();
+      const { verifier, challenge } = pkce();
+      const { callback, connectionId } = await authorize(server, { clientId, challenge, scope: 'openid offline_access mcp' });
+      const t = await token(server.origin, { grant_type: 'authorization_code', code: callback.searchParams.get('code')!, redirect_uri: REDIRECT, client_id: clientId, code_verifier: verifier, resource: server.resource });
+      assert.equal(t.status, 200, t.text);
+      secrets.add(t.json.access_token);
+      secrets.add(t.json.refresh_token);
+      assert.ok(t.json.refresh_token);
+      assert.equal(JSON.parse(Buffer.from(t.json.id_token.split('.')[1], 'base64url').toString()).sub, connectionId);
+      assert.equal(JSON.parse(Buffer.from(t.json.id_token.split('.')[0], 'base64url').toString()).alg, 'ES256');
+      assert.equal((await accessRecord(t.json.access_token))?.payload.aud, server.resource);
+    });
+
+    it('is one authorization server across processes: keys from service_secrets, records in the database', async () => {
+      const clientId = await publicClient();
+      const t = await fullFlow(clientId, { client_id: clientId });
+      const other = await startSecondProcess(server);
+      try {
+        const jwks = async (origin: string) => (await new Browser(origin).request('/oauth/jwks')).json;
+        assert.deepEqual(await jwks(other.origin), await jwks(server.origin));
+        assert.equal((await jwks(server.origin)).keys[0].d, undefined);
+        const r = await token(other.origin, { grant_type: 'refresh_token', refresh_token: t.refresh_token, client_id: clientId, resource: server.resource });
+        assert.equal(r.status, 200, r.text);
+        secrets.add(r.json.access_token);
+        secrets.add(r.json.refresh_token);
+        assert.equal((await accessRecord(r.json.access_token))?.payload.iss, server.origin);
+      } finally {
+        await other.close();
       }
     });
 

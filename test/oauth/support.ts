@@ -185,3 +185,23 @@ export async function authorize(
   if (!/^https?:/.test(resumed.location)) throw new Error(`resume answered ${resumed.status} ${resumed.location}`);
   return { callback: new URL(resumed.location), connectionId, uid, details: details.json, browser };
 }
+
+/** A second "process": another OAuth server on the same database and PUBLIC_URL, on its own listener. */
+export async function startSecondProcess(first: TestAuthServer): Promise<{ origin: string; close(): Promise<void> }> {
+  const app = express();
+  const server: Server = http.createServer(app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const egress = new EgressClient(STRICT_EGRESS_POLICY);
+  const { logger } = capturedLogger();
+  const oauth = createOAuthServer({ db: first.db, clock: first.clock, logger, config: { ...loadConfig({}), publicUrl: first.origin, egress: STRICT_EGRESS_POLICY }, egress });
+  app.use(oauth.routes());
+  return {
+    origin,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await egress.close();
+    },
+  };
+}
