@@ -33,6 +33,7 @@ import type { ServiceConfig } from '../config.ts';
 import type { EgressClient } from '../egress.ts';
 import { randomIdPart, sha256Hex } from '../ids.ts';
 import type { JobDefinition } from '../jobs.ts';
+import { MCP_SCOPE, mcpResource } from '../mcp/resource.ts';
 import type { PageKit } from '../pages.ts';
 import { CLIENT_SECRET_PREFIX, deleteGrantRecords, knexAdapterFor, pruneRecords, pruneUnusedClients } from './adapter.ts';
 
@@ -72,11 +73,6 @@ export interface OAuthServer {
   pruneJob(): JobDefinition;
 }
 
-/** The scope of the MCP resource (narrowing lives on the connection, not in scopes). */
-export const MCP_SCOPE = 'mcp';
-
-/** Prefixes of paths under /oauth/ that carry an interaction uid (cut from the request log). */
-export const OAUTH_SECRET_PATHS = ['/oauth/authorize/', '/oauth/consent/'];
 
 /** Lifetimes (seconds). */
 export const OAUTH_TTL = {
@@ -98,12 +94,6 @@ const CIMD_MAX_BYTES = 5 * 1024;
 const CIMD_TIMEOUT_MS = 2500;
 
 const OWN_PATHS = /^\/(oauth\/(authorize|token|register|revoke|jwks)(\/.*)?|\.well-known\/(oauth-authorization-server|openid-configuration))$/;
-
-/** The issuer and resource identifiers of this deployment (canonical: lowercase scheme and host, no trailing slash). */
-export function oauthIdentifiers(publicUrl: string): { issuer: string; resource: string } {
-  const issuer = new URL(publicUrl).origin;
-  return { issuer, resource: `${issuer}/v1/mcp` };
-}
 
 /**
  * A resource indicator in canonical form (RFC 8707 §2 / the MCP spec: lowercase scheme and host,
@@ -195,7 +185,7 @@ function loadOidc(logger: Logger): Promise<OidcModule> {
 
 export function createOAuthServer(deps: OAuthDeps): OAuthServer {
   const { db, clock, logger, config, egress } = deps;
-  const { issuer, resource: RESOURCE } = oauthIdentifiers(config.publicUrl);
+  const { issuer, resource: RESOURCE } = mcpResource(config.publicUrl);
   const ownOrigin = issuer;
   const publicOrigin = new URL(issuer);
 
