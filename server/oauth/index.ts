@@ -365,10 +365,15 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
     res.statusCode = status;
     res.setHeader('Content-Type', 'application/json; charset=utf-8');
     res.setHeader('Cache-Control', 'no-store');
+    // Browser-based clients read the token endpoint's errors cross-origin (no credentials involved).
+    res.setHeader('Access-Control-Allow-Origin', '*');
     res.end(JSON.stringify({ error, error_description: description }));
   };
 
-  /** Rewrites a form body's `resource` values to the canonical one; null when the body has none. */
+  /**
+   * Rewrites a form body's `resource` values to the canonical one and hands the body to the provider;
+   * `strict` (token endpoint): another resource is answered invalid_target here (false: answered).
+   */
   const guardForm = async (req: Request, res: Response, strict: boolean): Promise<boolean> => {
     const form = await readForm(req);
     if (form === null) {
