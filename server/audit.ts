@@ -62,6 +62,7 @@ export const AUDIT_FAMILIES = {
   keys: ['key.', 'workspace.api_keys_changed'],
   members: ['member.', 'invitation.', 'session.'],
   webhooks: ['webhook.'],
+  connections: ['connection.'],
 } as const satisfies Record<string, readonly string[]>;
 export type AuditFamily = keyof typeof AUDIT_FAMILIES;
 export const isAuditFamily = (v: unknown): v is AuditFamily => typeof v === 'string' && Object.hasOwn(AUDIT_FAMILIES, v);

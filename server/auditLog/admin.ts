@@ -21,7 +21,7 @@ export function auditAdmin(program: Command, deps: AdminDeps): void {
     .requiredOption('--workspace <id>', 'workspace id (ws_...)')
     .option('--limit <n>', 'at most this many entries, newest first (1-500)', '50')
     .option('--before <entry>', 'continue after this entry (the id of the last entry printed: au_...)')
-    .option('--action <prefix>', 'only actions starting with this (e.g. key. or member.role_changed), or a family: keys, members, webhooks')
+    .option('--action <prefix>', 'only actions starting with this (e.g. key. or member.role_changed), or a family: keys, members, webhooks, connections')
     .description("a workspace's audit log, newest first: id, time (UTC), who, action, what happened in words, subject")
     .action((o: { workspace: string; limit: string; before?: string; action?: string }) => {
       const limit = limitOf(o.limit);

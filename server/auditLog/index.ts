@@ -39,7 +39,7 @@ export const auditNavigation: NavEntry[] = [
   },
 ];
 
-const FAMILY_LABELS: Record<AuditFamily | 'all', string> = { all: 'All', keys: 'API keys', members: 'Members', webhooks: 'Webhooks' };
+const FAMILY_LABELS: Record<AuditFamily | 'all', string> = { all: 'All', keys: 'API keys', members: 'Members', webhooks: 'Webhooks', connections: 'Agent connections' };
 
 const link = (family: AuditFamily | undefined, before?: string) => {
   const q = new URLSearchParams();
