@@ -633,5 +633,46 @@ for (const database of databases) {
       await ask();
       await mailsFor(mail, email, 6);
     });
+    it('an expired sign-in link is 410 and points to /signin, not to a command', async () => {
+      const email = 'ada@globex.test';
+      const { page } = await newPage();
+      await page.goto(`${svc.origin}/signin`);
+      await page.fill('#signin-email', email);
+      await Promise.all([page.waitForNavigation(), page.click('button:has-text("Send me a sign-in link")')]);
+      const [received] = await mailsFor(mail, email, 1);
+      const token = /\/signin\/([A-Za-z0-9_-]{20,})/.exec(received!.mail.text!)![1]!;
+      tokensSeen.push(token);
+      svc.clock.advance(16 * 60_000);
+      const res = await page.goto(`${svc.origin}/signin/${token}`);
+      assert.equal(res!.status(), 410);
+      assert.ok(await page.locator('a[href^="/signin"]').count());
+      assert.doesNotMatch((await page.textContent('body'))!, /npm run/);
+    });
+
+    it('API keys turned off by the operator: the page says so and makes no key, existing keys work; stopped: they are refused; on again: all back', async () => {
+      const bob = await signInByMail('bob@globex.test', '/settings/keys');
+      const tsx = path.join(root, 'node_modules/.bin/tsx');
+      const cli = (mode: string) => run(tsx, [path.join(root, 'scripts/admin.ts'), 'workspace', 'api-keys', '--workspace', other.workspace_id, mode], { env: { ...process.env, DATABASE_URL: svc.databaseUrl }, cwd: root });
+      const before = await countKeys(other.workspace_id);
+      await cli('--off');
+      await bob.page.goto(`${svc.origin}/settings/keys`);
+      assert.match((await bob.page.textContent('main'))!, /operator has not turned API keys on for this workspace/);
+      assert.equal(await bob.page.locator('form.create-key').count(), 0);
+      const csrf = (await bob.page.locator('input[name="_csrf"]').first().getAttribute('value'))!;
+      const made = await bob.page.request.post(`${svc.origin}/settings/keys/create`, { form: { _csrf: csrf, name: 'x', ns_workspace: 'all', delegation: 'none' }, headers: { Origin: svc.origin }, maxRedirects: 0 });
+      assert.ok(made.status() < 500);
+      assert.equal(await countKeys(other.workspace_id), before);
+      assert.equal((await callWith(other.keys.ci!.secret, 'customers.ListSalesPipelines', {})).status, 200);
+      await cli('--stop');
+      const stopped = await callWith(other.keys.ci!.secret, 'customers.ListSalesPipelines', {});
+      assert.equal(stopped.status, 403);
+      assert.match(((await stopped.json()) as { message: string }).message, /API keys are stopped for this workspace/);
+      await cli('--on');
+      assert.equal((await callWith(other.keys.ci!.secret, 'customers.ListSalesPipelines', {})).status, 200);
+      await bob.page.goto(`${svc.origin}/settings/keys`);
+      assert.equal(await bob.page.locator('form.create-key').count(), 1);
+      const audit = await svc.db.sql.all<{ action: string }>(`SELECT action FROM audit_log WHERE workspace_id = ? AND action = 'workspace.api_keys_changed'`, [other.workspace_id]);
+      assert.equal(audit.length, 3);
+    });
   });
 }
