@@ -194,8 +194,13 @@ for (const database of databases) {
     });
 
     it('a plain member approves personal access: the page shows the client, its redirect host in bold and what it asks; framing is forbidden; workspace access is not theirs to choose', async () => {
-      const { page, arrived, problems } = await member('ada');
+      const { page, arrived, problems, cookie } = await member('ada');
       const flow = await consent(page);
+      // Form posts need the page's CSRF token and this origin (the page kit's protectForm).
+      const forged = (headers: Record<string, string>) =>
+        fetch(`${svc.origin}/oauth/consent/${flow.uid}`, { method: 'POST', redirect: 'manual', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: 'decision=approve&access=personal&toolset=customers' });
+      assert.equal((await forged({})).status, 403);
+      assert.equal((await forged({ origin: 'https://evil.example' })).status, 403);
       assert.match(flow.headers['content-security-policy']!, /frame-ancestors 'none'/);
       assert.equal(flow.headers['x-frame-options'], 'DENY');
       assert.equal(flow.headers['cache-control'], 'no-store');
@@ -403,6 +408,8 @@ for (const database of databases) {
       assert.equal(entries[1]!.what, `revoked the MCP connection “Desk Agent” (${personal.id}) (personal, acting as Ada Member): its tokens no longer work`);
       // The audit page shows them in words.
       await olga.page.goto(`${svc.origin}/settings/audit`);
+      await olga.page.click('.audit-filter a:has-text("Agent connections")');
+      assert.equal(await olga.page.locator('table tbody tr').count(), 4);
       assert.match((await olga.page.locator('main').textContent())!, /revoked the MCP connection “Desk Agent”/);
       await olga.page.screenshot({ path: path.join(shots, `connections-3-audit-${database.name}.png`), fullPage: true });
     });
