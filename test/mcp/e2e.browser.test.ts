@@ -362,7 +362,7 @@ for (const database of databases) {
         assert.equal(row.delegation, 'selected');
       });
 
-      it('exchanges the code; tools/list = the chosen operations; a command as the connection; acting for a delegated member (Service-Act-As) within her own role; not for another member', async () => {
+      it('exchanges the code; tools/list = the chosen operations (both revisions); a command and a query as the connection; a tool outside the grant refused (-32602); acting for a delegated member (Service-Act-As) within her own role; not for another member', async () => {
         assert.ok(back, 'the consent step did not run');
         await transport.finishAuth(back);
         const row = (await c.svc.db.sql.one<{ access: string; operations: string }>(`SELECT access, operations FROM mcp_connections WHERE workspace_id = ? AND client_id = ?`, [c.ws.workspace_id, cimdUrl]))!;
@@ -374,7 +374,18 @@ for (const database of databases) {
         assert.deepEqual((await shared.listTools()).tools.map((t) => t.name), GRANTED.map((id) => id.replace('.', '_')).sort());
         const own = await shared.callTool({ name: 'customers_CreateSalesPipeline', arguments: { ...createPipeline('Shared integration') } });
         assert.ok(!own.isError, JSON.stringify(own));
+        const id = (own.structuredContent as { item: { id: string } }).item.id;
+        const got = await shared.callTool({ name: 'customers_GetSalesPipeline', arguments: { id } });
+        assert.equal((got.structuredContent as { item: { data: { name: string } } }).item.data.name, 'Shared integration');
+        // A tool outside the grant is a protocol error (-32602), not a tool result.
+        await assert.rejects(shared.callTool({ name: 'customers_DeleteSalesPipeline', arguments: { id } }), /-32602|Unknown tool/i);
         await shared.close();
+        // The same connection over revision 2026-07-28 (pinned): the same tools, the same answers.
+        const modern = await connected(c, provider, { pin: '2026-07-28' });
+        assert.deepEqual((await modern.listTools()).tools.map((t) => t.name), GRANTED.map((gid) => gid.replace('.', '_')).sort());
+        const again = await modern.callTool({ name: 'customers_GetSalesPipeline', arguments: { id } });
+        assert.deepEqual(again.structuredContent, got.structuredContent);
+        await modern.close();
         // Acting for Ada: the connection's grants and Ada's own role both apply (she reads pipelines, a member may not change shared ones).
         const asAda = await connected(c, provider, { headers: { 'Service-Act-As': c.ws.members.ada! } });
         const read = await asAda.callTool({ name: 'customers_ListSalesPipelines', arguments: {} });
