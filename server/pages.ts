@@ -37,6 +37,7 @@ import { type Frame, type NavEntry, Navigation, SETTINGS_PATH, type Viewer } fro
 import { hold, take } from './pages/holds.ts';
 import { isLocalPath } from './pages/paths.ts';
 import { authenticateScoped, inspectScopedLink, openScopedLink, SCOPED_COOKIE, type ScopedSession } from './pages/scoped.ts';
+import { textProblem } from './validation.ts';
 
 export type { NavEntry, Viewer };
 export { isLocalPath };
@@ -205,10 +206,25 @@ export class PageKit {
   /** A router for pages: cookies parsed, security headers and no-store set, form bodies read. */
   router(): express.Router {
     const router = express.Router();
-    router.use(cookieParser(), pageHelmet, noStore, express.urlencoded({ extended: false, limit: '16kb' }));
+    router.use(cookieParser(), pageHelmet, noStore, express.urlencoded({ extended: false, limit: '16kb' }), this.refuseBadText);
     this.routers.push(router);
     return router;
   }
+
+  /**
+   * The API's string rule (server/validation.ts `textProblem`) on every page form and query: a value
+   * (or field name) with U+0000 or a lone UTF-16 surrogate is refused with a 400 page before any route
+   * sees it (PostgreSQL cannot store the first and would answer 500; SQLite would store it), so every
+   * form of every page refuses it alike on both databases, and nothing is stored.
+   */
+  private readonly refuseBadText: RequestHandler = (req, res, next) => {
+    if (req.path === '/v1' || req.path.startsWith('/v1/')) return next();
+    const problem = textProblem('form field', req.body) ?? textProblem('query parameter', req.query);
+    if (problem === null) return next();
+    const field = /^(form field|query parameter)(?:\.([^ ]*))?( has a key that)? (.*)$/.exec(problem);
+    const what = field ? `The ${field[1]}${field[2] ? ` “${field[2]}”` : ''}${field[3] ? ' has a name that' : ''} ${field[4]}` : problem;
+    this.notice(res, 400, 'Not accepted', [`${what}.`, 'Remove that character and send the form again; nothing was changed.']);
+  };
 
   /** Templates in `dir` (a module's own pages folder). */
   views(dir: URL): Views {
