@@ -42,8 +42,9 @@ export function createLogger(level = process.env.LOG_LEVEL || 'info'): Logger {
 export const SIGNIN_PREFIX = '/signin/';
 
 /**
- * The path as a router sees it: percent-escapes decoded, `//` collapsed, `.` and `..` segments resolved,
- * lower-cased (`/sign%69n/x`, `//SignIn/x` and `/v1/../signin/x` are all `/signin/x`); null when it does not decode.
+ * The path as a router (or a lenient proxy) may see it: percent-escapes decoded, `//` collapsed, `.` and
+ * `..` segments resolved, `;params` cut from each segment, lower-cased (`/sign%69n/x`, `//SignIn/x`,
+ * `/signin;x/x` and `/v1/../signin/x` are all `/signin/x`); null when it does not decode.
  */
 function routedPath(url: string): string | null {
   const path = url.split(/[?#]/, 1)[0]!;
@@ -56,7 +57,9 @@ function routedPath(url: string): string | null {
       return null;
     }
     // A decoded `/` (`%2f`) splits the segment, as the router would see it after decoding.
-    for (const part of segment.split('/')) {
+    for (const whole of segment.split('/')) {
+      // Conservative: a `;param` (some proxies and mangled links add one) never hides a secret prefix.
+      const part = whole.split(';', 1)[0]!;
       if (part === '' || part === '.') continue;
       if (part === '..') out.pop();
       else out.push(part.toLowerCase());
@@ -65,12 +68,34 @@ function routedPath(url: string): string | null {
   return `/${out.join('/')}${path.endsWith('/') && out.length ? '/' : ''}`;
 }
 
+/** What looks like a link token: 43 or more base64url characters (32 random bytes and up). */
+const TOKEN_LIKE = /[A-Za-z0-9_-]{43,}/;
+
+/** The URL with every path segment and query part that holds something token-like replaced by `[redacted]`. */
+function withoutTokenLikeParts(url: string): string {
+  const decoded = (s: string) => {
+    try {
+      return decodeURIComponent(s.replace(/\+/g, ' '));
+    } catch {
+      return s;
+    }
+  };
+  const hide = (part: string) => (TOKEN_LIKE.test(part) || TOKEN_LIKE.test(decoded(part)) ? '[redacted]' : part);
+  const cut = url.search(/[?#]/);
+  const path = cut >= 0 ? url.slice(0, cut) : url;
+  const rest = cut >= 0 ? url.slice(cut) : '';
+  const query = rest.replace(/([?#&=])([^?#&=]*)/g, (_m, sep: string, part: string) => sep + hide(part));
+  return path.split('/').map(hide).join('/') + query;
+}
+
 /**
- * The request URL as logged: when the path, normalised as a router sees it, falls under a prefix that
- * carries a secret token (`/signin/` and each module's `secretPaths`, e.g. `/files/`), everything after the
- * prefix is cut, whatever spelling the request used. A URL that does not decode is not logged at all.
+ * The request URL as logged: when the path, normalised as a router or a lenient proxy may see it, falls
+ * under a prefix that carries a secret token (`/signin/` and each module's `secretPaths`, e.g. `/files/`),
+ * everything after the prefix is cut, whatever spelling the request used (`;params` included). A URL
+ * that does not decode is not logged at all. A request no route answered (`unmatched`: a mistyped or
+ * mangled link) has every segment or query part that looks like a token (43+ base64url characters) cut too.
  */
-export function redactUrl(url: string, secretPrefixes: readonly string[] = [SIGNIN_PREFIX]): string {
+export function redactUrl(url: string, secretPrefixes: readonly string[] = [SIGNIN_PREFIX], unmatched = false): string {
   const routed = routedPath(url);
   if (routed === null) return '[undecodable url]';
   for (const prefix of [...secretPrefixes, ...OAUTH_SECRET_PREFIXES]) {
@@ -82,7 +107,7 @@ export function redactUrl(url: string, secretPrefixes: readonly string[] = [SIGN
     const cut = url.search(/[?#]/);
     if (cut >= 0) return `${url.slice(0, cut)}?[redacted]`;
   }
-  return url;
+  return unmatched ? withoutTokenLikeParts(url) : url;
 }
 
 /** Paths of the authorization server that carry an interaction id (server/oauth): cut like sign-in links. */

@@ -79,7 +79,8 @@ function noRoute(method: string, path: string): never {
 
 /**
  * One line per request, and its metrics; secrets never reach it (the key or session id is logged,
- * not the secret; sign-in link tokens are cut from the URL). Sets Request-Id, and HSTS when `hsts`.
+ * not the secret; sign-in link tokens are cut from the URL, and from a 404 or 405 (no route: a mangled
+ * link) whatever looks like a token). Sets Request-Id, and HSTS when `hsts`.
  */
 function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secretPaths: readonly string[]) {
   return (req: Request, res: Response<unknown, Partial<Locals>>, next: NextFunction) => {
@@ -95,7 +96,7 @@ function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secretPaths
       logger.info(
         {
           request_id: id,
-          req: { id, method: req.method, url: mcp ? (req.originalUrl.includes('?') ? `${MCP_PATH}?[redacted]` : MCP_PATH) : redactUrl(req.originalUrl, secretPaths) },
+          req: { id, method: req.method, url: mcp ? (req.originalUrl.includes('?') ? `${MCP_PATH}?[redacted]` : MCP_PATH) : redactUrl(req.originalUrl, secretPaths, res.statusCode === 404 || res.statusCode === 405) },
           res: { statusCode: res.statusCode },
           key: res.locals.credential?.kind === 'key' ? res.locals.credential.keyId : undefined,
           session: res.locals.credential?.kind === 'session' ? res.locals.credential.keyId : undefined,

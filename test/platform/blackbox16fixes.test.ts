@@ -4,8 +4,10 @@
  * invitation per address, audit order within a millisecond, form posts to unknown paths.
  */
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { sha256Hex } from '../../server/ids.ts';
 import { createSigninLink } from '../../server/signin.ts';
+import { redactUrl } from '../../server/logger.ts';
 import { insertInvitation } from '../../db/queries/members.ts';
 import { acme } from '../support/fixtures.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
@@ -102,5 +104,40 @@ forEachDatabase('Issue 16 black-box fixes', (svc) => {
     const audit = await olga.get('/settings/audit?actor=%00');
     assert.equal(audit.status, 400);
     assert.match(text(audit.text), /The query parameter “actor” contains U\+0000/);
+  });
+
+  it('never logs a live sign-in token, however the path is mangled (;params, escapes, dot segments, double slashes), nor a token-like segment of a path no route answers', async () => {
+    const ws = await svc().apply(acme());
+    // Sent as is (fetch would normalise the dot segments).
+    const raw = (path: string) =>
+      new Promise<number>((resolve, reject) => {
+        const r = http.request(svc().origin, { method: 'GET', path }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        r.on('error', reject);
+        r.end();
+      });
+    const shapes = ['/signin;x/T', '/signin;x=1/T', '/SIGNIN;/T', '/sign%69n;x/T', '/signin%3bx/T', '/v1/../signin;x/T', '/signin//T', '/./signin/T', '/%73ignin/invite/T', '/signin/invite;x/T',
+      '/sigin/T', '/nowhere/T/more', '/nowhere?token=T', '/nowhere/x%54', '/files;a/T'];
+    for (const shape of shapes) {
+      const { url } = await createSigninLink(svc().db, svc().clock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, baseUrl: svc().origin });
+      const token = url.split('/').pop()!;
+      const before = svc().logs().length;
+      const status = await raw(shape.replace('T', token));
+      const logged = svc().logs().slice(before);
+      assert.ok(logged.includes('request completed'), shape);
+      assert.ok(!logged.includes(token), `${shape} (${status}) logged the token: ${logged.slice(0, 300)}`);
+      assert.ok(!logged.includes(token.slice(0, 40)), shape);
+    }
+    assert.equal(redactUrl('/signin;x/abc'), '/signin/[redacted]');
+    assert.equal(redactUrl('/files;v=1/abc', ['/signin/', '/files/']), '/files/[redacted]');
+    const t = 'A'.repeat(43);
+    assert.equal(redactUrl(`/nowhere/${t}/x?a=${t}&b=2`, ['/signin/'], true), '/nowhere/[redacted]/x?a=[redacted]&b=2');
+    assert.equal(redactUrl(`/nowhere/${t}`, ['/signin/'], false), `/nowhere/${t}`, 'a path a route answered keeps its segments');
+    assert.equal(redactUrl(`/nowhere/${'A'.repeat(42)}`, ['/signin/'], true), `/nowhere/${'A'.repeat(42)}`);
+    // Not over-eager: paths that only begin like a secret prefix stay readable.
+    assert.equal(redactUrl('/signing/x'), '/signing/x');
+    assert.equal(redactUrl('/signin'), '/signin');
   });
 });
