@@ -85,10 +85,29 @@ export interface AuditView {
 
 const ACTOR_KINDS: Record<string, string> = { member: 'member', key: 'API key', operator: '', system: '' };
 
+/** Bidirectional formatting characters: marks, embeddings, overrides, isolates (U+061C, U+200E–F, U+202A–E, U+2066–9). */
+export const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u;
+const BIDI_CONTROLS_ALL = new RegExp(BIDI_CONTROLS.source, 'gu');
+/** Right-to-left script characters (Hebrew, Arabic, Syriac, Thaana, N'Ko, … and their presentation forms). */
+const RIGHT_TO_LEFT = /[\u0590-\u08FF\uFB1D-\uFDFF\uFE70-\uFEFE\u{10800}-\u{10FFF}\u{1E800}-\u{1EFFF}]/u;
+
+/**
+ * A user-provided label (a name, a key's name, a subject) as it goes into a sentence: bidirectional
+ * controls are shown as `[U+202E]` (a label can never reorder the service's own words, nor close the
+ * isolate around it), and a label with right-to-left letters is isolated in FSI (U+2068) … PDI (U+2069),
+ * so it is laid out on its own and the sentence around it reads as written. A left-to-right label
+ * needs no isolate (it cannot move the words around it) and is returned as is.
+ */
+export function isolateLabel(label: string): string {
+  const shown = label.replace(BIDI_CONTROLS_ALL, (c) => `[U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}]`);
+  return RIGHT_TO_LEFT.test(shown) ? `\u2068${shown}\u2069` : shown;
+}
+
 /** The actor in words: the label, and the kind unless the label says it. */
 export function describeActor(row: Pick<DbAuditRow, 'actor_type' | 'actor_label'>): string {
   const kind = ACTOR_KINDS[row.actor_type] ?? row.actor_type;
-  return kind ? `${row.actor_label} (${kind})` : row.actor_label;
+  const label = isolateLabel(row.actor_label);
+  return kind ? `${label} (${kind})` : label;
 }
 
 const quoted = (s: string) => `“${s}”`;
@@ -103,12 +122,12 @@ function wordsFor(names: AuditNames) {
   /** A value of `details` in words (names before ids; lists joined; objects as `key: value`). */
   function valueWords(value: unknown): string {
     if (value === null || value === undefined || value === '') return 'nothing';
-    if (typeof value === 'string') return names.get(value) ?? value;
+    if (typeof value === 'string') return isolateLabel(names.get(value) ?? value);
     if (typeof value === 'number' || typeof value === 'boolean') return String(value);
     if (Array.isArray(value)) return value.length ? list(value.map(valueWords)) : 'none';
     if (typeof value === 'object') {
       const o = value as Record<string, unknown>;
-      for (const k of ['name', 'label', 'email']) if (typeof o[k] === 'string' && o[k]) return o.id ? `${o[k] as string} (${String(o.id)})` : (o[k] as string);
+      for (const k of ['name', 'label', 'email']) if (typeof o[k] === 'string' && o[k]) return o.id ? `${isolateLabel(o[k] as string)} (${String(o.id)})` : isolateLabel(o[k] as string);
       if (typeof o.id === 'string') return o.id;
       const parts = Object.entries(o).map(([k, v]) => `${k.replace(/_/g, ' ')}: ${valueWords(v)}`);
       return parts.length ? parts.join('; ') : 'nothing';
@@ -166,8 +185,10 @@ function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject
   } catch {
     // A row that is not JSON is described without its details.
   }
-  const label = row.subject_label ?? '';
+  // Every user-provided label is isolated (isolateLabel): no name can garble the sentence around it.
+  const label = isolateLabel(row.subject_label ?? '');
   const id = row.subject_id ?? '';
+  const email = typeof d.email === 'string' ? isolateLabel(d.email) : '';
   const idNote = id ? ` (${id})` : '';
   /** The subject by name when it has one, else by kind and id. */
   const named = (kind: string) => (label ? `${label}` : `${kind} ${id}`.trim());
@@ -208,13 +229,13 @@ function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject
       return `created the workspace ${label ? quoted(label) : id}${label ? idNote : ''}${parts.length ? ` with ${list(parts)}` : ''}`;
     }
     case 'member.added':
-      return `added ${member()}${typeof d.email === 'string' ? ` <${d.email}>` : ''}${role ? ` as ${role}` : ''}${d.disabled === true ? ' (disabled)' : ''}`;
+      return `added ${member()}${email ? ` <${email}>` : ''}${role ? ` as ${role}` : ''}${d.disabled === true ? ' (disabled)' : ''}`;
     case 'member.invited':
-      return `invited ${label || d.email || 'someone'}${role ? ` as ${role}` : ''}`;
+      return `invited ${label || email || 'someone'}${role ? ` as ${role}` : ''}`;
     case 'invitation.revoked':
-      return `revoked the invitation for ${label || d.email || id}${role ? ` (as ${role})` : ''}`;
+      return `revoked the invitation for ${label || email || id}${role ? ` (as ${role})` : ''}`;
     case 'member.joined':
-      return `joined${role ? ` as ${role}` : ''} through an invitation${typeof d.invited_by === 'string' ? ` from ${d.invited_by}` : ''}`;
+      return `joined${role ? ` as ${role}` : ''} through an invitation${typeof d.invited_by === 'string' ? ` from ${isolateLabel(d.invited_by)}` : ''}`;
     case 'member.role_changed':
       return `changed ${possessive(member())} role${change(valueWords)}${sessionsEnded}`;
     case 'member.disabled':
@@ -226,7 +247,7 @@ function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject
         const n = typeof d.sessions === 'number' ? d.sessions : undefined;
         return n === 1 ? `ended ${possessive(member())} one sign-in session` : `ended all ${n === undefined ? '' : `${n} `}of ${possessive(member())} sign-in sessions`;
       }
-      const whose = typeof d.member_name === 'string' ? `${possessive(d.member_name)} ` : '';
+      const whose = typeof d.member_name === 'string' ? `${possessive(isolateLabel(d.member_name))} ` : '';
       return `ended ${whose}sign-in session ${id}`.replace(/\s+$/, '');
     }
     case 'connection.approved': {
@@ -276,7 +297,7 @@ export function viewAudit(row: DbAuditRow, memberNames: AuditNames = new Map()):
 }
 
 /** A whole sentence: `Olga Owner changed Ben Admin's role from member to admin`. */
-export const auditSentence = (row: DbAuditRow) => `${row.actor_label} ${describeAction(row)}`;
+export const auditSentence = (row: DbAuditRow) => `${isolateLabel(row.actor_label)} ${describeAction(row)}`;
 
 /**
  * A page of a workspace's entries (newest first) and the id to continue from, if older ones exist.

@@ -23,7 +23,7 @@ import { AdminError, apiKeyAccessOf, changeDelegation, createKey, type Delegatio
 import type { AuditActor } from '../audit.ts';
 import type { Clock } from '../clock.ts';
 import type { MemberPage, NavEntry, PageKit } from '../pages.ts';
-import { timeInWords } from '../pages/format.ts';
+import { bidiControlProblem, timeInWords } from '../pages/format.ts';
 import { ChooserRefusal as Refusal, delegationFromForm, operationsFromForm, resourcesFromForm } from './chooser.ts';
 import { delegationInWords, grantsInWords, operationChoices, resourceLabel, resourcesInWords } from './words.ts';
 
@@ -145,6 +145,8 @@ export function keysRoutes(options: KeysOptions): express.Router {
     const name = typeof body.name === 'string' ? body.name.trim().replace(/\s+/g, ' ') : '';
     if (!name) throw new Refusal('Give the key a name that says what it is for (up to 200 characters).');
     if (name.length > 200) throw new Refusal('The name is longer than 200 characters.');
+    const bidi = bidiControlProblem('name', name);
+    if (bidi) throw new Refusal(bidi);
     const grants = operationsFromForm(body);
     if (!grants.length) throw new Refusal('Choose at least one operation the key may call (all of a namespace, or single operations).');
     const resources = resourcesFromForm(body);

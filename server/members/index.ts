@@ -48,6 +48,7 @@ import { newId, sha256Hex } from '../ids.ts';
 import { isMailAddress, type Mailer, mailTemplates } from '../mailer.ts';
 import { type MemberPage, type NavEntry, type PageKit, SESSION_COOKIE, signinLink } from '../pages.ts';
 import { SESSION_TTL_MS } from '../signin.ts';
+import { bidiControlProblem } from '../pages/format.ts';
 import { signedOutForms } from '../pages/signedOutForms.ts';
 
 export const MEMBERS_PATH = '/settings/members';
@@ -170,6 +171,8 @@ export function membersRoutes(options: MembersOptions): express.Router {
   router.post(`${MEMBERS_PATH}/invite`, pages.protectForm, action(async (page, body) => {
     const email = typeof body.email === 'string' ? body.email.trim() : '';
     if (!isMailAddress(email)) throw new Refusal('Enter an e-mail address to invite, such as name@example.com.');
+    const bidi = bidiControlProblem('e-mail address', email);
+    if (bidi) throw new Refusal(bidi);
     if (!isRole(body.role) || !assignableRoles(page.member.role).includes(body.role)) throw new Refusal(`As ${page.member.role} you may invite as ${assignableRoles(page.member.role).join(' or ')}.`);
     const role = body.role;
     if (await findMemberByEmail(db.sql, page.workspaceId, email)) throw new Refusal(`${email} is already a member of this workspace.`);
@@ -299,6 +302,8 @@ export function membersRoutes(options: MembersOptions): express.Router {
     }
     const name = typeof body.name === 'string' ? body.name.trim().replace(/\s+/g, ' ') : '';
     if (name.length < 1 || name.length > 200) return sendJoin(req, res, 400, inv, name.slice(0, 200), 'Enter your name (up to 200 characters).');
+    const bidi = bidiControlProblem('name', name);
+    if (bidi) return sendJoin(req, res, 400, inv, name.slice(0, 200), bidi);
     if (await findMemberByEmail(db.sql, inv.workspace_id, inv.email)) {
       return pages.notice(res, 409, 'Already a member', [`${inv.email} already is a member of ${inv.workspace_name}: there is nothing to join.`, 'Sign in with that e-mail address instead.'], undefined, signinLink());
     }

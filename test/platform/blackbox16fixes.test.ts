@@ -8,6 +8,7 @@ import http from 'node:http';
 import { sha256Hex } from '../../server/ids.ts';
 import { createSigninLink } from '../../server/signin.ts';
 import { redactUrl } from '../../server/logger.ts';
+import { describeAction, isolateLabel, recordAudit } from '../../server/audit.ts';
 import { insertInvitation } from '../../db/queries/members.ts';
 import { acme } from '../support/fixtures.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
@@ -139,5 +140,55 @@ forEachDatabase('Issue 16 black-box fixes', (svc) => {
     // Not over-eager: paths that only begin like a secret prefix stay readable.
     assert.equal(redactUrl('/signing/x'), '/signing/x');
     assert.equal(redactUrl('/signin'), '/signin');
+  });
+
+  it('isolates user-provided labels in audit sentences (bidi controls shown as [U+…], right-to-left names in FSI…PDI) on the page too, and refuses bidi overrides in names typed on the pages', async () => {
+    const FSI = '\u2068';
+    const PDI = '\u2069';
+    assert.equal(isolateLabel('Olga Owner'), 'Olga Owner');
+    assert.equal(isolateLabel('Sync \u202Egnp.exe'), 'Sync [U+202E]gnp.exe');
+    assert.equal(isolateLabel('سارة'), `${FSI}سارة${PDI}`);
+    assert.equal(isolateLabel('x\u2069\u202Eسارة'), `${FSI}x[U+2069][U+202E]سارة${PDI}`, 'a label cannot close its own isolate');
+    const what = describeAction({ action: 'key.created', subject_type: 'key', subject_id: 'ak_1', subject_label: 'Sync \u202Egnp.exe 🔑 Åsa', details: JSON.stringify({ operations: ['a', 'b'], delegation: 'none' }) });
+    assert.equal(what, 'created the API key “Sync [U+202E]gnp.exe 🔑 Åsa” (ak_1) with 2 operations, acting for nobody');
+    assert.equal(describeAction({ action: 'member.disabled', subject_type: 'member', subject_id: 'mb_1', subject_label: 'נינה', details: '{}' }), `disabled ${FSI}נינה${PDI}`);
+    assert.equal(
+      describeAction({ action: 'key.delegation_changed', subject_type: 'key', subject_id: 'ak_1', subject_label: 'k', details: JSON.stringify({ before: 'none', after: ['mb_x'] }) }, new Map([['mb_x', 'ليلى']])),
+      `changed whom the API key “k” (ak_1) may act for from nobody to ${FSI}ليلى${PDI}`,
+    );
+
+    const ws = await svc().apply(acme());
+    // Labels made outside the pages (the CLI, an older row) are isolated on the audit page.
+    await recordAudit(svc().db.sql, { workspaceId: ws.workspace_id, actor: { type: 'member', id: ws.members.olga!, label: '\u202Eevil' }, action: 'key.revoked', subject: { type: 'key', id: 'ak_rtl', label: 'مفتاح' }, at: svc().clock.now() });
+    const olga = await signedIn(ws.workspace_id, ws.members.olga!);
+    const page = await olga.get('/settings/audit');
+    assert.equal(page.status, 200);
+    const row = /<tr data-entry="[^"]+" data-action="key.revoked">([\s\S]*?)<\/tr>/.exec(page.text)?.[1] ?? '';
+    assert.match(row, new RegExp(`<td data-who>\\[U\\+202E\\]evil \\(member\\)</td>`));
+    assert.ok(row.includes(`revoked the API key “${FSI}مفتاح${PDI}” (ak_rtl): it no longer works`), row);
+    assert.ok(!page.text.includes('\u202E'), 'no override reaches the page');
+
+    // Typed on the pages: refused, readably, nothing stored.
+    const keysBefore = (await svc().db.sql.all(`SELECT id FROM api_keys WHERE workspace_id = ?`, [ws.workspace_id])).length;
+    const key = await olga.post('/settings/keys', '/settings/keys/create', [['name', 'Sync \u202Egnp.exe'], ['ns_workspace', 'all'], ['delegation', 'none']]);
+    assert.equal(key.status, 303);
+    assert.match(text((await olga.get('/settings/keys')).text), /The name contains U\+202E, a character that changes the direction of the text around it/);
+    assert.equal((await svc().db.sql.all(`SELECT id FROM api_keys WHERE workspace_id = ?`, [ws.workspace_id])).length, keysBefore);
+    const inv = await olga.post('/settings/members', '/settings/members/invite', [['email', 'a\u2066b@acme.test'], ['role', 'member']]);
+    assert.equal(inv.status, 303);
+    assert.match(text((await olga.get('/settings/members')).text), /The e-mail address contains U\+2066/);
+    assert.equal((await svc().db.sql.all(`SELECT id FROM member_invitations WHERE workspace_id = ?`, [ws.workspace_id])).length, 0);
+
+    const token = 'R'.repeat(43);
+    const now = svc().clock.now();
+    await insertInvitation(svc().db.sql, { id: `iv_${Date.now()}r`, token_hash: sha256Hex(token), workspace_id: ws.workspace_id, email: 'rtl@acme.test', role: 'member', invited_by: ws.members.olga!, created_at: now, expires_at: now + 86_400_000 });
+    const guest = new Visitor(svc());
+    const joinPath = `/signin/invite/${token}`;
+    const join = await guest.post(joinPath, joinPath, [['name', '\u202Eevil']]);
+    assert.equal(join.status, 400);
+    assert.match(text(join.text), /The name contains U\+202E/);
+    assert.equal((await svc().db.sql.all(`SELECT id FROM members WHERE email = ?`, ['rtl@acme.test'])).length, 0);
+    // A right-to-left name is a name: accepted.
+    assert.equal((await guest.post(joinPath, joinPath, [['name', 'سارة']])).status, 303);
   });
 });
