@@ -231,7 +231,7 @@ function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject
     case 'member.added':
       return `added ${member()}${email ? ` <${email}>` : ''}${role ? ` as ${role}` : ''}${d.disabled === true ? ' (disabled)' : ''}`;
     case 'member.invited':
-      return `invited ${label || email || 'someone'}${role ? ` as ${role}` : ''}`;
+      return `invited ${label || email || 'someone'}${role ? ` as ${role}` : ''}${Array.isArray(d.replaces) && d.replaces.length ? `, which replaces the earlier open invitation${d.replaces.length > 1 ? 's' : ''} of the address (${list(d.replaces.map(String))})` : ''}`;
     case 'invitation.revoked':
       return `revoked the invitation for ${label || email || id}${role ? ` (as ${role})` : ''}`;
     case 'member.joined':

@@ -63,6 +63,14 @@ export async function insertInvitation(sql: Sql, row: Pick<DbInvitationRow, 'id'
   );
 }
 
+/** The open invitations (unused, unrevoked, unexpired) of an address in a workspace, the address compared without case. */
+export function openInvitationsFor(sql: Sql, workspaceId: string, email: string, now: number): Promise<Array<Pick<DbInvitationRow, 'id' | 'email' | 'role'>>> {
+  return sql.all(
+    `SELECT id, email, role FROM member_invitations WHERE workspace_id = ? AND LOWER(email) = ? AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ? ORDER BY created_at, id`,
+    [workspaceId, email.toLowerCase(), now],
+  );
+}
+
 /** Open invitations (unused, unrevoked, unexpired) with their inviter's name, newest first. */
 export function listOpenInvitations(sql: Sql, workspaceId: string, now: number): Promise<Array<DbInvitationRow & { inviter_name: string | null }>> {
   return sql.all(

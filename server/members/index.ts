@@ -32,6 +32,7 @@ import {
   insertMember,
   listOpenInvitations,
   listWorkspaceMembers,
+  openInvitationsFor,
   revokeInvitation,
   revokeOpenInvitationsFor,
   setMemberDisabled,
@@ -179,11 +180,18 @@ export function membersRoutes(options: MembersOptions): express.Router {
     const token = crypto.randomBytes(32).toString('base64url');
     const now = clock.now();
     const invitationId = newId('iv');
-    await db.tx(async (sql) => {
+    // One open invitation per address (compared without case): a new one replaces the open ones, in the
+    // same transaction (a double submit, a second tab, another case, another role), so only the newest link works.
+    const replaced = await db.tx(async (sql) => {
+      const open = await openInvitationsFor(sql, page.workspaceId, email, now);
+      if (page.member.role !== 'owner' && open.some((i) => i.role === 'owner')) throw new Refusal(`${email} has an open invitation as owner: only an owner may replace it.`);
+      if (open.length) await revokeOpenInvitationsFor(sql, page.workspaceId, email, page.member.id, now);
       await insertInvitation(sql, {
         id: invitationId, token_hash: sha256Hex(token), workspace_id: page.workspaceId, email, role, invited_by: page.member.id, created_at: now, expires_at: now + INVITATION_TTL_MS,
       });
-      await recordAudit(sql, { workspaceId: page.workspaceId, actor: actorOf(page), action: 'member.invited', subject: { type: 'invitation', id: invitationId, label: email }, details: { email, role }, at: now });
+      const details = open.length ? { email, role, replaces: open.map((i) => i.id) } : { email, role };
+      await recordAudit(sql, { workspaceId: page.workspaceId, actor: actorOf(page), action: 'member.invited', subject: { type: 'invitation', id: invitationId, label: email }, details, at: now });
+      return open;
     });
     const workspace = await db.sql.one<{ name: string }>(`SELECT name FROM workspaces WHERE id = ?`, [page.workspaceId]);
     const base = new URL(baseUrl);
@@ -197,7 +205,8 @@ export function membersRoutes(options: MembersOptions): express.Router {
       throw new Refusal(`The invitation for ${email} was made but could not be mailed; revoke it and try again later.`);
     }
     logger.info({ workspace_id: page.workspaceId, role }, 'member invited');
-    return `Invited ${email} as ${role}: the link works once, for 7 days.`;
+    const replaces = replaced.length ? ` It replaces the earlier open invitation${replaced.length > 1 ? 's' : ''} of this address (${replaced.map((i) => `${i.email} as ${i.role}`).join(', ')}): ${replaced.length > 1 ? 'their links' : 'its link'} no longer work${replaced.length > 1 ? '' : 's'}.` : '';
+    return `Invited ${email} as ${role}: the link works once, for 7 days.${replaces}`;
   }));
 
   router.post(`${MEMBERS_PATH}/invitations/revoke`, pages.protectForm, action(async (page, body) => {

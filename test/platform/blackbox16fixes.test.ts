@@ -191,4 +191,39 @@ forEachDatabase('Issue 16 black-box fixes', (svc) => {
     // A right-to-left name is a name: accepted.
     assert.equal((await guest.post(joinPath, joinPath, [['name', 'سارة']])).status, 303);
   });
+
+  it('inviting an address with an open invitation (any case, any role) replaces it in the same transaction: one open invitation, the old ones revoked, said in the flash and the audit entry', async () => {
+    const ws = await svc().apply(acme());
+    const olga = await signedIn(ws.workspace_id, ws.members.olga!);
+    const open = () => svc().db.sql.all<{ id: string; email: string; role: string }>(
+      `SELECT id, email, role FROM member_invitations WHERE workspace_id = ? AND used_at IS NULL AND revoked_at IS NULL ORDER BY created_at, id`, [ws.workspace_id]);
+    const flash = async () => text((await olga.get('/settings/members')).text);
+    assert.equal((await olga.post('/settings/members', '/settings/members/invite', [['email', 'new@acme.test'], ['role', 'member']])).status, 303);
+    assert.doesNotMatch(await flash(), /replaces/);
+    const first = await open();
+    assert.equal(first.length, 1);
+    svc().clock.advance(1000);
+    await olga.post('/settings/members', '/settings/members/invite', [['email', 'new@acme.test'], ['role', 'member']]);
+    assert.match(await flash(), /Invited new@acme\.test as member: the link works once, for 7 days\. It replaces the earlier open invitation of this address \(new@acme\.test as member\): its link no longer works\./);
+    svc().clock.advance(1000);
+    await olga.post('/settings/members', '/settings/members/invite', [['email', 'NEW@ACME.TEST'], ['role', 'admin']]);
+    const now = await open();
+    assert.equal(now.length, 1, JSON.stringify(now));
+    assert.deepEqual([now[0]!.email, now[0]!.role], ['NEW@ACME.TEST', 'admin']);
+    const revoked = await svc().db.sql.all<{ revoked_by: string }>(`SELECT revoked_by FROM member_invitations WHERE workspace_id = ? AND revoked_at IS NOT NULL`, [ws.workspace_id]);
+    assert.deepEqual(revoked.map((r) => r.revoked_by), [ws.members.olga, ws.members.olga]);
+    const entries = await svc().db.sql.all<{ action: string; details: string }>(`SELECT action, details FROM audit_log WHERE workspace_id = ? AND action LIKE 'invitation.%' OR (workspace_id = ? AND action = 'member.invited') ORDER BY at, id`, [ws.workspace_id, ws.workspace_id]);
+    assert.deepEqual(entries.map((e) => e.action), ['member.invited', 'member.invited', 'member.invited'], 'no invitation.revoked entry: the replacing entry says it');
+    assert.deepEqual(JSON.parse(entries[2]!.details).replaces, [(await svc().db.sql.all<{ id: string }>(`SELECT id FROM member_invitations WHERE workspace_id = ? ORDER BY created_at, id`, [ws.workspace_id]))[1]!.id]);
+    const audit = text((await olga.get('/settings/audit?family=members')).text);
+    assert.match(audit, /invited NEW@ACME\.TEST as admin, which replaces the earlier open invitation of the address \(iv_[0-9a-z]+\)/);
+
+    // An admin may not replace an invitation as owner.
+    svc().clock.advance(1000);
+    await olga.post('/settings/members', '/settings/members/invite', [['email', 'boss@acme.test'], ['role', 'owner']]);
+    const ben = await signedIn(ws.workspace_id, ws.members.bob!);
+    await ben.post('/settings/members', '/settings/members/invite', [['email', 'Boss@acme.test'], ['role', 'member']]);
+    assert.match(text((await ben.get('/settings/members')).text), /Boss@acme\.test has an open invitation as owner: only an owner may replace it\./);
+    assert.deepEqual((await open()).map((i) => [i.email, i.role]), [['NEW@ACME.TEST', 'admin'], ['boss@acme.test', 'owner']]);
+  });
 });
