@@ -10,7 +10,7 @@
  */
 import type { Sql } from '../db/database.ts';
 import { type DbAuditRow, deleteAuditRowsBefore, insertAuditRow, listAuditRows } from '../db/queries/audit.ts';
-import { newId } from './ids.ts';
+import { randomIdPart } from './ids.ts';
 
 /** Who made a change. */
 export type AuditActor =
@@ -36,11 +36,25 @@ export const AUDIT_RETENTION_DAYS_DEFAULT = 400;
 /** The operator's admin CLI as an actor. */
 export const OPERATOR: AuditActor = { type: 'operator', label: 'operator (admin CLI)' };
 
+/** Entries written by this process so far: the middle of an entry id (fixed width, wraps after 10^8). */
+let written = 0;
+
+/**
+ * A new entry id that sorts in write order: `au_` + the entry's time (ms, 15 digits) + this process's
+ * count of entries (8 digits) + 12 random characters (`au_001795727768956000000421k3…`). Readers order by
+ * (time, id), so entries of one millisecond read in the order they were written (within a process;
+ * between processes the random part decides). Older random ids sort among them harmlessly.
+ */
+export function newAuditId(at: number): string {
+  written = (written + 1) % 100_000_000;
+  return `au_${String(Math.max(0, Math.trunc(at))).padStart(15, '0')}${String(written).padStart(8, '0')}${randomIdPart(12)}`;
+}
+
 /** Writes one entry, in the caller's transaction. */
 export async function recordAudit(sql: Sql, entry: AuditEntry): Promise<void> {
   const a = entry.actor;
   const row: DbAuditRow = {
-    id: newId('au'),
+    id: newAuditId(entry.at),
     workspace_id: entry.workspaceId,
     at: entry.at,
     actor_type: a.type,

@@ -8,7 +8,7 @@ import http from 'node:http';
 import { sha256Hex } from '../../server/ids.ts';
 import { createSigninLink } from '../../server/signin.ts';
 import { redactUrl } from '../../server/logger.ts';
-import { describeAction, isolateLabel, recordAudit } from '../../server/audit.ts';
+import { describeAction, isolateLabel, readAudit, recordAudit } from '../../server/audit.ts';
 import { insertInvitation } from '../../db/queries/members.ts';
 import { acme } from '../support/fixtures.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
@@ -225,5 +225,27 @@ forEachDatabase('Issue 16 black-box fixes', (svc) => {
     await ben.post('/settings/members', '/settings/members/invite', [['email', 'Boss@acme.test'], ['role', 'member']]);
     assert.match(text((await ben.get('/settings/members')).text), /Boss@acme\.test has an open invitation as owner: only an owner may replace it\./);
     assert.deepEqual((await open()).map((i) => [i.email, i.role]), [['NEW@ACME.TEST', 'admin'], ['boss@acme.test', 'owner']]);
+  });
+
+  it('audit entries of one millisecond read in the order they were written, and the (time, id) cursor pages through them without repeats or gaps', async () => {
+    const ws = await svc().apply(acme());
+    svc().clock.advance(1000);
+    const at = svc().clock.now();
+    const labels = Array.from({ length: 25 }, (_, i) => `step ${String(i).padStart(2, '0')}`);
+    for (const label of labels) {
+      await svc().db.tx((sql) => recordAudit(sql, { workspaceId: ws.workspace_id, actor: { type: 'operator' }, action: 'member.disabled', subject: { type: 'member', id: 'mb_x', label }, at }));
+    }
+    const seen: string[] = [];
+    let before: { at: number; id: string } | undefined;
+    for (let pages = 0; pages < 10; pages++) {
+      const { entries, older } = await readAudit(svc().db.sql, ws.workspace_id, { limit: 10, actions: ['member.disabled'], ...(before ? { before } : {}) });
+      seen.push(...entries.map((e) => e.what.replace('disabled ', '')));
+      if (!older) break;
+      const last = entries.at(-1)!;
+      before = { at: last.at, id: last.id };
+    }
+    assert.deepEqual(seen, [...labels].reverse(), 'newest first, in write order');
+    const ids = await svc().db.sql.all<{ id: string }>(`SELECT id FROM audit_log WHERE workspace_id = ? AND action = 'member.disabled' ORDER BY at, id`, [ws.workspace_id]);
+    assert.ok(ids.every((r) => /^au_[0-9]{23}[0-9a-z]{12}$/.test(r.id)), ids[0]!.id);
   });
 });
