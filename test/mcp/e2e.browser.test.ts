@@ -52,12 +52,22 @@ const GRANTED = ['customers.CreateSalesPipeline', 'customers.GetSalesPipeline', 
 announceBrowser('the MCP end-to-end test');
 
 /**
- * Steps that the composed service cannot pass yet (scratch/p4-findings.md, 1: the SDK registers with
- * scope "mcp", which the authorization server refuses); skipped, loudly, until MCP_E2E_UNBLOCKED=1
- * runs them (then they must pass: flip this to `it` once the finding is fixed).
+ * The SDK client sends `scope: "mcp"` (from the protected resource metadata) in its dynamic registration,
+ * which the authorization server refuses today (scratch/p4-findings.md, 1: `mcp` is not among its
+ * `scopes`). Until that is fixed, the registration request of the DCR steps goes through a fetch that
+ * drops `scope` from the registration metadata, loudly; MCP_E2E_UNBLOCKED=1 runs the SDK unchanged
+ * (and must pass once the finding is fixed: then remove this).
  */
-const blocked = process.env.MCP_E2E_UNBLOCKED === '1' ? it : it.skip;
-if (blocked === it.skip) console.warn('\n!!! MCP end-to-end: the dynamic-registration steps are SKIPPED as blocked (scratch/p4-findings.md, 1); MCP_E2E_UNBLOCKED=1 runs them. !!!\n');
+const pureSdk = process.env.MCP_E2E_UNBLOCKED === '1';
+if (!pureSdk) console.warn('\n!!! MCP end-to-end: the DCR steps drop scope=mcp from the SDK\'s registration request (scratch/p4-findings.md, 1); MCP_E2E_UNBLOCKED=1 runs the SDK unchanged. !!!\n');
+const registrationWithoutScope = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+  const url = String(input instanceof Request ? input.url : input);
+  if (!pureSdk && url.endsWith('/oauth/register') && typeof init?.body === 'string') {
+    const { scope: _dropped, ...metadata } = JSON.parse(init.body) as Record<string, unknown>;
+    return fetch(input, { ...init, body: JSON.stringify(metadata) });
+  }
+  return fetch(input, init);
+};
 
 /** An OAuth client provider as a desktop client keeps it: in memory, one registration, one token set. */
 class DesktopProvider implements OAuthClientProvider {
@@ -230,9 +240,9 @@ for (const database of databases) {
       let context: BrowserContext;
       let connectionOps: string[] = [];
 
-      // BLOCKED (scratch/p4-findings.md, 1): the SDK registers with scope "mcp", which the authorization server refuses.
-      blocked('discovers, registers, sends the person to consent; Chromium signs in by e-mail and approves; the code is exchanged', async () => {
-        const transport = new StreamableHTTPClientTransport(c.mcpUrl, { authProvider: provider });
+      // The registration request drops scope=mcp until scratch/p4-findings.md 1 is fixed (see registrationWithoutScope).
+      it('discovers, registers, sends the person to consent; Chromium signs in by e-mail and approves; the code is exchanged', async () => {
+        const transport = new StreamableHTTPClientTransport(c.mcpUrl, { authProvider: provider, fetch: registrationWithoutScope });
         const client = new Client({ name: 'e2e', version: '1.0.0' });
         await assert.rejects(client.connect(transport), (err: unknown) => err instanceof UnauthorizedError);
         assert.ok(provider.info?.client_id.startsWith('mcl_'), `registered: ${JSON.stringify(provider.info)}`);
@@ -259,7 +269,7 @@ for (const database of databases) {
         connectionOps = JSON.parse(row.operations) as string[];
       });
 
-      blocked('tools/list is exactly the granted tools (the customers toolset of the owner), a query and a command work, a tool outside the grant is refused', async () => {
+      it('tools/list is exactly the granted tools (the customers toolset of the owner), a query and a command work, a tool outside the grant is refused', async () => {
         const client = await connected(c, provider);
         const listed = (await client.listTools()).tools.map((t) => t.name);
         const expected = toolsFor(connectionOps, { toolsets: ['customers'] }).map((t) => t.name);
@@ -280,7 +290,7 @@ for (const database of databases) {
         await client.close();
       });
 
-      blocked('the same over revision 2026-07-28 (pinned)', async () => {
+      it('the same over revision 2026-07-28 (pinned)', async () => {
         const client = await connected(c, provider, { pin: '2026-07-28' });
         const listed = (await client.listTools()).tools.map((t) => t.name);
         assert.deepEqual(listed, toolsFor(connectionOps, { toolsets: ['customers'] }).map((t) => t.name));
@@ -289,7 +299,7 @@ for (const database of databases) {
         await client.close();
       });
 
-      blocked('refresh rotates the tokens; replaying the old refresh token revokes the family (the newest tokens die too)', async () => {
+      it('refresh rotates the tokens; replaying the old refresh token revokes the family (the newest tokens die too)', async () => {
         const first = provider.saved!;
         const result = await auth(provider, { serverUrl: c.mcpUrl });
         assert.equal(result, 'AUTHORIZED');
