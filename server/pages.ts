@@ -6,7 +6,8 @@
  * modules' contributions), one set of security headers (helmet: Content-Security-Policy without inline
  * script or style, no framing, `Referrer-Policy: same-origin`), express's cookie handling, CSRF
  * protection for form posts, and HTML error pages (404, 405, 410) for every path outside /v1 (an API
- * call that left out /v1 gets the API's JSON 404 instead, saying where the API is).
+ * call that left out /v1 gets the API's JSON 404 instead, saying where the API is; a form post or a
+ * request asking for HTML, without a key, is a browser's and gets the HTML page).
  *
  * A member page starts with `pages.member(req, res)` (session, member, role, capabilities and the
  * frame in one call). Form posts answer with a redirect (post/redirect/get); what a post must show
@@ -384,7 +385,9 @@ export class PageKit {
         return this.notice(res, 405, 'Not allowed here', [`This address answers ${allowed.join(' and ')}, not ${req.method}.`]);
       }
       const api = isApiPath(req.path);
-      const browser = /text\/html/.test(req.headers.accept ?? '') && req.headers.authorization === undefined;
+      // A browser: it asks for HTML, or posts a form (urlencoded or multipart) without asking for JSON; never with a key.
+      const form = /^\s*(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i.test(req.headers['content-type'] ?? '');
+      const browser = req.headers.authorization === undefined && (/text\/html/.test(req.headers.accept ?? '') || (form && !/json/.test(req.headers.accept ?? '')));
       const caller = req.headers.authorization !== undefined || !['GET', 'HEAD'].includes(req.method) || /json/.test(req.headers.accept ?? '') || api;
       // An API call without the /v1 prefix gets the API's JSON 404, saying where the API is.
       if (!browser && caller) return next(notFound(`No endpoint ${req.method} ${req.path}: ${withoutV1Hint(req.path, api)}`));

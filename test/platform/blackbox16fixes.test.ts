@@ -248,4 +248,27 @@ forEachDatabase('Issue 16 black-box fixes', (svc) => {
     const ids = await svc().db.sql.all<{ id: string }>(`SELECT id FROM audit_log WHERE workspace_id = ? AND action = 'member.disabled' ORDER BY at, id`, [ws.workspace_id]);
     assert.ok(ids.every((r) => /^au_[0-9]{23}[0-9a-z]{12}$/.test(r.id)), ids[0]!.id);
   });
+
+  it('a form post to a path no page answers gets the HTML 404 page (no /v1 hint), whatever it accepts; API-like calls keep the JSON 404', async () => {
+    const ws = await svc().apply(acme());
+    const olga = await signedIn(ws.workspace_id, ws.members.olga!);
+    const browserPost = await olga.post('/settings/members', '/settings/members/revoke', [['invitation', 'iv_x']]);
+    assert.equal(browserPost.status, 404);
+    assert.match(browserPost.type, /text\/html/);
+    assert.doesNotMatch(browserPost.text, /\/v1/);
+    for (const [type, accept] of [['application/x-www-form-urlencoded', '*/*'], ['application/x-www-form-urlencoded; charset=UTF-8', ''], ['multipart/form-data; boundary=x', '*/*']] as const) {
+      const res = await fetch(`${svc().origin}/settings/members/revoke`, { method: 'POST', headers: { 'Content-Type': type, ...(accept ? { Accept: accept } : {}) }, body: type.startsWith('multipart') ? '--x--\r\n' : 'a=1' });
+      assert.equal(res.status, 404, type);
+      assert.match(res.headers.get('content-type') ?? '', /text\/html/, type);
+      assert.match(await res.text(), /There is no page at this address/);
+    }
+    // API-like: a key, or JSON asked for or sent.
+    for (const headers of [{ Authorization: 'Bearer x', 'Content-Type': 'application/x-www-form-urlencoded' }, { 'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json' }, { 'Content-Type': 'application/json' }] as Array<Record<string, string>>) {
+      const res = await fetch(`${svc().origin}/sales-pipelines`, { method: 'POST', headers, body: headers['Content-Type']!.includes('json') ? '{}' : 'a=1' });
+      assert.equal(res.status, 404, JSON.stringify(headers));
+      const body = (await res.json()) as { error: string; message: string };
+      assert.equal(body.error, 'not_found');
+      assert.match(body.message, /the API is under \/v1/);
+    }
+  });
 });
