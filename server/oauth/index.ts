@@ -278,7 +278,8 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
         credential: '/oauth/credential',
       },
       responseTypes: ['code'],
-      scopes: ['openid', 'offline_access'],
+      // 'mcp' too: MCP clients copy the resource's scope into their registration metadata (the SDK's client does).
+      scopes: ['openid', 'offline_access', 'mcp'],
       claims: { openid: ['sub'] },
       clientAuthMethods: ['none', 'private_key_jwt', 'client_secret_basic', 'client_secret_post'],
       clientDefaults: {
@@ -500,7 +501,8 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       const grant = new p.Grant({ accountId: connectionId, clientId });
       grant.addResourceScope(RESOURCE, MCP_SCOPE);
       const requested = typeof details.params.scope === 'string' ? details.params.scope.split(' ') : [];
-      for (const scope of requested) if (scope === 'openid' || scope === 'offline_access') grant.addOIDCScope(scope);
+      // `mcp` is also one of the provider's scopes (clients register with it), so a request naming it needs it granted there too.
+      for (const scope of requested) if (scope === 'openid' || scope === 'offline_access' || scope === MCP_SCOPE) grant.addOIDCScope(scope);
       const grantId = await grant.save();
       await db.sql.run(`UPDATE mcp_connections SET grant_id = ? WHERE id = ?`, [grantId, connectionId]);
       // Each approval is a new connection, so a new account: the browser's earlier provider session (another

@@ -51,23 +51,8 @@ const GRANTED = ['customers.CreateSalesPipeline', 'customers.GetSalesPipeline', 
 
 announceBrowser('the MCP end-to-end test');
 
-/**
- * The SDK client sends `scope: "mcp"` (from the protected resource metadata) in its dynamic registration,
- * which the authorization server refuses today (scratch/p4-findings.md, 1: `mcp` is not among its
- * `scopes`). Until that is fixed, the registration request of the DCR steps goes through a fetch that
- * drops `scope` from the registration metadata, loudly; MCP_E2E_UNBLOCKED=1 runs the SDK unchanged
- * (and must pass once the finding is fixed: then remove this).
- */
-const pureSdk = process.env.MCP_E2E_UNBLOCKED === '1';
-if (!pureSdk) console.warn('\n!!! MCP end-to-end: the DCR steps drop scope=mcp from the SDK\'s registration request (scratch/p4-findings.md, 1); MCP_E2E_UNBLOCKED=1 runs the SDK unchanged. !!!\n');
-const registrationWithoutScope = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
-  const url = String(input instanceof Request ? input.url : input);
-  if (!pureSdk && url.endsWith('/oauth/register') && typeof init?.body === 'string') {
-    const { scope: _dropped, ...metadata } = JSON.parse(init.body) as Record<string, unknown>;
-    return fetch(input, { ...init, body: JSON.stringify(metadata) });
-  }
-  return fetch(input, init);
-};
+// The SDK client runs unchanged: its dynamic registration carries `scope: "mcp"` (from the protected
+// resource metadata), which the authorization server accepts.
 
 /** An OAuth client provider as a desktop client keeps it: in memory, one registration, one token set. */
 class DesktopProvider implements OAuthClientProvider {
@@ -240,9 +225,8 @@ for (const database of databases) {
       let context: BrowserContext;
       let connectionOps: string[] = [];
 
-      // The registration request drops scope=mcp until scratch/p4-findings.md 1 is fixed (see registrationWithoutScope).
       it('discovers, registers, sends the person to consent; Chromium signs in by e-mail and approves; the code is exchanged', async () => {
-        const transport = new StreamableHTTPClientTransport(c.mcpUrl, { authProvider: provider, fetch: registrationWithoutScope });
+        const transport = new StreamableHTTPClientTransport(c.mcpUrl, { authProvider: provider });
         const client = new Client({ name: 'e2e', version: '1.0.0' });
         await assert.rejects(client.connect(transport), (err: unknown) => err instanceof UnauthorizedError);
         assert.ok(provider.info?.client_id.startsWith('mcl_'), `registered: ${JSON.stringify(provider.info)}`);
