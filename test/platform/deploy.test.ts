@@ -205,7 +205,7 @@ function composeEnv(service: ComposeService, own: Record<string, string>): Recor
 }
 
 describe('the processes of compose.yaml [postgres]', function () {
-  this.timeout(120_000);
+  this.timeout(240_000);
   const procs: Proc[] = [];
   let url = '';
 
@@ -246,13 +246,14 @@ describe('the processes of compose.yaml [postgres]', function () {
     procs.push(...running);
 
     for (const port of [port1, port2]) {
-      const health = await until(`/healthz on ${port}`, 30_000, async () => {
+      // Three processes start at once on a 2-core machine: give each a minute.
+      const health = await until(`/healthz on ${port}`, 60_000, async () => {
         const res = await fetch(`http://127.0.0.1:${port}/healthz`);
         return res.ok ? ((await res.json()) as unknown) : undefined;
       }, running);
       assert.deepEqual(health, { status: 'ok' });
     }
-    await until('the worker to start', 30_000, () => worker.output().includes('worker: running background jobs'), running);
+    await until('the worker to start', 60_000, () => worker.output().includes('worker: running background jobs'), running);
     for (const api of [api1, api2]) assert.doesNotMatch(api.output(), /"job":|outbox/, `${api.name} runs no background work`);
 
     // A change through one API process, read through the other.
