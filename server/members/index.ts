@@ -5,6 +5,8 @@
  *   plain members read only (no forms). Owners and admins invite, revoke invitations, change roles and
  *   disable or enable members; every action is a CSRF-protected form (`pages.protectForm`) answering
  *   303 back to the page, with what happened held for its next view (post/redirect/get).
+ * - One open invitation per address (compared without case): inviting it again replaces the open one
+ *   in the same transaction (`member.invited` says which it replaces).
  * - Who may: an owner does everything; an admin invites, sets and revokes only admins and members and
  *   never touches an owner. Nobody changes or disables themselves, and the last active owner stays one.
  * - A role change or a disable ends that member's sign-in sessions at once (revoked, as the admin CLI's

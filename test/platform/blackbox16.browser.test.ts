@@ -348,7 +348,8 @@ for (const database of databases) {
         ['overlong', 'K'.repeat(5000)],
         ['empty', ''],
         ['blank', '   '],
-        ['rtl and emoji', 'Sync \u202Egnp.exe 🔑 Åsa'],
+        ['rtl and emoji', 'Sync سارة 🔑 Åsa'],
+        ['bidi override', 'Sync \u202Egnp.exe 🔑 Åsa'],
         ['markup', '<script>alert(1)</script>'],
       ];
       for (const [label, name] of cases) {
@@ -356,7 +357,7 @@ for (const database of databases) {
         const res = await postForm(owner, '/settings/keys', '/settings/keys/create', { name, delegation: 'none', ns_workspace: 'all' });
         assert.ok(res.status < 500, `${label}: ${res.status}`);
         const created = (await countKeys(ws.workspace_id)) - before;
-        if (['overlong', 'empty', 'blank'].includes(label)) {
+        if (['overlong', 'empty', 'blank', 'bidi override'].includes(label)) {
           assert.equal(created, 0, `${label}: a key was made`);
           if (res.status === 303) {
             await owner.goto(`${svc.origin}${res.location}`);

@@ -150,7 +150,7 @@ for (const database of databases) {
       assert.equal(await page.locator('tr[data-invitation]').count(), 0);
     });
 
-    it('joining closes the address’s other invitations (410); an address added meanwhile answers 409 and creates nobody', async () => {
+    it('inviting an address again replaces its open invitation (the old link 410); an address added meanwhile answers 409 and creates nobody', async () => {
       const { page } = owner;
       const invite = async (email: string, role: string) => {
         await page.goto(`${svc.origin}${MEMBERS}`);
@@ -170,10 +170,14 @@ for (const database of databases) {
         const [res] = await Promise.all([guest.waitForNavigation(), guest.click('button.primary')]);
         return { status: res!.status(), text: res!.status() === 200 ? guest.url() : (await guest.textContent('main'))!, guest };
       };
-      const joined = await join(first!);
+      // The second invitation (any case of the address) replaced the first: one open invitation, the admin one.
+      assert.equal(await page.locator('tr[data-invitation]').count(), 1);
+      assert.match((await page.locator('.flash').textContent())!, /It replaces the earlier open invitation of this address \(pia@acme\.test as member\)/);
+      assert.equal((await fetch(`${svc.origin}${first}`)).status, 410);
+      const joined = await join(second!);
       assert.equal(joined.status, 200);
       assert.equal(new URL(joined.text).pathname, '/dashboard');
-      assert.equal((await fetch(`${svc.origin}${second}`)).status, 410);
+      assert.equal((await svc.db.sql.one<{ role: string }>(`SELECT role FROM members WHERE email = 'pia@acme.test' AND workspace_id = ?`, [ws.workspace_id]))!.role, 'admin');
       await page.goto(`${svc.origin}${MEMBERS}`);
       assert.equal(await page.locator('tr[data-invitation]').count(), 0);
 
