@@ -153,12 +153,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "bundle_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 100,
-            "description": "The website's `content_id` from `workspace.ListBundles` (not a host name or a workspace id)."
+            "maxLength": 100
           },
           "dimension": {
             "type": "string",
-            "description": "What a breakdown groups by: `page` (path of each pageview), `entry_page` (first page of each\nsession; counts landings), `source`, `referrer`, `campaign`, `country`, `device`, `browser`, `os`.\n",
             "enum": [
               "page",
               "entry_page",
@@ -174,20 +172,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "from": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 2932896,
-            "description": "UTC day index, whole days since 1970-01-01 (floor(Unix milliseconds / 86400000))."
+            "maximum": 2932896
           },
           "to": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 2932896,
-            "description": "UTC day index, whole days since 1970-01-01 (floor(Unix milliseconds / 86400000))."
+            "maximum": 2932896
           },
           "rows": {
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One value of a breakdown dimension.",
               "additionalProperties": false,
               "required": [
                 "value",
@@ -197,37 +192,31 @@ export const mcpTools: readonly McpToolDefinition[] = [
               ],
               "properties": {
                 "value": {
-                  "type": "string",
-                  "description": "Value of the dimension (a path, a host, `Direct / None`, `(none)`, a country code, ...)."
+                  "type": "string"
                 },
                 "pageviews": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Pageviews with this value; for `entry_page`, sessions that landed on this page."
+                  "minimum": 0
                 },
                 "visitors": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Distinct visitors per UTC day with this value, summed over the days."
+                  "minimum": 0
                 },
                 "avg_engagement_ms": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Active time / pageviews of this row (for `entry_page`, of the sessions landing there), rounded; 0 when none."
+                  "minimum": 0
                 }
               }
             }
           },
           "has_more": {
-            "type": "boolean",
-            "description": "Whether another page follows."
+            "type": "boolean"
           },
           "next_cursor": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Cursor of the next page; null when `has_more` is false."
+            ]
           }
         }
       },
@@ -283,20 +272,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "bundle_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 100,
-            "description": "The website's `content_id` from `workspace.ListBundles` (not a host name or a workspace id)."
+            "maxLength": 100
           },
           "visitors": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Distinct visitors with an event in the window."
+            "minimum": 0
           },
           "window_ms": {
             "type": "integer",
             "enum": [
               300000
-            ],
-            "description": "Length of the window in ms."
+            ]
           }
         }
       },
@@ -384,27 +370,22 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "bundle_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 100,
-            "description": "The website's `content_id` from `workspace.ListBundles` (not a host name or a workspace id)."
+            "maxLength": 100
           },
           "from": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 2932896,
-            "description": "UTC day index, whole days since 1970-01-01 (floor(Unix milliseconds / 86400000))."
+            "maximum": 2932896
           },
           "to": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 2932896,
-            "description": "UTC day index, whole days since 1970-01-01 (floor(Unix milliseconds / 86400000))."
+            "maximum": 2932896
           },
           "series": {
             "type": "array",
-            "description": "Days with activity, ascending by day.",
             "items": {
               "type": "object",
-              "description": "One UTC day of a summary's series.",
               "additionalProperties": false,
               "required": [
                 "day",
@@ -416,62 +397,51 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "day": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 2932896,
-                  "description": "UTC day index, whole days since 1970-01-01 (floor(Unix milliseconds / 86400000))."
+                  "maximum": 2932896
                 },
                 "pageviews": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Pageview events of this UTC day."
+                  "minimum": 0
                 },
                 "visitors": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Distinct visitors with at least one pageview this UTC day, per site (the workspace series sums the sites)."
+                  "minimum": 0
                 },
                 "sessions": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Sessions whose first pageview is on this UTC day."
+                  "minimum": 0
                 }
               }
             }
           },
           "pageviews": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Pageview events in the interval."
+            "minimum": 0
           },
           "visitors": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Sum of daily distinct visitors; not deduplicated across days or sites."
+            "minimum": 0
           },
           "sessions": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Sessions starting in the interval."
+            "minimum": 0
           },
           "bounces": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Sessions with exactly one pageview."
+            "minimum": 0
           },
           "bounce_rate": {
             "type": "number",
             "minimum": 0,
-            "maximum": 1,
-            "description": "bounces / sessions; 0 when there are no sessions."
+            "maximum": 1
           },
           "avg_visit_ms": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Total session duration / sessions, rounded; 0 when there are no sessions."
+            "minimum": 0
           },
           "avg_engagement_ms": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Active time / pageviews, rounded; 0 when there are no pageviews."
+            "minimum": 0
           }
         }
       },
@@ -549,21 +519,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "from": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 2932896,
-            "description": "UTC day index, whole days since 1970-01-01 (floor(Unix milliseconds / 86400000))."
+            "maximum": 2932896
           },
           "to": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 2932896,
-            "description": "UTC day index, whole days since 1970-01-01 (floor(Unix milliseconds / 86400000))."
+            "maximum": 2932896
           },
           "series": {
             "type": "array",
-            "description": "Days with activity, ascending by day.",
             "items": {
               "type": "object",
-              "description": "One UTC day of a summary's series.",
               "additionalProperties": false,
               "required": [
                 "day",
@@ -575,69 +541,56 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "day": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 2932896,
-                  "description": "UTC day index, whole days since 1970-01-01 (floor(Unix milliseconds / 86400000))."
+                  "maximum": 2932896
                 },
                 "pageviews": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Pageview events of this UTC day."
+                  "minimum": 0
                 },
                 "visitors": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Distinct visitors with at least one pageview this UTC day, per site (the workspace series sums the sites)."
+                  "minimum": 0
                 },
                 "sessions": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Sessions whose first pageview is on this UTC day."
+                  "minimum": 0
                 }
               }
             }
           },
           "pageviews": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Pageview events in the interval."
+            "minimum": 0
           },
           "visitors": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Sum of daily distinct visitors; not deduplicated across days or sites."
+            "minimum": 0
           },
           "sessions": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Sessions starting in the interval."
+            "minimum": 0
           },
           "bounces": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Sessions with exactly one pageview."
+            "minimum": 0
           },
           "bounce_rate": {
             "type": "number",
             "minimum": 0,
-            "maximum": 1,
-            "description": "bounces / sessions; 0 when there are no sessions."
+            "maximum": 1
           },
           "avg_visit_ms": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Total session duration / sessions, rounded; 0 when there are no sessions."
+            "minimum": 0
           },
           "avg_engagement_ms": {
             "type": "integer",
-            "minimum": 0,
-            "description": "Active time / pageviews, rounded; 0 when there are no pageviews."
+            "minimum": 0
           },
           "bundles": {
             "type": "array",
-            "description": "One item per site with activity in the interval, ascending by `bundle_id`.",
             "items": {
               "type": "object",
-              "description": "One site's totals over the interval (workspace summary).",
               "additionalProperties": false,
               "required": [
                 "bundle_id",
@@ -653,44 +606,36 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "bundle_id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 100,
-                  "description": "The website's `content_id` from `workspace.ListBundles` (not a host name or a workspace id)."
+                  "maxLength": 100
                 },
                 "pageviews": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Pageview events in the interval, each counted on its own UTC day."
+                  "minimum": 0
                 },
                 "visitors": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Daily distinct visitors per site, summed over the days (and sites); not deduplicated across days or sites."
+                  "minimum": 0
                 },
                 "sessions": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Sessions that start inside the interval."
+                  "minimum": 0
                 },
                 "bounces": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Of those sessions, the ones with exactly one pageview."
+                  "minimum": 0
                 },
                 "bounce_rate": {
                   "type": "number",
                   "minimum": 0,
-                  "maximum": 1,
-                  "description": "bounces / sessions; 0 when there are no sessions."
+                  "maximum": 1
                 },
                 "avg_visit_ms": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Total session duration / sessions, rounded to whole ms; 0 when there are no sessions."
+                  "minimum": 0
                 },
                 "avg_engagement_ms": {
                   "type": "integer",
-                  "minimum": 0,
-                  "description": "Active time / pageviews, rounded to whole ms; 0 when there are no pageviews."
+                  "minimum": 0
                 }
               }
             }
@@ -762,18 +707,15 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "rule_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 64,
-            "description": "Id of an automation rule, unique in its workspace: `ru_...` for rules operators authored, `builtin.<name>`\nfor the built-in rules every workspace has.\n"
+            "maxLength": 64
           },
           "app_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "The owning app's id (`ap_...`, from `workspace.ListApps`) or `core` for workspace-native automations."
+            "maxLength": 40
           },
           "deleted": {
-            "type": "boolean",
-            "description": "True when this request removed the rule; false when it was already absent."
+            "type": "boolean"
           }
         }
       },
@@ -851,7 +793,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "An automation rule: when its `trigger` matches a committed change, a run performs its `actions`.\n`enabled` controls future trigger handling only (it does not report earlier runs' success).\n`can_manage` says whether this caller may pause or delete it: false for built-in rules (locked,\nvisible to everyone) and when acting for a member whose role is not owner or admin.\n",
             "additionalProperties": false,
             "required": [
               "rule_id",
@@ -869,14 +810,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "rule_id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Id of an automation rule, unique in its workspace: `ru_...` for rules operators authored, `builtin.<name>`\nfor the built-in rules every workspace has.\n"
+                "maxLength": 64
               },
               "app_id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 40,
-                "description": "The owning app's id (`ap_...`, from `workspace.ListApps`) or `core` for workspace-native automations."
+                "maxLength": 40
               },
               "name": {
                 "type": "string"
@@ -891,12 +830,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "type": "boolean"
               },
               "built_in": {
-                "type": "boolean",
-                "description": "A rule of the service itself, present in every workspace; never paused or deleted."
+                "type": "boolean"
               },
               "trigger": {
                 "type": "object",
-                "description": "When a rule runs: a committed change event of `resource_type` of the kind `event` (`created`,\n`updated` or `deleted`; a `private` record's change never triggers a rule). For `updated`, `fields`\n(optional) keeps only changes to at least one of these `data` fields (`changed_fields`, derived\nread-only fields included). `conditions` (optional, not for `deleted`) must all hold on the record's\ncurrent `data` when the engine handles the event (normally within a second of the change): a record\nchanged again meanwhile is judged as it is then, so a change that was undone before being handled\nmay start no run. Compare the trigger's `fields` with `changed_fields` for what changed.\n",
                 "additionalProperties": false,
                 "required": [
                   "resource_type",
@@ -904,8 +841,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 ],
                 "properties": {
                   "resource_type": {
-                    "type": "string",
-                    "description": "Qualified resource type (`core:Deal`)."
+                    "type": "string"
                   },
                   "event": {
                     "type": "string",
@@ -927,7 +863,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "type": "array",
                     "items": {
                       "type": "object",
-                      "description": "One test on the record's current `data` when the engine handles the event, as the record API returns it. `field` is a key of\n`data` or a dotted path into it (`amount.currency`). Operators:\n`eq` / `ne` (equal or not, JSON equality; `ne` also holds when the field is absent),\n`in` / `not_in` (`value` is an array), `exists` / `not_exists` (no `value`),\n`gt` / `gte` / `lt` / `lte` (numbers, or decimal strings such as money amounts, compared as numbers;\nfalse when either side is not a number), `contains` (a string field contains `value`, or an array\nfield has an element equal to `value`).\n",
                       "additionalProperties": false,
                       "required": [
                         "field",
@@ -937,8 +872,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         "field": {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 200,
-                          "pattern": "^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$"
+                          "maxLength": 200
                         },
                         "op": {
                           "type": "string",
@@ -956,9 +890,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             "contains"
                           ]
                         },
-                        "value": {
-                          "description": "The value to compare with (absent for `exists` and `not_exists`)."
-                        }
+                        "value": {}
                       }
                     }
                   }
@@ -968,7 +900,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "type": "array",
                 "items": {
                   "type": "object",
-                  "description": "One step of a rule, run in order; a run's actions commit together or not at all.\n\n- `set_fields`: updates the triggering record through its type's update operation\n  (`<namespace>.Update<Type>`), with `data`, `unset` and `expected` as that operation takes them: the\n  same validation, record rules, `expected` check (`409` fails the run) and change event.\n- `create_record`: creates a shared record of `resource_type` through its create operation\n  (`<namespace>.Create<Type>`) with `data`.\n- `notify`: writes a notice to member inboxes: `to` is `owners_and_admins` (the workspace's active\n  owners and admins), `actor` (the member whose change triggered the run; nobody when the change was\n  made with workspace access) or `member` (`member_id`).\n\nStrings in `data`, `title` and `body` may hold placeholders: `{{record.id}}`,\n`{{record.data.<path>}}` (the triggering record after the change), `{{event.id}}`,\n`{{event.occurred_at}}` and `{{rule.name}}`. A string that is exactly one placeholder takes the\nvalue itself (an object, a number), and leaves its key out of `data` when the value is missing;\notherwise values are written into the text (a missing one as an empty string).\n",
                   "additionalProperties": false,
                   "required": [
                     "type"
@@ -984,24 +915,20 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     },
                     "data": {
                       "type": "object",
-                      "additionalProperties": true,
-                      "description": "`set_fields` and `create_record`: the `data` to write."
+                      "additionalProperties": true
                     },
                     "unset": {
                       "type": "array",
                       "items": {
                         "type": "string"
-                      },
-                      "description": "`set_fields`: keys of `data` to remove."
+                      }
                     },
                     "expected": {
                       "type": "object",
-                      "additionalProperties": true,
-                      "description": "`set_fields`: prior values that must still match (as the update operation's `expected`)."
+                      "additionalProperties": true
                     },
                     "resource_type": {
-                      "type": "string",
-                      "description": "`create_record`: the type to create."
+                      "type": "string"
                     },
                     "to": {
                       "type": "string",
@@ -1009,22 +936,18 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         "owners_and_admins",
                         "actor",
                         "member"
-                      ],
-                      "description": "`notify`: who receives the notice."
+                      ]
                     },
                     "member_id": {
-                      "type": "string",
-                      "description": "`notify` with `to: member`: the member."
+                      "type": "string"
                     },
                     "title": {
                       "type": "string",
-                      "maxLength": 300,
-                      "description": "`notify`: the notice's title."
+                      "maxLength": 300
                     },
                     "body": {
                       "type": "string",
-                      "maxLength": 4000,
-                      "description": "`notify`: the notice's text."
+                      "maxLength": 4000
                     }
                   }
                 }
@@ -1032,14 +955,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               }
             }
           },
@@ -1047,7 +968,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One run of a rule for one change event (at most one per rule and event). `status`: `queued` (the\nevent matched; waiting for a worker), `running` (a worker holds it; if that worker dies, another\ntakes it over and the run starts again, since its actions commit only with its outcome),\n`succeeded`, `failed` (`error` says why; no action of the run took effect) or `skipped` (the loop\nguard, a rule deleted before its run, or a record already gone: `error` says which).\n",
               "additionalProperties": false,
               "required": [
                 "run_id",
@@ -1070,14 +990,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "rule_id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 64,
-                  "description": "Id of an automation rule, unique in its workspace: `ru_...` for rules operators authored, `builtin.<name>`\nfor the built-in rules every workspace has.\n"
+                  "maxLength": 64
                 },
                 "app_id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 40,
-                  "description": "The owning app's id (`ap_...`, from `workspace.ListApps`) or `core` for workspace-native automations."
+                  "maxLength": 40
                 },
                 "status": {
                   "type": "string",
@@ -1120,40 +1038,34 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "occurred_at": {
                       "type": "integer",
                       "minimum": 0,
-                      "maximum": 8640000000000000,
-                      "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                      "maximum": 8640000000000000
                     }
                   }
                 },
                 "depth": {
-                  "type": "integer",
-                  "description": "1 for a run triggered by a change made through the API; n + 1 for a change made by a run of depth n."
+                  "type": "integer"
                 },
                 "attempts": {
-                  "type": "integer",
-                  "description": "How many times a worker started it."
+                  "type": "integer"
                 },
                 "queued_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "started_at": {
                   "type": [
                     "integer",
                     "null"
                   ],
-                  "minimum": 0,
-                  "description": "Unix milliseconds; null until a worker starts it."
+                  "minimum": 0
                 },
                 "finished_at": {
                   "type": [
                     "integer",
                     "null"
                   ],
-                  "minimum": 0,
-                  "description": "Unix milliseconds; null until it finishes."
+                  "minimum": 0
                 },
                 "error": {
                   "type": [
@@ -1163,7 +1075,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 },
                 "actions": {
                   "type": "array",
-                  "description": "Each action's outcome, in order (empty until the run finishes).",
                   "items": {
                     "type": "object",
                     "additionalProperties": false,
@@ -1186,19 +1097,16 @@ export const mcpTools: readonly McpToolDefinition[] = [
                           "succeeded",
                           "failed",
                           "not_run"
-                        ],
-                        "description": "`not_run`: an earlier action failed, or the run was skipped."
+                        ]
                       },
                       "message": {
                         "type": "string"
                       },
                       "record_id": {
-                        "type": "string",
-                        "description": "The record the action wrote."
+                        "type": "string"
                       },
                       "notified": {
-                        "type": "integer",
-                        "description": "`notify`: how many members received the notice."
+                        "type": "integer"
                       }
                     }
                   }
@@ -1287,7 +1195,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "An automation rule: when its `trigger` matches a committed change, a run performs its `actions`.\n`enabled` controls future trigger handling only (it does not report earlier runs' success).\n`can_manage` says whether this caller may pause or delete it: false for built-in rules (locked,\nvisible to everyone) and when acting for a member whose role is not owner or admin.\n",
               "additionalProperties": false,
               "required": [
                 "rule_id",
@@ -1305,14 +1212,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "rule_id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 64,
-                  "description": "Id of an automation rule, unique in its workspace: `ru_...` for rules operators authored, `builtin.<name>`\nfor the built-in rules every workspace has.\n"
+                  "maxLength": 64
                 },
                 "app_id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 40,
-                  "description": "The owning app's id (`ap_...`, from `workspace.ListApps`) or `core` for workspace-native automations."
+                  "maxLength": 40
                 },
                 "name": {
                   "type": "string"
@@ -1327,12 +1232,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": "boolean"
                 },
                 "built_in": {
-                  "type": "boolean",
-                  "description": "A rule of the service itself, present in every workspace; never paused or deleted."
+                  "type": "boolean"
                 },
                 "trigger": {
                   "type": "object",
-                  "description": "When a rule runs: a committed change event of `resource_type` of the kind `event` (`created`,\n`updated` or `deleted`; a `private` record's change never triggers a rule). For `updated`, `fields`\n(optional) keeps only changes to at least one of these `data` fields (`changed_fields`, derived\nread-only fields included). `conditions` (optional, not for `deleted`) must all hold on the record's\ncurrent `data` when the engine handles the event (normally within a second of the change): a record\nchanged again meanwhile is judged as it is then, so a change that was undone before being handled\nmay start no run. Compare the trigger's `fields` with `changed_fields` for what changed.\n",
                   "additionalProperties": false,
                   "required": [
                     "resource_type",
@@ -1340,8 +1243,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   ],
                   "properties": {
                     "resource_type": {
-                      "type": "string",
-                      "description": "Qualified resource type (`core:Deal`)."
+                      "type": "string"
                     },
                     "event": {
                       "type": "string",
@@ -1363,7 +1265,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "type": "array",
                       "items": {
                         "type": "object",
-                        "description": "One test on the record's current `data` when the engine handles the event, as the record API returns it. `field` is a key of\n`data` or a dotted path into it (`amount.currency`). Operators:\n`eq` / `ne` (equal or not, JSON equality; `ne` also holds when the field is absent),\n`in` / `not_in` (`value` is an array), `exists` / `not_exists` (no `value`),\n`gt` / `gte` / `lt` / `lte` (numbers, or decimal strings such as money amounts, compared as numbers;\nfalse when either side is not a number), `contains` (a string field contains `value`, or an array\nfield has an element equal to `value`).\n",
                         "additionalProperties": false,
                         "required": [
                           "field",
@@ -1373,8 +1274,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                           "field": {
                             "type": "string",
                             "minLength": 1,
-                            "maxLength": 200,
-                            "pattern": "^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$"
+                            "maxLength": 200
                           },
                           "op": {
                             "type": "string",
@@ -1392,9 +1292,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                               "contains"
                             ]
                           },
-                          "value": {
-                            "description": "The value to compare with (absent for `exists` and `not_exists`)."
-                          }
+                          "value": {}
                         }
                       }
                     }
@@ -1404,7 +1302,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": "array",
                   "items": {
                     "type": "object",
-                    "description": "One step of a rule, run in order; a run's actions commit together or not at all.\n\n- `set_fields`: updates the triggering record through its type's update operation\n  (`<namespace>.Update<Type>`), with `data`, `unset` and `expected` as that operation takes them: the\n  same validation, record rules, `expected` check (`409` fails the run) and change event.\n- `create_record`: creates a shared record of `resource_type` through its create operation\n  (`<namespace>.Create<Type>`) with `data`.\n- `notify`: writes a notice to member inboxes: `to` is `owners_and_admins` (the workspace's active\n  owners and admins), `actor` (the member whose change triggered the run; nobody when the change was\n  made with workspace access) or `member` (`member_id`).\n\nStrings in `data`, `title` and `body` may hold placeholders: `{{record.id}}`,\n`{{record.data.<path>}}` (the triggering record after the change), `{{event.id}}`,\n`{{event.occurred_at}}` and `{{rule.name}}`. A string that is exactly one placeholder takes the\nvalue itself (an object, a number), and leaves its key out of `data` when the value is missing;\notherwise values are written into the text (a missing one as an empty string).\n",
                     "additionalProperties": false,
                     "required": [
                       "type"
@@ -1420,24 +1317,20 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       },
                       "data": {
                         "type": "object",
-                        "additionalProperties": true,
-                        "description": "`set_fields` and `create_record`: the `data` to write."
+                        "additionalProperties": true
                       },
                       "unset": {
                         "type": "array",
                         "items": {
                           "type": "string"
-                        },
-                        "description": "`set_fields`: keys of `data` to remove."
+                        }
                       },
                       "expected": {
                         "type": "object",
-                        "additionalProperties": true,
-                        "description": "`set_fields`: prior values that must still match (as the update operation's `expected`)."
+                        "additionalProperties": true
                       },
                       "resource_type": {
-                        "type": "string",
-                        "description": "`create_record`: the type to create."
+                        "type": "string"
                       },
                       "to": {
                         "type": "string",
@@ -1445,22 +1338,18 @@ export const mcpTools: readonly McpToolDefinition[] = [
                           "owners_and_admins",
                           "actor",
                           "member"
-                        ],
-                        "description": "`notify`: who receives the notice."
+                        ]
                       },
                       "member_id": {
-                        "type": "string",
-                        "description": "`notify` with `to: member`: the member."
+                        "type": "string"
                       },
                       "title": {
                         "type": "string",
-                        "maxLength": 300,
-                        "description": "`notify`: the notice's title."
+                        "maxLength": 300
                       },
                       "body": {
                         "type": "string",
-                        "maxLength": 4000,
-                        "description": "`notify`: the notice's text."
+                        "maxLength": 4000
                       }
                     }
                   }
@@ -1468,28 +1357,24 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "created_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "updated_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 }
               }
             }
           },
           "has_more": {
-            "type": "boolean",
-            "description": "Whether another page follows."
+            "type": "boolean"
           },
           "next_cursor": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Cursor of the next page; null on the last page."
+            ]
           }
         }
       },
@@ -1564,7 +1449,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "An automation rule: when its `trigger` matches a committed change, a run performs its `actions`.\n`enabled` controls future trigger handling only (it does not report earlier runs' success).\n`can_manage` says whether this caller may pause or delete it: false for built-in rules (locked,\nvisible to everyone) and when acting for a member whose role is not owner or admin.\n",
             "additionalProperties": false,
             "required": [
               "rule_id",
@@ -1582,14 +1466,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "rule_id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Id of an automation rule, unique in its workspace: `ru_...` for rules operators authored, `builtin.<name>`\nfor the built-in rules every workspace has.\n"
+                "maxLength": 64
               },
               "app_id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 40,
-                "description": "The owning app's id (`ap_...`, from `workspace.ListApps`) or `core` for workspace-native automations."
+                "maxLength": 40
               },
               "name": {
                 "type": "string"
@@ -1604,12 +1486,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "type": "boolean"
               },
               "built_in": {
-                "type": "boolean",
-                "description": "A rule of the service itself, present in every workspace; never paused or deleted."
+                "type": "boolean"
               },
               "trigger": {
                 "type": "object",
-                "description": "When a rule runs: a committed change event of `resource_type` of the kind `event` (`created`,\n`updated` or `deleted`; a `private` record's change never triggers a rule). For `updated`, `fields`\n(optional) keeps only changes to at least one of these `data` fields (`changed_fields`, derived\nread-only fields included). `conditions` (optional, not for `deleted`) must all hold on the record's\ncurrent `data` when the engine handles the event (normally within a second of the change): a record\nchanged again meanwhile is judged as it is then, so a change that was undone before being handled\nmay start no run. Compare the trigger's `fields` with `changed_fields` for what changed.\n",
                 "additionalProperties": false,
                 "required": [
                   "resource_type",
@@ -1617,8 +1497,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 ],
                 "properties": {
                   "resource_type": {
-                    "type": "string",
-                    "description": "Qualified resource type (`core:Deal`)."
+                    "type": "string"
                   },
                   "event": {
                     "type": "string",
@@ -1640,7 +1519,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "type": "array",
                     "items": {
                       "type": "object",
-                      "description": "One test on the record's current `data` when the engine handles the event, as the record API returns it. `field` is a key of\n`data` or a dotted path into it (`amount.currency`). Operators:\n`eq` / `ne` (equal or not, JSON equality; `ne` also holds when the field is absent),\n`in` / `not_in` (`value` is an array), `exists` / `not_exists` (no `value`),\n`gt` / `gte` / `lt` / `lte` (numbers, or decimal strings such as money amounts, compared as numbers;\nfalse when either side is not a number), `contains` (a string field contains `value`, or an array\nfield has an element equal to `value`).\n",
                       "additionalProperties": false,
                       "required": [
                         "field",
@@ -1650,8 +1528,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         "field": {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 200,
-                          "pattern": "^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$"
+                          "maxLength": 200
                         },
                         "op": {
                           "type": "string",
@@ -1669,9 +1546,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             "contains"
                           ]
                         },
-                        "value": {
-                          "description": "The value to compare with (absent for `exists` and `not_exists`)."
-                        }
+                        "value": {}
                       }
                     }
                   }
@@ -1681,7 +1556,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "type": "array",
                 "items": {
                   "type": "object",
-                  "description": "One step of a rule, run in order; a run's actions commit together or not at all.\n\n- `set_fields`: updates the triggering record through its type's update operation\n  (`<namespace>.Update<Type>`), with `data`, `unset` and `expected` as that operation takes them: the\n  same validation, record rules, `expected` check (`409` fails the run) and change event.\n- `create_record`: creates a shared record of `resource_type` through its create operation\n  (`<namespace>.Create<Type>`) with `data`.\n- `notify`: writes a notice to member inboxes: `to` is `owners_and_admins` (the workspace's active\n  owners and admins), `actor` (the member whose change triggered the run; nobody when the change was\n  made with workspace access) or `member` (`member_id`).\n\nStrings in `data`, `title` and `body` may hold placeholders: `{{record.id}}`,\n`{{record.data.<path>}}` (the triggering record after the change), `{{event.id}}`,\n`{{event.occurred_at}}` and `{{rule.name}}`. A string that is exactly one placeholder takes the\nvalue itself (an object, a number), and leaves its key out of `data` when the value is missing;\notherwise values are written into the text (a missing one as an empty string).\n",
                   "additionalProperties": false,
                   "required": [
                     "type"
@@ -1697,24 +1571,20 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     },
                     "data": {
                       "type": "object",
-                      "additionalProperties": true,
-                      "description": "`set_fields` and `create_record`: the `data` to write."
+                      "additionalProperties": true
                     },
                     "unset": {
                       "type": "array",
                       "items": {
                         "type": "string"
-                      },
-                      "description": "`set_fields`: keys of `data` to remove."
+                      }
                     },
                     "expected": {
                       "type": "object",
-                      "additionalProperties": true,
-                      "description": "`set_fields`: prior values that must still match (as the update operation's `expected`)."
+                      "additionalProperties": true
                     },
                     "resource_type": {
-                      "type": "string",
-                      "description": "`create_record`: the type to create."
+                      "type": "string"
                     },
                     "to": {
                       "type": "string",
@@ -1722,22 +1592,18 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         "owners_and_admins",
                         "actor",
                         "member"
-                      ],
-                      "description": "`notify`: who receives the notice."
+                      ]
                     },
                     "member_id": {
-                      "type": "string",
-                      "description": "`notify` with `to: member`: the member."
+                      "type": "string"
                     },
                     "title": {
                       "type": "string",
-                      "maxLength": 300,
-                      "description": "`notify`: the notice's title."
+                      "maxLength": 300
                     },
                     "body": {
                       "type": "string",
-                      "maxLength": 4000,
-                      "description": "`notify`: the notice's text."
+                      "maxLength": 4000
                     }
                   }
                 }
@@ -1745,14 +1611,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               }
             }
           }
@@ -2098,7 +1962,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A company record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -2112,40 +1975,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a company (`core:Company`). Only `name` is required; other fields may be absent,\nand absence does not mean zero, empty or unknown. Only `employee_count` and `owner_member_id` accept\n`null`. `domain` is normalised (see `CompanyDomain`) and unique per scope; money is exact (see\n`Money`).\n",
                 "additionalProperties": false,
                 "required": [
                   "name"
@@ -2154,20 +2010,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the company, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "domain": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 253,
-                    "description": "The company's web domain, the upsert key of `core:Company`. Given as a host name or an `http(s)`\nURL; stored and returned normalised: lower case, an internationalised name in its ASCII (`xn--`)\nform, without scheme, user, port, path, query, trailing dot or one leading `www.`. So `Globex.com`,\n`https://www.globex.com/about?x=1` and `globex.com.` are all `globex.com`. The result must be a\ndomain name of at least two labels whose last label is not all digits (not an IP address);\nanything else is `400 invalid_input`. Unique among the workspace's shared companies, and among\neach member's private companies.\n"
+                    "maxLength": 253
                   },
                   "industry": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "The company's industry, free text."
+                    "maxLength": 200
                   },
                   "employee_count": {
                     "type": [
@@ -2175,12 +2028,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "null"
                     ],
                     "minimum": 0,
-                    "maximum": 100000000,
-                    "description": "Number of employees, 0 to 100,000,000, or `null` when it is known to be unknown (for example the\ncompany does not disclose it). Absence means \"not given\"; `null` is a value, and `unset` removes it\n(seed 2.1: a field accepts null only where its type includes null; this one does).\n"
+                    "maximum": 100000000
                   },
                   "annual_revenue": {
                     "type": "object",
-                    "description": "An exact amount of money: a decimal string (never a JSON number, so no binary floating point\ntouches it) and its currency. `amount` is zero or positive, with at most 15 digits before the\ndecimal point and at most as many decimals as the currency has (see `currency`): more is `400\ninvalid_input`. It is stored and returned with exactly the currency's decimals: `\"1200\"` EUR is\nreturned as `\"1200.00\"`, and `expected` values compare in that form.\n",
                     "additionalProperties": false,
                     "required": [
                       "amount",
@@ -2188,13 +2039,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     ],
                     "properties": {
                       "amount": {
-                        "type": "string",
-                        "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,3})?$",
-                        "description": "Decimal amount in the currency's main unit, e.g. `\"1200.50\"`; no sign, exponent or thousands separator."
+                        "type": "string"
                       },
                       "currency": {
                         "type": "string",
-                        "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                         "enum": [
                           "AED",
                           "AFN",
@@ -2359,50 +2207,40 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "phone": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 50,
-                    "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
+                    "maxLength": 50
                   },
                   "website": {
                     "type": "string",
                     "minLength": 8,
-                    "maxLength": 2048,
-                    "pattern": "^https?://[^\\s]+$",
-                    "description": "The company's website, an `http` or `https` URL, stored as given."
+                    "maxLength": 2048
                   },
                   "address": {
                     "type": "object",
-                    "description": "A postal address; every part optional, at least one given.",
                     "additionalProperties": false,
                     "minProperties": 1,
                     "properties": {
                       "street": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 500,
-                        "description": "Street and number, possibly several lines."
+                        "maxLength": 500
                       },
                       "city": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 200,
-                        "description": "City or town."
+                        "maxLength": 200
                       },
                       "region": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 200,
-                        "description": "State, province or region."
+                        "maxLength": 200
                       },
                       "postal_code": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 40,
-                        "description": "Postal code as written locally."
+                        "maxLength": 40
                       },
                       "country": {
-                        "type": "string",
-                        "pattern": "^[A-Z]{2}$",
-                        "description": "ISO 3166-1 alpha-2 country code, upper case."
+                        "type": "string"
                       }
                     }
                   },
@@ -2413,8 +2251,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "prospect",
                       "customer",
                       "churned"
-                    ],
-                    "description": "Where the company stands with the workspace."
+                    ]
                   },
                   "owner_member_id": {
                     "type": [
@@ -2422,8 +2259,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "null"
                     ],
                     "minLength": 1,
-                    "maxLength": 64,
-                    "description": "A member account id of the workspace (as listed by `GET /delegation/members`), or `null` for none.\nWhen set to an id, it must name an active (not disabled) member of the caller's workspace, else\n`400 invalid_input`; a value already stored is not checked again when other fields change.\n"
+                    "maxLength": 64
                   }
                 }
               }
@@ -2720,7 +2556,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A deal record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -2734,40 +2569,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last write that altered the record; unchanged by an update that changes nothing, and by pipeline changes that alter `weighted_amount`."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a deal (`core:Deal`) as returned: the written fields (`DealInput`) and two\nread-only fields the service derives. Optional fields may be absent; absence does not mean zero.\n",
                 "additionalProperties": false,
                 "required": [
                   "name",
@@ -2778,12 +2606,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the deal, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "amount": {
                     "type": "object",
-                    "description": "An exact amount of money: a decimal string (never a JSON number, so no binary floating point\ntouches it) and its currency. `amount` is zero or positive, with at most 15 digits before the\ndecimal point and at most as many decimals as the currency has (see `currency`): more is `400\ninvalid_input`. It is stored and returned with exactly the currency's decimals: `\"1200\"` EUR is\nreturned as `\"1200.00\"`, and `expected` values compare in that form.\n",
                     "additionalProperties": false,
                     "required": [
                       "amount",
@@ -2791,13 +2617,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     ],
                     "properties": {
                       "amount": {
-                        "type": "string",
-                        "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,3})?$",
-                        "description": "Decimal amount in the currency's main unit, e.g. `\"1200.50\"`; no sign, exponent or thousands separator."
+                        "type": "string"
                       },
                       "currency": {
                         "type": "string",
-                        "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                         "enum": [
                           "AED",
                           "AFN",
@@ -2964,43 +2787,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 64,
-                        "description": "Stable top-level record id (not a business field or account id)."
+                        "maxLength": 64
                       }
-                    ],
-                    "description": "Id of the deal's sales pipeline, visible to the caller; a shared deal needs a shared pipeline."
+                    ]
                   },
                   "stage_id": {
                     "allOf": [
                       {
-                        "type": "string",
-                        "description": "Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.",
-                        "pattern": "^[A-Za-z0-9_-]{1,64}$"
+                        "type": "string"
                       }
-                    ],
-                    "description": "Id of a stage of `pipeline_id` (stage ids are stable, so a renamed stage keeps its deals)."
+                    ]
                   },
                   "company_id": {
                     "allOf": [
                       {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 64,
-                        "description": "Stable top-level record id (not a business field or account id)."
+                        "maxLength": 64
                       }
-                    ],
-                    "description": "Id of the company the deal is with, visible to the caller; a shared deal needs a shared company."
+                    ]
                   },
                   "close_date": {
-                    "type": "string",
-                    "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$",
-                    "description": "Expected (or actual) close date, a UTC calendar day as `YYYY-MM-DD` (ISO 8601), 1970-01-01 to\n9999-12-31. A day that does not exist (`2027-02-30`) is `400 invalid_input`.\n"
+                    "type": "string"
                   },
                   "weighted_amount": {
                     "allOf": [
                       {
                         "type": "object",
-                        "description": "An exact amount derived by the service (read-only): `amount` × stage probability / 100, computed in\ndecimal, never rounded. It has the currency's decimals, and up to two more when the product needs\nthem (`\"10.01\"` EUR at 15 % is `\"1.5015\"`).\n",
                         "additionalProperties": false,
                         "required": [
                           "amount",
@@ -3008,13 +2821,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         ],
                         "properties": {
                           "amount": {
-                            "type": "string",
-                            "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,5})?$",
-                            "description": "Exact decimal amount in the currency's main unit."
+                            "type": "string"
                           },
                           "currency": {
                             "type": "string",
-                            "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                             "enum": [
                               "AED",
                               "AFN",
@@ -3176,21 +2986,16 @@ export const mcpTools: readonly McpToolDefinition[] = [
                           }
                         }
                       }
-                    ],
-                    "readOnly": true,
-                    "description": "Read-only: `amount` × the probability of the deal's stage / 100, exact, computed when the deal\nis read, so it follows the pipeline's current probabilities. A `won` stage without a probability\ncounts as 100 %, a `lost` one as 0 %; absent when the deal has no `amount` or its stage is an\n`open` stage without a probability.\n"
+                    ]
                   },
                   "closed_at": {
                     "allOf": [
                       {
                         "type": "integer",
                         "minimum": 0,
-                        "maximum": 8640000000000000,
-                        "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                        "maximum": 8640000000000000
                       }
-                    ],
-                    "readOnly": true,
-                    "description": "Read-only: when the deal entered its `won` or `lost` stage (the time of the write that moved it\nthere, or created it there). Set again when a write moves the deal from one of those stages to\nthe other, removed when a write moves it back to an `open` stage, kept when other fields change.\n"
+                    ]
                   }
                 }
               }
@@ -3331,7 +3136,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A sales pipeline record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -3345,40 +3149,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a sales pipeline (`core:SalesPipeline`). Optional fields may be absent; absence\ndoes not mean false or empty. At most one shared pipeline of a workspace has `is_default: true`:\nsetting it on one pipeline sets `is_default: false` on the previous default in the same transaction\n(that record gets its own `resource.updated` event). A private pipeline cannot be the default.\n",
                 "additionalProperties": false,
                 "required": [
                   "name"
@@ -3387,17 +3184,14 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the pipeline, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "stages": {
                     "type": "array",
-                    "description": "Stages in funnel order: stage ids are unique, exactly one `won` and one `lost` stage, and those two\nare the last two stages (in either order). At most 100 stages.\n",
                     "minItems": 2,
                     "maxItems": 100,
                     "items": {
                       "type": "object",
-                      "description": "A funnel stage. The `id` is chosen by the caller and is stable: keep it when renaming the stage\n(deals refer to it). A `won` stage's probability, when given, is 100; a `lost` stage's is 0.\n",
                       "additionalProperties": false,
                       "required": [
                         "id",
@@ -3406,15 +3200,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       ],
                       "properties": {
                         "id": {
-                          "type": "string",
-                          "description": "Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.",
-                          "pattern": "^[A-Za-z0-9_-]{1,64}$"
+                          "type": "string"
                         },
                         "label": {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 200,
-                          "description": "Human-readable name."
+                          "maxLength": 200
                         },
                         "kind": {
                           "type": "string",
@@ -3422,14 +3213,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             "open",
                             "won",
                             "lost"
-                          ],
-                          "description": "`open` stages are in progress; a pipeline has exactly one `won` and one `lost` stage, placed last."
+                          ]
                         },
                         "probability": {
                           "type": "integer",
                           "minimum": 0,
-                          "maximum": 100,
-                          "description": "Win probability in percent, used for weighted sales value."
+                          "maximum": 100
                         },
                         "tone": {
                           "type": "string",
@@ -3441,15 +3230,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             "soon",
                             "accent",
                             "warn"
-                          ],
-                          "description": "Display colour of the stage."
+                          ]
                         }
                       }
                     }
                   },
                   "is_default": {
-                    "type": "boolean",
-                    "description": "Whether this is the workspace's default pipeline."
+                    "type": "boolean"
                   }
                 }
               }
@@ -3996,12 +3783,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 64,
-            "description": "Stable top-level record id (not a business field or account id)."
+            "maxLength": 64
           },
           "deleted": {
-            "type": "boolean",
-            "description": "True when this request removed the record; false when it was already absent."
+            "type": "boolean"
           }
         }
       },
@@ -4396,12 +4181,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 64,
-            "description": "Stable top-level record id (not a business field or account id)."
+            "maxLength": 64
           },
           "deleted": {
-            "type": "boolean",
-            "description": "True when this request removed the record; false when it was already absent."
+            "type": "boolean"
           }
         }
       },
@@ -4596,12 +4379,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 64,
-            "description": "Stable top-level record id (not a business field or account id)."
+            "maxLength": 64
           },
           "deleted": {
-            "type": "boolean",
-            "description": "True when this request removed the record; false when it was already absent."
+            "type": "boolean"
           }
         }
       },
@@ -4655,7 +4436,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A company record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -4669,40 +4449,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a company (`core:Company`). Only `name` is required; other fields may be absent,\nand absence does not mean zero, empty or unknown. Only `employee_count` and `owner_member_id` accept\n`null`. `domain` is normalised (see `CompanyDomain`) and unique per scope; money is exact (see\n`Money`).\n",
                 "additionalProperties": false,
                 "required": [
                   "name"
@@ -4711,20 +4484,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the company, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "domain": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 253,
-                    "description": "The company's web domain, the upsert key of `core:Company`. Given as a host name or an `http(s)`\nURL; stored and returned normalised: lower case, an internationalised name in its ASCII (`xn--`)\nform, without scheme, user, port, path, query, trailing dot or one leading `www.`. So `Globex.com`,\n`https://www.globex.com/about?x=1` and `globex.com.` are all `globex.com`. The result must be a\ndomain name of at least two labels whose last label is not all digits (not an IP address);\nanything else is `400 invalid_input`. Unique among the workspace's shared companies, and among\neach member's private companies.\n"
+                    "maxLength": 253
                   },
                   "industry": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "The company's industry, free text."
+                    "maxLength": 200
                   },
                   "employee_count": {
                     "type": [
@@ -4732,12 +4502,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "null"
                     ],
                     "minimum": 0,
-                    "maximum": 100000000,
-                    "description": "Number of employees, 0 to 100,000,000, or `null` when it is known to be unknown (for example the\ncompany does not disclose it). Absence means \"not given\"; `null` is a value, and `unset` removes it\n(seed 2.1: a field accepts null only where its type includes null; this one does).\n"
+                    "maximum": 100000000
                   },
                   "annual_revenue": {
                     "type": "object",
-                    "description": "An exact amount of money: a decimal string (never a JSON number, so no binary floating point\ntouches it) and its currency. `amount` is zero or positive, with at most 15 digits before the\ndecimal point and at most as many decimals as the currency has (see `currency`): more is `400\ninvalid_input`. It is stored and returned with exactly the currency's decimals: `\"1200\"` EUR is\nreturned as `\"1200.00\"`, and `expected` values compare in that form.\n",
                     "additionalProperties": false,
                     "required": [
                       "amount",
@@ -4745,13 +4513,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     ],
                     "properties": {
                       "amount": {
-                        "type": "string",
-                        "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,3})?$",
-                        "description": "Decimal amount in the currency's main unit, e.g. `\"1200.50\"`; no sign, exponent or thousands separator."
+                        "type": "string"
                       },
                       "currency": {
                         "type": "string",
-                        "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                         "enum": [
                           "AED",
                           "AFN",
@@ -4916,50 +4681,40 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "phone": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 50,
-                    "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
+                    "maxLength": 50
                   },
                   "website": {
                     "type": "string",
                     "minLength": 8,
-                    "maxLength": 2048,
-                    "pattern": "^https?://[^\\s]+$",
-                    "description": "The company's website, an `http` or `https` URL, stored as given."
+                    "maxLength": 2048
                   },
                   "address": {
                     "type": "object",
-                    "description": "A postal address; every part optional, at least one given.",
                     "additionalProperties": false,
                     "minProperties": 1,
                     "properties": {
                       "street": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 500,
-                        "description": "Street and number, possibly several lines."
+                        "maxLength": 500
                       },
                       "city": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 200,
-                        "description": "City or town."
+                        "maxLength": 200
                       },
                       "region": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 200,
-                        "description": "State, province or region."
+                        "maxLength": 200
                       },
                       "postal_code": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 40,
-                        "description": "Postal code as written locally."
+                        "maxLength": 40
                       },
                       "country": {
-                        "type": "string",
-                        "pattern": "^[A-Z]{2}$",
-                        "description": "ISO 3166-1 alpha-2 country code, upper case."
+                        "type": "string"
                       }
                     }
                   },
@@ -4970,8 +4725,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "prospect",
                       "customer",
                       "churned"
-                    ],
-                    "description": "Where the company stands with the workspace."
+                    ]
                   },
                   "owner_member_id": {
                     "type": [
@@ -4979,8 +4733,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "null"
                     ],
                     "minLength": 1,
-                    "maxLength": 64,
-                    "description": "A member account id of the workspace (as listed by `GET /delegation/members`), or `null` for none.\nWhen set to an id, it must name an active (not disabled) member of the caller's workspace, else\n`400 invalid_input`; a value already stored is not checked again when other fields change.\n"
+                    "maxLength": 64
                   }
                 }
               }
@@ -5038,7 +4791,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A deal record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -5052,40 +4804,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last write that altered the record; unchanged by an update that changes nothing, and by pipeline changes that alter `weighted_amount`."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a deal (`core:Deal`) as returned: the written fields (`DealInput`) and two\nread-only fields the service derives. Optional fields may be absent; absence does not mean zero.\n",
                 "additionalProperties": false,
                 "required": [
                   "name",
@@ -5096,12 +4841,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the deal, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "amount": {
                     "type": "object",
-                    "description": "An exact amount of money: a decimal string (never a JSON number, so no binary floating point\ntouches it) and its currency. `amount` is zero or positive, with at most 15 digits before the\ndecimal point and at most as many decimals as the currency has (see `currency`): more is `400\ninvalid_input`. It is stored and returned with exactly the currency's decimals: `\"1200\"` EUR is\nreturned as `\"1200.00\"`, and `expected` values compare in that form.\n",
                     "additionalProperties": false,
                     "required": [
                       "amount",
@@ -5109,13 +4852,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     ],
                     "properties": {
                       "amount": {
-                        "type": "string",
-                        "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,3})?$",
-                        "description": "Decimal amount in the currency's main unit, e.g. `\"1200.50\"`; no sign, exponent or thousands separator."
+                        "type": "string"
                       },
                       "currency": {
                         "type": "string",
-                        "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                         "enum": [
                           "AED",
                           "AFN",
@@ -5282,43 +5022,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 64,
-                        "description": "Stable top-level record id (not a business field or account id)."
+                        "maxLength": 64
                       }
-                    ],
-                    "description": "Id of the deal's sales pipeline, visible to the caller; a shared deal needs a shared pipeline."
+                    ]
                   },
                   "stage_id": {
                     "allOf": [
                       {
-                        "type": "string",
-                        "description": "Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.",
-                        "pattern": "^[A-Za-z0-9_-]{1,64}$"
+                        "type": "string"
                       }
-                    ],
-                    "description": "Id of a stage of `pipeline_id` (stage ids are stable, so a renamed stage keeps its deals)."
+                    ]
                   },
                   "company_id": {
                     "allOf": [
                       {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 64,
-                        "description": "Stable top-level record id (not a business field or account id)."
+                        "maxLength": 64
                       }
-                    ],
-                    "description": "Id of the company the deal is with, visible to the caller; a shared deal needs a shared company."
+                    ]
                   },
                   "close_date": {
-                    "type": "string",
-                    "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$",
-                    "description": "Expected (or actual) close date, a UTC calendar day as `YYYY-MM-DD` (ISO 8601), 1970-01-01 to\n9999-12-31. A day that does not exist (`2027-02-30`) is `400 invalid_input`.\n"
+                    "type": "string"
                   },
                   "weighted_amount": {
                     "allOf": [
                       {
                         "type": "object",
-                        "description": "An exact amount derived by the service (read-only): `amount` × stage probability / 100, computed in\ndecimal, never rounded. It has the currency's decimals, and up to two more when the product needs\nthem (`\"10.01\"` EUR at 15 % is `\"1.5015\"`).\n",
                         "additionalProperties": false,
                         "required": [
                           "amount",
@@ -5326,13 +5056,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         ],
                         "properties": {
                           "amount": {
-                            "type": "string",
-                            "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,5})?$",
-                            "description": "Exact decimal amount in the currency's main unit."
+                            "type": "string"
                           },
                           "currency": {
                             "type": "string",
-                            "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                             "enum": [
                               "AED",
                               "AFN",
@@ -5494,21 +5221,16 @@ export const mcpTools: readonly McpToolDefinition[] = [
                           }
                         }
                       }
-                    ],
-                    "readOnly": true,
-                    "description": "Read-only: `amount` × the probability of the deal's stage / 100, exact, computed when the deal\nis read, so it follows the pipeline's current probabilities. A `won` stage without a probability\ncounts as 100 %, a `lost` one as 0 %; absent when the deal has no `amount` or its stage is an\n`open` stage without a probability.\n"
+                    ]
                   },
                   "closed_at": {
                     "allOf": [
                       {
                         "type": "integer",
                         "minimum": 0,
-                        "maximum": 8640000000000000,
-                        "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                        "maximum": 8640000000000000
                       }
-                    ],
-                    "readOnly": true,
-                    "description": "Read-only: when the deal entered its `won` or `lost` stage (the time of the write that moved it\nthere, or created it there). Set again when a write moves the deal from one of those stages to\nthe other, removed when a write moves it back to an `open` stage, kept when other fields change.\n"
+                    ]
                   }
                 }
               }
@@ -5566,7 +5288,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A sales pipeline record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -5580,40 +5301,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a sales pipeline (`core:SalesPipeline`). Optional fields may be absent; absence\ndoes not mean false or empty. At most one shared pipeline of a workspace has `is_default: true`:\nsetting it on one pipeline sets `is_default: false` on the previous default in the same transaction\n(that record gets its own `resource.updated` event). A private pipeline cannot be the default.\n",
                 "additionalProperties": false,
                 "required": [
                   "name"
@@ -5622,17 +5336,14 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the pipeline, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "stages": {
                     "type": "array",
-                    "description": "Stages in funnel order: stage ids are unique, exactly one `won` and one `lost` stage, and those two\nare the last two stages (in either order). At most 100 stages.\n",
                     "minItems": 2,
                     "maxItems": 100,
                     "items": {
                       "type": "object",
-                      "description": "A funnel stage. The `id` is chosen by the caller and is stable: keep it when renaming the stage\n(deals refer to it). A `won` stage's probability, when given, is 100; a `lost` stage's is 0.\n",
                       "additionalProperties": false,
                       "required": [
                         "id",
@@ -5641,15 +5352,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       ],
                       "properties": {
                         "id": {
-                          "type": "string",
-                          "description": "Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.",
-                          "pattern": "^[A-Za-z0-9_-]{1,64}$"
+                          "type": "string"
                         },
                         "label": {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 200,
-                          "description": "Human-readable name."
+                          "maxLength": 200
                         },
                         "kind": {
                           "type": "string",
@@ -5657,14 +5365,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             "open",
                             "won",
                             "lost"
-                          ],
-                          "description": "`open` stages are in progress; a pipeline has exactly one `won` and one `lost` stage, placed last."
+                          ]
                         },
                         "probability": {
                           "type": "integer",
                           "minimum": 0,
-                          "maximum": 100,
-                          "description": "Win probability in percent, used for weighted sales value."
+                          "maximum": 100
                         },
                         "tone": {
                           "type": "string",
@@ -5676,15 +5382,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             "soon",
                             "accent",
                             "warn"
-                          ],
-                          "description": "Display colour of the stage."
+                          ]
                         }
                       }
                     }
                   },
                   "is_default": {
-                    "type": "boolean",
-                    "description": "Whether this is the workspace's default pipeline."
+                    "type": "boolean"
                   }
                 }
               }
@@ -5774,7 +5478,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "A company record in the shared record envelope.",
               "additionalProperties": false,
               "required": [
                 "id",
@@ -5788,40 +5491,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 64,
-                  "description": "Stable top-level record id (not a business field or account id)."
+                  "maxLength": 64
                 },
                 "created_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "updated_at": {
                   "allOf": [
                     {
                       "type": "integer",
                       "minimum": 0,
-                      "maximum": 8640000000000000,
-                      "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                      "maximum": 8640000000000000
                     }
-                  ],
-                  "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+                  ]
                 },
                 "created_by": {
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                  ]
                 },
                 "private": {
-                  "type": "boolean",
-                  "description": "True for a member-owned private record, visible only when acting as its owner."
+                  "type": "boolean"
                 },
                 "data": {
                   "type": "object",
-                  "description": "Business fields of a company (`core:Company`). Only `name` is required; other fields may be absent,\nand absence does not mean zero, empty or unknown. Only `employee_count` and `owner_member_id` accept\n`null`. `domain` is normalised (see `CompanyDomain`) and unique per scope; money is exact (see\n`Money`).\n",
                   "additionalProperties": false,
                   "required": [
                     "name"
@@ -5830,20 +5526,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "name": {
                       "type": "string",
                       "minLength": 1,
-                      "maxLength": 200,
-                      "description": "Name of the company, 1 to 200 characters."
+                      "maxLength": 200
                     },
                     "domain": {
                       "type": "string",
                       "minLength": 1,
-                      "maxLength": 253,
-                      "description": "The company's web domain, the upsert key of `core:Company`. Given as a host name or an `http(s)`\nURL; stored and returned normalised: lower case, an internationalised name in its ASCII (`xn--`)\nform, without scheme, user, port, path, query, trailing dot or one leading `www.`. So `Globex.com`,\n`https://www.globex.com/about?x=1` and `globex.com.` are all `globex.com`. The result must be a\ndomain name of at least two labels whose last label is not all digits (not an IP address);\nanything else is `400 invalid_input`. Unique among the workspace's shared companies, and among\neach member's private companies.\n"
+                      "maxLength": 253
                     },
                     "industry": {
                       "type": "string",
                       "minLength": 1,
-                      "maxLength": 200,
-                      "description": "The company's industry, free text."
+                      "maxLength": 200
                     },
                     "employee_count": {
                       "type": [
@@ -5851,12 +5544,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         "null"
                       ],
                       "minimum": 0,
-                      "maximum": 100000000,
-                      "description": "Number of employees, 0 to 100,000,000, or `null` when it is known to be unknown (for example the\ncompany does not disclose it). Absence means \"not given\"; `null` is a value, and `unset` removes it\n(seed 2.1: a field accepts null only where its type includes null; this one does).\n"
+                      "maximum": 100000000
                     },
                     "annual_revenue": {
                       "type": "object",
-                      "description": "An exact amount of money: a decimal string (never a JSON number, so no binary floating point\ntouches it) and its currency. `amount` is zero or positive, with at most 15 digits before the\ndecimal point and at most as many decimals as the currency has (see `currency`): more is `400\ninvalid_input`. It is stored and returned with exactly the currency's decimals: `\"1200\"` EUR is\nreturned as `\"1200.00\"`, and `expected` values compare in that form.\n",
                       "additionalProperties": false,
                       "required": [
                         "amount",
@@ -5864,13 +5555,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       ],
                       "properties": {
                         "amount": {
-                          "type": "string",
-                          "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,3})?$",
-                          "description": "Decimal amount in the currency's main unit, e.g. `\"1200.50\"`; no sign, exponent or thousands separator."
+                          "type": "string"
                         },
                         "currency": {
                           "type": "string",
-                          "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                           "enum": [
                             "AED",
                             "AFN",
@@ -6035,50 +5723,40 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "phone": {
                       "type": "string",
                       "minLength": 1,
-                      "maxLength": 50,
-                      "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
+                      "maxLength": 50
                     },
                     "website": {
                       "type": "string",
                       "minLength": 8,
-                      "maxLength": 2048,
-                      "pattern": "^https?://[^\\s]+$",
-                      "description": "The company's website, an `http` or `https` URL, stored as given."
+                      "maxLength": 2048
                     },
                     "address": {
                       "type": "object",
-                      "description": "A postal address; every part optional, at least one given.",
                       "additionalProperties": false,
                       "minProperties": 1,
                       "properties": {
                         "street": {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 500,
-                          "description": "Street and number, possibly several lines."
+                          "maxLength": 500
                         },
                         "city": {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 200,
-                          "description": "City or town."
+                          "maxLength": 200
                         },
                         "region": {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 200,
-                          "description": "State, province or region."
+                          "maxLength": 200
                         },
                         "postal_code": {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 40,
-                          "description": "Postal code as written locally."
+                          "maxLength": 40
                         },
                         "country": {
-                          "type": "string",
-                          "pattern": "^[A-Z]{2}$",
-                          "description": "ISO 3166-1 alpha-2 country code, upper case."
+                          "type": "string"
                         }
                       }
                     },
@@ -6089,8 +5767,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         "prospect",
                         "customer",
                         "churned"
-                      ],
-                      "description": "Where the company stands with the workspace."
+                      ]
                     },
                     "owner_member_id": {
                       "type": [
@@ -6098,8 +5775,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         "null"
                       ],
                       "minLength": 1,
-                      "maxLength": 64,
-                      "description": "A member account id of the workspace (as listed by `GET /delegation/members`), or `null` for none.\nWhen set to an id, it must name an active (not disabled) member of the caller's workspace, else\n`400 invalid_input`; a value already stored is not checked again when other fields change.\n"
+                      "maxLength": 64
                     }
                   }
                 }
@@ -6107,15 +5783,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
             }
           },
           "has_more": {
-            "type": "boolean",
-            "description": "Whether another page follows."
+            "type": "boolean"
           },
           "next_cursor": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Cursor of the next page; null when `has_more` is false."
+            ]
           }
         }
       },
@@ -6225,7 +5899,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "A deal record in the shared record envelope.",
               "additionalProperties": false,
               "required": [
                 "id",
@@ -6239,40 +5912,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 64,
-                  "description": "Stable top-level record id (not a business field or account id)."
+                  "maxLength": 64
                 },
                 "created_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "updated_at": {
                   "allOf": [
                     {
                       "type": "integer",
                       "minimum": 0,
-                      "maximum": 8640000000000000,
-                      "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                      "maximum": 8640000000000000
                     }
-                  ],
-                  "description": "Time of the last write that altered the record; unchanged by an update that changes nothing, and by pipeline changes that alter `weighted_amount`."
+                  ]
                 },
                 "created_by": {
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                  ]
                 },
                 "private": {
-                  "type": "boolean",
-                  "description": "True for a member-owned private record, visible only when acting as its owner."
+                  "type": "boolean"
                 },
                 "data": {
                   "type": "object",
-                  "description": "Business fields of a deal (`core:Deal`) as returned: the written fields (`DealInput`) and two\nread-only fields the service derives. Optional fields may be absent; absence does not mean zero.\n",
                   "additionalProperties": false,
                   "required": [
                     "name",
@@ -6283,12 +5949,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "name": {
                       "type": "string",
                       "minLength": 1,
-                      "maxLength": 200,
-                      "description": "Name of the deal, 1 to 200 characters."
+                      "maxLength": 200
                     },
                     "amount": {
                       "type": "object",
-                      "description": "An exact amount of money: a decimal string (never a JSON number, so no binary floating point\ntouches it) and its currency. `amount` is zero or positive, with at most 15 digits before the\ndecimal point and at most as many decimals as the currency has (see `currency`): more is `400\ninvalid_input`. It is stored and returned with exactly the currency's decimals: `\"1200\"` EUR is\nreturned as `\"1200.00\"`, and `expected` values compare in that form.\n",
                       "additionalProperties": false,
                       "required": [
                         "amount",
@@ -6296,13 +5960,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       ],
                       "properties": {
                         "amount": {
-                          "type": "string",
-                          "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,3})?$",
-                          "description": "Decimal amount in the currency's main unit, e.g. `\"1200.50\"`; no sign, exponent or thousands separator."
+                          "type": "string"
                         },
                         "currency": {
                           "type": "string",
-                          "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                           "enum": [
                             "AED",
                             "AFN",
@@ -6469,43 +6130,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 64,
-                          "description": "Stable top-level record id (not a business field or account id)."
+                          "maxLength": 64
                         }
-                      ],
-                      "description": "Id of the deal's sales pipeline, visible to the caller; a shared deal needs a shared pipeline."
+                      ]
                     },
                     "stage_id": {
                       "allOf": [
                         {
-                          "type": "string",
-                          "description": "Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.",
-                          "pattern": "^[A-Za-z0-9_-]{1,64}$"
+                          "type": "string"
                         }
-                      ],
-                      "description": "Id of a stage of `pipeline_id` (stage ids are stable, so a renamed stage keeps its deals)."
+                      ]
                     },
                     "company_id": {
                       "allOf": [
                         {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 64,
-                          "description": "Stable top-level record id (not a business field or account id)."
+                          "maxLength": 64
                         }
-                      ],
-                      "description": "Id of the company the deal is with, visible to the caller; a shared deal needs a shared company."
+                      ]
                     },
                     "close_date": {
-                      "type": "string",
-                      "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$",
-                      "description": "Expected (or actual) close date, a UTC calendar day as `YYYY-MM-DD` (ISO 8601), 1970-01-01 to\n9999-12-31. A day that does not exist (`2027-02-30`) is `400 invalid_input`.\n"
+                      "type": "string"
                     },
                     "weighted_amount": {
                       "allOf": [
                         {
                           "type": "object",
-                          "description": "An exact amount derived by the service (read-only): `amount` × stage probability / 100, computed in\ndecimal, never rounded. It has the currency's decimals, and up to two more when the product needs\nthem (`\"10.01\"` EUR at 15 % is `\"1.5015\"`).\n",
                           "additionalProperties": false,
                           "required": [
                             "amount",
@@ -6513,13 +6164,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                           ],
                           "properties": {
                             "amount": {
-                              "type": "string",
-                              "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,5})?$",
-                              "description": "Exact decimal amount in the currency's main unit."
+                              "type": "string"
                             },
                             "currency": {
                               "type": "string",
-                              "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                               "enum": [
                                 "AED",
                                 "AFN",
@@ -6681,21 +6329,16 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             }
                           }
                         }
-                      ],
-                      "readOnly": true,
-                      "description": "Read-only: `amount` × the probability of the deal's stage / 100, exact, computed when the deal\nis read, so it follows the pipeline's current probabilities. A `won` stage without a probability\ncounts as 100 %, a `lost` one as 0 %; absent when the deal has no `amount` or its stage is an\n`open` stage without a probability.\n"
+                      ]
                     },
                     "closed_at": {
                       "allOf": [
                         {
                           "type": "integer",
                           "minimum": 0,
-                          "maximum": 8640000000000000,
-                          "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                          "maximum": 8640000000000000
                         }
-                      ],
-                      "readOnly": true,
-                      "description": "Read-only: when the deal entered its `won` or `lost` stage (the time of the write that moved it\nthere, or created it there). Set again when a write moves the deal from one of those stages to\nthe other, removed when a write moves it back to an `open` stage, kept when other fields change.\n"
+                      ]
                     }
                   }
                 }
@@ -6703,15 +6346,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
             }
           },
           "has_more": {
-            "type": "boolean",
-            "description": "Whether another page follows."
+            "type": "boolean"
           },
           "next_cursor": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Cursor of the next page; null when `has_more` is false."
+            ]
           }
         }
       },
@@ -6797,7 +6438,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "A sales pipeline record in the shared record envelope.",
               "additionalProperties": false,
               "required": [
                 "id",
@@ -6811,40 +6451,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 64,
-                  "description": "Stable top-level record id (not a business field or account id)."
+                  "maxLength": 64
                 },
                 "created_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "updated_at": {
                   "allOf": [
                     {
                       "type": "integer",
                       "minimum": 0,
-                      "maximum": 8640000000000000,
-                      "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                      "maximum": 8640000000000000
                     }
-                  ],
-                  "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+                  ]
                 },
                 "created_by": {
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                  ]
                 },
                 "private": {
-                  "type": "boolean",
-                  "description": "True for a member-owned private record, visible only when acting as its owner."
+                  "type": "boolean"
                 },
                 "data": {
                   "type": "object",
-                  "description": "Business fields of a sales pipeline (`core:SalesPipeline`). Optional fields may be absent; absence\ndoes not mean false or empty. At most one shared pipeline of a workspace has `is_default: true`:\nsetting it on one pipeline sets `is_default: false` on the previous default in the same transaction\n(that record gets its own `resource.updated` event). A private pipeline cannot be the default.\n",
                   "additionalProperties": false,
                   "required": [
                     "name"
@@ -6853,17 +6486,14 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "name": {
                       "type": "string",
                       "minLength": 1,
-                      "maxLength": 200,
-                      "description": "Name of the pipeline, 1 to 200 characters."
+                      "maxLength": 200
                     },
                     "stages": {
                       "type": "array",
-                      "description": "Stages in funnel order: stage ids are unique, exactly one `won` and one `lost` stage, and those two\nare the last two stages (in either order). At most 100 stages.\n",
                       "minItems": 2,
                       "maxItems": 100,
                       "items": {
                         "type": "object",
-                        "description": "A funnel stage. The `id` is chosen by the caller and is stable: keep it when renaming the stage\n(deals refer to it). A `won` stage's probability, when given, is 100; a `lost` stage's is 0.\n",
                         "additionalProperties": false,
                         "required": [
                           "id",
@@ -6872,15 +6502,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         ],
                         "properties": {
                           "id": {
-                            "type": "string",
-                            "description": "Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.",
-                            "pattern": "^[A-Za-z0-9_-]{1,64}$"
+                            "type": "string"
                           },
                           "label": {
                             "type": "string",
                             "minLength": 1,
-                            "maxLength": 200,
-                            "description": "Human-readable name."
+                            "maxLength": 200
                           },
                           "kind": {
                             "type": "string",
@@ -6888,14 +6515,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                               "open",
                               "won",
                               "lost"
-                            ],
-                            "description": "`open` stages are in progress; a pipeline has exactly one `won` and one `lost` stage, placed last."
+                            ]
                           },
                           "probability": {
                             "type": "integer",
                             "minimum": 0,
-                            "maximum": 100,
-                            "description": "Win probability in percent, used for weighted sales value."
+                            "maximum": 100
                           },
                           "tone": {
                             "type": "string",
@@ -6907,15 +6532,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                               "soon",
                               "accent",
                               "warn"
-                            ],
-                            "description": "Display colour of the stage."
+                            ]
                           }
                         }
                       }
                     },
                     "is_default": {
-                      "type": "boolean",
-                      "description": "Whether this is the workspace's default pipeline."
+                      "type": "boolean"
                     }
                   }
                 }
@@ -6923,15 +6546,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
             }
           },
           "has_more": {
-            "type": "boolean",
-            "description": "Whether another page follows."
+            "type": "boolean"
           },
           "next_cursor": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Cursor of the next page; null when `has_more` is false."
+            ]
           }
         }
       },
@@ -7778,7 +7399,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A company record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -7792,40 +7412,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a company (`core:Company`). Only `name` is required; other fields may be absent,\nand absence does not mean zero, empty or unknown. Only `employee_count` and `owner_member_id` accept\n`null`. `domain` is normalised (see `CompanyDomain`) and unique per scope; money is exact (see\n`Money`).\n",
                 "additionalProperties": false,
                 "required": [
                   "name"
@@ -7834,20 +7447,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the company, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "domain": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 253,
-                    "description": "The company's web domain, the upsert key of `core:Company`. Given as a host name or an `http(s)`\nURL; stored and returned normalised: lower case, an internationalised name in its ASCII (`xn--`)\nform, without scheme, user, port, path, query, trailing dot or one leading `www.`. So `Globex.com`,\n`https://www.globex.com/about?x=1` and `globex.com.` are all `globex.com`. The result must be a\ndomain name of at least two labels whose last label is not all digits (not an IP address);\nanything else is `400 invalid_input`. Unique among the workspace's shared companies, and among\neach member's private companies.\n"
+                    "maxLength": 253
                   },
                   "industry": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "The company's industry, free text."
+                    "maxLength": 200
                   },
                   "employee_count": {
                     "type": [
@@ -7855,12 +7465,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "null"
                     ],
                     "minimum": 0,
-                    "maximum": 100000000,
-                    "description": "Number of employees, 0 to 100,000,000, or `null` when it is known to be unknown (for example the\ncompany does not disclose it). Absence means \"not given\"; `null` is a value, and `unset` removes it\n(seed 2.1: a field accepts null only where its type includes null; this one does).\n"
+                    "maximum": 100000000
                   },
                   "annual_revenue": {
                     "type": "object",
-                    "description": "An exact amount of money: a decimal string (never a JSON number, so no binary floating point\ntouches it) and its currency. `amount` is zero or positive, with at most 15 digits before the\ndecimal point and at most as many decimals as the currency has (see `currency`): more is `400\ninvalid_input`. It is stored and returned with exactly the currency's decimals: `\"1200\"` EUR is\nreturned as `\"1200.00\"`, and `expected` values compare in that form.\n",
                     "additionalProperties": false,
                     "required": [
                       "amount",
@@ -7868,13 +7476,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     ],
                     "properties": {
                       "amount": {
-                        "type": "string",
-                        "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,3})?$",
-                        "description": "Decimal amount in the currency's main unit, e.g. `\"1200.50\"`; no sign, exponent or thousands separator."
+                        "type": "string"
                       },
                       "currency": {
                         "type": "string",
-                        "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                         "enum": [
                           "AED",
                           "AFN",
@@ -8039,50 +7644,40 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "phone": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 50,
-                    "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
+                    "maxLength": 50
                   },
                   "website": {
                     "type": "string",
                     "minLength": 8,
-                    "maxLength": 2048,
-                    "pattern": "^https?://[^\\s]+$",
-                    "description": "The company's website, an `http` or `https` URL, stored as given."
+                    "maxLength": 2048
                   },
                   "address": {
                     "type": "object",
-                    "description": "A postal address; every part optional, at least one given.",
                     "additionalProperties": false,
                     "minProperties": 1,
                     "properties": {
                       "street": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 500,
-                        "description": "Street and number, possibly several lines."
+                        "maxLength": 500
                       },
                       "city": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 200,
-                        "description": "City or town."
+                        "maxLength": 200
                       },
                       "region": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 200,
-                        "description": "State, province or region."
+                        "maxLength": 200
                       },
                       "postal_code": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 40,
-                        "description": "Postal code as written locally."
+                        "maxLength": 40
                       },
                       "country": {
-                        "type": "string",
-                        "pattern": "^[A-Z]{2}$",
-                        "description": "ISO 3166-1 alpha-2 country code, upper case."
+                        "type": "string"
                       }
                     }
                   },
@@ -8093,8 +7688,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "prospect",
                       "customer",
                       "churned"
-                    ],
-                    "description": "Where the company stands with the workspace."
+                    ]
                   },
                   "owner_member_id": {
                     "type": [
@@ -8102,8 +7696,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "null"
                     ],
                     "minLength": 1,
-                    "maxLength": 64,
-                    "description": "A member account id of the workspace (as listed by `GET /delegation/members`), or `null` for none.\nWhen set to an id, it must name an active (not disabled) member of the caller's workspace, else\n`400 invalid_input`; a value already stored is not checked again when other fields change.\n"
+                    "maxLength": 64
                   }
                 }
               }
@@ -8749,7 +8342,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A deal record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -8763,40 +8355,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last write that altered the record; unchanged by an update that changes nothing, and by pipeline changes that alter `weighted_amount`."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a deal (`core:Deal`) as returned: the written fields (`DealInput`) and two\nread-only fields the service derives. Optional fields may be absent; absence does not mean zero.\n",
                 "additionalProperties": false,
                 "required": [
                   "name",
@@ -8807,12 +8392,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the deal, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "amount": {
                     "type": "object",
-                    "description": "An exact amount of money: a decimal string (never a JSON number, so no binary floating point\ntouches it) and its currency. `amount` is zero or positive, with at most 15 digits before the\ndecimal point and at most as many decimals as the currency has (see `currency`): more is `400\ninvalid_input`. It is stored and returned with exactly the currency's decimals: `\"1200\"` EUR is\nreturned as `\"1200.00\"`, and `expected` values compare in that form.\n",
                     "additionalProperties": false,
                     "required": [
                       "amount",
@@ -8820,13 +8403,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     ],
                     "properties": {
                       "amount": {
-                        "type": "string",
-                        "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,3})?$",
-                        "description": "Decimal amount in the currency's main unit, e.g. `\"1200.50\"`; no sign, exponent or thousands separator."
+                        "type": "string"
                       },
                       "currency": {
                         "type": "string",
-                        "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                         "enum": [
                           "AED",
                           "AFN",
@@ -8993,43 +8573,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 64,
-                        "description": "Stable top-level record id (not a business field or account id)."
+                        "maxLength": 64
                       }
-                    ],
-                    "description": "Id of the deal's sales pipeline, visible to the caller; a shared deal needs a shared pipeline."
+                    ]
                   },
                   "stage_id": {
                     "allOf": [
                       {
-                        "type": "string",
-                        "description": "Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.",
-                        "pattern": "^[A-Za-z0-9_-]{1,64}$"
+                        "type": "string"
                       }
-                    ],
-                    "description": "Id of a stage of `pipeline_id` (stage ids are stable, so a renamed stage keeps its deals)."
+                    ]
                   },
                   "company_id": {
                     "allOf": [
                       {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 64,
-                        "description": "Stable top-level record id (not a business field or account id)."
+                        "maxLength": 64
                       }
-                    ],
-                    "description": "Id of the company the deal is with, visible to the caller; a shared deal needs a shared company."
+                    ]
                   },
                   "close_date": {
-                    "type": "string",
-                    "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$",
-                    "description": "Expected (or actual) close date, a UTC calendar day as `YYYY-MM-DD` (ISO 8601), 1970-01-01 to\n9999-12-31. A day that does not exist (`2027-02-30`) is `400 invalid_input`.\n"
+                    "type": "string"
                   },
                   "weighted_amount": {
                     "allOf": [
                       {
                         "type": "object",
-                        "description": "An exact amount derived by the service (read-only): `amount` × stage probability / 100, computed in\ndecimal, never rounded. It has the currency's decimals, and up to two more when the product needs\nthem (`\"10.01\"` EUR at 15 % is `\"1.5015\"`).\n",
                         "additionalProperties": false,
                         "required": [
                           "amount",
@@ -9037,13 +8607,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         ],
                         "properties": {
                           "amount": {
-                            "type": "string",
-                            "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,5})?$",
-                            "description": "Exact decimal amount in the currency's main unit."
+                            "type": "string"
                           },
                           "currency": {
                             "type": "string",
-                            "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                             "enum": [
                               "AED",
                               "AFN",
@@ -9205,21 +8772,16 @@ export const mcpTools: readonly McpToolDefinition[] = [
                           }
                         }
                       }
-                    ],
-                    "readOnly": true,
-                    "description": "Read-only: `amount` × the probability of the deal's stage / 100, exact, computed when the deal\nis read, so it follows the pipeline's current probabilities. A `won` stage without a probability\ncounts as 100 %, a `lost` one as 0 %; absent when the deal has no `amount` or its stage is an\n`open` stage without a probability.\n"
+                    ]
                   },
                   "closed_at": {
                     "allOf": [
                       {
                         "type": "integer",
                         "minimum": 0,
-                        "maximum": 8640000000000000,
-                        "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                        "maximum": 8640000000000000
                       }
-                    ],
-                    "readOnly": true,
-                    "description": "Read-only: when the deal entered its `won` or `lost` stage (the time of the write that moved it\nthere, or created it there). Set again when a write moves the deal from one of those stages to\nthe other, removed when a write moves it back to an `open` stage, kept when other fields change.\n"
+                    ]
                   }
                 }
               }
@@ -9507,7 +9069,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A sales pipeline record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -9521,40 +9082,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a sales pipeline (`core:SalesPipeline`). Optional fields may be absent; absence\ndoes not mean false or empty. At most one shared pipeline of a workspace has `is_default: true`:\nsetting it on one pipeline sets `is_default: false` on the previous default in the same transaction\n(that record gets its own `resource.updated` event). A private pipeline cannot be the default.\n",
                 "additionalProperties": false,
                 "required": [
                   "name"
@@ -9563,17 +9117,14 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the pipeline, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "stages": {
                     "type": "array",
-                    "description": "Stages in funnel order: stage ids are unique, exactly one `won` and one `lost` stage, and those two\nare the last two stages (in either order). At most 100 stages.\n",
                     "minItems": 2,
                     "maxItems": 100,
                     "items": {
                       "type": "object",
-                      "description": "A funnel stage. The `id` is chosen by the caller and is stable: keep it when renaming the stage\n(deals refer to it). A `won` stage's probability, when given, is 100; a `lost` stage's is 0.\n",
                       "additionalProperties": false,
                       "required": [
                         "id",
@@ -9582,15 +9133,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       ],
                       "properties": {
                         "id": {
-                          "type": "string",
-                          "description": "Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.",
-                          "pattern": "^[A-Za-z0-9_-]{1,64}$"
+                          "type": "string"
                         },
                         "label": {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 200,
-                          "description": "Human-readable name."
+                          "maxLength": 200
                         },
                         "kind": {
                           "type": "string",
@@ -9598,14 +9146,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             "open",
                             "won",
                             "lost"
-                          ],
-                          "description": "`open` stages are in progress; a pipeline has exactly one `won` and one `lost` stage, placed last."
+                          ]
                         },
                         "probability": {
                           "type": "integer",
                           "minimum": 0,
-                          "maximum": 100,
-                          "description": "Win probability in percent, used for weighted sales value."
+                          "maximum": 100
                         },
                         "tone": {
                           "type": "string",
@@ -9617,15 +9163,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             "soon",
                             "accent",
                             "warn"
-                          ],
-                          "description": "Display colour of the stage."
+                          ]
                         }
                       }
                     }
                   },
                   "is_default": {
-                    "type": "boolean",
-                    "description": "Whether this is the workspace's default pipeline."
+                    "type": "boolean"
                   }
                 }
               }
@@ -10478,7 +10022,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A company record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -10492,40 +10035,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a company (`core:Company`). Only `name` is required; other fields may be absent,\nand absence does not mean zero, empty or unknown. Only `employee_count` and `owner_member_id` accept\n`null`. `domain` is normalised (see `CompanyDomain`) and unique per scope; money is exact (see\n`Money`).\n",
                 "additionalProperties": false,
                 "required": [
                   "name"
@@ -10534,20 +10070,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the company, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "domain": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 253,
-                    "description": "The company's web domain, the upsert key of `core:Company`. Given as a host name or an `http(s)`\nURL; stored and returned normalised: lower case, an internationalised name in its ASCII (`xn--`)\nform, without scheme, user, port, path, query, trailing dot or one leading `www.`. So `Globex.com`,\n`https://www.globex.com/about?x=1` and `globex.com.` are all `globex.com`. The result must be a\ndomain name of at least two labels whose last label is not all digits (not an IP address);\nanything else is `400 invalid_input`. Unique among the workspace's shared companies, and among\neach member's private companies.\n"
+                    "maxLength": 253
                   },
                   "industry": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "The company's industry, free text."
+                    "maxLength": 200
                   },
                   "employee_count": {
                     "type": [
@@ -10555,12 +10088,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "null"
                     ],
                     "minimum": 0,
-                    "maximum": 100000000,
-                    "description": "Number of employees, 0 to 100,000,000, or `null` when it is known to be unknown (for example the\ncompany does not disclose it). Absence means \"not given\"; `null` is a value, and `unset` removes it\n(seed 2.1: a field accepts null only where its type includes null; this one does).\n"
+                    "maximum": 100000000
                   },
                   "annual_revenue": {
                     "type": "object",
-                    "description": "An exact amount of money: a decimal string (never a JSON number, so no binary floating point\ntouches it) and its currency. `amount` is zero or positive, with at most 15 digits before the\ndecimal point and at most as many decimals as the currency has (see `currency`): more is `400\ninvalid_input`. It is stored and returned with exactly the currency's decimals: `\"1200\"` EUR is\nreturned as `\"1200.00\"`, and `expected` values compare in that form.\n",
                     "additionalProperties": false,
                     "required": [
                       "amount",
@@ -10568,13 +10099,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     ],
                     "properties": {
                       "amount": {
-                        "type": "string",
-                        "pattern": "^(0|[1-9][0-9]{0,14})(\\.[0-9]{1,3})?$",
-                        "description": "Decimal amount in the currency's main unit, e.g. `\"1200.50\"`; no sign, exponent or thousands separator."
+                        "type": "string"
                       },
                       "currency": {
                         "type": "string",
-                        "description": "ISO 4217 code of a circulating currency, upper case. An amount in it has at most as many decimals\nas the currency's ISO 4217 minor unit: 0 for BIF, CLP, DJF, GNF, ISK, JPY, KMF, KRW, PYG, RWF, UGX,\nVND, VUV, XAF, XOF and XPF; 3 for BHD, IQD, JOD, KWD, LYD, OMR and TND; 2 for every other code.\n",
                         "enum": [
                           "AED",
                           "AFN",
@@ -10739,50 +10267,40 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "phone": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 50,
-                    "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
+                    "maxLength": 50
                   },
                   "website": {
                     "type": "string",
                     "minLength": 8,
-                    "maxLength": 2048,
-                    "pattern": "^https?://[^\\s]+$",
-                    "description": "The company's website, an `http` or `https` URL, stored as given."
+                    "maxLength": 2048
                   },
                   "address": {
                     "type": "object",
-                    "description": "A postal address; every part optional, at least one given.",
                     "additionalProperties": false,
                     "minProperties": 1,
                     "properties": {
                       "street": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 500,
-                        "description": "Street and number, possibly several lines."
+                        "maxLength": 500
                       },
                       "city": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 200,
-                        "description": "City or town."
+                        "maxLength": 200
                       },
                       "region": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 200,
-                        "description": "State, province or region."
+                        "maxLength": 200
                       },
                       "postal_code": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 40,
-                        "description": "Postal code as written locally."
+                        "maxLength": 40
                       },
                       "country": {
-                        "type": "string",
-                        "pattern": "^[A-Z]{2}$",
-                        "description": "ISO 3166-1 alpha-2 country code, upper case."
+                        "type": "string"
                       }
                     }
                   },
@@ -10793,8 +10311,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "prospect",
                       "customer",
                       "churned"
-                    ],
-                    "description": "Where the company stands with the workspace."
+                    ]
                   },
                   "owner_member_id": {
                     "type": [
@@ -10802,16 +10319,14 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "null"
                     ],
                     "minLength": 1,
-                    "maxLength": 64,
-                    "description": "A member account id of the workspace (as listed by `GET /delegation/members`), or `null` for none.\nWhen set to an id, it must name an active (not disabled) member of the caller's workspace, else\n`400 invalid_input`; a value already stored is not checked again when other fields change.\n"
+                    "maxLength": 64
                   }
                 }
               }
             }
           },
           "created": {
-            "type": "boolean",
-            "description": "True when no company matched and this request created one."
+            "type": "boolean"
           }
         }
       },
@@ -11098,7 +10613,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "A sales pipeline record in the shared record envelope.",
             "additionalProperties": false,
             "required": [
               "id",
@@ -11112,40 +10626,33 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 64,
-                "description": "Stable top-level record id (not a business field or account id)."
+                "maxLength": 64
               },
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "updated_at": {
                 "allOf": [
                   {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": 8640000000000000,
-                    "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                    "maximum": 8640000000000000
                   }
-                ],
-                "description": "Time of the last change that altered the record; unchanged by an update that changes nothing."
+                ]
               },
               "created_by": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "Member account that created the record (when acting for a member); null when created with workspace access. Provenance only."
+                ]
               },
               "private": {
-                "type": "boolean",
-                "description": "True for a member-owned private record, visible only when acting as its owner."
+                "type": "boolean"
               },
               "data": {
                 "type": "object",
-                "description": "Business fields of a sales pipeline (`core:SalesPipeline`). Optional fields may be absent; absence\ndoes not mean false or empty. At most one shared pipeline of a workspace has `is_default: true`:\nsetting it on one pipeline sets `is_default: false` on the previous default in the same transaction\n(that record gets its own `resource.updated` event). A private pipeline cannot be the default.\n",
                 "additionalProperties": false,
                 "required": [
                   "name"
@@ -11154,17 +10661,14 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "name": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "description": "Name of the pipeline, 1 to 200 characters."
+                    "maxLength": 200
                   },
                   "stages": {
                     "type": "array",
-                    "description": "Stages in funnel order: stage ids are unique, exactly one `won` and one `lost` stage, and those two\nare the last two stages (in either order). At most 100 stages.\n",
                     "minItems": 2,
                     "maxItems": 100,
                     "items": {
                       "type": "object",
-                      "description": "A funnel stage. The `id` is chosen by the caller and is stable: keep it when renaming the stage\n(deals refer to it). A `won` stage's probability, when given, is 100; a `lost` stage's is 0.\n",
                       "additionalProperties": false,
                       "required": [
                         "id",
@@ -11173,15 +10677,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       ],
                       "properties": {
                         "id": {
-                          "type": "string",
-                          "description": "Stable stage id, unique within its pipeline; letters, digits, `_` and `-`, 1 to 64 characters.",
-                          "pattern": "^[A-Za-z0-9_-]{1,64}$"
+                          "type": "string"
                         },
                         "label": {
                           "type": "string",
                           "minLength": 1,
-                          "maxLength": 200,
-                          "description": "Human-readable name."
+                          "maxLength": 200
                         },
                         "kind": {
                           "type": "string",
@@ -11189,14 +10690,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             "open",
                             "won",
                             "lost"
-                          ],
-                          "description": "`open` stages are in progress; a pipeline has exactly one `won` and one `lost` stage, placed last."
+                          ]
                         },
                         "probability": {
                           "type": "integer",
                           "minimum": 0,
-                          "maximum": 100,
-                          "description": "Win probability in percent, used for weighted sales value."
+                          "maximum": 100
                         },
                         "tone": {
                           "type": "string",
@@ -11208,23 +10707,20 @@ export const mcpTools: readonly McpToolDefinition[] = [
                             "soon",
                             "accent",
                             "warn"
-                          ],
-                          "description": "Display colour of the stage."
+                          ]
                         }
                       }
                     }
                   },
                   "is_default": {
-                    "type": "boolean",
-                    "description": "Whether this is the workspace's default pipeline."
+                    "type": "boolean"
                   }
                 }
               }
             }
           },
           "created": {
-            "type": "boolean",
-            "description": "True when no pipeline matched and this request created one."
+            "type": "boolean"
           }
         }
       },
@@ -11302,8 +10798,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "file_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive."
+            "maxLength": 40
           },
           "filename": {
             "type": "string"
@@ -11317,10 +10812,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           },
           "sha256": {
             "type": "string",
-            "pattern": "^[0-9a-f]{64}$",
             "minLength": 64,
-            "maxLength": 64,
-            "description": "A SHA-256 digest as 64 lower-case hexadecimal characters."
+            "maxLength": 64
           },
           "page_count": {
             "type": "integer",
@@ -11337,8 +10830,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "string",
               "null"
-            ],
-            "description": "The member whose private file it is; null for a workspace file."
+            ]
           },
           "source": {
             "type": "string",
@@ -11350,8 +10842,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "created_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           }
         }
       },
@@ -11461,8 +10952,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "upload_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of an upload (`up_...`)."
+            "maxLength": 40
           },
           "state": {
             "type": "string",
@@ -11484,14 +10974,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "size": {
             "type": "integer",
             "minimum": 1,
-            "maximum": 52428800,
-            "description": "The whole file's size in bytes."
+            "maximum": 52428800
           },
           "part_size": {
             "type": "integer",
             "minimum": 1,
-            "maximum": 16777216,
-            "description": "The size of every part but the last (which holds the rest)."
+            "maximum": 16777216
           },
           "part_count": {
             "type": "integer",
@@ -11502,7 +10990,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One part of an upload and whether its bytes have arrived.",
               "additionalProperties": false,
               "required": [
                 "part_number",
@@ -11514,25 +11001,20 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "part_number": {
                   "type": "integer",
                   "minimum": 1,
-                  "maximum": 100,
-                  "description": "1-based position of the part in the file."
+                  "maximum": 100
                 },
                 "size": {
                   "type": "integer",
-                  "minimum": 1,
-                  "description": "The exact number of bytes this part must have (`part_size`, the last part the rest of the file)."
+                  "minimum": 1
                 },
                 "received": {
-                  "type": "boolean",
-                  "description": "Whether a good `PUT` of this part has been stored; parts not received are the ones to (re)send."
+                  "type": "boolean"
                 },
                 "sha256": {
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "pattern": "^[0-9a-f]{64}$",
-                  "description": "SHA-256 of the stored bytes of this part; null until received."
+                  ]
                 }
               }
             }
@@ -11540,28 +11022,24 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expires_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "created_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "file_id": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "The file this upload became; null unless `completed`."
+            ]
           },
           "rejection_reason": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Why the scan refused the file, in plain words (the refusal's message was `The file was refused: <rejection_reason>.`); null unless `rejected`."
+            ]
           }
         }
       },
@@ -11627,8 +11105,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "upload_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of an upload (`up_...`)."
+            "maxLength": 40
           },
           "state": {
             "type": "string",
@@ -11650,14 +11127,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "size": {
             "type": "integer",
             "minimum": 1,
-            "maximum": 52428800,
-            "description": "The whole file's size in bytes."
+            "maximum": 52428800
           },
           "part_size": {
             "type": "integer",
             "minimum": 1,
-            "maximum": 16777216,
-            "description": "The size of every part but the last (which holds the rest)."
+            "maximum": 16777216
           },
           "part_count": {
             "type": "integer",
@@ -11668,7 +11143,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One part of an upload and whether its bytes have arrived.",
               "additionalProperties": false,
               "required": [
                 "part_number",
@@ -11680,25 +11154,20 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "part_number": {
                   "type": "integer",
                   "minimum": 1,
-                  "maximum": 100,
-                  "description": "1-based position of the part in the file."
+                  "maximum": 100
                 },
                 "size": {
                   "type": "integer",
-                  "minimum": 1,
-                  "description": "The exact number of bytes this part must have (`part_size`, the last part the rest of the file)."
+                  "minimum": 1
                 },
                 "received": {
-                  "type": "boolean",
-                  "description": "Whether a good `PUT` of this part has been stored; parts not received are the ones to (re)send."
+                  "type": "boolean"
                 },
                 "sha256": {
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "pattern": "^[0-9a-f]{64}$",
-                  "description": "SHA-256 of the stored bytes of this part; null until received."
+                  ]
                 }
               }
             }
@@ -11706,28 +11175,24 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expires_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "created_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "file_id": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "The file this upload became; null unless `completed`."
+            ]
           },
           "rejection_reason": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Why the scan refused the file, in plain words (the refusal's message was `The file was refused: <rejection_reason>.`); null unless `rejected`."
+            ]
           }
         }
       },
@@ -11801,8 +11266,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "upload_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of an upload (`up_...`)."
+            "maxLength": 40
           },
           "part_number": {
             "type": "integer",
@@ -11816,19 +11280,16 @@ export const mcpTools: readonly McpToolDefinition[] = [
             ]
           },
           "url": {
-            "type": "string",
-            "description": "`PUT` the part's bytes here; a secret, valid until `expires_at`."
+            "type": "string"
           },
           "size": {
             "type": "integer",
-            "minimum": 1,
-            "description": "The exact number of bytes the `PUT` body must have."
+            "minimum": 1
           },
           "expires_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           }
         }
       },
@@ -11901,7 +11362,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "A stored file: an uploaded PDF that passed the scan (`source: upload`) or a signed archive\n(`source: signing_archive`). Files never change and the API never deletes them. A file made while\nacting for a member is that member's private file (`scope: user`, `owner_member_id` set), visible\nonly when acting for that member; without a member it is a workspace file (`scope: workspace`),\nvisible to every caller of the workspace.\n",
               "additionalProperties": false,
               "required": [
                 "file_id",
@@ -11919,8 +11379,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "file_id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 40,
-                  "description": "Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive."
+                  "maxLength": 40
                 },
                 "filename": {
                   "type": "string"
@@ -11934,10 +11393,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 },
                 "sha256": {
                   "type": "string",
-                  "pattern": "^[0-9a-f]{64}$",
                   "minLength": 64,
-                  "maxLength": 64,
-                  "description": "A SHA-256 digest as 64 lower-case hexadecimal characters."
+                  "maxLength": 64
                 },
                 "page_count": {
                   "type": "integer",
@@ -11954,8 +11411,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "The member whose private file it is; null for a workspace file."
+                  ]
                 },
                 "source": {
                   "type": "string",
@@ -11967,8 +11423,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "created_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 }
               }
             }
@@ -12063,8 +11518,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "signing_request_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of a signing request (`sr_...`)."
+            "maxLength": 40
           },
           "status": {
             "type": "string",
@@ -12082,8 +11536,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "string",
               "null"
-            ],
-            "description": "The sender's message in the invitation mail."
+            ]
           },
           "signature_method": {
             "type": "string",
@@ -12093,45 +11546,38 @@ export const mcpTools: readonly McpToolDefinition[] = [
             ]
           },
           "source_file_id": {
-            "type": "string",
-            "description": "The document the recipients sign (`file_...`), as uploaded."
+            "type": "string"
           },
           "file_id": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "The signed archive (`file_...`); null until every recipient signed and the archive is ready."
+            ]
           },
           "archive_error": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Why the last attempt to build the signed archive of a completed request failed (for example\nthe timestamp authority refusing or unreachable; addresses of the service's own infrastructure are\nleft out as `<address>`, operators find them in the log), while the service retries\nit with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no\nattempt has failed, and null again once the archive is ready (`file_id` set). The first\nfailure also writes the event `archive.failed` to the history; retries add no events. The\nrequest stays `completed` meanwhile; nothing is needed from the caller.\n"
+            ]
           },
           "private": {
-            "type": "boolean",
-            "description": "The source is a member's private file, so only that member and the recipients who are members see the request."
+            "type": "boolean"
           },
           "deadline_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "reminder_interval_days": {
             "type": [
               "integer",
               "null"
-            ],
-            "description": "Days between automatic reminders to recipients who have not signed (at most 3 each); null for none."
+            ]
           },
           "created_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "completed_at": {
             "type": [
@@ -12155,21 +11601,18 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "integer",
               "null"
-            ],
-            "description": "When it expired (Unix ms): its `deadline_at`."
+            ]
           },
           "invitation_failures": {
             "type": "array",
             "items": {
               "type": "string"
-            },
-            "description": "Addresses whose latest invitation failed for good; empty when all were sent (or are still queued)."
+            }
           },
           "recipients": {
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer).\nNever the signer's IP address, user agent or link.\n",
               "additionalProperties": false,
               "required": [
                 "recipient_id",
@@ -12187,8 +11630,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               ],
               "properties": {
                 "recipient_id": {
-                  "type": "string",
-                  "description": "Id of the recipient (`rcp_...`)."
+                  "type": "string"
                 },
                 "email": {
                   "type": "string"
@@ -12217,22 +11659,19 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "Why the latest mail is queued or failed (the mail server's answer); null once sent."
+                  ]
                 },
                 "invited_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms when the invitation was taken by the mail server; null while queued or failed."
+                  ]
                 },
                 "last_reminded_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms of the latest reminder the mail server took (by signing.RemindSigners or automatic)."
+                  ]
                 },
                 "opened_at": {
                   "type": [
@@ -12328,8 +11767,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "signing_request_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of a signing request (`sr_...`)."
+            "maxLength": 40
           },
           "version": {
             "type": "string",
@@ -12339,8 +11777,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             ]
           },
           "url": {
-            "type": "string",
-            "description": "`GET` (or `HEAD`) downloads the file as an attachment until `expires_at`."
+            "type": "string"
           },
           "filename": {
             "type": "string"
@@ -12348,16 +11785,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expires_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "sha256": {
-            "type": "string",
-            "description": "SHA-256 of the file's bytes (lower-case hex)."
+            "type": "string"
           },
           "size": {
-            "type": "integer",
-            "description": "Bytes."
+            "type": "integer"
           }
         }
       },
@@ -12429,8 +11863,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "signing_request_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of a signing request (`sr_...`)."
+            "maxLength": 40
           },
           "status": {
             "type": "string",
@@ -12448,8 +11881,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "string",
               "null"
-            ],
-            "description": "The sender's message in the invitation mail."
+            ]
           },
           "signature_method": {
             "type": "string",
@@ -12459,45 +11891,38 @@ export const mcpTools: readonly McpToolDefinition[] = [
             ]
           },
           "source_file_id": {
-            "type": "string",
-            "description": "The document the recipients sign (`file_...`), as uploaded."
+            "type": "string"
           },
           "file_id": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "The signed archive (`file_...`); null until every recipient signed and the archive is ready."
+            ]
           },
           "archive_error": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Why the last attempt to build the signed archive of a completed request failed (for example\nthe timestamp authority refusing or unreachable; addresses of the service's own infrastructure are\nleft out as `<address>`, operators find them in the log), while the service retries\nit with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no\nattempt has failed, and null again once the archive is ready (`file_id` set). The first\nfailure also writes the event `archive.failed` to the history; retries add no events. The\nrequest stays `completed` meanwhile; nothing is needed from the caller.\n"
+            ]
           },
           "private": {
-            "type": "boolean",
-            "description": "The source is a member's private file, so only that member and the recipients who are members see the request."
+            "type": "boolean"
           },
           "deadline_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "reminder_interval_days": {
             "type": [
               "integer",
               "null"
-            ],
-            "description": "Days between automatic reminders to recipients who have not signed (at most 3 each); null for none."
+            ]
           },
           "created_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "completed_at": {
             "type": [
@@ -12521,21 +11946,18 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "integer",
               "null"
-            ],
-            "description": "When it expired (Unix ms): its `deadline_at`."
+            ]
           },
           "invitation_failures": {
             "type": "array",
             "items": {
               "type": "string"
-            },
-            "description": "Addresses whose latest invitation failed for good; empty when all were sent (or are still queued)."
+            }
           },
           "recipients": {
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer).\nNever the signer's IP address, user agent or link.\n",
               "additionalProperties": false,
               "required": [
                 "recipient_id",
@@ -12553,8 +11975,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               ],
               "properties": {
                 "recipient_id": {
-                  "type": "string",
-                  "description": "Id of the recipient (`rcp_...`)."
+                  "type": "string"
                 },
                 "email": {
                   "type": "string"
@@ -12583,22 +12004,19 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "Why the latest mail is queued or failed (the mail server's answer); null once sent."
+                  ]
                 },
                 "invited_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms when the invitation was taken by the mail server; null while queued or failed."
+                  ]
                 },
                 "last_reminded_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms of the latest reminder the mail server took (by signing.RemindSigners or automatic)."
+                  ]
                 },
                 "opened_at": {
                   "type": [
@@ -12697,7 +12115,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,\n`invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`, `reminder.sent`,\n`deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,\n`archive.failed` (the first attempt to build the signed archive failed; it is retried, and the\nrequest's `archive_error` shows the latest reason; written once per request, not per retry),\n`archive.completed`. `recipient` names the signer it concerns (null for request-wide events).\n`data` holds the kind's details (e.g. `deadline.changed`: `previous_deadline_at`, `deadline_at`;\n`invitation.failed`: `error`; `request.cancelled`: `reason`, `declined`; `recipient.declined`:\n`reason`; `archive.failed`: `error`; `archive.completed`: `file_id`, `sha256`, `pages`). Never IP addresses, user agents, links, tokens or document contents.\n",
               "additionalProperties": false,
               "required": [
                 "event_id",
@@ -12708,8 +12125,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               ],
               "properties": {
                 "event_id": {
-                  "type": "string",
-                  "description": "Stable id of the event (`sev_...`), for deduplication."
+                  "type": "string"
                 },
                 "kind": {
                   "type": "string"
@@ -12717,8 +12133,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "occurred_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "recipient": {
                   "type": [
@@ -12830,7 +12245,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "A signing request. `status`: `pending` (waiting for signatures), `completed` (every recipient\nsigned; the signed archive is built in the background and `file_id` is null until it is ready),\n`cancelled` (by the sender, `signing.CancelSigningRequest`, or because a recipient declined: then\n`cancel_reason` is `declined by <name>`), `expired` (the deadline passed first: from the moment of\n`deadline_at` on, every read shows `expired` with `expired_at` = `deadline_at` and every change is\nrefused as for an expired request, whether or not the recurring expiry job has recorded it yet).\nOnly `pending` moves; the other three are final and every signer's link has ended. `source_file_id` is the file\nthe signers see, fixed at creation (its bytes never change). `invitation_failures` lists the\naddresses whose latest invitation or reminder failed for good (empty when every mail went out or\nis still queued).\n",
               "additionalProperties": false,
               "required": [
                 "signing_request_id",
@@ -12856,8 +12270,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "signing_request_id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 40,
-                  "description": "Id of a signing request (`sr_...`)."
+                  "maxLength": 40
                 },
                 "status": {
                   "type": "string",
@@ -12875,8 +12288,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "The sender's message in the invitation mail."
+                  ]
                 },
                 "signature_method": {
                   "type": "string",
@@ -12886,45 +12298,38 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   ]
                 },
                 "source_file_id": {
-                  "type": "string",
-                  "description": "The document the recipients sign (`file_...`), as uploaded."
+                  "type": "string"
                 },
                 "file_id": {
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "The signed archive (`file_...`); null until every recipient signed and the archive is ready."
+                  ]
                 },
                 "archive_error": {
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "Why the last attempt to build the signed archive of a completed request failed (for example\nthe timestamp authority refusing or unreachable; addresses of the service's own infrastructure are\nleft out as `<address>`, operators find them in the log), while the service retries\nit with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no\nattempt has failed, and null again once the archive is ready (`file_id` set). The first\nfailure also writes the event `archive.failed` to the history; retries add no events. The\nrequest stays `completed` meanwhile; nothing is needed from the caller.\n"
+                  ]
                 },
                 "private": {
-                  "type": "boolean",
-                  "description": "The source is a member's private file, so only that member and the recipients who are members see the request."
+                  "type": "boolean"
                 },
                 "deadline_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "reminder_interval_days": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Days between automatic reminders to recipients who have not signed (at most 3 each); null for none."
+                  ]
                 },
                 "created_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "completed_at": {
                   "type": [
@@ -12948,21 +12353,18 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "When it expired (Unix ms): its `deadline_at`."
+                  ]
                 },
                 "invitation_failures": {
                   "type": "array",
                   "items": {
                     "type": "string"
-                  },
-                  "description": "Addresses whose latest invitation failed for good; empty when all were sent (or are still queued)."
+                  }
                 },
                 "recipients": {
                   "type": "array",
                   "items": {
                     "type": "object",
-                    "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer).\nNever the signer's IP address, user agent or link.\n",
                     "additionalProperties": false,
                     "required": [
                       "recipient_id",
@@ -12980,8 +12382,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     ],
                     "properties": {
                       "recipient_id": {
-                        "type": "string",
-                        "description": "Id of the recipient (`rcp_...`)."
+                        "type": "string"
                       },
                       "email": {
                         "type": "string"
@@ -13010,22 +12411,19 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         "type": [
                           "string",
                           "null"
-                        ],
-                        "description": "Why the latest mail is queued or failed (the mail server's answer); null once sent."
+                        ]
                       },
                       "invited_at": {
                         "type": [
                           "integer",
                           "null"
-                        ],
-                        "description": "Unix ms when the invitation was taken by the mail server; null while queued or failed."
+                        ]
                       },
                       "last_reminded_at": {
                         "type": [
                           "integer",
                           "null"
-                        ],
-                        "description": "Unix ms of the latest reminder the mail server took (by signing.RemindSigners or automatic)."
+                        ]
                       },
                       "opened_at": {
                         "type": [
@@ -13147,8 +12545,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "signing_request_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of a signing request (`sr_...`)."
+            "maxLength": 40
           },
           "status": {
             "type": "string",
@@ -13166,8 +12563,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "string",
               "null"
-            ],
-            "description": "The sender's message in the invitation mail."
+            ]
           },
           "signature_method": {
             "type": "string",
@@ -13177,45 +12573,38 @@ export const mcpTools: readonly McpToolDefinition[] = [
             ]
           },
           "source_file_id": {
-            "type": "string",
-            "description": "The document the recipients sign (`file_...`), as uploaded."
+            "type": "string"
           },
           "file_id": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "The signed archive (`file_...`); null until every recipient signed and the archive is ready."
+            ]
           },
           "archive_error": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Why the last attempt to build the signed archive of a completed request failed (for example\nthe timestamp authority refusing or unreachable; addresses of the service's own infrastructure are\nleft out as `<address>`, operators find them in the log), while the service retries\nit with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no\nattempt has failed, and null again once the archive is ready (`file_id` set). The first\nfailure also writes the event `archive.failed` to the history; retries add no events. The\nrequest stays `completed` meanwhile; nothing is needed from the caller.\n"
+            ]
           },
           "private": {
-            "type": "boolean",
-            "description": "The source is a member's private file, so only that member and the recipients who are members see the request."
+            "type": "boolean"
           },
           "deadline_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "reminder_interval_days": {
             "type": [
               "integer",
               "null"
-            ],
-            "description": "Days between automatic reminders to recipients who have not signed (at most 3 each); null for none."
+            ]
           },
           "created_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "completed_at": {
             "type": [
@@ -13239,21 +12628,18 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "integer",
               "null"
-            ],
-            "description": "When it expired (Unix ms): its `deadline_at`."
+            ]
           },
           "invitation_failures": {
             "type": "array",
             "items": {
               "type": "string"
-            },
-            "description": "Addresses whose latest invitation failed for good; empty when all were sent (or are still queued)."
+            }
           },
           "recipients": {
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer).\nNever the signer's IP address, user agent or link.\n",
               "additionalProperties": false,
               "required": [
                 "recipient_id",
@@ -13271,8 +12657,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               ],
               "properties": {
                 "recipient_id": {
-                  "type": "string",
-                  "description": "Id of the recipient (`rcp_...`)."
+                  "type": "string"
                 },
                 "email": {
                   "type": "string"
@@ -13301,22 +12686,19 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "Why the latest mail is queued or failed (the mail server's answer); null once sent."
+                  ]
                 },
                 "invited_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms when the invitation was taken by the mail server; null while queued or failed."
+                  ]
                 },
                 "last_reminded_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms of the latest reminder the mail server took (by signing.RemindSigners or automatic)."
+                  ]
                 },
                 "opened_at": {
                   "type": [
@@ -13485,8 +12867,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "signing_request_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of a signing request (`sr_...`)."
+            "maxLength": 40
           },
           "status": {
             "type": "string",
@@ -13504,8 +12885,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "string",
               "null"
-            ],
-            "description": "The sender's message in the invitation mail."
+            ]
           },
           "signature_method": {
             "type": "string",
@@ -13515,45 +12895,38 @@ export const mcpTools: readonly McpToolDefinition[] = [
             ]
           },
           "source_file_id": {
-            "type": "string",
-            "description": "The document the recipients sign (`file_...`), as uploaded."
+            "type": "string"
           },
           "file_id": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "The signed archive (`file_...`); null until every recipient signed and the archive is ready."
+            ]
           },
           "archive_error": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Why the last attempt to build the signed archive of a completed request failed (for example\nthe timestamp authority refusing or unreachable; addresses of the service's own infrastructure are\nleft out as `<address>`, operators find them in the log), while the service retries\nit with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no\nattempt has failed, and null again once the archive is ready (`file_id` set). The first\nfailure also writes the event `archive.failed` to the history; retries add no events. The\nrequest stays `completed` meanwhile; nothing is needed from the caller.\n"
+            ]
           },
           "private": {
-            "type": "boolean",
-            "description": "The source is a member's private file, so only that member and the recipients who are members see the request."
+            "type": "boolean"
           },
           "deadline_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "reminder_interval_days": {
             "type": [
               "integer",
               "null"
-            ],
-            "description": "Days between automatic reminders to recipients who have not signed (at most 3 each); null for none."
+            ]
           },
           "created_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "completed_at": {
             "type": [
@@ -13577,21 +12950,18 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "integer",
               "null"
-            ],
-            "description": "When it expired (Unix ms): its `deadline_at`."
+            ]
           },
           "invitation_failures": {
             "type": "array",
             "items": {
               "type": "string"
-            },
-            "description": "Addresses whose latest invitation failed for good; empty when all were sent (or are still queued)."
+            }
           },
           "recipients": {
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer).\nNever the signer's IP address, user agent or link.\n",
               "additionalProperties": false,
               "required": [
                 "recipient_id",
@@ -13609,8 +12979,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               ],
               "properties": {
                 "recipient_id": {
-                  "type": "string",
-                  "description": "Id of the recipient (`rcp_...`)."
+                  "type": "string"
                 },
                 "email": {
                   "type": "string"
@@ -13639,22 +13008,19 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "Why the latest mail is queued or failed (the mail server's answer); null once sent."
+                  ]
                 },
                 "invited_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms when the invitation was taken by the mail server; null while queued or failed."
+                  ]
                 },
                 "last_reminded_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms of the latest reminder the mail server took (by signing.RemindSigners or automatic)."
+                  ]
                 },
                 "opened_at": {
                   "type": [
@@ -13767,8 +13133,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "signing_request_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of a signing request (`sr_...`)."
+            "maxLength": 40
           },
           "status": {
             "type": "string",
@@ -13786,8 +13151,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "string",
               "null"
-            ],
-            "description": "The sender's message in the invitation mail."
+            ]
           },
           "signature_method": {
             "type": "string",
@@ -13797,45 +13161,38 @@ export const mcpTools: readonly McpToolDefinition[] = [
             ]
           },
           "source_file_id": {
-            "type": "string",
-            "description": "The document the recipients sign (`file_...`), as uploaded."
+            "type": "string"
           },
           "file_id": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "The signed archive (`file_...`); null until every recipient signed and the archive is ready."
+            ]
           },
           "archive_error": {
             "type": [
               "string",
               "null"
-            ],
-            "description": "Why the last attempt to build the signed archive of a completed request failed (for example\nthe timestamp authority refusing or unreachable; addresses of the service's own infrastructure are\nleft out as `<address>`, operators find them in the log), while the service retries\nit with backoff (1 second doubling, at most an hour apart, until it succeeds); null when no\nattempt has failed, and null again once the archive is ready (`file_id` set). The first\nfailure also writes the event `archive.failed` to the history; retries add no events. The\nrequest stays `completed` meanwhile; nothing is needed from the caller.\n"
+            ]
           },
           "private": {
-            "type": "boolean",
-            "description": "The source is a member's private file, so only that member and the recipients who are members see the request."
+            "type": "boolean"
           },
           "deadline_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "reminder_interval_days": {
             "type": [
               "integer",
               "null"
-            ],
-            "description": "Days between automatic reminders to recipients who have not signed (at most 3 each); null for none."
+            ]
           },
           "created_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "completed_at": {
             "type": [
@@ -13859,21 +13216,18 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": [
               "integer",
               "null"
-            ],
-            "description": "When it expired (Unix ms): its `deadline_at`."
+            ]
           },
           "invitation_failures": {
             "type": "array",
             "items": {
               "type": "string"
-            },
-            "description": "Addresses whose latest invitation failed for good; empty when all were sent (or are still queued)."
+            }
           },
           "recipients": {
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer).\nNever the signer's IP address, user agent or link.\n",
               "additionalProperties": false,
               "required": [
                 "recipient_id",
@@ -13891,8 +13245,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               ],
               "properties": {
                 "recipient_id": {
-                  "type": "string",
-                  "description": "Id of the recipient (`rcp_...`)."
+                  "type": "string"
                 },
                 "email": {
                   "type": "string"
@@ -13921,22 +13274,19 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "Why the latest mail is queued or failed (the mail server's answer); null once sent."
+                  ]
                 },
                 "invited_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms when the invitation was taken by the mail server; null while queued or failed."
+                  ]
                 },
                 "last_reminded_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms of the latest reminder the mail server took (by signing.RemindSigners or automatic)."
+                  ]
                 },
                 "opened_at": {
                   "type": [
@@ -14021,13 +13371,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "file_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive."
+            "maxLength": 40
           },
           "sha256": {
-            "type": "string",
-            "pattern": "^[0-9a-f]{64}$",
-            "description": "SHA-256 of the file's bytes (lower-case hex)."
+            "type": "string"
           },
           "seal": {
             "type": "object",
@@ -14042,30 +13389,25 @@ export const mcpTools: readonly McpToolDefinition[] = [
             ],
             "properties": {
               "present": {
-                "type": "boolean",
-                "description": "The file carries a PDF signature (a `/ByteRange` signature dictionary)."
+                "type": "boolean"
               },
               "valid": {
-                "type": "boolean",
-                "description": "The signature verifies over the bytes it covers (its message digest, and the signer's signature\nover the signed attributes). False for a file changed after sealing, and when there is no seal.\n"
+                "type": "boolean"
               },
               "covers_whole_document": {
-                "type": "boolean",
-                "description": "Its byte range runs from the first byte to the last, so nothing was appended after sealing."
+                "type": "boolean"
               },
               "signer": {
                 "type": [
                   "string",
                   "null"
-                ],
-                "description": "The common name of the certificate that sealed it (e.g. `Workspace Operations seal (ops.acme.example)`); null without a readable one."
+                ]
               },
               "signed_at": {
                 "type": [
                   "integer",
                   "null"
-                ],
-                "description": "Unix ms of the signing time the seal claims (the sealer's clock); null when it states none."
+                ]
               },
               "timestamp": {
                 "type": [
@@ -14073,7 +13415,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "null"
                 ],
                 "additionalProperties": false,
-                "description": "The seal's RFC 3161 signature timestamp (PAdES B-T); null when it has none.",
                 "required": [
                   "present",
                   "valid",
@@ -14084,15 +13425,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "type": "boolean"
                   },
                   "valid": {
-                    "type": "boolean",
-                    "description": "The token stamps this seal's signature value and its own signature verifies (whether to trust the authority is the reader's decision)."
+                    "type": "boolean"
                   },
                   "time": {
                     "type": [
                       "integer",
                       "null"
-                    ],
-                    "description": "Unix ms of the authority's time (genTime)."
+                    ]
                   }
                 }
               }
@@ -14104,7 +13443,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "null"
             ],
             "additionalProperties": false,
-            "description": "The request of this workspace whose sealed archive has exactly this SHA-256; null when none.",
             "required": [
               "signing_request_id",
               "title",
@@ -14116,8 +13454,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "signing_request_id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 40,
-                "description": "Id of a signing request (`sr_...`)."
+                "maxLength": 40
               },
               "title": {
                 "type": "string"
@@ -14135,8 +13472,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "type": [
                   "integer",
                   "null"
-                ],
-                "description": "Unix ms."
+                ]
               },
               "signers": {
                 "type": "array",
@@ -14156,15 +13492,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "type": [
                         "string",
                         "null"
-                      ],
-                      "description": "The name the signer typed; null for a provider's signature (bankid)."
+                      ]
                     },
                     "signed_at": {
                       "type": [
                         "integer",
                         "null"
-                      ],
-                      "description": "Unix ms."
+                      ]
                     }
                   }
                 }
@@ -14248,7 +13582,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One attempt of a delivery (`attempt_id` is the `X-Webhook-Delivery-Id` it carried).",
               "additionalProperties": false,
               "required": [
                 "attempt_id",
@@ -14265,14 +13598,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": "string"
                 },
                 "attempt": {
-                  "type": "integer",
-                  "description": "1 to 8."
+                  "type": "integer"
                 },
                 "started_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "duration_ms": {
                   "type": "integer"
@@ -14281,29 +13612,25 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "The receiver's status; null when no answer came (timeout, refused connection, TLS error, refused destination)."
+                  ]
                 },
                 "error": {
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "Why it failed (`HTTP 500`, `redirect (not followed): 302`, `timeout after 10000 ms`, ...); null on success."
+                  ]
                 },
                 "response_body": {
                   "type": [
                     "string",
                     "null"
-                  ],
-                  "description": "The start of the answer's body (at most 2,048 bytes)."
+                  ]
                 },
                 "next_attempt_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "When the next attempt was scheduled after this one failed; null after a success or the last attempt."
+                  ]
                 }
               }
             }
@@ -14397,7 +13724,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "One delivery of an event to a subscription: up to 8 attempts. `event_id` is the stable\n`X-Webhook-Event-Id`; a replay is a new delivery of the same event (`replay_of` names the delivery\nit repeats). `status`: `pending` (waiting for its next attempt), `delivering` (an attempt in flight),\n`succeeded` (a 2xx answer), `failed` (attempts exhausted, or the subscription was disabled).\n",
               "additionalProperties": false,
               "required": [
                 "delivery_id",
@@ -14429,8 +13755,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "resource.updated",
                     "resource.deleted",
                     "meeting.completed"
-                  ],
-                  "description": "The event a subscription delivers. `resource.*` events need at least one resource type;\n`meeting.completed` (legacy) takes none.\n"
+                  ]
                 },
                 "resource_type": {
                   "type": [
@@ -14447,8 +13772,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "occurred_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "status": {
                   "type": "string",
@@ -14465,8 +13789,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "created_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "last_attempt_at": {
                   "type": [
@@ -14478,8 +13801,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms of the next attempt while `pending`; null once finished."
+                  ]
                 },
                 "last_status_code": {
                   "type": [
@@ -14571,7 +13893,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "A webhook subscription as listed: never its destination or signing secret (an administrator gives\nthe secret to the receiver over a secure channel when approving).\n",
               "additionalProperties": false,
               "required": [
                 "webhook_id",
@@ -14590,8 +13911,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "webhook_id": {
                   "type": "string",
                   "minLength": 1,
-                  "maxLength": 40,
-                  "description": "Id of a webhook subscription (`wh_...`)."
+                  "maxLength": 40
                 },
                 "event": {
                   "type": "string",
@@ -14600,15 +13920,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "resource.updated",
                     "resource.deleted",
                     "meeting.completed"
-                  ],
-                  "description": "The event a subscription delivers. `resource.*` events need at least one resource type;\n`meeting.completed` (legacy) takes none.\n"
+                  ]
                 },
                 "resource_types": {
                   "type": "array",
                   "items": {
                     "type": "string"
-                  },
-                  "description": "The resource types it carries (empty for `meeting.completed`); fixed at approval, never widened."
+                  }
                 },
                 "enabled": {
                   "type": "boolean"
@@ -14616,49 +13934,41 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "created_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 },
                 "last_attempt_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms of the latest delivery attempt; null before the first."
+                  ]
                 },
                 "last_success_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms of the latest successful attempt."
+                  ]
                 },
                 "last_failure_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms of the latest failed attempt."
+                  ]
                 },
                 "consecutive_failures": {
-                  "type": "integer",
-                  "description": "Deliveries in a row that exhausted their attempts with no success since they began; ten disable the subscription."
+                  "type": "integer"
                 },
                 "disabled_at": {
                   "type": [
                     "integer",
                     "null"
-                  ],
-                  "description": "Unix ms when it was disabled (after ten such deliveries, or by an administrator); null while enabled."
+                  ]
                 },
                 "signing_contract": {
                   "type": "string",
                   "enum": [
                     "legacy",
                     "v1"
-                  ],
-                  "readOnly": true,
-                  "description": "How its deliveries are signed (read-only here). `v1`: `X-Webhook-Timestamp` (Unix seconds of the\nattempt) and `X-Webhook-Signature: v1=<hex HMAC-SHA256 over \"<timestamp>.<raw body>\">` (two\nspace-separated values during a secret rotation). `legacy`: the existing `meeting.completed`\ncontract, `X-Webhook-Signature` is the bare hex HMAC-SHA256 of the raw body, no timestamp.\n`meeting.completed` subscriptions start on `legacy` and keep it until an owner or admin moves\nthem to `v1` on the subscription's settings page (or an operator with `npm run admin -- webhook\nsigning-contract --id wh_... --to v1`); the move is one-way and applies from the next attempt\n(retries of earlier events too). Resource events always sign by `v1`.\n"
+                  ]
                 }
               }
             }
@@ -14765,14 +14075,12 @@ export const mcpTools: readonly McpToolDefinition[] = [
             ]
           },
           "approval_url": {
-            "type": "string",
-            "description": "The page where an owner or administrator approves or rejects it (sign-in needed)."
+            "type": "string"
           },
           "expires_at": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 8640000000000000,
-            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+            "maximum": 8640000000000000
           },
           "event": {
             "type": "string",
@@ -14781,8 +14089,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "resource.updated",
               "resource.deleted",
               "meeting.completed"
-            ],
-            "description": "The event a subscription delivers. `resource.*` events need at least one resource type;\n`meeting.completed` (legacy) takes none.\n"
+            ]
           },
           "resource_types": {
             "type": "array",
@@ -14864,8 +14171,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "webhook_id": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 40,
-            "description": "Id of a webhook subscription (`wh_...`)."
+            "maxLength": 40
           },
           "replayed": {
             "type": "integer"
@@ -14934,7 +14240,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "properties": {
           "item": {
             "type": "object",
-            "description": "One delivery of an event to a subscription: up to 8 attempts. `event_id` is the stable\n`X-Webhook-Event-Id`; a replay is a new delivery of the same event (`replay_of` names the delivery\nit repeats). `status`: `pending` (waiting for its next attempt), `delivering` (an attempt in flight),\n`succeeded` (a 2xx answer), `failed` (attempts exhausted, or the subscription was disabled).\n",
             "additionalProperties": false,
             "required": [
               "delivery_id",
@@ -14966,8 +14271,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "resource.updated",
                   "resource.deleted",
                   "meeting.completed"
-                ],
-                "description": "The event a subscription delivers. `resource.*` events need at least one resource type;\n`meeting.completed` (legacy) takes none.\n"
+                ]
               },
               "resource_type": {
                 "type": [
@@ -14984,8 +14288,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "occurred_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "status": {
                 "type": "string",
@@ -15002,8 +14305,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "created_at": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 8640000000000000,
-                "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                "maximum": 8640000000000000
               },
               "last_attempt_at": {
                 "type": [
@@ -15015,8 +14317,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "type": [
                   "integer",
                   "null"
-                ],
-                "description": "Unix ms of the next attempt while `pending`; null once finished."
+                ]
               },
               "last_status_code": {
                 "type": [
@@ -15079,7 +14380,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "An app installed in the workspace, with the qualified resource types it owns.",
               "additionalProperties": false,
               "required": [
                 "app_id",
@@ -15089,15 +14389,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
               ],
               "properties": {
                 "app_id": {
-                  "type": "string",
-                  "description": "The app's id (used as `app_id` by automation operations; workspace-native objects use `core`)."
+                  "type": "string"
                 },
                 "name": {
                   "type": "string"
                 },
                 "resource_types": {
                   "type": "array",
-                  "description": "Qualified resource type identifiers owned by the app (`<app key>:<Type>`).",
                   "items": {
                     "type": "string"
                   }
@@ -15105,8 +14403,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "created_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 }
               }
             }
@@ -15152,7 +14449,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "type": "array",
             "items": {
               "type": "object",
-              "description": "A hosted website (bundle) of the workspace.",
               "additionalProperties": false,
               "required": [
                 "content_id",
@@ -15162,21 +14458,18 @@ export const mcpTools: readonly McpToolDefinition[] = [
               ],
               "properties": {
                 "content_id": {
-                  "type": "string",
-                  "description": "The site's id, used as `bundle_id` by the analytics operations."
+                  "type": "string"
                 },
                 "name": {
                   "type": "string"
                 },
                 "domain": {
-                  "type": "string",
-                  "description": "Host name the site is served on."
+                  "type": "string"
                 },
                 "created_at": {
                   "type": "integer",
                   "minimum": 0,
-                  "maximum": 8640000000000000,
-                  "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+                  "maximum": 8640000000000000
                 }
               }
             }

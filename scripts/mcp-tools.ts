@@ -138,6 +138,31 @@ export function toToolSchema(node: Json | undefined, fail: (what: string) => voi
   return { anyOf: [out, { type: 'null' }] };
 }
 
+/**
+ * Keys an output schema drops below its root: prose and annotations. A model reads a result with the
+ * property names, types, enums, `required`, null types and array items; the descriptions are the
+ * input's (they teach the model what to send) and the tool's own, and in the output they only cost
+ * tokens (they were half of a full grant's `tools/list`). Constraints (`minimum`, `maxLength`, ...) stay.
+ */
+const OUTPUT_PROSE = new Set(['description', 'title', 'example', 'examples', 'pattern', 'format', 'readOnly', 'writeOnly', 'deprecated', '$comment']);
+
+/**
+ * A tool schema made lean for output: every nested schema (properties, items, `allOf`/`anyOf`/
+ * `oneOf` branches, ...) without `OUTPUT_PROSE`; the root keeps its own keys. Property names are
+ * kept as they are (a property called `title` or `description` stays).
+ */
+export function leanOutputSchema(schema: JsonObject, root = true): JsonObject {
+  const out: JsonObject = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (!root && OUTPUT_PROSE.has(key)) continue;
+    if (SCHEMA_MAPS.has(key) && isObject(value)) out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, isObject(v) ? leanOutputSchema(v, false) : v]));
+    else if (SCHEMA_LISTS.has(key) && Array.isArray(value)) out[key] = value.map((v) => (isObject(v) ? leanOutputSchema(v, false) : v));
+    else if (SCHEMA_VALUES.has(key) && isObject(value)) out[key] = leanOutputSchema(value, false);
+    else out[key] = value;
+  }
+  return out;
+}
+
 /** Plain text for a description: trailing spaces and the final newline gone. */
 const plain = (text: unknown) => String(text ?? '').replace(/[ \t]+\n/g, '\n').trim();
 
@@ -226,6 +251,8 @@ export function buildMcpTools(doc: JsonObject, entries: readonly ToolSource[], f
     let outputSchema = toToolSchema(okSchema, problem, 'response');
     const wrapsOutput = outputSchema.type !== 'object';
     if (wrapsOutput) outputSchema = { type: 'object', properties: { result: outputSchema }, required: ['result'], additionalProperties: false };
+    // Lean below the root: no descriptions, titles, examples, patterns or formats (see OUTPUT_PROSE).
+    outputSchema = leanOutputSchema(outputSchema);
 
     const title = plain(op.summary);
     const description = plain(op.description);
