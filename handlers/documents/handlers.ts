@@ -5,7 +5,7 @@ import { conflict, invalidInput, notFound, ServiceError } from '../../server/err
 import { newId } from '../../server/ids.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
-import { BlobNotFound, type BlobStore } from '../../server/storage.ts';
+import { BlobNotFound, type BlobStore, StorageError } from '../../server/storage.ts';
 import type { DocumentsDeps } from './deps.ts';
 import { createFile, findFile } from './files.ts';
 import { DEFAULT_PART_BYTES, MAX_FILE_BYTES, MAX_PAGES, MAX_PART_BYTES, MAX_PARTS, MIN_PART_BYTES, PART_URL_TTL_MS, UPLOAD_TTL_MS } from './limits.ts';
@@ -100,8 +100,9 @@ async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upl
     bytes = await readAll(store, parts.map((p) => p.blob_id), size);
   } catch (err) {
     // A completion of the same upload on another connection (PostgreSQL; the row lock lets them run side
-    // by side) committed first and removed the parts: answer what it made.
-    if (!(err instanceof BlobNotFound)) throw err;
+    // by side) committed first and removed the parts, before or while they were read (a part gone in the
+    // middle of its chunks reads as `corrupt`): answer what it made.
+    if (!(err instanceof BlobNotFound) && !(err instanceof StorageError && err.code === 'corrupt')) throw err;
     const now = await ownUpload(ctx, u.id);
     if (now.state === 'completed') return completedFile(ctx, now);
     if (now.state === 'rejected') throw refused(now.rejection_reason ?? 'the scan refused it');
