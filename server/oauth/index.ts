@@ -28,6 +28,7 @@ import type { ClientInstance, KoaContextish, OIDCProviderError, default as Provi
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import { serviceSecret } from '../../db/queries/secrets.ts';
+import { takeSigninFormToken } from '../../db/queries/signinByEmail.ts';
 import type { Clock } from '../clock.ts';
 import type { ServiceConfig } from '../config.ts';
 import type { EgressClient } from '../egress.ts';
@@ -37,6 +38,12 @@ import { MCP_SCOPE, mcpResource } from '../mcp/resource.ts';
 import type { PageKit } from '../pages.ts';
 import { CLIENT_SECRET_PREFIX, deleteGrantRecords, knexAdapterFor, pruneRecords, pruneUnusedClients } from './adapter.ts';
 
+
+/** Requests per client address to the open endpoints (shared by every process). */
+export const OAUTH_LIMITS = {
+  register: { requests: 20, perMs: 3_600_000 },
+  token: { requests: 120, perMs: 60_000 },
+} as const;
 export interface OAuthDeps {
   db: Database;
   clock: Clock;
@@ -427,10 +434,30 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
     return true;
   };
 
+  /**
+   * Budgets per client address (`req.ip`, so TRUST_PROXY decides) in the platform's shared
+   * `rate_limits` table: registration is open, so it gets few; the token and revocation endpoints get
+   * what a busy desktop client needs many times over. Past it: 429 with Retry-After, nothing consumed.
+   */
+  const limited = async (req: Request, res: Response): Promise<boolean> => {
+    if (req.method !== 'POST') return false;
+    const budget = req.path === '/oauth/register' ? OAUTH_LIMITS.register : req.path === '/oauth/token' || req.path === '/oauth/revoke' ? OAUTH_LIMITS.token : null;
+    if (!budget) return false;
+    const intervalUs = (budget.perMs * 1000) / budget.requests;
+    const nowUs = clock.now() * 1000;
+    const bucket = `signin-oauth${req.path.slice('/oauth'.length)}:${sha256Hex(req.ip ?? '')}`;
+    if (await takeSigninFormToken(db.sql, bucket, { nowUs, intervalUs, toleranceUs: intervalUs * (budget.requests - 1) })) return false;
+    res.setHeader('Retry-After', String(Math.max(1, Math.ceil(intervalUs / 1_000_000))));
+    sendOAuthError(res, 429, 'rate_limited', `too many requests to ${req.path} from this address (${budget.requests} per ${budget.perMs / 60_000} minutes); retry later`);
+    logger.info({ path: req.path }, 'oauth: rate limited');
+    return true;
+  };
+
   const router = express.Router();
   router.use(async (req: Request, res: Response, next) => {
     if (!OWN_PATHS.test(req.path)) return next();
     try {
+      if (await limited(req, res)) return;
       const p = await provider();
       const formBody = req.method === 'POST' && (req.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded');
       if (req.path === '/oauth/token' && formBody) {

@@ -4,6 +4,7 @@
  * URLs (no query string, no interaction id).
  */
 import assert from 'node:assert/strict';
+import { OAUTH_LIMITS } from '../../server/oauth/index.ts';
 import { forEachDatabase } from '../support/service.ts';
 
 forEachDatabase('oauth: in the service', (ctx) => {
@@ -51,6 +52,32 @@ forEachDatabase('oauth: in the service', (ctx) => {
     assert.ok(line, 'a request log line');
     assert.ok(!line.includes('secretstate'), line);
     assert.match(line, /\/oauth\/authorize\?\[redacted\]/);
+  });
+
+  it('limits registrations and token requests per client address (shared table), 429 with Retry-After, and lets them in again later', async () => {
+    const { origin, clock } = ctx();
+    const register = () =>
+      fetch(`${origin}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ client_name: 'Flood', redirect_uris: ['http://127.0.0.1:5555/cb'], token_endpoint_auth_method: 'none', application_type: 'native' }),
+      });
+    // The first test registered once from this address already.
+    const answers: number[] = [];
+    for (let i = 0; i < OAUTH_LIMITS.register.requests; i++) answers.push((await register()).status);
+    assert.deepEqual(answers.slice(0, -1), Array(OAUTH_LIMITS.register.requests - 1).fill(201));
+    assert.equal(answers.at(-1), 429);
+    const refused = await register();
+    assert.equal(refused.status, 429);
+    assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+    const body = (await refused.json()) as { error: string; error_description: string };
+    assert.equal(body.error, 'rate_limited');
+    assert.match(body.error_description, /too many requests to \/oauth\/register/);
+    // The token endpoint has its own budget: still open.
+    const token = await fetch(`${origin}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'grant_type=refresh_token&refresh_token=x' });
+    assert.equal(token.status, 400);
+    clock.advance(OAUTH_LIMITS.register.perMs);
+    assert.equal((await register()).status, 201);
   });
 
   it('defines the oauth.prune job', async () => {
