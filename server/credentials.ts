@@ -2,7 +2,8 @@ import crypto from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Database } from '../db/database.ts';
 import { findKeyForAuth, listKeyDelegateIds, listWorkspaceMembers, takeRateLimitToken, touchKeyUsage } from '../db/queries/credentials.ts';
-import { type DbConnectionForAuth, endConnection, findAccessToken, findConnectionForAuth, listConnectionDelegateIds, takeConnectionRateLimitToken, touchConnectionUsage } from '../db/queries/mcp.ts';
+import { type DbConnectionForAuth, findConnectionForAuth, listConnectionDelegateIds } from '../db/queries/connections.ts';
+import { endConnection, findAccessToken, takeConnectionRateLimitToken, touchConnectionUsage } from '../db/queries/mcp.ts';
 import { findSessionForAuth, revokeSessions, takeSessionRateLimitToken } from '../db/queries/sessions.ts';
 import type { Delegation, MemberRole } from '../db/rows.ts';
 import { type Access, type CatalogueEntry, catalogue, resourceTypes } from '../generated/catalogue.ts';
@@ -329,7 +330,7 @@ export class CredentialStore {
       this.connections.delete(id);
       return undefined;
     }
-    if (row.access === 'personal' && (row.member_id === null || row.role_now === null || row.member_disabled_at !== null || (row.member_role !== null && row.member_role !== row.role_now))) {
+    if (row.access === 'personal' && (row.member_id === null || row.member_role_now === null || row.member_disabled_at !== null || (row.member_role !== null && row.member_role !== row.member_role_now))) {
       await endConnection(this.db.relaxed, id, now);
       this.connections.delete(id);
       return undefined;
@@ -348,7 +349,7 @@ export class CredentialStore {
     const connection: ConnectionInfo = { id: row.id, access: row.access, toolsets, readOnly, clientName: row.client_name, clientId: row.client_id };
     const base = { kind: 'connection' as const, keyId: row.id, workspaceId: row.workspace_id, name: row.client_name, operations, authVersion: Number(row.auth_version), secretHash: Buffer.alloc(0), connection };
     if (row.access === 'personal') {
-      const member: MemberInfo = { id: row.member_id!, name: row.member_name!, role: row.role_now!, disabled: false };
+      const member: MemberInfo = { id: row.member_id!, name: row.member_name!, role: row.member_role_now!, disabled: false };
       const resources = new Map<string, ReadonlySet<Access>>();
       for (const type of resourceTypes) resources.set(type, new Set(roleAccess(member.role, type)));
       return { ...base, resources, delegation: 'selected', delegates: new Set([member.id]), members: new Map([[member.id, member]]), sessionMember: member };

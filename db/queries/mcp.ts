@@ -1,5 +1,5 @@
 import type { Sql } from '../database.ts';
-import type { Delegation, DbRateLimitRow, MemberRole } from '../rows.ts';
+import type { DbRateLimitRow } from '../rows.ts';
 import { takeGcraToken } from './credentials.ts';
 
 /** The authorization server's record of an access token (table oauth_records, model 'AccessToken'). */
@@ -13,42 +13,6 @@ export interface DbAccessTokenRecord {
 /** The access token whose id hashes to `idHash` (SHA-256 hex), or nothing. */
 export function findAccessToken(sql: Sql, idHash: string): Promise<DbAccessTokenRecord | undefined> {
   return sql.one<DbAccessTokenRecord>(`SELECT payload, expires_at, consumed_at FROM oauth_records WHERE model = 'AccessToken' AND id_hash = ?`, [idHash]);
-}
-
-/** A connection as authentication needs it: with its workspace's auth version and its member's state now (personal access). */
-export interface DbConnectionForAuth {
-  id: string;
-  workspace_id: string;
-  client_id: string;
-  client_name: string;
-  access: 'personal' | 'workspace';
-  member_id: string | null;
-  member_role: MemberRole | null;
-  operations: string;
-  resources: string;
-  toolsets: string;
-  read_only: boolean | number;
-  delegation: Delegation;
-  revoked_at: number | null;
-  auth_version: number;
-  member_name: string | null;
-  role_now: MemberRole | null;
-  member_disabled_at: number | null;
-}
-
-/** The connection by id, revoked ones too (the caller decides). */
-export function findConnectionForAuth(sql: Sql, id: string): Promise<DbConnectionForAuth | undefined> {
-  return sql.one<DbConnectionForAuth>(
-    `SELECT c.id, c.workspace_id, c.client_id, c.client_name, c.access, c.member_id, c.member_role, c.operations, c.resources, c.toolsets,
-            c.read_only, c.delegation, c.revoked_at, w.auth_version, m.name AS member_name, m.role AS role_now, m.disabled_at AS member_disabled_at
-     FROM mcp_connections c JOIN workspaces w ON w.id = c.workspace_id LEFT JOIN members m ON m.id = c.member_id WHERE c.id = ?`,
-    [id],
-  );
-}
-
-export async function listConnectionDelegateIds(sql: Sql, connectionId: string): Promise<string[]> {
-  const rows = await sql.all<{ member_id: string }>(`SELECT member_id FROM mcp_connection_delegates WHERE connection_id = ?`, [connectionId]);
-  return rows.map((r) => r.member_id);
 }
 
 /**
