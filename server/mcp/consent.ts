@@ -207,25 +207,28 @@ export function consentRoutes(options: ConsentOptions): express.Router {
     await page.send(status, { title: `Connect ${details.clientName}`, html });
   };
 
-  router.get(`${CONSENT_PATH}/:uid`, async (req: Request<{ uid: string }>, res: Response) => {
+  /** The pending request and the signed-in member's page for a consent URL; undefined when an answer was sent instead. */
+  const consentPage = async (req: Request<{ uid: string }>, res: Response) => {
     const uid = req.params.uid;
-    if (!UID.test(uid)) return pages.notFound(res);
+    if (!UID.test(uid)) return void pages.notFound(res);
     const details = await pending(req, res, uid);
-    if (!details) return;
-    if (!(await signedIn(req))) return signInFirst(res, uid, details);
+    if (!details) return undefined;
+    if (!(await signedIn(req))) return void signInFirst(res, uid, details);
     const page = await pages.member(req, res);
-    if (!page) return;
+    return page ? { uid, details, page } : undefined;
+  };
+
+  router.get(`${CONSENT_PATH}/:uid`, async (req: Request<{ uid: string }>, res: Response) => {
+    const found = await consentPage(req, res);
+    if (!found) return;
+    const { details, page } = found;
     await render(res, page, details, 200, { access: 'personal', toolsets: null, readOnly: false });
   });
 
   router.post(`${CONSENT_PATH}/:uid`, pages.protectForm, async (req: Request<{ uid: string }>, res: Response) => {
-    const uid = req.params.uid;
-    if (!UID.test(uid)) return pages.notFound(res);
-    const details = await pending(req, res, uid);
-    if (!details) return;
-    if (!(await signedIn(req))) return signInFirst(res, uid, details);
-    const page = await pages.member(req, res);
-    if (!page) return;
+    const found = await consentPage(req, res);
+    if (!found) return;
+    const { details, page } = found;
     const body = (req.body ?? {}) as Record<string, unknown>;
     const log = { workspace_id: page.workspaceId, member_id: page.member.id, client_id: details.clientId };
     if (body.decision === 'deny') {
