@@ -70,45 +70,94 @@ function routedPath(url: string): string | null {
 
 /** What looks like a link token: 43 or more base64url characters (32 random bytes and up). */
 const TOKEN_LIKE = /[A-Za-z0-9_-]{43,}/;
+/** A shorter run that still looks random: 32+ base64url characters mixing letters and digits (hex digests, other services' tokens). */
+const RANDOM_LIKE = /(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{32,}/;
+/** This service's own secrets: API keys (`wso_…`) and session secrets (`wss_…`), wherever they appear. */
+const OWN_SECRET = /(^|[^A-Za-z0-9])ws[os]_[A-Za-z0-9]/i;
+/** JSON Web Tokens (`eyJ….…`). */
+const JWT_LIKE = /eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]/;
 
-/** The URL with every path segment and query part that holds something token-like replaced by `[redacted]`. */
-function withoutTokenLikeParts(url: string): string {
-  const decoded = (s: string) => {
-    try {
-      return decodeURIComponent(s.replace(/\+/g, ' '));
-    } catch {
-      return s;
-    }
-  };
-  const hide = (part: string) => (TOKEN_LIKE.test(part) || TOKEN_LIKE.test(decoded(part)) ? '[redacted]' : part);
+/** Words of a query parameter name that mark a credential (`api_key`, `apiKey`, `X-Api-Key`, `access_token`, `code`, …). */
+const CREDENTIAL_WORDS = new Set(['key', 'apikey', 'token', 'secret', 'password', 'passwd', 'pwd', 'pass', 'passphrase', 'code', 'auth', 'authorization', 'session', 'sid', 'sig', 'signature', 'credential', 'credentials', 'jwt', 'otp', 'bearer', 'pin', 'cookie']);
+/** Parts that mark a credential even glued to other words (`accesstoken`, `clientsecret`, `sessionid`). */
+const CREDENTIAL_PARTS = /token|secret|passw|apikey|accesskey|privatekey|session|credential|bearer/;
+
+const decodedPart = (s: string): string => {
+  try {
+    return decodeURIComponent(s.replace(/\+/g, ' '));
+  } catch {
+    return s;
+  }
+};
+
+/** Whether a query parameter's name says it carries a credential. */
+export function isCredentialName(name: string): boolean {
+  const words = decodedPart(name)
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter(Boolean);
+  return words.some((w) => CREDENTIAL_WORDS.has(w) || CREDENTIAL_PARTS.test(w));
+}
+
+/** Whether a value (raw or percent-decoded) looks like a key or a token. */
+function isSecretValue(value: string): boolean {
+  return [value, decodedPart(value)].some((v) => TOKEN_LIKE.test(v) || RANDOM_LIKE.test(v) || OWN_SECRET.test(v) || JWT_LIKE.test(v));
+}
+
+/**
+ * The query string (and fragment) with the value of every parameter that carries a credential cut: by
+ * its name (`api_key`, `token`, `password`, `code`, …) or by its value (a `wso_…` key, a token-like
+ * run); names and ordinary parameters stay readable. A bare part that looks secret is cut whole.
+ */
+function withoutCredentialParams(rest: string): string {
+  return rest.replace(/([?#&;])([^?#&;]*)/g, (_m, sep: string, pair: string) => {
+    if (pair === '') return sep;
+    const eq = pair.indexOf('=');
+    if (eq < 0) return sep + (isSecretValue(pair) ? '[redacted]' : pair);
+    const name = pair.slice(0, eq);
+    if (isSecretValue(name)) return `${sep}[redacted]`;
+    return sep + (isCredentialName(name) || isSecretValue(pair.slice(eq + 1)) ? `${name}=[redacted]` : pair);
+  });
+}
+
+/** The URL with every path segment that holds something token-like replaced by `[redacted]` (unmatched), or only this service's keys (always). */
+function withoutSecretParts(url: string, unmatched: boolean): string {
+  const hide = (part: string) =>
+    OWN_SECRET.test(part) || OWN_SECRET.test(decodedPart(part)) || (unmatched && (TOKEN_LIKE.test(part) || TOKEN_LIKE.test(decodedPart(part)))) ? '[redacted]' : part;
   const cut = url.search(/[?#]/);
   const path = cut >= 0 ? url.slice(0, cut) : url;
   const rest = cut >= 0 ? url.slice(cut) : '';
-  const query = rest.replace(/([?#&=])([^?#&=]*)/g, (_m, sep: string, part: string) => sep + hide(part));
-  return path.split('/').map(hide).join('/') + query;
+  return path.split('/').map(hide).join('/') + withoutCredentialParams(rest);
 }
 
 /**
  * The request URL as logged: when the path, normalised as a router or a lenient proxy may see it, falls
- * under a prefix that carries a secret token (`/signin/` and each module's `secretPaths`, e.g. `/files/`),
- * everything after the prefix is cut, whatever spelling the request used (`;params` included). A URL
- * that does not decode is not logged at all. A request no route answered (`unmatched`: a mistyped or
- * mangled link) has every segment or query part that looks like a token (43+ base64url characters) cut too.
+ * under a prefix that carries a secret token (`/signin/`, `/mailbox/` and each module's `secretPaths`,
+ * e.g. `/files/`), everything after the prefix is cut, whatever spelling the request used (`;params`
+ * included). A URL that does not decode is not logged at all. On every URL, the value of a query
+ * parameter that carries a credential (by its name: `api_key`, `token`, `password`, `code`, …; or by
+ * its value: a `wso_…` key, a token-like run) is cut, and a path segment holding a key too. A request
+ * no route answered (`unmatched`: a mistyped or mangled link) has every segment that looks like a token
+ * (43+ base64url characters) cut as well.
  */
 export function redactUrl(url: string, secretPrefixes: readonly string[] = [SIGNIN_PREFIX], unmatched = false): string {
   const routed = routedPath(url);
   if (routed === null) return '[undecodable url]';
-  for (const prefix of [...secretPrefixes, ...OAUTH_SECRET_PREFIXES]) {
+  for (const prefix of [...secretPrefixes, ...PLATFORM_SECRET_PREFIXES]) {
     const p = prefix.toLowerCase();
     if (routed.startsWith(p)) return `${prefix}[redacted]`;
   }
   // The authorization server's requests: no query string (state, PKCE challenges, a code a client misplaces).
   if (routed.startsWith('/oauth/') || routed.startsWith('/.well-known/')) {
     const cut = url.search(/[?#]/);
-    if (cut >= 0) return `${url.slice(0, cut)}?[redacted]`;
+    if (cut >= 0) return `${withoutSecretParts(url.slice(0, cut), unmatched)}?[redacted]`;
   }
-  return unmatched ? withoutTokenLikeParts(url) : url;
+  return withoutSecretParts(url, unmatched);
 }
 
-/** Paths of the authorization server that carry an interaction id (server/oauth): cut like sign-in links. */
-const OAUTH_SECRET_PREFIXES = ['/oauth/authorize/', '/oauth/consent/'];
+/**
+ * The platform's paths whose rest is cut like a sign-in link: the authorization server's interaction
+ * ids (server/oauth) and the development mailbox's mail ids (server/mailer/page.ts).
+ */
+const PLATFORM_SECRET_PREFIXES = ['/oauth/authorize/', '/oauth/consent/', '/mailbox/'];
