@@ -5,6 +5,7 @@
  * the same file the TypeScript imports (types in ajv.d.cts).
  */
 const { Ajv } = require('ajv');
+const { DISPLAY_TEXT_FORMAT, isDisplayText } = require('./text.cjs');
 
 // OpenAPI 3.0 Schema Object keywords that JSON Schema does not have (Ajv knows `nullable` itself).
 const OPENAPI_ANNOTATIONS = ['example', 'xml', 'externalDocs', 'discriminator'];
@@ -23,7 +24,9 @@ const EXTENSION = /^strict mode: unknown keyword: "x-[^"]*"$/;
  *    `externalDocs`, `discriminator`) and `x-*` extensions are annotations.
  *  - `allowUnionTypes: true`: `type: ['string', 'null']`, how `toJsonSchema` writes `nullable`.
  *  - `discriminator: false`: `oneOf` decides; the document's discriminators only document it.
- *  - formats: none (the document uses no `format`); adding one means adding ajv-formats here.
+ *  - formats: one, `display-text` (a string a person reads as a name, title, message or file name:
+ *    no bidi embedding, override or isolate control; the rule is server/text.cjs). Any other format
+ *    fails the compile (strict) until it is added here.
  *  - `unicode` (Ajv's default): `minLength` and `maxLength` count code points, as the document's
  *    Strings rule says.
  * Per caller:
@@ -52,6 +55,7 @@ function createAjv(options = {}) {
     discriminator: false,
   });
   ajv.addVocabulary([...OPENAPI_ANNOTATIONS, ...CONTAINERS]);
+  ajv.addFormat(DISPLAY_TEXT_FORMAT, { type: 'string', validate: isDisplayText });
   return ajv;
 }
 

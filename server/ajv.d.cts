@@ -10,7 +10,7 @@ export interface AjvOptions {
   verbose?: boolean;
 }
 
-/** A new Ajv instance with the service's options (no coercion, strict but for `x-*` annotations, union types, no formats). */
+/** A new Ajv instance with the service's options (no coercion, strict but for `x-*` annotations, union types, the one format `display-text`). */
 export declare function createAjv(options?: AjvOptions): Ajv;
 
 /** A Schema Object of the dereferenced document as self-contained JSON Schema (`nullable` translated); `annotate` keeps `x-ref` and `x-example`. */

@@ -4,6 +4,7 @@ import type { DereferencedDocument, SchemaObject } from '../generated/dereferenc
 import { createAjv } from './ajv.cjs';
 import { invalidInput } from './errors.ts';
 import { nearest } from './suggest.ts';
+import { DISPLAY_TEXT_FORMAT, displayTextProblem } from './text.cjs';
 
 type Json = Record<string, unknown>;
 
@@ -137,6 +138,10 @@ export function describe(where: string, e: ErrorObject): string {
     if (allowed.length === 1) return `${path} must be ${allowed[0]}${why}`;
     if (allowed.length > LISTED_VALUES) return `${path} ${manyValues(e.params.allowedValues as unknown[], e.parentSchema, e.data)}`;
     return `${path} must be one of ${allowed.join(', ')}`;
+  }
+  if (e.keyword === 'format' && e.params.format === DISPLAY_TEXT_FORMAT) {
+    // `data` is there when the instance is verbose (the API's); the rule's own words either way.
+    return (typeof e.data === 'string' ? displayTextProblem(path, e.data) : null) ?? `${path} contains a bidi control (U+202A–U+202E, U+2066–U+2069), a control that reorders text; names may not contain bidi controls`;
   }
   return `${path} ${e.message ?? 'is invalid'}`;
 }

@@ -174,7 +174,9 @@ export class SchemaDiffer {
     for (const key of ['pattern', 'format', 'multipleOf'] as const) {
       const [bv, av] = [b[key], a[key]];
       if (show(bv) === show(av)) continue;
-      const severity = bv === undefined ? this.tighter(place) : av === undefined ? this.looser(place) : place.dir === 'request' ? 'breaking' : 'note';
+      // Text a person reads becoming display-text refuses only bidi controls no honest name holds (a spoofing fix, README): noted.
+      const bidiFix = key === 'format' && bv === undefined && av === 'display-text';
+      const severity = bidiFix ? 'note' : bv === undefined ? this.tighter(place) : av === undefined ? this.looser(place) : place.dir === 'request' ? 'breaking' : 'note';
       this.add(id, 'constraint-changed', severity, `${label}: ${key} ${show(bv)} → ${show(av)}`);
     }
     // Extra keys of an object: closed (false), open (true or absent), or a map with a value schema.

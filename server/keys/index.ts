@@ -23,7 +23,8 @@ import { AdminError, apiKeyAccessOf, changeDelegation, createKey, type Delegatio
 import type { AuditActor } from '../audit.ts';
 import type { Clock } from '../clock.ts';
 import type { MemberPage, NavEntry, PageKit } from '../pages.ts';
-import { bidiControlProblem, timeInWords } from '../pages/format.ts';
+import { timeInWords } from '../pages/format.ts';
+import { bidiControlProblem } from '../text.cjs';
 import { ChooserRefusal as Refusal, delegationFromForm, operationsFromForm, resourcesFromForm } from './chooser.ts';
 import { delegationInWords, grantsInWords, operationChoices, resourceLabel, resourcesInWords } from './words.ts';
 

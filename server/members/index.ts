@@ -51,7 +51,7 @@ import { newId, sha256Hex } from '../ids.ts';
 import { isMailAddress, type Mailer, mailTemplates } from '../mailer.ts';
 import { type MemberPage, type NavEntry, type PageKit, SESSION_COOKIE, signinLink } from '../pages.ts';
 import { SESSION_TTL_MS } from '../signin.ts';
-import { bidiControlProblem } from '../pages/format.ts';
+import { bidiControlProblem } from '../text.cjs';
 import { signedOutForms } from '../pages/signedOutForms.ts';
 
 export const MEMBERS_PATH = '/settings/members';

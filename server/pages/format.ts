@@ -38,18 +38,3 @@ export function parsePagePosition(value: unknown): PagePosition | null | 'invali
 
 /** The position after a row, to put in the next page's address. */
 export const positionOf = (at: number | string, id: string): string => `${Number(at)}.${id}`;
-
-/** Bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069). */
-const BIDI_OVERRIDES = /[\u202A-\u202E\u2066-\u2069]/u;
-
-/**
- * Why a name typed on a page (a key's name, a member's name) is refused for bidirectional controls, or
- * null: a right-to-left override or an embedding would make the name, and the audit log's sentences
- * around it, read differently from what they say (`Sync ‮gnp.exe` shows as `Sync exe.png`).
- */
-export function bidiControlProblem(what: string, value: string): string | null {
-  const c = BIDI_OVERRIDES.exec(value)?.[0];
-  if (c === undefined) return null;
-  const code = `U+${c.codePointAt(0)!.toString(16).toUpperCase()}`;
-  return `The ${what} contains ${code}, a character that changes the direction of the text around it (right-to-left override, embedding or isolate, U+202A–U+202E and U+2066–U+2069): type it without.`;
-}
