@@ -1,6 +1,7 @@
 import type { JSONSchemaType, ValidateFunction } from 'ajv';
 import { createAjv } from './ajv.cjs';
 import { fileProblems } from './adminErrors.ts';
+import { displayTextProblem } from './text.cjs';
 import type { Database, Sql } from '../db/database.ts';
 import { revokeSessions } from '../db/queries/sessions.ts';
 import { bumpAuthVersion } from '../db/queries/workspaces.ts';
@@ -118,7 +119,7 @@ const specSchema: JSONSchemaType<WorkspaceSpec> = {
       type: 'object',
       additionalProperties: false,
       required: ['name'],
-      properties: { name: { type: 'string', minLength: 1, maxLength: 200 }, api_keys: { type: 'string', enum: ['on', 'off'], nullable: true } },
+      properties: { name: { type: 'string', format: 'display-text', minLength: 1, maxLength: 200 }, api_keys: { type: 'string', enum: ['on', 'off'], nullable: true } },
     },
     members: {
       type: 'object',
@@ -130,7 +131,7 @@ const specSchema: JSONSchemaType<WorkspaceSpec> = {
         additionalProperties: false,
         required: ['name', 'email', 'role'],
         properties: {
-          name: { type: 'string', minLength: 1, maxLength: 200 },
+          name: { type: 'string', format: 'display-text', minLength: 1, maxLength: 200 },
           email: { type: 'string', pattern: '^[^@\\s]+@[^@\\s]+$', maxLength: 320 },
           role: { type: 'string', enum: [...memberRoleNames] },
           disabled: { type: 'boolean', nullable: true },
@@ -146,7 +147,7 @@ const specSchema: JSONSchemaType<WorkspaceSpec> = {
         type: 'object',
         additionalProperties: false,
         required: ['name', 'domain'],
-        properties: { name: { type: 'string', minLength: 1, maxLength: 200 }, domain: { type: 'string', pattern: '^[a-z0-9.-]{1,253}$' } },
+        properties: { name: { type: 'string', format: 'display-text', minLength: 1, maxLength: 200 }, domain: { type: 'string', pattern: '^[a-z0-9.-]{1,253}$' } },
       },
     },
     apps: {
@@ -159,7 +160,7 @@ const specSchema: JSONSchemaType<WorkspaceSpec> = {
         additionalProperties: false,
         required: ['name'],
         properties: {
-          name: { type: 'string', minLength: 1, maxLength: 200 },
+          name: { type: 'string', format: 'display-text', minLength: 1, maxLength: 200 },
           resource_types: { type: 'array', nullable: true, items: { type: 'string', pattern: '^[A-Z][A-Za-z0-9]{0,63}$' } },
         },
       },
@@ -174,7 +175,7 @@ const specSchema: JSONSchemaType<WorkspaceSpec> = {
         additionalProperties: false,
         required: ['name', 'operations'],
         properties: {
-          name: { type: 'string', minLength: 1, maxLength: 200 },
+          name: { type: 'string', format: 'display-text', minLength: 1, maxLength: 200 },
           operations: { type: 'array', items: { type: 'string' } },
           resources: {
             type: 'object',
@@ -394,6 +395,8 @@ export async function createKeyIn(sql: Sql, workspaceId: string, key: NewKey, ac
   await mayMakeKeys(sql, workspaceId);
   const name = key.name.trim();
   if (name.length < 1 || name.length > 200) throw new AdminError(`${where}.name: give the key a name (1 to 200 characters)`);
+  const bidi = displayTextProblem(`${where}.name`, name);
+  if (bidi) throw new AdminError(bidi);
   const operations = expandOperationGrants(key.operations);
   const resources = normalizeResources(key.resources, new Set(await grantableResourceTypes(sql, workspaceId)));
   const spec = key.delegation ?? 'none';

@@ -4,6 +4,7 @@
  * values`. Every problem Ajv found (the file is checked with `allErrors`), at most a few, one line.
  */
 import type { ErrorObject } from 'ajv';
+import { DISPLAY_TEXT_FORMAT, displayTextProblem } from './text.cjs';
 
 const MAX_PROBLEMS = 4;
 
@@ -68,6 +69,9 @@ function describeError(raw: ErrorObject, siblings: readonly ErrorObject[], input
       const rule = inner ? (PATTERNS[String(inner.params.pattern)] ?? `must match ${String(inner.params.pattern)}`) : 'is not a valid name';
       return `${where(e.instancePath)}: the name "${name}" ${rule}`;
     }
+    case 'format':
+      if (p.format === DISPLAY_TEXT_FORMAT && typeof e.data === 'string') return displayTextProblem(at, e.data) ?? `${at} ${e.message ?? 'is invalid'}`;
+      return `${at} ${e.message ?? 'is invalid'}`;
     case 'minLength':
       return Number(p.limit) === 1 ? `${at} must not be empty` : `${at} must be at least ${String(p.limit)} characters`;
     case 'maxLength':

@@ -9,6 +9,7 @@ import { catalogue } from '../../generated/catalogue.ts';
 import { document } from '../../generated/document.ts';
 import { AdminError, type SectionTarget, type WorkspaceFileSection } from '../../server/admin.ts';
 import { newId } from '../../server/ids.ts';
+import { displayTextProblem } from '../../server/text.cjs';
 import { conditionProblem } from './conditions.ts';
 import { insertRule } from './queries.ts';
 import type { Action, Trigger } from './rules.ts';
@@ -33,8 +34,8 @@ const ruleSchema = {
   required: ['name', 'trigger', 'actions'],
   properties: {
     app: { type: 'string', minLength: 1, maxLength: 64 },
-    name: { type: 'string', minLength: 1, maxLength: 200 },
-    description: { type: 'string', maxLength: 2000 },
+    name: { type: 'string', format: 'display-text', minLength: 1, maxLength: 200 },
+    description: { type: 'string', format: 'display-text', maxLength: 2000 },
     enabled: { type: 'boolean' },
     trigger: { $ref: 'doc#/components/schemas/AutomationTrigger' },
     actions: { type: 'array', minItems: 1, maxItems: 20, items: { $ref: 'doc#/components/schemas/AutomationAction' } },
@@ -86,6 +87,9 @@ function ruleProblem(spec: RuleSpec): string | null {
   return null;
 }
 
+/** The rule's value at an Ajv instance path (`/actions/0/title`). */
+const valueAt = (value: unknown, path: string): unknown => path.split('/').slice(1).reduce<unknown>((v, k) => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[k] : undefined), value);
+
 /** Writes the rules of a workspace file; returns their ids by handle. */
 async function applyRules(sql: Sql, target: SectionTarget, value: unknown): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
@@ -93,6 +97,8 @@ async function applyRules(sql: Sql, target: SectionTarget, value: unknown): Prom
     const where = `automations.${handle}`;
     if (!validateRule(raw)) {
       const e = validateRule.errors?.[0];
+      const bidi = e?.keyword === 'format' ? displayTextProblem(`${where}${e.instancePath.replace(/\//g, '.')}`, String(e.data ?? valueAt(raw, e.instancePath))) : null;
+      if (bidi) throw new AdminError(bidi);
       throw new AdminError(`${where}${e?.instancePath ?? ''} ${e?.message ?? 'is not a rule'}${e?.params && 'allowedValues' in e.params ? ` (${(e.params.allowedValues as unknown[]).join(', ')})` : ''}`);
     }
     const problem = ruleProblem(raw);

@@ -35,6 +35,7 @@ import type { Sql } from '../../db/database.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { sameOrigin } from '../../server/pages.ts';
 import { timeInWords, untilInWords } from '../../server/pages/format.ts';
+import { bidiControlProblem } from '../../server/text.cjs';
 import { findFile, readFileBytes } from '../documents/files.ts';
 import type { SigningProvider } from './bankid.ts';
 import { type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, workspaceName } from './queries.ts';
@@ -316,11 +317,14 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
     const typedName = oneLine(field(req, 'typed_name'));
     const agreed = field(req, 'agree') === 'yes';
     const errors: string[] = [];
+    // The typed name goes into the evidence, the sender's mails and pages: the display-text rule of every name (server/text.cjs).
+    const bidi = bidiControlProblem('name', typedName);
     if (typedName === '') errors.push('Type your full name.');
     else if (typedName.length > TYPED_NAME_MAX) errors.push(`Your name may have at most ${TYPED_NAME_MAX} characters.`);
+    else if (bidi) errors.push(bidi);
     if (!agreed) errors.push('Tick “I agree to sign this document electronically”.');
     if (errors.length) {
-      return review(res, token, link, 400, { typedName: typedName.slice(0, TYPED_NAME_MAX), errors, nameError: typedName === '' || typedName.length > TYPED_NAME_MAX, agreeError: !agreed });
+      return review(res, token, link, 400, { typedName: typedName.slice(0, TYPED_NAME_MAX), errors, nameError: typedName === '' || typedName.length > TYPED_NAME_MAX || bidi !== null, agreeError: !agreed });
     }
     const input = {
       recipientId: link.recipient.id,
@@ -347,7 +351,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
     const token = req.params.token;
     if (link.recipient.status === 'pending') return res.redirect(303, `/sign/${token}`);
     const reason = multiLine(field(req, 'reason'));
-    const problem = reason === '' ? 'Say why you decline (the sender sees it).' : reason.length > DECLINE_REASON_MAX ? `Your reason may have at most ${DECLINE_REASON_MAX} characters (it has ${reason.length}).` : null;
+    const problem = reason === '' ? 'Say why you decline (the sender sees it).' : reason.length > DECLINE_REASON_MAX ? `Your reason may have at most ${DECLINE_REASON_MAX} characters (it has ${reason.length}).` : bidiControlProblem('reason', reason);
     if (problem) return review(res, token, link, 400, { reason: reason.slice(0, DECLINE_REASON_MAX), declineErrors: [problem] });
     const declined = await db.tx((sql) => recordDeclined(sql, { recipientId: link.recipient.id, reason, now: clock.now() }));
     if (!declined.ok) return reEnded(req, res);

@@ -10,14 +10,14 @@
  */
 import assert from 'node:assert/strict';
 import { dereferenced } from '../../generated/dereferenced.ts';
-import type { ApplyResult } from '../../server/admin.ts';
+import { addToWorkspace, type ApplyResult, createKey } from '../../server/admin.ts';
 import { createAjv } from '../../server/ajv.cjs';
 import { createSigninLink } from '../../server/signin.ts';
 import { bidiControlProblem, displayTextProblem, isDisplayText } from '../../server/text.cjs';
 import { stateDiff, storedState } from '../support/badInput.ts';
 import { acme } from '../support/fixtures.ts';
 import { databases, type TestService } from '../support/service.ts';
-import { type MailServer, putFile, signingService, startMailServer } from '../signing/requestSupport.ts';
+import { type MailServer, putFile, runJobs, signingService, startMailServer, tokenIn } from '../signing/requestSupport.ts';
 
 const RLO = '\u202e';
 const CONTROLS = ['\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069'];
@@ -163,6 +163,41 @@ for (const database of databases) {
       assert.equal(read.status, 200, JSON.stringify(read.body));
       assert.equal(read.body.title, 'عقد الخدمات');
       assert.equal(read.body.recipients[0].name, 'سارة\u200f (Sara)');
+    });
+
+    it('holds the operator the same rule: the workspace file (names of the workspace, members, keys, bundles, apps, automation rules) and the key CLI', async () => {
+      const refused = async (spec: Parameters<typeof addToWorkspace>[3], field: string) => {
+        await assert.rejects(addToWorkspace(svc.db, svc.clock, ws.workspace_id, spec), (err: Error) => {
+          assert.match(err.message, new RegExp(`${field.replace(/\./g, '\\.')} contains U\\+202E RIGHT-TO-LEFT OVERRIDE, a control that reorders text`));
+          return true;
+        });
+      };
+      await refused({ members: { eve: { name: `Eve ${RLO}evE`, email: 'eve@acme.test', role: 'member' } } }, 'members.eve.name');
+      await refused({ bundles: { shop: { name: `Shop ${RLO}pohS`, domain: 'shop.acme.test' } } }, 'bundles.shop.name');
+      await refused({ keys: { sync: { name: `Sync ${RLO}gnp.exe`, operations: ['customers.*'] } } }, 'keys.sync.name');
+      await refused({ automations: { note: { name: `Note ${RLO}eton`, trigger: { resource_type: 'core:Deal', event: 'created' }, actions: [{ type: 'notify', to: 'owners_and_admins', title: 'New deal' }] } } } as never, 'automations.note.name');
+      await refused({ automations: { note: { name: 'Note', trigger: { resource_type: 'core:Deal', event: 'created' }, actions: [{ type: 'notify', to: 'owners_and_admins', title: `New ${RLO}laed` }] } } } as never, 'automations.note.actions.0.title');
+      await assert.rejects(createKey(svc.db, svc.clock, ws.workspace_id, { name: `Sync ${RLO}gnp.exe`, operations: ['customers.*'] }), /key\.name contains U\+202E RIGHT-TO-LEFT OVERRIDE/);
+      const added = await addToWorkspace(svc.db, svc.clock, ws.workspace_id, { members: { dana: { name: 'דנה כהן', email: 'dana@acme.test', role: 'member' } } });
+      assert.ok(added.members.dana);
+    });
+
+    it("holds the signer's page to the same rule: a typed name or a decline reason with a bidi control is refused on the page, nothing recorded", async () => {
+      await signingRequest({ signers: [{ email: 'pat@example.test', name: 'Pat' }] });
+      await runJobs(svc);
+      const path = `/sign/${tokenIn(smtp.to('pat@example.test').at(-1)!.mail)}`;
+      const form = async (to: string, fields: Record<string, string>) => {
+        const res = await fetch(`${svc.origin}${path}${to}`, { method: 'POST', redirect: 'manual', headers: { 'Content-Type': 'application/x-www-form-urlencoded', Origin: svc.origin }, body: new URLSearchParams(fields).toString() });
+        return { status: res.status, text: await res.text() };
+      };
+      assert.equal((await form('/open', {})).status, 303);
+      const signed = await form('/sign', { typed_name: `Pat ${RLO}taP`, agree: 'yes' });
+      assert.equal(signed.status, 400);
+      assert.match(signed.text, /The name contains U\+202E, a character that changes the direction of the text around it/);
+      const declined = await form('/decline', { reason: `Wrong ${RLO}elif` });
+      assert.equal(declined.status, 400);
+      assert.match(declined.text, /The reason contains U\+202E, a character that changes the direction/);
+      assert.equal((await form('/sign', { typed_name: 'פט שלום\u200f', agree: 'yes' })).status, 303, 'right-to-left letters and marks sign');
     });
 
     it("lets a member's sign-in session list the signing requests that member sent or must sign (signing.ListSigningRequests)", async () => {

@@ -271,7 +271,10 @@ function stringCases(s: Schema, v: string): Array<[string, string]> {
       if (other !== first && !s.enum.includes(other)) out.push(['in the wrong case', other]);
     }
   }
-  if (typeof s.format === 'string') out.push([`not a ${s.format}`, `not a ${s.format}`]);
+  // display-text: text a person reads, without bidi embedding, override or isolate controls (server/text.cjs).
+  if (s.format === 'display-text') {
+    for (const c of ['\u202e', '\u2067']) out.push([`with U+${c.codePointAt(0)!.toString(16).toUpperCase()} (a bidi control, not display text)`, v.length ? `${[...v].slice(0, -1).join('')}${c}` : c]);
+  } else if (typeof s.format === 'string') out.push([`not a ${s.format}`, `not a ${s.format}`]);
   return out;
 }
 
@@ -343,7 +346,7 @@ function walk(schema: Schema, path: Path, ctx: unknown, out: BodyCase[], typesDo
   if (typeof current === 'string') {
     for (const [what, v] of stringCases(s, current)) push(`${what} (${show(v)})`, setAt(ctx, path, v));
     if (s['x-ref'] === 'PageCursor') for (const [what, v] of forgedCursors) push(`a cursor: ${what}`, setAt(ctx, path, v), 'cursor');
-    else if (!Array.isArray(s.enum) && s.pattern === undefined && s.format === undefined) {
+    else if (!Array.isArray(s.enum) && s.pattern === undefined && (s.format === undefined || s.format === 'display-text')) {
       for (const [what, v] of ruleBreakers(current)) push(what, setAt(ctx, path, v), 'strings');
     }
   } else if (typeof current === 'number') {
