@@ -53,7 +53,7 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   // One mailer per process; where mail goes is said at start (the development mailbox, with how to read it).
   const mailer = createMailer(deps.config.mail, deps);
   const mailLine = mailStartupLine(deps.config.mail);
-  deps.logger.info(mailLine.fields, mailLine.message);
+  deps.logger[mailLine.level](mailLine.fields, mailLine.message);
   const storage = createBlobStore(deps.db, deps.clock, deps.config.storage);
   // The OAuth authorization server of the MCP endpoint (issue 17): one per process, its records in the database.
   const oauth = createOAuthServer({ ...deps, egress, pages: platform.pages });
@@ -62,8 +62,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
   for (const m of modules) Object.assign(handlers, typeof m.handlers === 'function' ? (m.handlers as (deps: ModuleDeps) => object)(moduleDeps(m)) : m.handlers);
-  // The development mailbox's pages exist only while mail stays in it (no SMTP_URL).
-  const mailbox = mailer.kind === 'mailbox';
+  // The development mailbox's pages exist only while mail stays in it (no SMTP_URL), and not in production unless MAILBOX_PAGE=on.
+  const mailbox = mailer.kind === 'mailbox' && deps.config.mail.page;
   platform.pages.compose(deps, [
     ...modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })),
     ...(mailbox ? [{ navigation: mailboxNavigation, stylesheet: MAILBOX_CSS }] : []),

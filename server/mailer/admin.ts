@@ -1,4 +1,4 @@
-/** `npm run admin -- mail list | show`: reading the development mailbox (the only reading path until owners get a page). */
+/** `npm run admin -- mail list | show`: operators read the whole development mailbox, every mail with its live links (the page `/mailbox` hides links in mail not addressed to its viewer). */
 import type { Command } from 'commander';
 import { AdminError } from '../admin.ts';
 import type { AdminDeps } from '../module.ts';
