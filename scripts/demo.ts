@@ -194,7 +194,7 @@ Try it:
 ${
   signing
     ? `Signing: file ${signing.fileId} (a two-page sample contract) is out for signature as request ${signing.requestId}; the
-invitation to ${signing.signer} is ${process.env.SMTP_URL ? 'sent through SMTP_URL' : 'in the development mailbox (npm run admin -- mail list, or /mailbox as an owner)'}:
+invitation to ${signing.signer} is ${process.env.SMTP_URL ? 'sent through SMTP_URL' : 'in the development mailbox (npm run admin -- mail list, then mail show --id ml_... for its link)'}:
   curl -s -X POST ${base}/operations/signing.GetSigningRequest \\
     -H 'Authorization: Bearer ${secret}' -H 'Content-Type: application/json' -d '{"signing_request_id":"${signing.requestId}"}'
 
