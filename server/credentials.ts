@@ -383,6 +383,18 @@ export class CredentialStore {
     void write.finally(() => this.usageWrites.delete(write));
   }
 
+  /**
+   * The credential `id` names (a key `ak_`, a session `ss_`, a connection `mc_`) as the database holds
+   * it now, or undefined when it is revoked, ended or unknown: what server/atUse.ts judges work and
+   * URLs by that outlive the request that made them.
+   */
+  async current(id: string): Promise<Credential | undefined> {
+    if (id.startsWith('ak_')) return this.load(id);
+    if (id.startsWith('ss_')) return this.loadSession(id, this.clock.now());
+    if (id.startsWith('mc_')) return this.loadConnection(id, this.clock.now());
+    return undefined;
+  }
+
   /** Drops every cached credential (tests and admin changes made in this process). */
   invalidate(): void {
     this.cache.clear();

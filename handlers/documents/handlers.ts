@@ -1,14 +1,15 @@
 /** The documents operations: uploads in parts (create, read, part URLs, complete) and the file listing. */
 import crypto from 'node:crypto';
 import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
-import { conflict, invalidInput, notFound, ServiceError } from '../../server/errors.ts';
+import { conflict, invalidInput, notFound, payloadTooLarge, ServiceError } from '../../server/errors.ts';
+import { workspaceLimits } from '../../server/limits.ts';
 import { newId } from '../../server/ids.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
 import { BlobNotFound, type BlobStore, StorageError } from '../../server/storage.ts';
 import type { DocumentsDeps } from './deps.ts';
 import { createFile, findFile } from './files.ts';
-import { DEFAULT_PART_BYTES, MAX_FILE_BYTES, MAX_PAGES, MAX_PART_BYTES, MAX_PARTS, MIN_PART_BYTES, PART_URL_TTL_MS, UPLOAD_TTL_MS } from './limits.ts';
+import { DEFAULT_PART_BYTES, FILE_RETENTION_DAYS, lockWorkspaceForUploads, MAX_FILE_BYTES, MAX_PAGES, MAX_PART_BYTES, MAX_PARTS, MIN_PART_BYTES, openUploadsOf, PART_URL_TTL_MS, storedBytes, UPLOAD_TTL_MS } from './limits.ts';
 import { type DbUploadRow, findOwnUpload, listFiles, listParts, markCompleted, markRejected, type UploadOwner, insertUpload } from './queries.ts';
 import { ScannerUnavailable, scanDocument } from './scan.ts';
 import { signToken } from './tokens.ts';
@@ -152,11 +153,39 @@ async function completedFile(ctx: OperationContext, u: DbUploadRow) {
   return fileView(file);
 }
 
+/**
+ * The workspace's upload limits (server/limits.ts): open uploads per credential (429 with Retry-After
+ * until its first open upload expires) and stored bytes (413). Checked with the workspace held, so two
+ * creations cannot both take the last room.
+ */
+async function checkRoom(ctx: OperationContext, size: number): Promise<void> {
+  await lockWorkspaceForUploads(ctx.sql, ctx.workspaceId);
+  const limits = await workspaceLimits(ctx.sql, ctx.workspaceId);
+  const open = await openUploadsOf(ctx.sql, ctx.workspaceId, ctx.credential.keyId, ctx.now);
+  if (open.count >= limits.open_uploads_per_key) {
+    const wait = Math.max(1, Math.ceil(((open.firstExpiry ?? ctx.now + UPLOAD_TTL_MS) - ctx.now) / 1000));
+    throw new ServiceError(
+      429,
+      'rate_limited',
+      `This credential has ${open.count} open uploads, the workspace's limit of ${limits.open_uploads_per_key}: complete one (documents.CompleteUpload) or wait until one expires (the first in ${wait} s). Nothing was made.`,
+      { 'Retry-After': String(wait) },
+    );
+  }
+  const stored = await storedBytes(ctx.sql, ctx.workspaceId, ctx.now);
+  const used = stored.files + stored.open;
+  if (used + size > limits.stored_bytes) {
+    throw payloadTooLarge(
+      `The workspace stores ${used} bytes (files ${stored.files}, open uploads ${stored.open}); this upload's ${size} bytes would pass its storage limit of ${mib(limits.stored_bytes)}. Nothing was made; unused files are removed ${FILE_RETENTION_DAYS} days after upload, or ask the operator for a larger limit.`,
+    );
+  }
+}
+
 /** The operations, made once per process from the module's dependencies (the blob store, the scanner's settings). */
 export const documentHandlers = (deps: DocumentsDeps): NamespaceHandlers<'documents'> => ({
   'documents.CreateUpload': async (input, ctx) => {
     if (BAD_FILENAME.test(input.filename)) throw invalidInput('filename: must not contain control characters (U+0000 to U+001F, U+007F), / or \\.');
     const { partSize: ps, partCount } = partLayout(input.size, input.part_size, input.part_count);
+    await checkRoom(ctx, input.size);
     const row: DbUploadRow = {
       id: newId('up'),
       workspace_id: ctx.workspaceId,
@@ -193,7 +222,7 @@ export const documentHandlers = (deps: DocumentsDeps): NamespaceHandlers<'docume
     const size = partSize(Number(u.size), Number(u.part_size), count, input.part_number);
     // A URL never outlives its upload.
     const expiresAt = Math.min(ctx.now + PART_URL_TTL_MS, Number(u.expires_at));
-    const token = await signToken(ctx.sql, 'part', { u: u.id, p: input.part_number, s: size, h: input.sha256 ?? null, e: expiresAt }, ctx.now);
+    const token = await signToken(ctx.sql, 'part', { u: u.id, p: input.part_number, s: size, h: input.sha256 ?? null, r: ctx.member?.role ?? null, e: expiresAt }, ctx.now);
     return { upload_id: u.id, part_number: input.part_number, method: 'PUT' as const, url: new URL(`/files/parts/${token}`, ctx.config.publicUrl).toString(), size, expires_at: expiresAt };
   },
 

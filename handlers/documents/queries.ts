@@ -69,12 +69,6 @@ export function findUploadById(sql: Sql, id: string, lock = false): Promise<DbUp
   return sql.one<DbUploadRow>(`SELECT * FROM document_uploads WHERE id = ?${lock ? forUpdate(sql) : ''}`, [id]);
 }
 
-/** Whether the key is revoked (or gone): a part URL dies with the key that asked for it. */
-export async function keyRevoked(sql: Sql, keyId: string): Promise<boolean> {
-  const row = await sql.one<{ revoked_at: number | string | null }>(`SELECT revoked_at FROM api_keys WHERE id = ?`, [keyId]);
-  return !row || row.revoked_at !== null;
-}
-
 export function listParts(sql: Sql, uploadId: string): Promise<DbUploadPartRow[]> {
   return sql.all<DbUploadPartRow>(`SELECT * FROM document_upload_parts WHERE upload_id = ? ORDER BY part_number`, [uploadId]);
 }

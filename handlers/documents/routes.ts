@@ -10,11 +10,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import express, { type Request, type Response } from 'express';
 import { conflict, forbidden, invalidInput, methodNotAllowed, notFound, payloadTooLarge, ServiceError } from '../../server/errors.ts';
+import { type AtUseVerdict, judgeAtUse } from '../../server/atUse.ts';
+import { partPutBucket, takeQuota, workspaceLimits } from '../../server/limits.ts';
 import type { RawEndpoint } from '../../server/module.ts';
 import { BlobTooLarge } from '../../server/storage.ts';
 import type { DocumentsDeps } from './deps.ts';
-import { findFile, readDownloadToken } from './files.ts';
-import { findPart, findUploadById, keyRevoked, upsertPart } from './queries.ts';
+import { documentDisposition, findFile, readDownloadToken } from './files.ts';
+import { findPart, findUploadById, upsertPart } from './queries.ts';
 import { readToken } from './tokens.ts';
 
 interface PartClaims {
@@ -26,14 +28,22 @@ interface PartClaims {
   s: number;
   /** SHA-256 the bytes must have, or null. */
   h: string | null;
+  /** The acted-for member's role when the URL was issued (absent in URLs issued before it was recorded). */
+  r?: string | null;
   e: number;
 }
 
 const PART_PREFIX = '/files/parts/';
 
-type Answer = { status: number; body: unknown; close?: boolean } | null;
+/** Why a part URL no longer works, once the key or member it was issued for changed (checked at use). */
+function partRefusal(verdict: Extract<AtUseVerdict, { ok: false }>): string {
+  if (verdict.loss === 'credential_revoked') return `The credential this upload belongs to was revoked (${verdict.reason}); its part URLs no longer work.`;
+  return `This part URL no longer works: ${verdict.reason} since it was issued. Part URLs are checked when used; ask documents.GetUploadPart again with a key (and member) that may upload.`;
+}
 
-const refusal = (err: ServiceError, close = false): Answer => ({ status: err.status, body: err.body(), close });
+type Answer = { status: number; body: unknown; close?: boolean; headers?: Record<string, string> } | null;
+
+const refusal = (err: ServiceError, close = false): Answer => ({ status: err.status, body: err.body(), close, headers: err.headers });
 
 /** Stores one part's body; the answer to send, or null when the client went away mid-body. */
 async function receivePart(deps: DocumentsDeps, token: string, req: IncomingMessage): Promise<Answer> {
@@ -49,13 +59,21 @@ async function receivePart(deps: DocumentsDeps, token: string, req: IncomingMess
   const claims = read.claims;
   const upload = await findUploadById(db.sql, claims.u);
   if (!upload || Number(upload.expires_at) <= clock.now()) return refusal(notFound(`Upload ${claims.u} no longer exists (uploads expire 24 hours after creation).`), true);
-  if (await keyRevoked(db.sql, upload.created_by_key_id)) return refusal(forbidden('The API key this upload belongs to was revoked; its part URLs no longer work.'), true);
+  const access = await judgeAtUse(db, deps.credentials, upload.workspace_id, { credentialId: upload.created_by_key_id, memberId: upload.member_id, operation: 'documents.GetUploadPart', role: claims.r });
+  if (!access.ok) return refusal(forbidden(partRefusal(access)), true);
   if (upload.state !== 'open') return refusal(conflict(`Upload ${upload.id} is ${upload.state}; it takes no more parts.`), true);
   const announced = req.headers['content-length'];
   if (announced !== undefined) {
     const n = Number(announced);
     if (n > claims.s) return refusal(payloadTooLarge(`Part ${claims.p} is ${claims.s} bytes; the body announces ${n} (Content-Length). Nothing was stored.`), true);
     if (n < claims.s) return refusal(invalidInput(`Part ${claims.p} must be exactly ${claims.s} bytes; the body announces ${n} (Content-Length). Nothing was stored.`), true);
+  }
+  // The part PUTs of the upload's credential, per minute (server/limits.ts), taken before the body is read.
+  const parts = partPutBucket(upload.created_by_key_id, await workspaceLimits(db.sql, upload.workspace_id));
+  const quota = await takeQuota(db.sql, parts.bucket, parts.budget, 1, clock.now());
+  if (!quota.ok) {
+    const err = new ServiceError(429, 'rate_limited', `The uploads of this credential took the workspace's ${parts.budget.cap} part PUTs a minute; retry this part after ${quota.retryAfterS} s. Nothing was stored.`, { 'Retry-After': String(quota.retryAfterS) });
+    return refusal(err, true);
   }
 
   let blob;
@@ -106,6 +124,7 @@ function send(res: ServerResponse, requestId: string, answer: NonNullable<Answer
     'Access-Control-Expose-Headers': 'Request-Id',
     'Request-Id': requestId,
     ...(answer.close ? { Connection: 'close' } : {}),
+    ...answer.headers,
     ...extra,
   });
   res.end(text);
@@ -166,7 +185,12 @@ export function partEndpoint(deps: DocumentsDeps): RawEndpoint {
   };
 }
 
-/** `filename` for a Content-Disposition header: the name as is (express encodes it, with an ASCII fallback). */
+/**
+ * A file as an attachment, always as a PDF: `Content-Type: application/pdf`, `nosniff`, and a name
+ * ending `.pdf` (documentDisposition). A URL an operation issued to a caller works only while that
+ * caller still may: its key live and granted the operation, its member active, delegated and in the
+ * same role (server/atUse.ts); otherwise 403, as for an expired link.
+ */
 async function sendFile(deps: DocumentsDeps, req: Request<{ token: string }>, res: Response): Promise<void> {
   const { db, clock, storage } = deps;
   res.setHeader('Cache-Control', 'no-store');
@@ -174,10 +198,15 @@ async function sendFile(deps: DocumentsDeps, req: Request<{ token: string }>, re
   res.setHeader('X-Content-Type-Options', 'nosniff');
   const token = await readDownloadToken(db.sql, req.params.token, clock.now());
   if (!token.ok) throw forbidden(token.why === 'expired' ? 'This download link has expired; ask for a new one.' : 'This is not a download link of this service (malformed or changed).');
-  const file = await findFile(db.sql, token.claims.w, token.claims.f);
+  const { claims } = token;
+  if (claims.o) {
+    const access = await judgeAtUse(db, deps.credentials, claims.w, { operation: claims.o, credentialId: claims.k ?? null, memberId: claims.m ?? null, role: claims.r ?? null });
+    if (!access.ok) throw forbidden(`This download link no longer works: ${access.reason} since it was issued. Links are checked when used; ask ${claims.o} for a new one.`);
+  }
+  const file = await findFile(db.sql, claims.w, claims.f);
   if (!file) throw notFound('The file of this link does not exist.');
-  res.attachment(token.claims.n ?? file.filename);
-  res.setHeader('Content-Type', file.contentType);
+  res.setHeader('Content-Disposition', documentDisposition('attachment', claims.n ?? file.filename));
+  res.setHeader('Content-Type', 'application/pdf');
   res.setHeader('Content-Length', String(file.size));
   res.setHeader('ETag', `"${file.sha256}"`);
   res.status(200);

@@ -39,17 +39,21 @@ export interface InviteJobPayload {
 const templates = mailTemplates(new URL('./mail/', import.meta.url));
 
 /** What the operations and jobs need of the module's dependencies. */
-export type SigningRuntime = Pick<ModuleDeps<SigningSettings>, 'db' | 'mailer' | 'logger' | 'clock' | 'config' | 'jobs' | 'settings'>;
+export type SigningRuntime = Pick<ModuleDeps<SigningSettings>, 'db' | 'mailer' | 'logger' | 'clock' | 'config' | 'jobs' | 'settings' | 'credentials'>;
 const DATE = new Intl.DateTimeFormat('en-GB', { timeZone: 'UTC', weekday: 'long', day: 'numeric', month: 'long', year: 'numeric', hour: '2-digit', minute: '2-digit', hour12: false });
 /** A deadline as people read it: `Friday 25 December 2026, 12:00 UTC`. */
 export const humanTime = (ms: number) => `${DATE.format(new Date(ms)).replace(' at ', ', ')} UTC`;
 
-/** Who asks: the member it was sent for (or who created the key that sent it), with the workspace's name; or the workspace. */
+/**
+ * Who asks: the member it was sent for (or who created the key that sent it), with the workspace's
+ * name, while that member is active; otherwise the workspace (no mail says a disabled member "is still
+ * waiting").
+ */
 export async function senderOf(sql: Sql, request: DbSigningRequestRow): Promise<{ sender: string; senderName: string; workspace: string }> {
   const workspace = await workspaceName(sql, request.workspace_id);
   const memberId = request.owner_member_id ?? (request.created_by_key_id ? await keyCreator(sql, request.created_by_key_id) : null);
   const member = memberId ? await findMember(sql, request.workspace_id, memberId) : undefined;
-  return member ? { sender: `${member.name} (${workspace})`, senderName: member.name, workspace } : { sender: workspace, senderName: workspace, workspace };
+  return member && member.disabled_at === null ? { sender: `${member.name} (${workspace})`, senderName: member.name, workspace } : { sender: workspace, senderName: workspace, workspace };
 }
 
 export interface Round {

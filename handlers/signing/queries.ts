@@ -76,6 +76,7 @@ export type SigningEventKind =
   | 'recipient.signed'
   | 'recipient.declined'
   | 'reminder.sent'
+  | 'reminders.stopped'
   | 'deadline.changed'
   | 'request.cancelled'
   | 'request.expired'
