@@ -16,13 +16,22 @@
  *   checks the resource, so a client that sent `.../v1/mcp/` would otherwise see its retry taken for a
  *   replay and lose the grant.
  * - Interactions go to /oauth/consent/<uid> (the consent page, server/mcp/consent.ts), which calls
- *   `interaction`, `approve` and `deny` here; every approval asks again (no silent re-use of a grant).
+ *   `interaction`, `approve` and `deny` here; every approval asks again (no silent re-use of a grant),
+ *   and a browser whose provider session names a connection revoked since is sent there too.
+ * - /oauth/authorize: rate limited per client address (OAUTH_LIMITS.authorize); without `scope` it asks
+ *   for `mcp`, a scope without `mcp` is invalid_scope. Its errors go back to the client's redirect
+ *   address only when a member approved the client for that address (a live connection made with it);
+ *   otherwise they are a page of the service (no open redirector). `http` redirect addresses only on
+ *   loopback hosts, at registration (invalid_redirect_uri) and at authorization.
+ * - A client id metadata document that failed is not fetched again for FAILED_DOCUMENT_TTL_MS (an
+ *   in-process cache in front of the provider, whose error path would otherwise look the client up twice).
  * - The signing key and cookie keys live in service_secrets, shared by every process.
  */
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, Response } from 'express';
 import express from 'express';
+import { LRUCache } from 'lru-cache';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair } from 'jose';
 import type { ClientInstance, KoaContextish, OIDCProviderError, default as Provider } from 'oidc-provider';
 import type { Logger } from 'pino';
@@ -39,11 +48,22 @@ import type { PageKit } from '../pages.ts';
 import { CLIENT_SECRET_PREFIX, deleteGrantRecords, knexAdapterFor, pruneRecords, pruneUnusedClients } from './adapter.ts';
 
 
-/** Requests per client address to the open endpoints (shared by every process). */
+/**
+ * Requests per client address to the open endpoints (shared by every process): registrations, token
+ * and revocation requests, and authorization requests (`/oauth/authorize` itself, not the resume after
+ * the consent page; each may fetch a client id metadata document).
+ */
 export const OAUTH_LIMITS = {
   register: { requests: 20, perMs: 3_600_000 },
   token: { requests: 120, perMs: 60_000 },
+  authorize: { requests: 30, perMs: 60_000 },
 } as const;
+
+/**
+ * How long a client id metadata document that could not be used (unreachable, refused by the egress,
+ * not 200, too large, not a valid document) is not fetched again, per process.
+ */
+export const FAILED_DOCUMENT_TTL_MS = 60_000;
 export interface OAuthDeps {
   db: Database;
   clock: Clock;
@@ -99,6 +119,38 @@ const UNUSED_CLIENT_MS = 30 * 86_400_000;
 /** Bytes and time a client id metadata document may take. */
 const CIMD_MAX_BYTES = 5 * 1024;
 const CIMD_TIMEOUT_MS = 2500;
+
+/** Hosts an `http:` redirect address may name (RFC 8252 §7.3 loopback; everything else must be https). */
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** The problem with a redirect address the service never sends a browser to; null when it is fine. */
+export function redirectUriProblem(uri: unknown): string | null {
+  if (typeof uri !== 'string') return null; // the provider answers malformed metadata itself
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    return null;
+  }
+  if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) {
+    return `redirect_uris: ${uri.slice(0, 200)} uses http on a host that is not this computer's loopback (localhost, 127.0.0.1, [::1]); use https`;
+  }
+  return null;
+}
+
+/** A redirect address as compared with an approved one: a loopback http address's port is the client's to choose (RFC 8252 §7.3). */
+function redirectKey(uri: string): string {
+  try {
+    const url = new URL(uri);
+    if (url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname)) {
+      url.port = '';
+      return url.href;
+    }
+  } catch {
+    // compared as it is
+  }
+  return uri;
+}
 
 const OWN_PATHS = /^\/(oauth\/(authorize|token|register|revoke|jwks)(\/.*)?|\.well-known\/(oauth-authorization-server|openid-configuration))$/;
 
@@ -200,6 +252,14 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
   let providerPromise: Promise<Provider> | null = null;
   let handle: ((req: IncomingMessage, res: ServerResponse) => void) | null = null;
   let oidcErrors: OidcModule['errors'] | null = null;
+  /**
+   * Authorization requests of a client no member approved for the redirect address they name: their
+   * errors are a page of the service, never a redirect (the provider would send them to any address
+   * the client registered, making this host an open redirector).
+   */
+  const unapproved = new WeakSet<IncomingMessage>();
+  /** Client id metadata documents that failed lately (in front of the provider's fetch; per process). */
+  const failedDocuments = new LRUCache<string, string>({ max: 1000, ttl: FAILED_DOCUMENT_TTL_MS, perf: { now: () => clock.now() } });
   const provider = (): Promise<Provider> => {
     providerPromise ??= build().catch((err: unknown) => {
       providerPromise = null;
@@ -261,9 +321,17 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
   }
 
   async function build(): Promise<Provider> {
-    const { default: Provider, errors } = await loadOidc(logger);
+    const { default: Provider, errors, interactionPolicy } = await loadOidc(logger);
     oidcErrors = errors;
     const { signing, cookie } = await keys();
+    // A browser whose provider session names a connection that is gone (revoked since) is signed out
+    // for the provider: the request goes to the consent page again (the default policy would go on to
+    // the consent checks without an account and fail).
+    const policy = interactionPolicy.base();
+    policy.get('login')!.checks.add(
+      new interactionPolicy.Check('connection_gone', 'the connection of this browser session has ended', (ctx) => Boolean(ctx.oidc.session?.accountId && !ctx.oidc.account)),
+      0,
+    );
     const p = new Provider(issuer, {
       adapter: knexAdapterFor(db, clock, issuer, errors),
       jwks: { keys: [signing] },
@@ -321,8 +389,11 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
           enabled: true,
           defaultResource: () => RESOURCE,
           useGrantedResource: () => true,
-          getResourceServerInfo: (_ctx: unknown, resource: string) => {
+          getResourceServerInfo: (ctx: { oidc?: { route?: string; params?: { scope?: unknown } } }, resource: string) => {
             if (canonicalResource(resource) !== RESOURCE) throw new errors.InvalidTarget();
+            // The resource serves scope mcp only: a request without it (only `openid`) would end in a token for nothing.
+            const scope = ctx.oidc?.route === 'authorization' ? ctx.oidc.params?.scope : undefined;
+            if (typeof scope === 'string' && !scope.split(' ').includes(MCP_SCOPE)) throw new errors.InvalidScope(`the scope must include ${MCP_SCOPE} (the only scope of ${RESOURCE})`, scope);
             return { scope: MCP_SCOPE, audience: RESOURCE, accessTokenFormat: 'opaque', accessTokenTTL: OAUTH_TTL.AccessToken };
           },
         },
@@ -333,7 +404,7 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(t: string): boolean }) => client.grantTypeAllowed('refresh_token'),
       expiresWithSession: async () => false,
       rotateRefreshToken: true,
-      interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/oauth/consent/${interaction.uid}` },
+      interactions: { policy, url: (_ctx: unknown, interaction: { uid: string }) => `/oauth/consent/${interaction.uid}` },
       // Only the grant the member approved in this very interaction (resume after the consent page); never an
       // earlier grant of the browser's session: every authorization goes through the consent page.
       loadExistingGrant: async (ctx: { oidc: { result?: { consent?: { grantId?: string } }; provider: Provider } }) => {
@@ -357,9 +428,55 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       const given = `${CLIENT_SECRET_PREFIX}${sha256Hex(actual)}`;
       return crypto.timingSafeEqual(Buffer.from(expected), Buffer.from(given));
     };
-    p.on('server_error', (_ctx: unknown, err: unknown) => logger.error({ err }, 'authorization server error'));
+    // Every client, registered or described by a metadata document: http only on loopback hosts.
+    const redirectUriAllowed = p.Client.prototype.redirectUriAllowed;
+    p.Client.prototype.redirectUriAllowed = function allowed(this: ClientInstance, value: string): boolean {
+      return redirectUriProblem(value) === null && redirectUriAllowed.call(this, value);
+    };
+    // A metadata document that failed is not fetched again for FAILED_DOCUMENT_TTL_MS: the provider looks a
+    // client up again to word its error (two fetches per request otherwise), and a failure is worth nothing new.
+    const find = p.Client.find.bind(p.Client);
+    p.Client.find = async (id: string) => {
+      const failed = typeof id === 'string' ? failedDocuments.get(sha256Hex(id)) : undefined;
+      if (failed !== undefined) throw new errors.InvalidClient('client_id metadata document fetch failed', `${failed} (not fetched again for ${FAILED_DOCUMENT_TTL_MS / 1000} seconds)`);
+      try {
+        return await find(id);
+      } catch (err) {
+        if (/^https:\/\//i.test(id) && err instanceof errors.OIDCProviderError && err.expose) {
+          failedDocuments.set(sha256Hex(id), String((err as { error_detail?: unknown }).error_detail ?? err.error_description ?? err.message).slice(0, 300));
+        }
+        throw err;
+      }
+    };
+    // The provider decides between a page and a redirect after these events (synchronously): a client no
+    // member approved for this address gets the page (see `unapproved`).
+    const noRedirect = (ctx: unknown, err: unknown) => {
+      const c = ctx as { req?: IncomingMessage; status: number };
+      if (!c.req || !unapproved.has(c.req) || !err || typeof err !== 'object') return;
+      (err as { allow_redirect?: boolean }).allow_redirect = false;
+      // prompt=none's errors carry 303 (meant for the redirect): a page of an error is a 400.
+      if (c.status >= 300 && c.status < 400) c.status = 400;
+    };
+    p.on('authorization.error', noRedirect);
+    p.on('server_error', (ctx: unknown, err: unknown) => {
+      noRedirect(ctx, err);
+      logger.error({ err }, 'authorization server error');
+    });
     return p;
   }
+
+  /**
+   * Whether a member approved `clientId` sending browsers to `redirectUri`: a live connection made on
+   * the consent page, which showed that address (any live connection when the request names none: the
+   * provider then uses the client's only address).
+   */
+  const approvedFor = async (clientId: string, redirectUri: string | null): Promise<boolean> => {
+    if (!clientId) return false;
+    const rows = await db.sql.all<{ redirect_uri: string }>(`SELECT DISTINCT redirect_uri FROM mcp_connections WHERE client_id = ? AND revoked_at IS NULL`, [clientId]);
+    if (redirectUri === null) return rows.length > 0;
+    const wanted = redirectKey(redirectUri);
+    return rows.some((r) => redirectKey(r.redirect_uri) === wanted);
+  };
 
   /** The resource guard: one canonical `resource` for the provider, or invalid_target before it consumes anything. */
   const resourceProblem = (values: string[]): { canonical: string } | { problem: string } => {
@@ -380,13 +497,14 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
 
   /**
    * Rewrites a form body's `resource` values to the canonical one and hands the body to the provider;
-   * `strict` (token endpoint): another resource is answered invalid_target here (false: answered).
+   * `strict` (token endpoint): another resource is answered invalid_target here. Returns the form as
+   * handed over, or null when it answered.
    */
-  const guardForm = async (req: Request, res: Response, strict: boolean): Promise<boolean> => {
+  const guardForm = async (req: Request, res: Response, strict: boolean, rewrite: (form: URLSearchParams) => void = () => undefined): Promise<URLSearchParams | null> => {
     const form = await readForm(req);
     if (form === null) {
       sendOAuthError(res, 413, 'invalid_request', 'the request body is too large');
-      return false;
+      return null;
     }
     const values = form.getAll('resource');
     if (values.length) {
@@ -394,16 +512,31 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       if ('problem' in verdict) {
         if (strict) {
           sendOAuthError(res, 400, 'invalid_target', verdict.problem);
-          return false;
+          return null;
         }
       } else {
         form.delete('resource');
         form.append('resource', verdict.canonical);
       }
     }
+    rewrite(form);
     // oidc-provider reads an already read body from req.body (a string is parsed as the form).
     (req as unknown as { body: string }).body = form.toString();
-    return true;
+    return form;
+  };
+
+  /** An authorization request without `scope` asks for the default one, `mcp` (RFC 6749 §3.3). */
+  const defaultScope = (params: URLSearchParams) => {
+    if (!params.getAll('scope').some((v) => v.trim() !== '')) {
+      params.delete('scope');
+      params.set('scope', MCP_SCOPE);
+    }
+  };
+
+  /** Marks an authorization request whose client no member approved for its redirect address (see `unapproved`). */
+  const markUnapproved = async (req: Request, params: URLSearchParams) => {
+    const redirectUri = params.get('redirect_uri');
+    if (!(await approvedFor(params.get('client_id') ?? '', redirectUri || null))) unapproved.add(req);
   };
 
   /**
@@ -424,6 +557,11 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       if (body && typeof body === 'object' && !Array.isArray(body)) {
         const metadata = body as Record<string, unknown>;
         const uris = Array.isArray(metadata.redirect_uris) ? metadata.redirect_uris : [];
+        const problem = uris.map(redirectUriProblem).find((p) => p !== null);
+        if (problem) {
+          sendOAuthError(res, 400, 'invalid_redirect_uri', problem);
+          return false;
+        }
         const privateScheme = uris.some((u) => typeof u === 'string' && /^[a-z][a-z0-9+.-]*:/i.test(u) && !/^https?:/i.test(u));
         if (metadata.application_type === undefined && privateScheme) text = JSON.stringify({ ...metadata, application_type: 'native' });
       }
@@ -440,8 +578,15 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
    * what a busy desktop client needs many times over. Past it: 429 with Retry-After, nothing consumed.
    */
   const limited = async (req: Request, res: Response): Promise<boolean> => {
-    if (req.method !== 'POST') return false;
-    const budget = req.path === '/oauth/register' ? OAUTH_LIMITS.register : req.path === '/oauth/token' || req.path === '/oauth/revoke' ? OAUTH_LIMITS.token : null;
+    const budget = req.path === '/oauth/authorize' && (req.method === 'GET' || req.method === 'POST')
+      ? OAUTH_LIMITS.authorize
+      : req.method !== 'POST'
+        ? null
+        : req.path === '/oauth/register'
+          ? OAUTH_LIMITS.register
+          : req.path === '/oauth/token' || req.path === '/oauth/revoke'
+            ? OAUTH_LIMITS.token
+            : null;
     if (!budget) return false;
     const intervalUs = (budget.perMs * 1000) / budget.requests;
     const nowUs = clock.now() * 1000;
@@ -465,19 +610,23 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
       } else if (req.path === '/oauth/register' && req.method === 'POST' && (req.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) {
         if (!(await guardRegistration(req, res))) return;
       } else if (req.path === '/oauth/authorize' && formBody) {
-        if (!(await guardForm(req, res, false))) return;
+        const form = await guardForm(req, res, false, defaultScope);
+        if (!form) return;
+        await markUnapproved(req, form);
       } else if (req.path === '/oauth/authorize' && req.method === 'GET') {
         const q = req.url.indexOf('?');
-        if (q >= 0) {
-          const params = new URLSearchParams(req.url.slice(q + 1));
-          const values = params.getAll('resource');
-          // A resource other than ours is left to the provider: it answers invalid_target to the client's redirect address.
-          if (values.length && !('problem' in resourceProblem(values))) {
-            params.delete('resource');
-            params.append('resource', RESOURCE);
-            req.url = `${req.url.slice(0, q)}?${params.toString()}`;
-          }
+        const params = new URLSearchParams(q >= 0 ? req.url.slice(q + 1) : '');
+        const values = params.getAll('resource');
+        // A resource other than ours is left to the provider: it answers invalid_target (to the client's redirect address once approved).
+        if (values.length && !('problem' in resourceProblem(values))) {
+          params.delete('resource');
+          params.append('resource', RESOURCE);
         }
+        defaultScope(params);
+        req.url = `${q >= 0 ? req.url.slice(0, q) : req.url}?${params.toString()}`;
+        await markUnapproved(req, params);
+      } else if (req.path === '/oauth/authorize') {
+        unapproved.add(req);
       }
       // The provider names its endpoints and sets its cookies from the request's origin: make that PUBLIC_URL's
       // whatever the proxy in front forwards (a client can send nothing here that the provider believes).

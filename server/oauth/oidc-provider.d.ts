@@ -75,8 +75,29 @@ declare module 'oidc-provider' {
     InvalidGrant: new (description?: string, detail?: string) => OIDCProviderError;
     InvalidTarget: new (description?: string, detail?: string) => OIDCProviderError;
     InvalidRequest: new (description?: string, code?: number) => OIDCProviderError;
+    InvalidClient: new (description?: string, detail?: string) => OIDCProviderError;
+    InvalidScope: new (description?: string, scope?: string) => OIDCProviderError;
     SessionNotFound: new (description?: string) => OIDCProviderError;
     [name: string]: new (...args: never[]) => OIDCProviderError;
+  };
+
+  /** What an interaction policy check sees of the request. */
+  export interface PolicyContext {
+    oidc: { session?: { accountId?: string }; account?: unknown; [key: string]: unknown };
+  }
+
+  export class Check {
+    constructor(reason: string, description: string, check: (ctx: PolicyContext) => boolean);
+  }
+
+  export interface PolicyPrompt {
+    name: string;
+    checks: Check[] & { add(check: Check, index?: number): void };
+  }
+
+  export const interactionPolicy: {
+    Check: typeof Check;
+    base(): PolicyPrompt[] & { get(name: string): PolicyPrompt | undefined };
   };
 
   export default class Provider {
@@ -90,7 +111,10 @@ declare module 'oidc-provider' {
     on(event: string, listener: (...args: unknown[]) => void): this;
     Client: {
       find(id: string): Promise<ClientInstance | undefined>;
-      prototype: { compareClientSecret(this: ClientInstance, actual: string): Promise<boolean> | boolean };
+      prototype: {
+        compareClientSecret(this: ClientInstance, actual: string): Promise<boolean> | boolean;
+        redirectUriAllowed(this: ClientInstance, value: string): boolean;
+      };
     };
     Grant: {
       new (input: { accountId: string; clientId: string }): GrantInstance;

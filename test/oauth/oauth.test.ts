@@ -158,8 +158,9 @@ for (const database of databases) {
       assert.equal(again.json.error, 'invalid_grant');
     });
 
-    it('refuses plain PKCE and a request without PKCE, with iss on the error redirect', async () => {
+    it('refuses plain PKCE and a request without PKCE, with iss on the error redirect (a client a member approved; others get a page: blackbox21-authorize)', async () => {
       const clientId = await publicClient();
+      await authorize(server, { clientId, challenge: pkce().challenge });
       const { verifier } = pkce();
       const base = { client_id: clientId, response_type: 'code', redirect_uri: REDIRECT, scope: 'mcp', state: 's', resource: server.resource };
       const plain = await new Browser(server.origin).request(`/oauth/authorize?${new URLSearchParams({ ...base, code_challenge: verifier, code_challenge_method: 'plain' })}`);
@@ -188,13 +189,14 @@ for (const database of databases) {
     it('answers invalid_target for another resource at the authorization and token endpoints, before anything is consumed', async () => {
       const clientId = await publicClient();
       const { verifier, challenge } = pkce();
+      const { callback } = await authorize(server, { clientId, challenge });
+      // Approved by a member now, so the error goes back to the client.
       const q = new URLSearchParams({ client_id: clientId, response_type: 'code', redirect_uri: REDIRECT, scope: 'mcp', state: 's', code_challenge: challenge, code_challenge_method: 'S256', resource: 'https://other.example/mcp' });
       const at = await new Browser(server.origin).request(`/oauth/authorize?${q}`);
       assert.equal(at.status, 303);
       assert.equal(new URL(at.location!).searchParams.get('error'), 'invalid_target');
       assert.equal(new URL(at.location!).searchParams.get('iss'), server.origin);
 
-      const { callback } = await authorize(server, { clientId, challenge });
       const code = callback.searchParams.get('code')!;
       secrets.add(code);
       for (const other of ['https://other.example/mcp', `${server.resource}/x`, `${server.resource}?a=1`]) {
