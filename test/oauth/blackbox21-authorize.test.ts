@@ -10,7 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { revokeConnection } from '../../server/mcp/connections.ts';
-import { OAUTH_LIMITS } from '../../server/oauth/index.ts';
+import { FAILED_DOCUMENT_TTL_MS, OAUTH_LIMITS } from '../../server/oauth/index.ts';
 import { type Receiver, startReceiver, testCertificates } from '../support/receiver.ts';
 import { databases } from '../support/service.ts';
 import { authorize, type Answer, Browser, pkce, REDIRECT, register, startAuthServer, type TestAuthServer, token } from './support.ts';
@@ -102,6 +102,14 @@ for (const database of databases) {
           assert.equal(reg.json.error, 'invalid_redirect_uri', `${uri} (${applicationType})`);
         }
       }
+      // A metadata document naming such an address: refused at the authorization endpoint, on a page.
+      const documentId = `https://127.0.0.1:${receiver.port}/clients/http.json`;
+      receiver.answer((req) =>
+        req.url === '/clients/http.json'
+          ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_id: documentId, client_name: 'Doc', redirect_uris: ['http://evil.example/cb'], token_endpoint_auth_method: 'none' }) }
+          : { status: 404 },
+      );
+      assertPage(await new Browser(server.origin).request(`/oauth/authorize?${query(documentId, 'http://evil.example/cb')}`), 'invalid_redirect_uri', 'document with an http address');
       const mixed = await register(server.origin, { client_name: 'x', redirect_uris: [REDIRECT, 'http://evil.example/cb'], token_endpoint_auth_method: 'none' });
       assert.equal(mixed.status, 400, mixed.text);
       for (const uri of ['http://127.0.0.1:5555/cb', 'http://localhost:8080/callback', 'http://[::1]:9000/cb', 'https://app.example/cb', 'cursor://anysphere.cursor-mcp/oauth/callback']) {
@@ -120,6 +128,9 @@ for (const database of databases) {
       assert.equal(fetchesOf(path), 1);
       for (let i = 0; i < 5; i++) assertPage(await new Browser(server.origin).request(`/oauth/authorize?${query(clientId, REDIRECT)}`), 'invalid_client', `again ${i}`);
       assert.equal(fetchesOf(path), 1, 'the failure is remembered');
+      server.clock.advance(FAILED_DOCUMENT_TTL_MS + 1);
+      await new Browser(server.origin).request(`/oauth/authorize?${query(clientId, REDIRECT)}`);
+      assert.equal(fetchesOf(path), 2, 'tried again after FAILED_DOCUMENT_TTL_MS');
       // A new id each time: one fetch each, not two.
       for (let i = 0; i < 5; i++) await new Browser(server.origin).request(`/oauth/authorize?${query(`https://127.0.0.1:${receiver.port}/clients/n${i}.json`, REDIRECT)}`);
       for (let i = 0; i < 5; i++) assert.equal(fetchesOf(`/clients/n${i}.json`), 1, `n${i}`);
