@@ -113,6 +113,13 @@ forEachDatabase('Issue 21: the development mailbox shows no one a live link addr
     assert.equal(own.status, 200);
     assert.ok(own.text.includes(`href="${link[0]}"`), 'the owner reads her own link live');
     assert.equal((await olga.get(`/mailbox/${mail.id}/html`)).status, 200);
+    // The request log names the pages without the mail's id (nor, of course, the token).
+    for (let i = 0; i < 50 && !svc().logs().includes('/mailbox/[redacted]'); i++) await new Promise((r) => setTimeout(r, 20));
+    assert.match(svc().logs(), /"url":"\/mailbox\/\[redacted\]"/);
+    // (The mailer's own line names the mail for operators, who read it whole with the CLI anyway.)
+    const requestLines = svc().logs().split('\n').filter((l) => l.includes('"request completed"'));
+    assert.ok(!requestLines.some((l) => l.includes(mail.id)), 'a mail id reached the request log');
+    assert.ok(!svc().logs().includes(token), 'a sign-in token reached the log');
   });
 
   it('hides the links of an owner-role invitation and of an outside signer’s /sign/ mail from every member, the sender included', async () => {
