@@ -6,6 +6,8 @@
  * cannot be turned into tools every MCP client accepts is refused.
  */
 
+import { DISPLAY_TEXT_FORMAT, DISPLAY_TEXT_PATTERN } from '../server/text.cjs';
+
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };
 
@@ -127,6 +129,8 @@ export function toToolSchema(node: Json | undefined, fail: (what: string) => voi
     if (SCHEMA_MAPS.has(key) && isObject(value)) out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toToolSchema(v, fail, `${at}.${k}`)]));
     else if (SCHEMA_LISTS.has(key) && Array.isArray(value)) out[key] = value.map((v, i) => toToolSchema(v, fail, `${at}[${i}]`));
     else if (SCHEMA_VALUES.has(key) && isObject(value)) out[key] = toToolSchema(value, fail, `${at}.${key}`);
+    // The document's own format, said in standard vocabulary: a client's validator may refuse a format it does not know.
+    else if (key === 'format' && value === DISPLAY_TEXT_FORMAT) out.pattern = DISPLAY_TEXT_PATTERN;
     else out[key] = structuredClone(value);
   }
   if (node.nullable !== true) return out;

@@ -29,6 +29,9 @@ const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/u;
 /** The OpenAPI `format` of a string a person reads. */
 const DISPLAY_TEXT_FORMAT = 'display-text';
 
+/** The same rule as a JSON Schema `pattern`, for schemas read by validators that do not know the format (MCP tool inputs). */
+const DISPLAY_TEXT_PATTERN = '^[^\\u202A-\\u202E\\u2066-\\u2069]*$';
+
 /** @param {string} value */
 const isDisplayText = (value) => !BIDI_CONTROLS.test(value);
 
@@ -68,4 +71,4 @@ function bidiControlProblem(what, value) {
   return `The ${what} contains ${control.split(' ')[0]}, a character that changes the direction of the text around it (right-to-left override, embedding or isolate, U+202A–U+202E and U+2066–U+2069): type it without.`;
 }
 
-module.exports = { BIDI_CONTROLS, DISPLAY_TEXT_FORMAT, isDisplayText, bidiControlIn, displayTextProblem, bidiControlProblem };
+module.exports = { BIDI_CONTROLS, DISPLAY_TEXT_FORMAT, DISPLAY_TEXT_PATTERN, isDisplayText, bidiControlIn, displayTextProblem, bidiControlProblem };

@@ -2,6 +2,8 @@
 export declare const BIDI_CONTROLS: RegExp;
 /** The OpenAPI `format` of a string a person reads (`display-text`). */
 export declare const DISPLAY_TEXT_FORMAT: 'display-text';
+/** The rule as a JSON Schema `pattern` (`^[^\u202A-\u202E\u2066-\u2069]*$`), for validators that do not know the format. */
+export declare const DISPLAY_TEXT_PATTERN: string;
 /** Whether `value` keeps the display-text rule (no bidi embedding, override or isolate control). */
 export declare function isDisplayText(value: string): boolean;
 /** The first refused control of `value` as `U+202E RIGHT-TO-LEFT OVERRIDE`, or null. */
