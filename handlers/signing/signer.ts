@@ -28,6 +28,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import esbuild from 'esbuild';
 import express, { type Request, type Response } from 'express';
@@ -36,7 +37,7 @@ import type { ModuleDeps } from '../../server/module.ts';
 import { sameOrigin } from '../../server/pages.ts';
 import { timeInWords, untilInWords } from '../../server/pages/format.ts';
 import { bidiControlProblem } from '../../server/text.cjs';
-import { findFile, readFileBytes } from '../documents/files.ts';
+import { documentDisposition, downloadName, findFile } from '../documents/files.ts';
 import type { SigningProvider } from './bankid.ts';
 import { type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, workspaceName } from './queries.ts';
 import { type EndedReason, resolveSignerLink } from './links.ts';
@@ -151,7 +152,8 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
     const workspace = await workspaceName(db.sql, request.workspace_id);
     const memberId = request.owner_member_id ?? (request.created_by_key_id ? await keyCreator(db.sql, request.created_by_key_id) : null);
     const member = memberId ? await findMember(db.sql, request.workspace_id, memberId) : undefined;
-    return { sender: member?.name ?? workspace, workspace };
+    // A disabled member no longer speaks for the workspace (as in the mails, senderOf).
+    return { sender: member && member.disabled_at === null ? member.name : workspace, workspace };
   }
 
   function send(res: Response, status: number, title: string, html: string, script = false): void {
@@ -206,7 +208,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
       deadline: timeInWords(request.deadline_at),
       deadlineIso: new Date(request.deadline_at).toISOString(),
       deadlineIn: dueInWords(request.deadline_at - now),
-      filename: file?.filename ?? 'document.pdf',
+      filename: downloadName(file?.filename ?? 'document.pdf'),
       pageCount: file?.pageCount ?? 0,
       size: sizeInWords(file?.size ?? 0),
       method: request.signature_method,
@@ -297,14 +299,23 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
       logger.error({ requestId: link.request.id }, 'signing: the source file of a request is missing or changed');
       return pages.notice(res, 500, 'The document is not available', ['The document of this request cannot be read. Tell the sender; nothing was recorded.']);
     }
-    const bytes = await readFileBytes(storage, file);
+    // Streamed from the blob store (checked against its size and SHA-256 on the way), never held whole:
+    // slow readers of a large document cost a stream's buffers each, not the file.
+    const bytes = await storage.get(file.blobId);
     const disposition = req.query.download === '1' ? 'attachment' : 'inline';
     res.setHeader('Content-Type', 'application/pdf');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
     res.setHeader('X-Robots-Tag', 'noindex, nofollow');
-    res.setHeader('Content-Disposition', contentDisposition(disposition, file.filename));
-    res.setHeader('Content-Length', String(bytes.length));
+    res.setHeader('Content-Disposition', documentDisposition(disposition, file.filename));
+    res.setHeader('Content-Length', String(file.size));
     res.setHeader('Cache-Control', 'no-store');
-    res.status(200).end(bytes);
+    res.status(200);
+    try {
+      await pipeline(bytes, res);
+    } catch (err) {
+      // Headers are out: a failure (a reader that went away, damaged bytes) can only cut the body short.
+      if (!res.destroyed) res.destroy(err as Error);
+    }
   });
 
   router.post('/sign/:token/sign', async (req: Request<{ token: string }>, res: Response) => {
@@ -394,12 +405,6 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Sign
   }
 
   return router;
-}
-
-/** `inline; filename="..."; filename*=UTF-8''...` (the quoted name in ASCII, the exact one encoded). */
-function contentDisposition(kind: 'inline' | 'attachment', filename: string): string {
-  const ascii = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
-  return `${kind}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`;
 }
 
 /** What a dead link's page says (410). */
