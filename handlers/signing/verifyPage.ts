@@ -11,12 +11,23 @@
  *                  contents, e-mail or IP addresses are shown (the archive itself carries those).
  *
  * It changes nothing, so it needs no session and no CSRF token; a post whose `Origin` names another site
- * is refused all the same (403). Checking costs CPU (hashing and verifying up to 50 MiB), so each
- * process checks at most VERIFY_CONCURRENCY files at once and answers 503 with Retry-After beyond that.
+ * is refused all the same (403).
+ *
+ * Holding it shut: the whole body is read first, under a deadline (VERIFY_BODY_TIMEOUT_MS, 120 s) and
+ * a minimum pace (after VERIFY_BODY_GRACE_MS, 10 s, at least VERIFY_BODY_MIN_BYTES_PER_SECOND, 64 KiB/s
+ * on average), or the post is cut (408, connection closed); a client address reads at most
+ * VERIFY_READS_PER_ADDRESS (2) bodies at once (429 with Retry-After), a process at most
+ * VERIFY_READS (12) (503). Only a whole body takes a check slot: checking costs CPU (hashing and
+ * verifying up to 50 MiB), so a process checks at most 4 files at once, at most 2 of one client address
+ * (503 / 429 with Retry-After beyond). The counters are per process (a CPU and memory guard of the
+ * process itself, not a budget shared through the database); the client address is `req.ip`, so
+ * TRUST_PROXY decides. The file is at most 50 MiB however it comes (a multipart part of 50 MiB + 1
+ * byte is 413 like a raw body).
  */
 import fs from 'node:fs';
 import type { Readable } from 'node:stream';
 import type { Request, Response, Router } from 'express';
+import { envNumber, type ServiceEnv } from '../../server/config.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { sameOrigin } from '../../server/pages.ts';
 import { timeInWords } from '../../server/pages/format.ts';
@@ -26,6 +37,26 @@ import { bindVerifyStorage, verifyDocument, type Verification } from './verify.t
 export const VERIFY_MAX_BYTES = 50 * 1024 * 1024;
 const MULTIPART_OVERHEAD = 64 * 1024;
 const VERIFY_CONCURRENCY = 4;
+const VERIFY_CONCURRENCY_PER_ADDRESS = 2;
+
+/** How a body must arrive, and how many may be read at once (see the file's comment). */
+export interface VerifyReadLimits {
+  timeoutMs: number;
+  graceMs: number;
+  minBytesPerSecond: number;
+  readsPerAddress: number;
+  reads: number;
+}
+
+export function verifyReadLimits(env: ServiceEnv): VerifyReadLimits {
+  return {
+    timeoutMs: envNumber(env, 'VERIFY_BODY_TIMEOUT_MS', 120_000, 100),
+    graceMs: envNumber(env, 'VERIFY_BODY_GRACE_MS', 10_000, 0),
+    minBytesPerSecond: envNumber(env, 'VERIFY_BODY_MIN_BYTES_PER_SECOND', 64 * 1024, 0),
+    readsPerAddress: envNumber(env, 'VERIFY_READS_PER_ADDRESS', 2, 1),
+    reads: envNumber(env, 'VERIFY_READS', 12, 1),
+  };
+}
 
 const PAGES_DIR = new URL('./pages/', import.meta.url);
 const CSS_PATH = '/assets/verify.css';
@@ -33,23 +64,58 @@ const CSS = fs.readFileSync(new URL('verify.css', PAGES_DIR));
 
 class BodyError extends Error {
   constructor(
-    readonly status: 400 | 413 | 415,
+    readonly status: 400 | 408 | 413 | 415,
     message: string,
   ) {
     super(message);
   }
 }
 
-/** The request body, refusing more than `max` bytes as soon as they arrive. */
-async function readBody(req: Readable, max: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > max) throw new BodyError(413, `The file is larger than the limit of 50 MiB.`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks, size);
+/** The client went away before its body was whole: nothing to answer. */
+class Gone extends Error {}
+
+const TOO_LARGE = 'The file is larger than the limit of 50 MiB.';
+
+/**
+ * The request body, refusing more than `max` bytes as soon as they arrive, and a body that is not whole
+ * by the deadline or arrives slower than the minimum pace (408).
+ */
+function readBody(req: Readable, max: number, limits: VerifyReadLimits): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const started = performance.now();
+    const done = (err: Error | null) => {
+      clearTimeout(deadline);
+      clearInterval(pace);
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+      if (err) {
+        req.pause();
+        reject(err);
+      } else resolve(Buffer.concat(chunks, size));
+    };
+    const slow = () => new BodyError(408, `The file did not arrive in time (it must arrive within ${Math.round(limits.timeoutMs / 1000)} s, at least ${Math.round(limits.minBytesPerSecond / 1024)} KiB a second). Try again on a faster connection, or check it with pdfsig.`);
+    const deadline = setTimeout(() => done(slow()), limits.timeoutMs);
+    const pace = setInterval(() => {
+      const elapsed = performance.now() - started;
+      if (elapsed >= limits.graceMs && size < (limits.minBytesPerSecond * elapsed) / 1000) done(slow());
+    }, Math.max(50, Math.min(1000, limits.graceMs || 1000)));
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > max) done(new BodyError(413, TOO_LARGE));
+      else chunks.push(chunk);
+    };
+    const onEnd = () => done(null);
+    const onError = () => done(new Gone());
+    const onClose = () => done(new Gone());
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+  });
 }
 
 /** The `file` part of a multipart/form-data body (the first part with a filename when none is called file). */
@@ -72,14 +138,41 @@ export function multipartFile(body: Buffer, contentType: string): Buffer {
   const named = (p: { headers: string }) => /content-disposition:[^\r\n]*\bname="file"/i.test(p.headers);
   const part = parts.find(named) ?? parts.find((p) => /content-disposition:[^\r\n]*\bfilename=/i.test(p.headers));
   if (!part) throw new BodyError(400, 'Choose a PDF file to check.');
+  if (part.content.length > VERIFY_MAX_BYTES) throw new BodyError(413, TOO_LARGE);
   return part.content;
 }
 
-async function uploadedFile(req: Request): Promise<Buffer> {
+async function uploadedFile(req: Request, limits: VerifyReadLimits): Promise<Buffer> {
   const type = (req.headers['content-type'] ?? '').toLowerCase();
-  if (type.startsWith('multipart/form-data')) return multipartFile(await readBody(req, VERIFY_MAX_BYTES + MULTIPART_OVERHEAD), req.headers['content-type']!);
-  if (type.startsWith('application/pdf') || type.startsWith('application/octet-stream')) return readBody(req, VERIFY_MAX_BYTES);
+  const announced = Number(req.headers['content-length'] ?? 0);
+  if (type.startsWith('multipart/form-data')) {
+    if (announced > VERIFY_MAX_BYTES + MULTIPART_OVERHEAD) throw new BodyError(413, TOO_LARGE);
+    return multipartFile(await readBody(req, VERIFY_MAX_BYTES + MULTIPART_OVERHEAD, limits), req.headers['content-type']!);
+  }
+  if (type.startsWith('application/pdf') || type.startsWith('application/octet-stream')) {
+    if (announced > VERIFY_MAX_BYTES) throw new BodyError(413, TOO_LARGE);
+    return readBody(req, VERIFY_MAX_BYTES, limits);
+  }
   throw new BodyError(415, 'Send the PDF from the form, or as the request body with Content-Type application/pdf.');
+}
+
+/** Counts per client address (this process's own). */
+class PerAddress {
+  private readonly n = new Map<string, number>();
+  total = 0;
+  count(address: string): number {
+    return this.n.get(address) ?? 0;
+  }
+  enter(address: string): void {
+    this.n.set(address, this.count(address) + 1);
+    this.total++;
+  }
+  leave(address: string): void {
+    const left = this.count(address) - 1;
+    if (left > 0) this.n.set(address, left);
+    else this.n.delete(address);
+    this.total--;
+  }
 }
 
 type Verdict = 'sealed' | 'unknown-seal' | 'appended' | 'broken' | 'none';
@@ -114,7 +207,9 @@ export function verifyRoutes(deps: ModuleDeps<unknown>): Router {
   const { db, pages, logger } = deps;
   const views = pages.views(PAGES_DIR);
   const router = pages.router();
-  let running = 0;
+  const limits = verifyReadLimits(deps.config.env);
+  const reading = new PerAddress();
+  const checking = new PerAddress();
   bindVerifyStorage(db, deps.storage);
 
   const send = (res: Response, status: number, data: Record<string, unknown>) =>
@@ -135,22 +230,40 @@ export function verifyRoutes(deps: ModuleDeps<unknown>): Router {
 
   router.post('/verify', async (req: Request, res: Response) => {
     if (!sameOrigin(req)) return pages.notice(res, 403, 'Refused', ['This form may only be sent from a page of this service.']);
-    if (running >= VERIFY_CONCURRENCY) {
+    const address = req.ip ?? req.socket.remoteAddress ?? '';
+    const busy = (status: 429 | 503, problem: string) => {
+      // The body is not read: the client is told to close the connection.
+      res.setHeader('Retry-After', '5');
+      res.setHeader('Connection', 'close');
+      return send(res, status, { problem });
+    };
+    if (reading.count(address) >= limits.readsPerAddress) return busy(429, `Your address is already sending ${reading.count(address)} files to check. Wait until they are checked, then try again.`);
+    if (reading.total >= limits.reads) return busy(503, 'The service is receiving many files right now. Try again in a few seconds.');
+    let bytes: Buffer;
+    reading.enter(address);
+    try {
+      bytes = await uploadedFile(req, limits);
+    } catch (err) {
+      if (err instanceof Gone) return void res.destroy();
+      if (!(err instanceof BodyError)) throw err;
+      // An unread body would be left on the connection: the client is told to close it.
+      if (err.status === 413 || err.status === 408) res.setHeader('Connection', 'close');
+      if (err.status === 408) logger.info({ status: 408 }, 'verify: a post was cut off (too slow)');
+      return send(res, err.status, { problem: err.message });
+    } finally {
+      reading.leave(address);
+    }
+    if (bytes.length === 0) return send(res, 400, { problem: 'The file is empty. Choose a PDF file to check.' });
+    if (checking.count(address) >= VERIFY_CONCURRENCY_PER_ADDRESS) {
+      res.setHeader('Retry-After', '5');
+      return send(res, 429, { problem: 'Your address is already checking other files. Try again in a few seconds.' });
+    }
+    if (checking.total >= VERIFY_CONCURRENCY) {
       res.setHeader('Retry-After', '5');
       return send(res, 503, { problem: 'The service is checking other files right now. Try again in a few seconds.' });
     }
-    running++;
+    checking.enter(address);
     try {
-      let bytes: Buffer;
-      try {
-        bytes = await uploadedFile(req);
-      } catch (err) {
-        if (!(err instanceof BodyError)) throw err;
-        // An unread body would be left on the connection: the client is told to close it.
-        if (err.status === 413) res.setHeader('Connection', 'close');
-        return send(res, err.status, { problem: err.message });
-      }
-      if (bytes.length === 0) return send(res, 400, { problem: 'The file is empty. Choose a PDF file to check.' });
       const result = await verifyDocument(db.sql, bytes, null);
       const seal = result.seal;
       send(res, 200, {
@@ -173,7 +286,7 @@ export function verifyRoutes(deps: ModuleDeps<unknown>): Router {
       logger.error({ err }, 'verification failed');
       send(res, 500, { problem: 'The file could not be checked. Try again later.' });
     } finally {
-      running--;
+      checking.leave(address);
     }
   });
 
