@@ -6,6 +6,7 @@
  * A file made while acting for member M is M's private file (`ownerMemberId` M); without a member it is a
  * workspace file (`ownerMemberId` null).
  */
+import { encodeExtended } from 'content-disposition';
 import type { Sql } from '../../db/database.ts';
 import { newId } from '../../server/ids.ts';
 import type { BlobStore } from '../../server/storage.ts';
@@ -91,19 +92,43 @@ export async function readFileBytes(storage: BlobStore, file: StoredFile): Promi
 /** How long a download URL works unless the caller says otherwise. */
 export const DOWNLOAD_TTL_MS = 15 * 60_000;
 
-/** What a download token carries: workspace, file, expiry and, when given, the name to save it under. */
+/**
+ * What a download token carries: workspace, file, expiry and, when given, the name to save it under;
+ * for a URL an operation issued to a caller, the operation (`o`), the credential (`k`), the member it
+ * acted for (`m`) and that member's role then (`r`), judged again at every use (server/atUse.ts).
+ */
 export interface DownloadClaims {
   w: string;
   f: string;
   e: number;
   n?: string;
+  o?: string;
+  k?: string | null;
+  m?: string | null;
+  r?: string | null;
+}
+
+/** Who asked for a download URL: it works only while they still may (checked at use, server/atUse.ts). */
+export interface DownloadGrant {
+  /** The operation that issued it. */
+  operation: string;
+  credentialId: string | null;
+  memberId: string | null;
+  role: string | null;
 }
 
 /** A signed, expiring download URL of this service: GET (and HEAD) `/files/<token>`, attachment; default 15 min. */
-export async function downloadUrl(sql: Sql, baseUrl: string, file: StoredFile, now: number, opts?: { ttlMs?: number; filename?: string }): Promise<{ url: string; expiresAt: number }> {
+export async function downloadUrl(
+  sql: Sql,
+  baseUrl: string,
+  file: StoredFile,
+  now: number,
+  opts?: { ttlMs?: number; filename?: string; grant?: DownloadGrant },
+): Promise<{ url: string; expiresAt: number }> {
   const expiresAt = now + (opts?.ttlMs ?? DOWNLOAD_TTL_MS);
   const claims: DownloadClaims = { w: file.workspaceId, f: file.id, e: expiresAt };
   if (opts?.filename !== undefined && opts.filename !== file.filename) claims.n = opts.filename;
+  if (opts?.grant) Object.assign(claims, { o: opts.grant.operation, k: opts.grant.credentialId, m: opts.grant.memberId, r: opts.grant.role });
   const token = await signToken(sql, 'download', { ...claims }, now);
   return { url: new URL(`/files/${token}`, baseUrl).toString(), expiresAt };
 }
@@ -111,4 +136,37 @@ export async function downloadUrl(sql: Sql, baseUrl: string, file: StoredFile, n
 /** The claims of a download token this deployment issued, when it is still valid. */
 export function readDownloadToken(sql: Sql, token: string, now: number) {
   return readToken<DownloadClaims>(sql, 'download', token, now);
+}
+
+// Bidirectional controls (U+202E makes "invoice\u202Efdp.exe" show as "invoiceexe.pdf"), C0/C1 controls,
+// path separators and the characters Windows refuses in a name.
+const UNSAFE_NAME = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069/\\<>:"|?*]/g;
+const NAME_MAX = 255;
+
+/**
+ * The name a document is saved under: always ending `.pdf` (every file of this service is a PDF), so no
+ * download is handed out as `.exe`, `.html` or `.svg`. Another extension is kept and `.pdf` appended
+ * (`invoice.exe` -> `invoice.exe.pdf`: it shows what was uploaded, and opens as what it is); a name
+ * ending `.pdf` in any case ends `.pdf`. Control and bidirectional characters, path separators and
+ * `<>:"|?*` become `_`; leading and trailing dots and spaces go; at most 255 characters; `document.pdf`
+ * when nothing is left.
+ */
+export function downloadName(name: string): string {
+  let base = name.normalize('NFC').replace(UNSAFE_NAME, '_').trim();
+  base = base.replace(/\.pdf$/i, '').replace(/^[\s.]+|[\s.]+$/g, '');
+  if (base === '') base = 'document';
+  return `${Array.from(base).slice(0, NAME_MAX - 4).join('').replace(/[\s.]+$/, '')}.pdf`;
+}
+
+/**
+ * `Content-Disposition` for a document (RFC 6266): `attachment` or `inline`, the name of downloadName
+ * as a quoted ASCII `filename` (other characters as `?`; it holds no `"`, `\` or control character)
+ * and, when that is not the exact name (or the name holds a `%XX` some clients would decode), the
+ * exact name as `filename*=UTF-8''...` (RFC 8187, the content-disposition library's encoding).
+ */
+export function documentDisposition(kind: 'attachment' | 'inline', name: string): string {
+  const exact = downloadName(name);
+  const ascii = exact.replace(/[^\x20-\x7e]/g, '?');
+  const extended = ascii !== exact || /%[0-9A-Fa-f]{2}/.test(exact) ? `; filename*=${encodeExtended(exact)}` : '';
+  return `${kind}; filename="${ascii}"${extended}`;
 }

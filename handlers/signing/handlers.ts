@@ -7,7 +7,7 @@ import { newId } from '../../server/ids.ts';
 import { isMailAddress } from '../../server/mailer.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
-import { downloadUrl, fileVisibleTo, findFile } from '../documents/files.ts';
+import { downloadName, downloadUrl, fileVisibleTo, findFile } from '../documents/files.ts';
 import { prepareBankId } from './bankid.ts';
 import { applyOutcome, recordLate, type Round, type SigningRuntime, sendRound } from './mail.ts';
 import {
@@ -381,7 +381,10 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
     }
     const file = await findFile(ctx.sql, ctx.workspaceId, fileId);
     if (!file) throw notFound(`The ${input.version} document of signing request ${request.id} is not available.`);
-    const link = await downloadUrl(ctx.sql, ctx.config.publicUrl, file, ctx.now, { filename: file.filename });
-    return { signing_request_id: request.id, version: input.version, url: link.url, filename: file.filename, expires_at: link.expiresAt, sha256: file.sha256, size: file.size };
+    // The URL works only while this caller still may ask for it (checked at use by the /files/ route).
+    const grant = { operation: 'signing.GetSigningDocument', credentialId: ctx.credential.kind === 'system' ? null : ctx.credential.keyId, memberId: ctx.member?.id ?? null, role: ctx.member?.role ?? null };
+    const filename = downloadName(file.filename);
+    const link = await downloadUrl(ctx.sql, ctx.config.publicUrl, file, ctx.now, { filename, grant });
+    return { signing_request_id: request.id, version: input.version, url: link.url, filename, expires_at: link.expiresAt, sha256: file.sha256, size: file.size };
   },
 });
