@@ -5,7 +5,7 @@
  * the same file the TypeScript imports (types in ajv.d.cts).
  */
 const { Ajv } = require('ajv');
-const { DISPLAY_TEXT_FORMAT, isDisplayText } = require('./text.cjs');
+const { DISPLAY_TEXT_FORMAT, DISPLAY_TEXT_PATTERN, isDisplayText } = require('./text.cjs');
 
 // OpenAPI 3.0 Schema Object keywords that JSON Schema does not have (Ajv knows `nullable` itself).
 const OPENAPI_ANNOTATIONS = ['example', 'xml', 'externalDocs', 'discriminator'];
@@ -70,10 +70,11 @@ const SCHEMA_VALUES = new Set(['items', 'additionalProperties', 'not', 'addition
  * Schema: `nullable: true` becomes `type: [t, 'null']` (and `null` joins an `enum`), or
  * `anyOf: [schema, {type: 'null'}]` without a `type`; descriptions and other annotations are
  * dropped. With `annotate`, the component's name stays as `x-ref` and the `example` as `x-example`
- * (the generated bad-input and fuzz cases use them). A recursive schema (a `$ref` left in the
- * dereferenced document) is refused.
+ * (the generated bad-input and fuzz cases use them). With `portable`, `format: display-text` is
+ * written as the equivalent `pattern`, for validators that do not know the format (Dredd's). A
+ * recursive schema (a `$ref` left in the dereferenced document) is refused.
  * @param {unknown} node
- * @param {{ annotate?: boolean }} [options]
+ * @param {{ annotate?: boolean, portable?: boolean }} [options]
  * @returns {Record<string, any>}
  */
 function toJsonSchema(node, options = {}) {
@@ -85,6 +86,7 @@ function toJsonSchema(node, options = {}) {
     if (SCHEMA_MAPS.has(key) && isObject(value)) out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJsonSchema(v, options)]));
     else if (SCHEMA_LISTS.has(key) && Array.isArray(value)) out[key] = value.map((v) => toJsonSchema(v, options));
     else if (SCHEMA_VALUES.has(key) && isObject(value)) out[key] = toJsonSchema(value, options);
+    else if (options.portable && key === 'format' && value === DISPLAY_TEXT_FORMAT) out.pattern = DISPLAY_TEXT_PATTERN;
     else out[key] = structuredClone(value);
   }
   if (options.annotate && 'example' in node) out['x-example'] = structuredClone(node.example);

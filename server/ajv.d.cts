@@ -13,5 +13,5 @@ export interface AjvOptions {
 /** A new Ajv instance with the service's options (no coercion, strict but for `x-*` annotations, union types, the one format `display-text`). */
 export declare function createAjv(options?: AjvOptions): Ajv;
 
-/** A Schema Object of the dereferenced document as self-contained JSON Schema (`nullable` translated); `annotate` keeps `x-ref` and `x-example`. */
-export declare function toJsonSchema(node: unknown, options?: { annotate?: boolean }): Record<string, any>;
+/** A Schema Object of the dereferenced document as self-contained JSON Schema (`nullable` translated); `annotate` keeps `x-ref` and `x-example`; `portable` writes `format: display-text` as its `pattern`. */
+export declare function toJsonSchema(node: unknown, options?: { annotate?: boolean; portable?: boolean }): Record<string, any>;
