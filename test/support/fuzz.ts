@@ -255,7 +255,10 @@ function stringPaths(value: unknown, path: Path = [], out: Path[] = []): Path[] 
   return out;
 }
 
-/** One character put in place of another: the string rule's targets, and valid characters PostgreSQL and SQLite must both keep. */
+/**
+ * One character put in place of another: the string rule's targets, and valid characters PostgreSQL and SQLite must both keep.
+ * U+202E is refused where the schema says `format: display-text` (the oracle's `fits` knows the format) and kept elsewhere.
+ */
 const EDGE_CHARACTERS = ['\u0000', '\ud800', '\udbff', '\udc00', '\udfff', '\udc00\ud800', '😀', 'e\u0301', '\uffff', '\ufeff', '\u202e', '\u0001', '\n', 'ß', '\u2028'];
 
 function objectPaths(value: unknown, path: Path = [], out: Path[] = []): Path[] {
