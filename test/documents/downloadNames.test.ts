@@ -48,7 +48,7 @@ function assertSafeDisposition(header: string | null, label: string): string {
 }
 
 describe('download names', () => {
-  it('always end .pdf: another extension is kept and .pdf appended; unsafe characters become _', () => {
+  it('always end .pdf: another extension is kept and .pdf appended; control, bidirectional characters and separators become _', () => {
     assert.equal(downloadName('invoice.exe'), 'invoice.exe.pdf');
     assert.equal(downloadName('page.html'), 'page.html.pdf');
     assert.equal(downloadName('image.svg'), 'image.svg.pdf');
@@ -56,7 +56,8 @@ describe('download names', () => {
     assert.equal(downloadName('REPORT.PDF'), 'REPORT.pdf');
     assert.equal(downloadName('a/b\\c.exe'), 'a_b_c.exe.pdf');
     assert.equal(downloadName('invoice\u202Efdp.exe'), 'invoice_fdp.exe.pdf');
-    assert.equal(downloadName('split\r\nSet-Cookie: a=b'), 'split__Set-Cookie_ a=b.pdf');
+    assert.equal(downloadName('split\r\nSet-Cookie: a=b'), 'split__Set-Cookie: a=b.pdf');
+    assert.equal(downloadName('Avtal "Q1"; v2.pdf'), 'Avtal "Q1"; v2.pdf', 'quotes stay in the exact name (filename*); the ASCII filename has them as apostrophes');
     assert.equal(downloadName(''), 'document.pdf');
     assert.equal(downloadName('...'), 'document.pdf');
     assert.equal(downloadName('.pdf'), 'document.pdf');
