@@ -138,18 +138,18 @@ export function readDownloadToken(sql: Sql, token: string, now: number) {
   return readToken<DownloadClaims>(sql, 'download', token, now);
 }
 
-// Bidirectional controls (U+202E makes "invoice\u202Efdp.exe" show as "invoiceexe.pdf"), C0/C1 controls,
-// path separators and the characters Windows refuses in a name.
-const UNSAFE_NAME = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069/\\<>:"|?*]/g;
+// Bidirectional controls (U+202E makes "invoice\u202Efdp.exe" show as "invoiceexe.pdf"), C0/C1 controls
+// and path separators.
+const UNSAFE_NAME = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069/\\]/g;
 const NAME_MAX = 255;
 
 /**
  * The name a document is saved under: always ending `.pdf` (every file of this service is a PDF), so no
  * download is handed out as `.exe`, `.html` or `.svg`. Another extension is kept and `.pdf` appended
  * (`invoice.exe` -> `invoice.exe.pdf`: it shows what was uploaded, and opens as what it is); a name
- * ending `.pdf` in any case ends `.pdf`. Control and bidirectional characters, path separators and
- * `<>:"|?*` become `_`; leading and trailing dots and spaces go; at most 255 characters; `document.pdf`
- * when nothing is left.
+ * ending `.pdf` in any case ends `.pdf`. Control and bidirectional characters and path separators
+ * become `_`; leading and trailing dots and spaces go; at most 255 characters; `document.pdf` when
+ * nothing is left.
  */
 export function downloadName(name: string): string {
   let base = name.normalize('NFC').replace(UNSAFE_NAME, '_').trim();
@@ -160,13 +160,13 @@ export function downloadName(name: string): string {
 
 /**
  * `Content-Disposition` for a document (RFC 6266): `attachment` or `inline`, the name of downloadName
- * as a quoted ASCII `filename` (other characters as `?`; it holds no `"`, `\` or control character)
+ * as a quoted ASCII `filename` (other characters as `?`, `"` as `'`: it holds no `"`, `\` or control character)
  * and, when that is not the exact name (or the name holds a `%XX` some clients would decode), the
  * exact name as `filename*=UTF-8''...` (RFC 8187, the content-disposition library's encoding).
  */
 export function documentDisposition(kind: 'attachment' | 'inline', name: string): string {
   const exact = downloadName(name);
-  const ascii = exact.replace(/[^\x20-\x7e]/g, '?');
+  const ascii = exact.replace(/[^\x20-\x7e]/g, '?').replace(/"/g, "'");
   const extended = ascii !== exact || /%[0-9A-Fa-f]{2}/.test(exact) ? `; filename*=${encodeExtended(exact)}` : '';
   return `${kind}; filename="${ascii}"${extended}`;
 }
