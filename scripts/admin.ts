@@ -21,6 +21,7 @@ import { formatTable } from './adminTable.ts';
 import { keysAdmin } from '../server/keys/admin.ts';
 import { auditAdmin } from '../server/auditLog/index.ts';
 import { connectionsAdmin } from '../server/mcp/connectionsAdmin.ts';
+import { limitsAdmin } from '../server/limitsAdmin.ts';
 
 // `--json` may stand anywhere before a `--` (commander would refuse it after a command name).
 const end = process.argv.indexOf('--', 2);
@@ -212,6 +213,7 @@ mailAdmin(program, adminDeps);
 keysAdmin(program, adminDeps);
 auditAdmin(program, adminDeps);
 connectionsAdmin(program, adminDeps);
+limitsAdmin(program, adminDeps);
 for (const m of modules) m.admin?.(program, adminDeps);
 
 try {

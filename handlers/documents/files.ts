@@ -82,6 +82,15 @@ export async function createFile(sql: Sql, f: Omit<StoredFile, 'id' | 'createdAt
   return file;
 }
 
+/**
+ * Marks a file as part of a longer-lived record (a signing request's original): the documents
+ * retention (cleanup.ts) never removes a kept file. False when the file is gone (removed by the
+ * retention meanwhile). In the caller's transaction, so the mark and the record commit together.
+ */
+export async function keepFile(sql: Sql, workspaceId: string, fileId: string): Promise<boolean> {
+  return (await sql.run(`UPDATE document_files SET kept = TRUE WHERE id = ? AND workspace_id = ?`, [fileId, workspaceId])) > 0;
+}
+
 /** The file's bytes, whole (checked against the stored size and SHA-256 while read). */
 export async function readFileBytes(storage: BlobStore, file: StoredFile): Promise<Buffer> {
   const chunks: Buffer[] = [];

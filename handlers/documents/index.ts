@@ -1,9 +1,10 @@
 import type { ServiceEnv } from '../../server/config.ts';
 import type { ServiceModule } from '../../server/module.ts';
 import { parseClamavUrl } from './clamav.ts';
-import { cleanupUploads } from './cleanup.ts';
+import { cleanupDocuments } from './cleanup.ts';
 import type { DocumentsSettings } from './deps.ts';
 import { documentHandlers } from './handlers.ts';
+import { limitsNavigation, limitsRoutes } from './limitsPage.ts';
 import { documentRoutes, partEndpoint } from './routes.ts';
 
 /** CLAMAV_URL (tcp://host:port or unix:///path/to/clamd.sock): every completed upload is also scanned by that ClamAV daemon. */
@@ -23,14 +24,20 @@ export const documents: ServiceModule<'documents', DocumentsSettings> = {
   config: documentsConfig,
   migrations: new URL('./migrations/', import.meta.url),
   secretPaths: ['/files/'],
-  routes: (deps) => documentRoutes(deps),
+  routes: (deps) => {
+    const router = documentRoutes(deps);
+    router.use(limitsRoutes(deps));
+    return router;
+  },
+  navigation: () => limitsNavigation,
+  stylesheet: new URL('./documents.css', import.meta.url),
   endpoints: (deps) => partEndpoint(deps),
   jobs: (deps) => ({
     'documents.cleanup': {
       everyMs: 60 * 60_000,
       run: async () => {
-        const removed = await cleanupUploads(deps);
-        if (removed) deps.logger.info({ uploads: removed }, 'removed expired uploads and their parts');
+        const removed = await cleanupDocuments(deps);
+        if (removed.uploads || removed.files) deps.logger.info(removed, 'removed expired uploads and files past the retention');
       },
     },
   }),

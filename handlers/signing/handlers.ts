@@ -2,12 +2,13 @@
 import type { Sql } from '../../db/database.ts';
 import { mayManageSettings } from '../../server/capabilities.ts';
 import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
-import { conflict, forbidden, invalidInput, notFound } from '../../server/errors.ts';
+import { conflict, forbidden, invalidInput, notFound, ServiceError } from '../../server/errors.ts';
 import { newId } from '../../server/ids.ts';
+import { takeMailQuota, workspaceLimits } from '../../server/limits.ts';
 import { isMailAddress } from '../../server/mailer.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
-import { downloadName, downloadUrl, fileVisibleTo, findFile } from '../documents/files.ts';
+import { downloadName, downloadUrl, fileVisibleTo, findFile, keepFile } from '../documents/files.ts';
 import { prepareBankId } from './bankid.ts';
 import { applyOutcome, recordLate, type Round, type SigningRuntime, sendRound } from './mail.ts';
 import {
@@ -159,6 +160,15 @@ function checkDeadline(deadline: number, now: number, field = 'deadline_at'): vo
 
 const blank = (s: string) => s.trim() === '';
 
+/**
+ * Takes `n` mails of the workspace's hourly and daily mail budgets (server/limits.ts) before any is
+ * sent; past either, 429 with Retry-After and nothing done (the command's transaction rolls back).
+ */
+async function spendMail(ctx: OperationContext, n: number): Promise<void> {
+  const over = await takeMailQuota(ctx.sql, ctx.workspaceId, n, ctx.now);
+  if (over) throw new ServiceError(429, 'rate_limited', `${over.message} Nothing was sent or changed.`, { 'Retry-After': String(over.retryAfterS) });
+}
+
 /** Sends a round of mails inside the command's transaction and records each outcome; returns the addresses refused for good. */
 async function mailRound(deps: SigningRuntime, ctx: OperationContext, request: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[], round: Round): Promise<string[]> {
   // The development mailbox writes in the command's transaction: the mail exists exactly when the request does.
@@ -194,9 +204,17 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
     if (input.title !== undefined && blank(input.title)) throw invalidInput('title is blank.');
     const deadline = input.deadline_at ?? ctx.now + DEFAULT_DEADLINE_MS;
     if (input.deadline_at !== undefined) checkDeadline(input.deadline_at, ctx.now);
+    const limits = await workspaceLimits(ctx.sql, ctx.workspaceId);
+    if (input.signers.length > limits.recipients_per_request) {
+      throw invalidInput(`signers: ${input.signers.length} signers; this workspace allows at most ${limits.recipients_per_request} per request.`);
+    }
     const memberId = ctx.member?.id ?? null;
     const file = await findFile(ctx.sql, ctx.workspaceId, input.file_id);
-    if (!file || !fileVisibleTo(file, memberId)) throw notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
+    const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
+    if (!file || !fileVisibleTo(file, memberId)) throw missing();
+    await spendMail(ctx, input.signers.length);
+    // The original stays as long as the request: the documents retention never removes a kept file.
+    if (!(await keepFile(ctx.sql, ctx.workspaceId, file.id))) throw missing();
 
     const id = newId('sr');
     const method = input.signature_method ?? 'standard';
@@ -337,6 +355,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       throw conflict(`Every recipient left to sign of ${request.id} was mailed less than an hour ago; the next reminder is possible at ${iso(next)}.`);
     }
     const message = input.message ? input.message : request.message;
+    await spendMail(ctx, due.length);
     const failures = await mailRound(deps, ctx, request, due, { reminder: true, automatic: false, message });
     const after = await reread(ctx.sql, ctx.workspaceId, request.id);
     return requestView(after.request, after.recipients, failures);

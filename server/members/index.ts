@@ -13,6 +13,8 @@
  *   `member disable` does; a session also never outlives its role): other members' sessions go on.
  * - Invitations: a 256-bit token (only its SHA-256 stored), valid 7 days, used once, revocable, mailed
  *   through the mailer. The link is under /signin/, so the request log never shows the token.
+ *   Each takes one of the workspace's member invitations an hour and one of its mails an hour and a
+ *   day (server/limits.ts); past either, nothing is made and the page says when to retry.
  *   `GET` of the link changes nothing (mail scanners fetch links): it shows the workspace, role and
  *   inviter and a form for the name; the `POST` (signed-out CSRF: the sign-in form's `wso_form` cookie
  *   and an HMAC of it: server/pages/signedOutForms.ts) creates the member, uses the invitation, opens a
@@ -49,6 +51,7 @@ import type { Clock } from '../clock.ts';
 import { newSessionSecret } from '../credentials.ts';
 import { newId, sha256Hex } from '../ids.ts';
 import { isMailAddress, type Mailer, mailTemplates } from '../mailer.ts';
+import { invitationBucket, mailBuckets, takeAll, workspaceLimits } from '../limits.ts';
 import { type MemberPage, type NavEntry, type PageKit, SESSION_COOKIE, signinLink } from '../pages.ts';
 import { SESSION_TTL_MS } from '../signin.ts';
 import { bidiControlProblem } from '../text.cjs';
@@ -179,8 +182,13 @@ export function membersRoutes(options: MembersOptions): express.Router {
     if (!isRole(body.role) || !assignableRoles(page.member.role).includes(body.role)) throw new Refusal(`As ${page.member.role} you may invite as ${assignableRoles(page.member.role).join(' or ')}.`);
     const role = body.role;
     if (await findMemberByEmail(db.sql, page.workspaceId, email)) throw new Refusal(`${email} is already a member of this workspace.`);
-    const token = crypto.randomBytes(32).toString('base64url');
     const now = clock.now();
+    // The workspace's invitation and mail budgets (server/limits.ts), spent before anything is made.
+    const limits = await workspaceLimits(db.sql, page.workspaceId);
+    const invites = invitationBucket(page.workspaceId, limits);
+    const over = await takeAll(db.sql, [{ ...invites, label: `${limits.member_invitations_per_hour} invitations an hour` }, ...mailBuckets(page.workspaceId, limits)], 1, now, 'No invitation was made');
+    if (over) throw new Refusal(`${over.message} (Settings, Usage and limits shows the limits.)`);
+    const token = crypto.randomBytes(32).toString('base64url');
     const invitationId = newId('iv');
     // One open invitation per address (compared without case): a new one replaces the open ones, in the
     // same transaction (a double submit, a second tab, another case, another role), so only the newest link works.
