@@ -63,10 +63,11 @@ export function limitsRoutes(deps: ModuleDeps<unknown>): Router {
     const byKey = await openUploadsByKey(db.sql, ws, now);
     const busiest = byKey[0] ? Number(byKey[0].n) : 0;
     const row = (name: LimitName, label: string, limit: string, used: string | null, meter: Row['meter'], note: string): Row => ({ name, label, limit, used, meter, own: own.has(name), note });
+    const refill = l.mails_per_hour > 0 ? `${count(l.mails_per_hour)} an hour: all at once, then one every ${Math.round((3600 / l.mails_per_hour) * 10) / 10} seconds` : 'no mail at all while the limit is 0';
     const sections = [
       {
         title: 'Mail',
-        lede: 'Every mail the service sends for this workspace: signing invitations and reminders, and member invitations. A budget refills continuously (300 an hour: all at once, then one every 12 seconds). Past it, the operation answers 429 with Retry-After and sends nothing.',
+        lede: 'Every mail the service sends for this workspace: signing invitations and reminders, and member invitations. A budget refills continuously (${refill}). Past it, the operation answers 429 with Retry-After and sends nothing.',
         rows: [
           row('mails_per_hour', 'Mails an hour', count(l.mails_per_hour), `${count(mailsHour)} used`, { value: mailsHour, max: l.mails_per_hour }, 'signing.RequestFileSignatures (one per signer), signing.RemindSigners, member invitations'),
           row('mails_per_day', 'Mails a day', count(l.mails_per_day), `${count(mailsDay)} used`, { value: mailsDay, max: l.mails_per_day }, 'the same mails, over a day'),
