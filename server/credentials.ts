@@ -26,6 +26,16 @@ const MALFORMED_KEY = 'The Authorization header must be exactly "Bearer <API key
 /** The 403 of every key of a workspace whose API keys the operator stopped (`workspaces.api_key_access = 'stopped'`). */
 export const KEYS_STOPPED = 'API keys are stopped for this workspace: the operator has turned them off, so every key is refused until the operator turns them on again.';
 
+/** The 400 of a request with more than one Authorization header (whichever comes first, none is used). */
+export const TWO_AUTHORIZATION_HEADERS = 'The request has more than one Authorization header: send exactly one.';
+
+/** How many times a request carries a header: Node keeps only the first Authorization in req.headers, rawHeaders has them all. */
+export function headerCount(req: { rawHeaders: string[] }, name: string): number {
+  let n = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]!.toLowerCase() === name) n += 1;
+  return n;
+}
+
 /** `api_keys.last_used_at` is written at most this often per key. */
 export const KEY_USAGE_INTERVAL_MS = 60_000;
 
@@ -79,18 +89,32 @@ export interface ConnectionInfo {
   readonly clientId: string;
 }
 
+/** The error codes of `/v1/mcp` refusals at the HTTP level (RFC 6750 §3.1, RFC 9449 §7.1). */
+export type AccessTokenErrorCode = 'invalid_token' | 'insufficient_scope' | 'invalid_request' | 'invalid_dpop_proof';
+
 /** Why `/v1/mcp` refuses an access token: the status, the RFC 6750 error code of the challenge, and a message. */
 export class AccessTokenError extends Error {
   constructor(
     readonly status: 400 | 401 | 403,
     /** The body's `error`. */
-    readonly code: 'invalid_token' | 'insufficient_scope' | 'invalid_request',
+    readonly code: AccessTokenErrorCode,
     message: string,
     /** The challenge's `error` parameter; absent when the request carried no credentials (RFC 6750 §3.1). */
-    readonly challengeError: 'invalid_token' | 'insufficient_scope' | 'invalid_request' | null = code,
+    readonly challengeError: AccessTokenErrorCode | null = code,
+    /** The scheme of the challenge: `DPoP` (RFC 9449 §7.1) when the refusal is about a DPoP-bound token or a DPoP proof. */
+    readonly scheme: 'Bearer' | 'DPoP' = 'Bearer',
   ) {
     super(message);
   }
+}
+
+/**
+ * How the request sent its access token: `bearer` (`Authorization: Bearer`), or `dpop` (`Authorization:
+ * DPoP`) with `verifyProof`, which checks the request's DPoP proof against the token's key thumbprint.
+ */
+export interface TokenSender {
+  scheme: 'bearer' | 'dpop';
+  verifyProof?: (jkt: string) => Promise<void>;
 }
 
 /** `mcp_connections.last_used_at` is written at most this often per connection. */
@@ -106,12 +130,16 @@ export const TOKEN_OTHER_RESOURCE = 'The access token was issued for another res
 export const TOKEN_OTHER_ISSUER = 'The access token was issued by another authorization server.';
 export const TOKEN_NO_SCOPE = 'The access token lacks the scope mcp.';
 export const CONNECTION_ENDED = 'The connection of this access token was revoked or has ended (its member was disabled or changed role); connect again.';
+export const TOKEN_DPOP_BOUND = 'The access token is bound to a DPoP key: send it as Authorization: DPoP <token> with a DPoP proof signed by that key (RFC 9449).';
+export const TOKEN_NOT_DPOP_BOUND = 'The access token is not bound to a DPoP key: send it as Authorization: Bearer <token>.';
 
 interface AccessTokenInfo {
   connectionId: string;
   /** Unix ms. */
   expiresAt: number;
   clientId: string;
+  /** The RFC 7638 thumbprint of the key the token is bound to (DPoP, `cnf.jkt`); null for a bearer token. */
+  jkt: string | null;
 }
 
 /** A new key secret: `wso_<key id part>_<256-bit random>`; only its SHA-256 is stored. */
@@ -257,14 +285,28 @@ export class CredentialStore {
    * personal connection's member active and in the role they approved it with) and takes a token from
    * the connection's rate-limit bucket.
    */
-  async authenticateAccessToken(token: string): Promise<Credential> {
-    if (!ACCESS_TOKEN.test(token)) throw new AccessTokenError(401, 'invalid_token', TOKEN_MALFORMED);
+  async authenticateAccessToken(token: string, sender: TokenSender = { scheme: 'bearer' }): Promise<Credential> {
+    const dpop = sender.scheme === 'dpop' ? 'DPoP' : 'Bearer';
+    if (!ACCESS_TOKEN.test(token)) throw new AccessTokenError(401, 'invalid_token', TOKEN_MALFORMED, 'invalid_token', dpop);
     const tokenHash = sha256Hex(token);
     const now = this.clock.now();
-    const info = this.accessTokens.get(tokenHash) ?? (await this.loadAccessToken(tokenHash, now));
+    let info: AccessTokenInfo;
+    try {
+      info = this.accessTokens.get(tokenHash) ?? (await this.loadAccessToken(tokenHash, now));
+    } catch (err) {
+      if (err instanceof AccessTokenError && dpop === 'DPoP') throw new AccessTokenError(err.status, err.code, err.message, err.challengeError, 'DPoP');
+      throw err;
+    }
     if (info.expiresAt <= now) {
       this.accessTokens.delete(tokenHash);
-      throw new AccessTokenError(401, 'invalid_token', TOKEN_EXPIRED);
+      throw new AccessTokenError(401, 'invalid_token', TOKEN_EXPIRED, 'invalid_token', dpop);
+    }
+    // A token bound to a key (RFC 9449): only with the DPoP scheme and a proof by that key; a stolen token alone is refused.
+    if (info.jkt !== null) {
+      if (sender.scheme !== 'dpop' || !sender.verifyProof) throw new AccessTokenError(401, 'invalid_token', TOKEN_DPOP_BOUND, 'invalid_token', 'DPoP');
+      await sender.verifyProof(info.jkt);
+    } else if (sender.scheme === 'dpop') {
+      throw new AccessTokenError(401, 'invalid_token', TOKEN_NOT_DPOP_BOUND, 'invalid_token', 'DPoP');
     }
     let credential = this.connections.get(info.connectionId) ?? (await this.loadConnection(info.connectionId, now));
     if (!credential) throw new AccessTokenError(401, 'invalid_token', CONNECTION_ENDED);
@@ -314,7 +356,8 @@ export class CredentialStore {
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ') : [];
     if (!scopes.includes(MCP_SCOPE)) throw new AccessTokenError(403, 'insufficient_scope', TOKEN_NO_SCOPE);
     if (typeof payload.accountId !== 'string' || !payload.accountId.startsWith('mc_')) throw new AccessTokenError(401, 'invalid_token', TOKEN_UNKNOWN);
-    const info: AccessTokenInfo = { connectionId: payload.accountId, expiresAt, clientId: typeof payload.clientId === 'string' ? payload.clientId : '' };
+    const jkt = typeof payload.jkt === 'string' && payload.jkt !== '' ? payload.jkt : null;
+    const info: AccessTokenInfo = { connectionId: payload.accountId, expiresAt, clientId: typeof payload.clientId === 'string' ? payload.clientId : '', jkt };
     this.accessTokens.set(tokenHash, info, { ttl: Math.max(1, Math.min(expiresAt - now, 3_600_000)) });
     return info;
   }

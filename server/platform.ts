@@ -9,9 +9,9 @@ import { document } from '../generated/document.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import { contentTypeProblem, readJsonObject } from './body.ts';
-import { type Credential, CredentialStore } from './credentials.ts';
+import { type Credential, CredentialStore, headerCount, TWO_AUTHORIZATION_HEADERS } from './credentials.ts';
 import { createExecutor, type ExecuteOperation } from './execute.ts';
-import { errorMiddleware, invalidJson, methodNotAllowed, noteError, notFound, requestIdOf, toServiceError } from './errors.ts';
+import { errorMiddleware, invalidInput, invalidJson, methodNotAllowed, noteError, notFound, requestIdOf, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
 import { InternalCalls } from './internalCalls.ts';
 import type { JobQueue } from './jobs.ts';
@@ -143,6 +143,8 @@ function operationsRouter(options: PlatformOptions, parts: { credentials: Creden
 
   /** The credential of a /v1 request: the API key when there is one, else a member's sign-in session cookie. */
   const authenticate = (req: Request): Promise<Credential> => {
+    // Node keeps only the first of two Authorization headers in req.headers: a second one is refused, not ignored.
+    if (headerCount(req, 'authorization') > 1) throw invalidInput(TWO_AUTHORIZATION_HEADERS);
     const authorization = req.headers.authorization;
     const session = authorization === undefined ? sessionTokenOf(req) : undefined;
     if (session === undefined) return credentials.authenticate(authorization);
@@ -240,7 +242,7 @@ export function createPlatform(options: PlatformOptions) {
   // Agent access: the protected resource metadata (RFC 9728) and /v1/mcp, before the operations router.
   app.use(protectedResourceRoutes(resource));
   app.use(
-    mcpRoutes({ config, logger, credentials, execute, resource, validator: config.validateResponses ? validator : undefined, version: String(document.info.version) }),
+    mcpRoutes({ config, logger, credentials, db, clock, execute, resource, validator: config.validateResponses ? validator : undefined, version: String(document.info.version) }),
   );
   app.use('/v1', operationsRouter(options, { credentials, execute, validator }));
   app.use(signinRoutes({ db, clock, logger, pages }));

@@ -4,6 +4,7 @@
  * `WWW-Authenticate` challenges of its 401 and 403 answers.
  */
 import express, { type Request, type Response } from 'express';
+import { DPOP_ALGS } from './dpop.ts';
 
 /** The identifiers of the protected resource `/v1/mcp`. */
 export interface McpResource {
@@ -44,12 +45,24 @@ function quoted(value: string): string {
  */
 export function bearerChallenge(
   r: McpResource,
-  opts: { error?: 'invalid_token' | 'insufficient_scope' | 'invalid_request'; description?: string } = {},
+  opts: { error?: string; description?: string } = {},
 ): string {
   const params = [`resource_metadata=${quoted(r.metadataUrl)}`, `scope=${quoted(MCP_SCOPE)}`];
   if (opts.error) params.push(`error=${quoted(opts.error)}`);
   if (opts.error && opts.description) params.push(`error_description=${quoted(opts.description)}`);
   return `Bearer ${params.join(', ')}`;
+}
+
+/**
+ * The `WWW-Authenticate` value of a refusal about a DPoP-bound token or a DPoP proof (RFC 9449 §7.1):
+ * `DPoP algs="…", resource_metadata="…", scope="mcp"` plus `error` (`invalid_token`,
+ * `invalid_dpop_proof`) and `error_description`.
+ */
+export function dpopChallenge(r: McpResource, opts: { error?: string; description?: string } = {}): string {
+  const params = [`algs=${quoted(DPOP_ALGS.join(' '))}`, `resource_metadata=${quoted(r.metadataUrl)}`, `scope=${quoted(MCP_SCOPE)}`];
+  if (opts.error) params.push(`error=${quoted(opts.error)}`);
+  if (opts.error && opts.description) params.push(`error_description=${quoted(opts.description)}`);
+  return `DPoP ${params.join(', ')}`;
 }
 
 /** The protected resource metadata document (RFC 9728 §2). */
@@ -59,6 +72,9 @@ export function protectedResourceMetadata(r: McpResource): Record<string, unknow
     authorization_servers: [r.issuer],
     scopes_supported: [MCP_SCOPE],
     bearer_methods_supported: ['header'],
+    // DPoP-bound tokens are honoured (RFC 9449 §5.1); unbound bearer tokens too.
+    dpop_signing_alg_values_supported: DPOP_ALGS,
+    dpop_bound_access_tokens_required: false,
     resource_name: 'Workspace Operations',
     resource_documentation: `${r.issuer}/docs`,
   };

@@ -11,19 +11,23 @@ import { toNodeHandler } from '@modelcontextprotocol/node';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import { contentTypeProblem, readJsonObject } from '../body.ts';
+import type { Database } from '../../db/database.ts';
+import type { Clock } from '../clock.ts';
 import type { ServiceConfig } from '../config.ts';
-import { AccessTokenError, type Credential, type CredentialStore } from '../credentials.ts';
+import { AccessTokenError, type Credential, type CredentialStore, headerCount, TWO_AUTHORIZATION_HEADERS } from '../credentials.ts';
 import { invalidJson, noteError, requestIdOf, ServiceError, toServiceError } from '../errors.ts';
 import type { ExecuteOperation } from '../execute.ts';
 import { sessionTokenOf } from '../pages.ts';
 import type { ContractValidator } from '../validation.ts';
-import { bearerChallenge, MCP_PATH, MCP_SCOPE, type McpResource } from './resource.ts';
+import { DpopProofError, verifyDpopProof } from './dpop.ts';
+import { bearerChallenge, dpopChallenge, MCP_PATH, MCP_SCOPE, type McpResource } from './resource.ts';
 import { type McpCallContext, mcpServerFactory } from './server.ts';
 
 export const NO_TOKEN = 'No access token: send Authorization: Bearer <access token>, obtained with OAuth from this service (discovery starts at the WWW-Authenticate resource_metadata URL).';
 export const TOKEN_IN_QUERY = 'An access token in the URL is never accepted: send it only as Authorization: Bearer <access token>.';
 export const TWO_METHODS = 'The access token was sent in the URL and in the Authorization header: send it only in the header.';
-export const NOT_BEARER = 'The MCP endpoint takes only OAuth access tokens as Authorization: Bearer <access token>.';
+export const NOT_BEARER = 'The MCP endpoint takes only OAuth access tokens as Authorization: Bearer <access token> (or Authorization: DPoP <access token> with a DPoP proof, for a DPoP-bound token).';
+export const NO_DPOP_PROOF = 'Authorization: DPoP needs exactly one DPoP header holding a proof (RFC 9449).';
 export const API_KEY_REFUSED = 'API keys are not accepted by the MCP endpoint: connect the client with OAuth (the endpoint\'s resource metadata names the authorization server).';
 export const SESSION_REFUSED = 'Sign-in sessions are not accepted by the MCP endpoint: connect the client with OAuth (the endpoint\'s resource metadata names the authorization server).';
 export const FORBIDDEN_HOST = 'The Host of this request is not this service\'s (PUBLIC_URL): refused against DNS rebinding.';
@@ -43,6 +47,9 @@ export interface McpTransportDeps {
   config: ServiceConfig;
   logger: Logger;
   credentials: CredentialStore;
+  /** The database DPoP proofs' jti are recorded in, and the clock their iat is judged by. */
+  db: Database;
+  clock: Clock;
   execute: ExecuteOperation;
   resource: McpResource;
   validator?: ContractValidator;
@@ -105,13 +112,20 @@ export function mcpRoutes(deps: McpTransportDeps): express.Router {
     for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
     res.status(status).json(body);
   };
-  const challenge = (res: Response, err: AccessTokenError) =>
+  const challenge = (res: Response, err: AccessTokenError) => {
+    const params = err.challengeError ? { error: err.challengeError, description: err.message } : {};
     refuse(res, err.status, err.code, err.message, {
-      'WWW-Authenticate': bearerChallenge(resource, err.challengeError ? { error: err.challengeError, description: err.message } : {}),
+      'WWW-Authenticate': err.scheme === 'DPoP' ? dpopChallenge(resource, params) : bearerChallenge(resource, params),
     });
+  };
 
-  /** The credential of a request, or an AccessTokenError: only `Authorization: Bearer <access token>`. */
+  /**
+   * The credential of a request, or an AccessTokenError: only `Authorization: Bearer <access token>`, or
+   * `Authorization: DPoP <access token>` with one `DPoP` proof header (RFC 9449) for a token bound to a key.
+   */
   const authenticate = async (req: Request): Promise<Credential> => {
+    // Node keeps only the first of two Authorization headers in req.headers: count the raw ones.
+    if (headerCount(req, 'authorization') > 1) throw new AccessTokenError(400, 'invalid_request', TWO_AUTHORIZATION_HEADERS);
     const authorization = req.headers.authorization;
     const inQuery = 'access_token' in (req.query as Record<string, unknown>);
     if (authorization === undefined || authorization.trim() === '') {
@@ -121,11 +135,27 @@ export function mcpRoutes(deps: McpTransportDeps): express.Router {
     }
     if (inQuery) throw new AccessTokenError(400, 'invalid_request', TWO_METHODS);
     const scheme = /^(\S+)(?: +(.*))?$/.exec(authorization.trim());
-    if (!scheme || scheme[1]!.toLowerCase() !== 'bearer') throw new AccessTokenError(401, 'invalid_token', NOT_BEARER, null);
+    const name = scheme?.[1]!.toLowerCase();
+    if (!scheme || (name !== 'bearer' && name !== 'dpop')) throw new AccessTokenError(401, 'invalid_token', NOT_BEARER, null);
     const token = (scheme[2] ?? '').trim();
     if (token.startsWith('wso_')) throw new AccessTokenError(401, 'invalid_token', API_KEY_REFUSED);
     if (token.startsWith('wss_')) throw new AccessTokenError(401, 'invalid_token', SESSION_REFUSED);
-    return credentials.authenticateAccessToken(token);
+    if (name === 'bearer') return credentials.authenticateAccessToken(token);
+    const proof = req.headers.dpop;
+    if (headerCount(req, 'dpop') !== 1 || typeof proof !== 'string' || proof.trim() === '') {
+      throw new AccessTokenError(401, 'invalid_dpop_proof', NO_DPOP_PROOF, 'invalid_dpop_proof', 'DPoP');
+    }
+    return credentials.authenticateAccessToken(token, {
+      scheme: 'dpop',
+      verifyProof: async (jkt) => {
+        try {
+          await verifyDpopProof(deps.db, { proof: proof.trim(), method: req.method, htu: resource.resource, accessToken: token, jkt, now: deps.clock.now() });
+        } catch (err) {
+          if (err instanceof DpopProofError) throw new AccessTokenError(401, 'invalid_dpop_proof', err.message, 'invalid_dpop_proof', 'DPoP');
+          throw err;
+        }
+      },
+    });
   };
 
   const router = express.Router();
@@ -143,7 +173,7 @@ export function mcpRoutes(deps: McpTransportDeps): express.Router {
     }
     if (req.method === 'OPTIONS') {
       res.setHeader('Access-Control-Allow-Methods', 'POST');
-      res.setHeader('Access-Control-Allow-Headers', 'Authorization, Content-Type, Accept, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Service-Act-As, Last-Event-ID');
+      res.setHeader('Access-Control-Allow-Headers', 'Authorization, DPoP, Content-Type, Accept, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Service-Act-As, Last-Event-ID');
       res.setHeader('Access-Control-Max-Age', '600');
       return void res.status(204).end();
     }

@@ -43,6 +43,7 @@ import type { ServiceConfig } from '../config.ts';
 import type { EgressClient } from '../egress.ts';
 import { randomIdPart, sha256Hex } from '../ids.ts';
 import type { JobDefinition } from '../jobs.ts';
+import { DPOP_ALGS } from '../mcp/dpop.ts';
 import { MCP_SCOPE, mcpResource } from '../mcp/resource.ts';
 import type { PageKit } from '../pages.ts';
 import { CLIENT_SECRET_PREFIX, deleteGrantRecords, knexAdapterFor, pruneRecords, pruneUnusedClients } from './adapter.ts';
@@ -368,6 +369,8 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
         clientAuthSigningAlgValues: ['RS256', 'PS256', 'ES256', 'EdDSA'],
         idTokenSigningAlgValues: ['ES256'],
         requestObjectSigningAlgValues: ['RS256', 'PS256', 'ES256', 'EdDSA'],
+        // DPoP (RFC 9449): the algorithms /v1/mcp verifies proofs with (server/mcp/dpop.ts), one list.
+        dPoPSigningAlgValues: DPOP_ALGS,
       },
       pkce: { required: () => true },
       features: {

@@ -70,6 +70,8 @@ forEachDatabase(
           authorization_servers: ['http://localhost:8080'],
           scopes_supported: ['mcp'],
           bearer_methods_supported: ['header'],
+          dpop_signing_alg_values_supported: ['ES256', 'Ed25519', 'EdDSA'],
+          dpop_bound_access_tokens_required: false,
           resource_name: 'Workspace Operations',
           resource_documentation: 'http://localhost:8080/docs',
         });
