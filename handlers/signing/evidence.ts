@@ -7,21 +7,9 @@
  * they decrypt, unchanged otherwise; when its permissions forbid changes, its pages are copied into a
  * new file) and the whole file rewritten with the evidence pages.
  */
-import fs from 'node:fs';
 import Bowser from 'bowser';
-import { type EmbeddedFont, PDF, type PDFPage, rgb } from '@libpdf/core';
-
-const FONT_DIR = new URL('./fonts/', import.meta.url);
-// Read once per process: ~1.5 MB together, subset into each archive.
-let fontBytes: { text: Uint8Array; bold: Uint8Array; script: Uint8Array } | null = null;
-function fonts() {
-  fontBytes ??= {
-    text: fs.readFileSync(new URL('DejaVuSans.ttf', FONT_DIR)),
-    bold: fs.readFileSync(new URL('DejaVuSans-Bold.ttf', FONT_DIR)),
-    script: fs.readFileSync(new URL('KaushanScript-Regular.otf', FONT_DIR)),
-  };
-  return fontBytes;
-}
+import { PDF, type PDFPage, rgb } from '@libpdf/core';
+import { TextDrawer, type TextStyle } from './text.ts';
 
 export interface EvidenceSigner {
   name: string;
@@ -82,6 +70,7 @@ const INK = rgb(0.1, 0.1, 0.12);
 const MUTED = rgb(0.38, 0.4, 0.45);
 const RULE = rgb(0.8, 0.82, 0.86);
 const SIGNATURE_INK = rgb(0.06, 0.16, 0.45);
+const segmenter = new Intl.Segmenter('und', { granularity: 'grapheme' });
 
 /** `2026-11-24 09:30:00 UTC`. */
 export function utc(ms: number): string {
@@ -139,7 +128,7 @@ class Writer {
 
   constructor(
     private readonly pdf: PDF,
-    private readonly f: { text: EmbeddedFont; bold: EmbeddedFont; script: EmbeddedFont },
+    private readonly t: TextDrawer,
     private readonly header: string,
   ) {
     this.newPage();
@@ -149,8 +138,12 @@ class Writer {
     this.page = this.pdf.addPage({ width: PAGE.width, height: PAGE.height });
     this.pages.push(this.page);
     this.y = PAGE.height - MARGIN;
-    this.page.drawText(this.header, { x: MARGIN, y: this.y, size: 8, font: this.f.text, color: MUTED });
+    this.text(this.header, MARGIN, 8, 'text', MUTED);
     this.y -= 22;
+  }
+
+  private text(text: string, x: number, size: number, style: TextStyle, color: typeof INK, page = this.page, y = this.y): void {
+    this.t.draw(page, text, { x, y, size, style, color });
   }
 
   /** Starts a new page unless `height` points are left. */
@@ -158,29 +151,29 @@ class Writer {
     if (this.y - height < MARGIN + 20) this.newPage();
   }
 
-  /** Text the font can draw: other characters become `?`, controls a space. */
-  clean(text: string, font: EmbeddedFont): string {
-    const plain = text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
-    const missing = new Set(font.getUnencodableCharacters(plain));
-    return missing.size ? [...plain].map((c) => (missing.has(c) ? '?' : c)).join('') : plain;
-  }
-
-  /** Word-wrapped lines of at most `width` points (a word longer than a line is cut). */
-  wrap(text: string, font: EmbeddedFont, size: number, width: number): string[] {
+  /** Word-wrapped lines of at most `width` points (a word longer than a line is cut between graphemes). */
+  wrap(raw: string, style: TextStyle, size: number, width: number): string[] {
+    const fits = (s: string) => this.t.width(s, style, size) <= width;
     const lines: string[] = [];
     let line = '';
-    for (const word of text.split(/\s+/).filter(Boolean)) {
+    for (const word of TextDrawer.clean(raw).split(/\s+/).filter(Boolean)) {
       let w = word;
-      while (font.widthOfTextAtSize(w, size) > width) {
-        let cut = w.length - 1;
-        while (cut > 1 && font.widthOfTextAtSize(w.slice(0, cut), size) > width) cut--;
+      while (!fits(w)) {
+        const graphemes = [...segmenter.segment(w)].map((g) => g.segment);
+        let lo = 1;
+        let hi = graphemes.length - 1;
+        while (lo < hi) {
+          const mid = Math.ceil((lo + hi) / 2);
+          if (fits(graphemes.slice(0, mid).join(''))) lo = mid;
+          else hi = mid - 1;
+        }
         if (line) lines.push(line);
         line = '';
-        lines.push(w.slice(0, cut));
-        w = w.slice(cut);
+        lines.push(graphemes.slice(0, lo).join(''));
+        w = graphemes.slice(lo).join('');
       }
       const next = line ? `${line} ${w}` : w;
-      if (font.widthOfTextAtSize(next, size) > width) {
+      if (!fits(next)) {
         lines.push(line);
         line = w;
       } else line = next;
@@ -192,7 +185,7 @@ class Writer {
   heading(text: string, size = 13): void {
     this.need(size + 30);
     this.y -= 6;
-    this.page.drawText(this.clean(text, this.f.bold), { x: MARGIN, y: this.y, size, font: this.f.bold, color: INK });
+    this.text(text, MARGIN, size, 'bold', INK);
     this.y -= 8;
     this.page.drawLine({ start: { x: MARGIN, y: this.y }, end: { x: MARGIN + WIDTH, y: this.y }, color: RULE, thickness: 0.75 });
     this.y -= 16;
@@ -201,34 +194,33 @@ class Writer {
   /** A label and its value, the value wrapped beside the label. */
   field(label: string, value: string, size = 9.5): void {
     const labelWidth = 130;
-    const lines = this.wrap(this.clean(value, this.f.text), this.f.text, size, WIDTH - labelWidth);
+    const lines = this.wrap(value, 'text', size, WIDTH - labelWidth);
     this.need(lines.length * (size + 3.5));
-    this.page.drawText(label, { x: MARGIN, y: this.y, size: 9.5, font: this.f.text, color: MUTED });
+    this.text(label, MARGIN, 9.5, 'text', MUTED);
     for (const line of lines) {
-      this.page.drawText(line, { x: MARGIN + labelWidth, y: this.y, size, font: this.f.text, color: INK });
+      this.text(line, MARGIN + labelWidth, size, 'text', INK);
       this.y -= size + 3.5;
     }
     this.y -= 2;
   }
 
   paragraph(text: string, size = 9, color = MUTED): void {
-    for (const line of this.wrap(this.clean(text, this.f.text), this.f.text, size, WIDTH)) {
+    for (const line of this.wrap(text, 'text', size, WIDTH)) {
       this.need(size + 4);
-      this.page.drawText(line, { x: MARGIN, y: this.y, size, font: this.f.text, color });
+      this.text(line, MARGIN, size, 'text', color);
       this.y -= size + 3.5;
     }
     this.y -= 4;
   }
 
-  /** The typed name drawn as a handwritten signature on a line (in DejaVu Sans when the handwriting font lacks a letter). */
+  /** The typed name drawn as a handwritten signature on a line (letters the handwriting font lacks in the text fonts). */
   signature(typedName: string): void {
     this.need(60);
-    const font = this.f.script.canEncode(typedName) ? this.f.script : this.f.text;
-    const name = this.clean(typedName, font);
+    const name = TextDrawer.clean(typedName);
     let size = 26;
-    while (size > 10 && font.widthOfTextAtSize(name, size) > WIDTH - 150) size -= 1;
+    while (size > 10 && this.t.width(name, 'script', size) > WIDTH - 150) size -= 1;
     this.y -= 12;
-    this.page.drawText(name, { x: MARGIN + 130, y: this.y, size, font, color: SIGNATURE_INK });
+    this.text(name, MARGIN + 130, size, 'script', SIGNATURE_INK);
     this.y -= 8;
     this.page.drawLine({ start: { x: MARGIN + 130, y: this.y }, end: { x: MARGIN + WIDTH, y: this.y }, color: RULE, thickness: 0.75 });
     this.y -= 16;
@@ -237,12 +229,12 @@ class Writer {
   /** One row of the event table: time, what, detail (wrapped). */
   event(time: string, what: string, detail: string): void {
     const size = 8.5;
-    const detailLines = detail ? this.wrap(this.clean(detail, this.f.text), this.f.text, size, WIDTH - 236) : [''];
+    const detailLines = detail ? this.wrap(detail, 'text', size, WIDTH - 236) : [''];
     this.need(detailLines.length * (size + 3) + 3);
-    this.page.drawText(time, { x: MARGIN, y: this.y, size, font: this.f.text, color: MUTED });
-    this.page.drawText(this.clean(what, this.f.text), { x: MARGIN + 118, y: this.y, size, font: this.f.bold, color: INK });
+    this.text(time, MARGIN, size, 'text', MUTED);
+    this.text(what, MARGIN + 118, size, 'bold', INK);
     for (const line of detailLines) {
-      this.page.drawText(line, { x: MARGIN + 236, y: this.y, size, font: this.f.text, color: INK });
+      this.text(line, MARGIN + 236, size, 'text', INK);
       this.y -= size + 3;
     }
     this.y -= 3;
@@ -252,7 +244,7 @@ class Writer {
   footers(requestId: string, firstPage: number): void {
     this.pages.forEach((page, i) => {
       const text = `Request ${requestId} · evidence page ${i + 1} of ${this.pages.length} · archive page ${firstPage + i} of ${firstPage + this.pages.length - 1}`;
-      page.drawText(this.clean(text, this.f.text), { x: MARGIN, y: MARGIN - 20, size: 7.5, font: this.f.text, color: MUTED });
+      this.text(text, MARGIN, 7.5, 'text', MUTED, page, MARGIN - 20);
     });
   }
 }
@@ -287,9 +279,8 @@ async function open(original: Uint8Array): Promise<{ pdf: PDF; decrypted: boolea
 export async function buildArchive(original: Uint8Array, evidence: Evidence): Promise<BuiltArchive> {
   const { pdf, decrypted } = await open(original);
   const originalPages = pdf.getPageCount();
-  const bytes = fonts();
-  const f = { text: pdf.embedFont(bytes.text), bold: pdf.embedFont(bytes.bold), script: pdf.embedFont(bytes.script) };
-  const w = new Writer(pdf, f, `Evidence of electronic signature · ${evidence.requestId}`);
+  const text = await TextDrawer.create(pdf);
+  const w = new Writer(pdf, text, `Evidence of electronic signature · ${evidence.requestId}`);
   const appended = !decrypted && pdf.canSaveIncrementally() === null;
 
   w.heading('Evidence of electronic signature', 17);
@@ -342,6 +333,7 @@ export async function buildArchive(original: Uint8Array, evidence: Evidence): Pr
 
   let out: Uint8Array;
   try {
+    text.finish();
     out = await pdf.save({ incremental: appended, subsetFonts: true });
   } catch (err) {
     throw new EvidenceError(`the archive could not be written${err instanceof Error ? `: ${err.message}` : ''}`);
