@@ -11,7 +11,7 @@ import type { DocumentsDeps } from './deps.ts';
 import { createFile, findFile } from './files.ts';
 import { DEFAULT_PART_BYTES, FILE_RETENTION_DAYS, lockWorkspaceForUploads, MAX_FILE_BYTES, MAX_PAGES, MAX_PART_BYTES, MAX_PARTS, MIN_PART_BYTES, openUploadsOf, PART_URL_TTL_MS, storedBytes, UPLOAD_TTL_MS } from './limits.ts';
 import { type DbUploadRow, findOwnUpload, listFiles, listParts, markCompleted, markRejected, type UploadOwner, insertUpload } from './queries.ts';
-import { ScannerUnavailable, scanDocument } from './scan.ts';
+import { PdfGuardBusy, ScannerUnavailable, scanDocument } from './scan.ts';
 import { signToken } from './tokens.ts';
 import { fileView, partSize, uploadView } from './views.ts';
 
@@ -121,6 +121,9 @@ async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upl
     if (err instanceof ScannerUnavailable) {
       deps.logger.warn({ reason: err.reason, err: err.message }, 'the virus scanner is unavailable; upload not completed');
       throw new ServiceError(503, 'unavailable', 'The virus scanner is not available right now; nothing changed, retry later.');
+    }
+    if (err instanceof PdfGuardBusy) {
+      throw new ServiceError(503, 'unavailable', `Every PDF checker is busy; nothing changed, retry in ${err.retryAfterSeconds} s.`, { 'Retry-After': String(err.retryAfterSeconds) });
     }
     throw err;
   }

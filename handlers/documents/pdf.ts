@@ -1,17 +1,19 @@
 /**
- * The upload scan's PDF half: the bytes are a PDF that parses strictly, opens without a user password,
- * and is within the size and page limits. Every refusal is a plain reason; nothing here throws on bad input.
+ * The upload scan's PDF half: the bytes are a PDF (its first bytes are `%PDF-`, no web markup a browser
+ * could sniff) that parses strictly on a checking thread within the parse limits (pdfGuard.ts), opens
+ * without a user password, is within the size and page limits and carries no active content
+ * (pdfInspect.ts). Every refusal is a plain reason; nothing here throws on bad input but PdfGuardBusy.
  */
-import { PDF } from '@libpdf/core';
+import { pdfGuard } from './pdfGuard.ts';
+import type { PdfInspection } from './pdfInspect.ts';
+
+export type { PdfInspection } from './pdfInspect.ts';
+export { PDF_PARSE_LIMITS, PdfGuardBusy } from './pdfGuard.ts';
 
 export interface PdfLimits {
   maxBytes: number;
   maxPages: number;
 }
-
-export type PdfInspection =
-  | { ok: true; pages: number; encrypted: 'none' | 'owner-only'; pdfVersion: string }
-  | { ok: false; reason: string };
 
 const OTHER_FORMATS: { magic: number[]; name: string }[] = [
   { magic: [0x89, 0x50, 0x4e, 0x47], name: 'a PNG image' },
@@ -21,8 +23,9 @@ const OTHER_FORMATS: { magic: number[]; name: string }[] = [
   { magic: [0xd0, 0xcf, 0x11, 0xe0], name: 'an old Office document' },
 ];
 
-/** Header search window: the PDF specification lets readers accept junk before `%PDF-` within the first 1024 bytes. */
-const HEADER_WINDOW = 1024;
+/** The first bytes a browser sniffs a type from (and where the end-of-file marker is looked for at the end). */
+const SNIFF_WINDOW = 1024;
+const MARKUP = /<(?:!doctype\s+html|html|head|body|script|iframe|svg|object|embed)[\s>/]/i;
 
 function formatBytes(n: number): string {
   if (n >= 1024 * 1024) return `${n} bytes (${(n / (1024 * 1024)).toFixed(1).replace(/\.0$/, '')} MiB)`;
@@ -37,47 +40,43 @@ function indexOf(bytes: Uint8Array, needle: string, from: number, to: number): n
 }
 
 function notAPdf(bytes: Uint8Array): string | null {
-  if (indexOf(bytes, '%PDF-', 0, HEADER_WINDOW) >= 0) return null;
+  if (indexOf(bytes, '%PDF-', 0, 5) === 0) return null;
   const other = OTHER_FORMATS.find((f) => f.magic.every((b, i) => bytes[i] === b));
   if (other) return `the file is ${other.name}, not a PDF`;
+  // Readers accept junk before the header; browsers and mail filters sniff that junk as another type (a polyglot).
+  if (indexOf(bytes, '%PDF-', 0, SNIFF_WINDOW) > 0) return 'the file does not start with %PDF- (it has other bytes before the PDF header)';
   return 'the file is not a PDF (it does not start with a PDF header)';
 }
 
-/** The reason for a parse failure, by the parser's error class (its classes are not exported, their names are stable). */
-function damageReason(err: unknown): string {
-  const name = err instanceof Error ? err.name || err.constructor.name : '';
-  const ctor = err instanceof Error ? err.constructor.name : '';
-  if (name === 'XRefParseError' || ctor === 'XRefParseError') return 'the PDF is damaged or truncated: its cross-reference table cannot be read';
-  if (name === 'SecurityError' || ctor === 'SecurityError' || ctor === 'PermissionDeniedError') return 'the PDF uses an encryption that cannot be opened';
-  return 'the PDF is damaged: its contents cannot be read';
-}
-
-/** Checks that `bytes` are a PDF within `limits` that opens without a user password. Never throws. */
+/** Checks that `bytes` are a PDF within `limits` that opens without a user password and carries no active content. */
 export async function inspectPdf(bytes: Uint8Array, limits: PdfLimits): Promise<PdfInspection> {
   if (bytes.length === 0) return { ok: false, reason: 'the file is empty' };
   if (bytes.length > limits.maxBytes) return { ok: false, reason: `the file is larger than the limit of ${formatBytes(limits.maxBytes)}` };
   const foreign = notAPdf(bytes);
   if (foreign) return { ok: false, reason: foreign };
-  if (indexOf(bytes, '%%EOF', Math.max(0, bytes.length - HEADER_WINDOW), bytes.length) < 0) {
+  if (indexOf(bytes, '%%EOF', Math.max(0, bytes.length - SNIFF_WINDOW), bytes.length) < 0) {
     return { ok: false, reason: 'the PDF is truncated: its end-of-file marker is missing' };
   }
-  let doc: PDF;
-  try {
-    // Strict: lenient mode "recovers" a half file or a scrambled body into a document with fewer or no pages.
-    doc = await PDF.load(bytes, { lenient: false });
-  } catch (err) {
-    return { ok: false, reason: damageReason(err) };
+  if (MARKUP.test(Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.length, SNIFF_WINDOW)).toString('latin1'))) {
+    return { ok: false, reason: 'the file carries HTML or SVG markup in its first 1024 bytes (a file that is also a web page is not accepted)' };
   }
-  try {
-    if (doc.isEncrypted && !doc.isAuthenticated) return { ok: false, reason: 'the PDF needs a password to open' };
-    const pages = doc.getPageCount();
-    if (pages === 0) return { ok: false, reason: 'the PDF has no pages' };
-    if (pages > limits.maxPages) return { ok: false, reason: `the PDF has ${pages} pages, more than the limit of ${limits.maxPages}` };
-    for (const page of doc.getPages()) {
-      if (!(page.width > 0 && page.height > 0)) return { ok: false, reason: 'the PDF is damaged: a page has no size' };
-    }
-    return { ok: true, pages, encrypted: doc.isEncrypted ? 'owner-only' : 'none', pdfVersion: doc.version };
-  } catch (err) {
-    return { ok: false, reason: damageReason(err) };
+  return pdfGuard.inspect(bytes, 'upload', limits.maxPages);
+}
+
+/** A stored PDF the guarded parse refused (its reason says why). */
+export class PdfUnreadable extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+    this.name = 'PdfUnreadable';
   }
+}
+
+/**
+ * A stored file read again (the archive, its seal): the same guarded parse with the same limits, without
+ * the upload's content rule (files stored before it came in are still archived). Throws PdfUnreadable.
+ */
+export async function checkStoredPdf(bytes: Uint8Array, maxPages: number): Promise<{ pages: number }> {
+  const out = await pdfGuard.inspect(bytes, 'stored', maxPages);
+  if (!out.ok) throw new PdfUnreadable(out.reason);
+  return { pages: out.pages };
 }

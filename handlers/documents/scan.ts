@@ -1,11 +1,12 @@
 /**
  * The upload scan: the PDF checks (pdf.ts), then, when a ClamAV daemon is configured, its verdict (clamav.ts).
- * A refusal is a plain reason for `invalid_input`; a scanner that cannot answer throws ScannerUnavailable.
+ * A refusal is a plain reason for `invalid_input`; a scanner that cannot answer throws ScannerUnavailable,
+ * a PDF checker with every thread busy and its queue full throws PdfGuardBusy.
  */
 import { scanStream, type ClamavConfig } from './clamav.ts';
 import { inspectPdf, type PdfLimits } from './pdf.ts';
 
-export { inspectPdf, type PdfInspection, type PdfLimits } from './pdf.ts';
+export { checkStoredPdf, inspectPdf, PDF_PARSE_LIMITS, PdfGuardBusy, PdfUnreadable, type PdfInspection, type PdfLimits } from './pdf.ts';
 export { ClamavUrlError, parseClamavUrl, pingClamd, ScannerUnavailable, scanStream, type ClamavConfig, type ClamavVerdict } from './clamav.ts';
 
 export type ScanOutcome = { ok: true; pages: number; encrypted: 'none' | 'owner-only'; pdfVersion: string } | { ok: false; reason: string };

@@ -9,6 +9,7 @@
  */
 import Bowser from 'bowser';
 import { PDF, type PDFPage, rgb } from '@libpdf/core';
+import { checkStoredPdf, PdfGuardBusy } from '../documents/pdf.ts';
 import { TextDrawer, type TextStyle } from './text.ts';
 
 export interface EvidenceSigner {
@@ -252,8 +253,11 @@ class Writer {
 async function open(original: Uint8Array): Promise<{ pdf: PDF; decrypted: boolean }> {
   let pdf: PDF;
   try {
+    // The guarded parse first (a checking thread, the parse limits): a file that would exhaust them is refused here, not parsed below.
+    await checkStoredPdf(original, Number.MAX_SAFE_INTEGER);
     pdf = await PDF.load(original);
   } catch (err) {
+    if (err instanceof PdfGuardBusy) throw err;
     throw new EvidenceError(`the original PDF cannot be read${err instanceof Error ? `: ${err.message}` : ''}`);
   }
   if (!pdf.isEncrypted) return { pdf, decrypted: false };

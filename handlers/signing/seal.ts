@@ -4,6 +4,7 @@
  * (unsigned attribute of the CMS, PAdES B-T) when a timestamp authority is configured.
  */
 import { PDF } from '@libpdf/core';
+import { checkStoredPdf, PdfGuardBusy } from '../documents/pdf.ts';
 import { assertUsableAt, type SealCertificate } from './certificate.ts';
 import { timestampAuthority, TimestampUnavailableError, type TimestampClientOptions } from './timestamp.ts';
 
@@ -36,8 +37,11 @@ export async function seal(pdf: Uint8Array, options: SealOptions): Promise<Uint8
   assertUsableAt(options.certificate, options.signedAt);
   let doc: PDF;
   try {
+    // The guarded parse first (a checking thread, the parse limits): a file that would exhaust them is refused here, not parsed below.
+    await checkStoredPdf(pdf, Number.MAX_SAFE_INTEGER);
     doc = await PDF.load(pdf);
   } catch (err) {
+    if (err instanceof PdfGuardBusy) throw err;
     throw new SealError(`the file is not a PDF that can be read${err instanceof Error ? `: ${err.message}` : ''}`);
   }
   if (doc.isEncrypted) throw new SealError('the PDF is encrypted; an encrypted file cannot be sealed');
