@@ -10,6 +10,12 @@
  *    clients do), then documents.CompleteUpload (joins the parts, checks the SHA-256, scans: strict PDF
  *    parse, page count; no ClamAV). The time is from CreateUpload to CompleteUpload's answer; the aim is
  *    under 2 s. BENCH_RUNS (default 5) runs per database; the median is reported.
+ *  - scan: the same 20 MB PDF through the upload scan alone (inspectPdf: a copy to a PDF checking
+ *    thread, the strict parse under the parse budget, the page and active-content checks); aim 100 ms.
+ *  - bomb: two decompression bombs of 0.8 MB at once (a catalog in an object stream inflating to
+ *    768 MiB, test/documents/pdfs.ts bombPdf), each uploaded and completed, while /healthz is asked
+ *    every 50 ms: the time until both are refused (aim under 10 s), /healthz's slowest answer meanwhile
+ *    (aim under 1 s) and the process's peak RSS (the checking threads included; aim under 1 GiB).
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -25,7 +31,8 @@ import { createClient, type ServiceClient } from '../generated/client.ts';
 import { applyWorkspace } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { loadConfig } from '../server/config.ts';
-import { makePdf, sha256 } from '../test/documents/pdfs.ts';
+import { inspectPdf } from '../handlers/documents/pdf.ts';
+import { bombPdf, makePdf, sha256 } from '../test/documents/pdfs.ts';
 import { archiveMeasurement } from './bench-archive.ts';
 import { fmt, log, positive, resetPostgres, runMain, table } from './bench-support.ts';
 
@@ -104,8 +111,66 @@ export const uploadMeasurement: Measurement = {
   },
 };
 
+export const scanMeasurement: Measurement = {
+  name: 'scan a 20 MB PDF (checking thread, parse budget, active content)',
+  aimMs: 100,
+  async run(_ctx, runs) {
+    const bytes = await makePdf(40, { payloadBytes: 19_950_000, seed: 'bench' });
+    const times: number[] = [];
+    for (let i = 0; i < runs + 1; i++) {
+      const started = performance.now();
+      const out = await inspectPdf(bytes, { maxBytes: 50 * MiB, maxPages: 500 });
+      if (!out.ok) throw new Error(`the scan refused the bench PDF: ${out.reason}`);
+      // The first run starts the checking thread; it is reported apart.
+      times.push(performance.now() - started);
+    }
+    const [first, ...rest] = times;
+    return { runs: rest, detail: `${bytes.length} bytes, 40 pages; the first scan (starts a checking thread) ${fmt(first!, 0)} ms` };
+  },
+};
+
+/** Two bombs uploaded at once, /healthz polled meanwhile, the process's RSS sampled (the checking threads are in it). */
+export const bombMeasurement: Measurement = {
+  name: 'two 0.8 MB decompression bombs at once (768 MiB each) refused',
+  aimMs: 10_000,
+  async run(ctx, runs) {
+    const bomb = bombPdf(768);
+    const times: number[] = [];
+    let slowestHealth = 0;
+    let peakRss = process.memoryUsage().rss;
+    const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 10);
+    try {
+      for (let i = 0; i < runs; i++) {
+        let done = false;
+        const health = (async () => {
+          while (!done) {
+            const started = performance.now();
+            const res = await fetch(`${ctx.origin}/healthz`);
+            await res.arrayBuffer();
+            slowestHealth = Math.max(slowestHealth, performance.now() - started);
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        })();
+        const started = performance.now();
+        const outcomes = await Promise.all([0, 1].map(() => uploadOnce(ctx.api, bomb).then(() => 'accepted', (err: Error) => err.message)));
+        times.push(performance.now() - started);
+        done = true;
+        await health;
+        for (const o of outcomes) if (!/invalid_input.*too large to check/.test(o)) throw new Error(`a bomb was not refused as too large: ${o}`);
+      }
+    } finally {
+      clearInterval(sampler);
+    }
+    const rssMiB = peakRss / MiB;
+    return {
+      runs: times,
+      detail: `${bomb.length} bytes each; slowest /healthz meanwhile ${fmt(slowestHealth, 0)} ms (aim < 1000: ${slowestHealth < 1000 ? 'ok' : 'MISS'}); peak RSS ${fmt(rssMiB, 0)} MiB (aim < 1024: ${rssMiB < 1024 ? 'ok' : 'MISS'})`,
+    };
+  },
+};
+
 /** The measurements, in order; another is one more entry (helpers append theirs with `measurements.push`). */
-export const measurements: Measurement[] = [uploadMeasurement, archiveMeasurement];
+export const measurements: Measurement[] = [uploadMeasurement, scanMeasurement, bombMeasurement, archiveMeasurement];
 
 async function freePort(): Promise<number> {
   const server = net.createServer();

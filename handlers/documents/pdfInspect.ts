@@ -19,7 +19,7 @@ export type PdfInspection =
   | { ok: true; pages: number; encrypted: 'none' | 'owner-only'; pdfVersion: string }
   | { ok: false; reason: string };
 
-/** `upload`: the upload rule (active content refused); `stored`: a stored file read again (archive, seal), limits only. */
+/** `upload`: the upload rule (strict parse, password, pages, active content); `stored`: a stored file read again (archive, seal), the parse limits only. */
 export type InspectMode = 'upload' | 'stored';
 
 const latin1 = (bytes: Uint8Array, from: number, to: number) => Buffer.from(bytes.buffer, bytes.byteOffset + from, Math.max(0, to - from)).toString('latin1');
@@ -132,16 +132,19 @@ export async function inspectParsed(bytes: Uint8Array, limits: ParseLimits, mode
     return await withBudget({ maxBytes: limits.maxInflatedBytes, maxObjects: limits.maxObjects }, async () => {
       let doc: PDF;
       try {
-        // Strict: lenient mode "recovers" a half file or a scrambled body into a document with fewer or no pages.
-        doc = await PDF.load(bytes, { lenient: false });
+        // Strict for uploads: lenient mode "recovers" a half file or a scrambled body into a document with fewer
+        // or no pages. A stored file is read as its reader (the archive, the seal) reads it.
+        doc = await PDF.load(bytes, mode === 'upload' ? { lenient: false } : {});
       } catch (err) {
         if (err instanceof BudgetExceeded) throw err;
         return { ok: false, reason: encrypted ? 'the PDF needs a password to open' : damageReason(err) };
       }
-      if (doc.isEncrypted && !doc.isAuthenticated) return { ok: false, reason: 'the PDF needs a password to open' };
       const trailerSize = doc.context.info.trailer.getNumber('Size')?.value;
       if (trailerSize) declaredObjects(trailerSize);
       const pages = doc.getPageCount();
+      // A stored file's reader judges its encryption and pages itself; the guard only held the parse to its limits.
+      if (mode === 'stored') return { ok: true, pages, encrypted: doc.isEncrypted ? 'owner-only' : 'none', pdfVersion: doc.version };
+      if (doc.isEncrypted && !doc.isAuthenticated) return { ok: false, reason: 'the PDF needs a password to open' };
       if (pages === 0) return { ok: false, reason: 'the PDF has no pages' };
       if (pages > limits.maxPages) return { ok: false, reason: `the PDF has ${pages} pages, more than the limit of ${limits.maxPages}` };
       for (const page of doc.getPages()) {
