@@ -6,7 +6,8 @@
  *
  * How: @libpdf/core decodes every stream through `PdfStream.prototype.getDecodedData` (wrapped here),
  * and its FlateDecode filter calls `pako.inflate` / `new pako.Inflate()` of its own pako copy (replaced
- * here by zlib with `maxOutputLength`, so a deflate bomb stops at the cap instead of filling memory).
+ * here: the inflated size is counted first, chunk by chunk and thrown away, then zlib inflates with
+ * `maxOutputLength`, so a deflate bomb stops at the cap before its bytes exist).
  * LZW and RunLength expand too: their output size is computed from their input before they run.
  */
 import { createRequire } from 'node:module';
@@ -169,8 +170,27 @@ export async function installBudget(): Promise<void> {
     Inflate: new (options?: object) => { onData(chunk: Uint8Array): void; push(data: Uint8Array, mode?: boolean): boolean };
   };
   const PakoInflate = pako.Inflate;
+  /** The inflated size of `data`, counted chunk by chunk and thrown away, stopping once it passes `limit`. */
+  const inflatedSize = (data: Uint8Array, limit: number): number => {
+    let n = 0;
+    const stop = new Error('over the limit');
+    const counter = new PakoInflate({ chunkSize: 256 * 1024 });
+    counter.onData = (chunk: Uint8Array) => {
+      n += chunk.length;
+      if (n > limit) throw stop;
+    };
+    try {
+      counter.push(data, true);
+    } catch (err) {
+      if (err !== stop) throw err;
+    }
+    return n;
+  };
   pako.inflate = (data: Uint8Array) => {
     assertOpen();
+    // Counted first with a small window of memory: a bomb is refused before its bytes exist.
+    const size = inflatedSize(data, remaining());
+    if (size > remaining()) spend(size);
     let out: Buffer;
     try {
       // Z_SYNC_FLUSH: a stream without a final block (PDFium writes those) gives what it holds, as pako does.
