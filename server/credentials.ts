@@ -3,7 +3,7 @@ import { LRUCache } from 'lru-cache';
 import type { Database } from '../db/database.ts';
 import { findKeyForAuth, listKeyDelegateIds, listWorkspaceMembers, takeRateLimitToken, touchKeyUsage } from '../db/queries/credentials.ts';
 import { type DbConnectionForAuth, findConnectionForAuth, listConnectionDelegateIds } from '../db/queries/connections.ts';
-import { endConnection, findAccessToken, takeConnectionRateLimitToken, touchConnectionUsage } from '../db/queries/mcp.ts';
+import { type ConnectionEndedReason, endConnection, findAccessToken, takeConnectionRateLimitToken, touchConnectionUsage } from '../db/queries/mcp.ts';
 import { findSessionForAuth, revokeSessions, takeSessionRateLimitToken } from '../db/queries/sessions.ts';
 import type { Delegation, MemberRole } from '../db/rows.ts';
 import { type Access, type CatalogueEntry, catalogue, resourceTypes } from '../generated/catalogue.ts';
@@ -35,6 +35,14 @@ export function headerCount(req: { rawHeaders: string[] }, name: string): number
   for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]!.toLowerCase() === name) n += 1;
   return n;
 }
+
+/**
+ * The 403 of every workspace-access MCP connection of a workspace whose API keys the operator stopped: a
+ * shared connection is a workspace credential like a key (personal connections act as their member and
+ * keep working).
+ */
+export const CONNECTIONS_STOPPED =
+  'API keys are stopped for this workspace, and with them its workspace-access (shared) MCP connections: the operator has turned them off, so this connection is refused until the operator turns them on again. Personal connections keep working.';
 
 /** `api_keys.last_used_at` is written at most this often per key. */
 export const KEY_USAGE_INTERVAL_MS = 60_000;
@@ -69,7 +77,7 @@ export interface Credential {
   readonly members: ReadonlyMap<string, MemberInfo>;
   readonly authVersion: number;
   readonly secretHash: Buffer;
-  /** Keys: the operator stopped the workspace's API keys (every request is refused with 403). */
+  /** Keys and workspace-access connections: the operator stopped the workspace's API keys (every request is refused with 403). */
   readonly keysStopped?: boolean;
   /** Sessions: the member the session acts for (always), and when it ends (Unix ms). */
   readonly sessionMember?: MemberInfo;
@@ -325,6 +333,7 @@ export class CredentialStore {
       credential = await this.loadConnection(info.connectionId, now);
       if (!credential) throw new AccessTokenError(401, 'invalid_token', CONNECTION_ENDED);
     }
+    if (credential.keysStopped) throw forbidden(CONNECTIONS_STOPPED);
     if (!bucket.allowed) {
       const waitUs = Number(bucket.tat) - this.toleranceUs - nowUs;
       throw rateLimited(Math.max(1, Math.ceil(waitUs / 1_000_000)));
@@ -373,8 +382,18 @@ export class CredentialStore {
       this.connections.delete(id);
       return undefined;
     }
-    if (row.access === 'personal' && (row.member_id === null || row.member_role_now === null || row.member_disabled_at !== null || (row.member_role !== null && row.member_role !== row.member_role_now))) {
-      await endConnection(this.db.relaxed, id, now);
+    const reason: ConnectionEndedReason | null =
+      row.access !== 'personal'
+        ? null
+        : row.member_id === null || row.member_role_now === null
+          ? 'member_gone'
+          : row.member_disabled_at !== null
+            ? 'member_disabled'
+            : row.member_role !== null && row.member_role !== row.member_role_now
+              ? 'member_role_changed'
+              : null;
+    if (reason) {
+      await endConnection(this.db.relaxed, id, now, reason);
       this.connections.delete(id);
       return undefined;
     }
@@ -409,6 +428,7 @@ export class CredentialStore {
       delegation: row.delegation,
       delegates: new Set(delegates),
       members: new Map(members.map((m) => [m.id, { id: m.id, name: m.name, role: m.role, disabled: m.disabled_at !== null }])),
+      keysStopped: row.api_key_access === 'stopped',
     };
   }
 

@@ -20,7 +20,7 @@ import { distance } from './suggest.ts';
 import type { HandlerMap } from './operation.ts';
 import { Metrics } from './metrics.ts';
 import { mcpResource, MCP_PATH, protectedResourceRoutes } from './mcp/resource.ts';
-import { type McpLogFields, mcpRoutes } from './mcp/transport.ts';
+import { discoveryConnectionCredential, type McpLogFields, mcpRoutes } from './mcp/transport.ts';
 import { PageKit, sessionTokenOf } from './pages.ts';
 import { checkOrigin, signinRoutes } from './signin.ts';
 import { ContractValidator } from './validation.ts';
@@ -142,10 +142,13 @@ function operationsRouter(options: PlatformOptions, parts: { credentials: Creden
   };
 
   /** The credential of a /v1 request: the API key when there is one, else a member's sign-in session cookie. */
-  const authenticate = (req: Request): Promise<Credential> => {
+  const authenticate = async (req: Request): Promise<Credential> => {
     // Node keeps only the first of two Authorization headers in req.headers: a second one is refused, not ignored.
     if (headerCount(req, 'authorization') > 1) throw invalidInput(TWO_AUTHORIZATION_HEADERS);
     const authorization = req.headers.authorization;
+    // An MCP connection's access token learns what it may call and whom it may act for (GET /operations, /delegation/members).
+    const connection = await discoveryConnectionCredential(req, { db: options.db, clock: options.clock, credentials, resource: mcpResource(config.publicUrl) }, `${req.method} ${req.path}`);
+    if (connection) return connection;
     const session = authorization === undefined ? sessionTokenOf(req) : undefined;
     if (session === undefined) return credentials.authenticate(authorization);
     checkOrigin(req);

@@ -33,6 +33,8 @@ export interface DbConnectionRow {
   created_at: number;
   last_used_at: number | null;
   revoked_at: number | null;
+  /** Set with revoked_at when the connection ended because of its member (disabled, role changed, gone); null when a person revoked it. */
+  ended_reason?: string | null;
 }
 
 export async function insertConnection(sql: Sql, row: Omit<DbConnectionRow, 'grant_id' | 'last_used_at' | 'revoked_at'>, delegates: readonly string[]): Promise<void> {
@@ -63,12 +65,14 @@ export interface DbConnectionForAuth extends DbConnectionRow {
   member_name: string | null;
   member_role_now: MemberRole | null;
   member_disabled_at: number | null;
+  /** The workspace's API-key switch (`on`, `off`, `stopped`): `stopped` refuses workspace-access connections too. */
+  api_key_access?: string;
 }
 
 /** A connection with its workspace's auth version and its member as they are now; revoked ones too (the caller decides). */
 export function findConnectionForAuth(sql: Sql, id: string): Promise<DbConnectionForAuth | undefined> {
   return sql.one<DbConnectionForAuth>(
-    `SELECT c.*, w.auth_version, m.name AS member_name, m.role AS member_role_now, m.disabled_at AS member_disabled_at
+    `SELECT c.*, w.auth_version, w.api_key_access, m.name AS member_name, m.role AS member_role_now, m.disabled_at AS member_disabled_at
        FROM mcp_connections c JOIN workspaces w ON w.id = c.workspace_id LEFT JOIN members m ON m.id = c.member_id
       WHERE c.id = ?`,
     [id],

@@ -39,9 +39,12 @@ export function takeConnectionRateLimitToken(
   );
 }
 
-/** Ends a connection whose member was disabled or changed role (for good, as such a session ends); true when it did. */
-export async function endConnection(sql: Sql, id: string, now: number): Promise<boolean> {
-  return (await sql.run(`UPDATE mcp_connections SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, [now, id])) > 0;
+/** Why a personal connection was ended without a person revoking it (`mcp_connections.ended_reason`). */
+export type ConnectionEndedReason = 'member_disabled' | 'member_role_changed' | 'member_gone';
+
+/** Ends a connection whose member was disabled or changed role (for good, as such a session ends), recording why; true when it did. */
+export async function endConnection(sql: Sql, id: string, now: number, reason: ConnectionEndedReason): Promise<boolean> {
+  return (await sql.run(`UPDATE mcp_connections SET revoked_at = ?, ended_reason = ? WHERE id = ? AND revoked_at IS NULL`, [now, reason, id])) > 0;
 }
 
 /**

@@ -32,7 +32,7 @@ import {
 import { bumpAuthVersion } from '../../db/queries/workspaces.ts';
 import type { MemberRole } from '../../db/rows.ts';
 import { type Access, type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
-import { AdminError, type DelegationSpec, expandOperationGrants, grantableResourceTypes } from '../admin.ts';
+import { AdminError, apiKeyAccessOf, type DelegationSpec, expandOperationGrants, grantableResourceTypes } from '../admin.ts';
 import { type AuditActor, OPERATOR, recordAudit } from '../audit.ts';
 import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
@@ -42,6 +42,10 @@ import { toolsetNames } from './tools.ts';
 export type { ConnectionAccess, DbConnectionForAuth };
 
 const listed = (catalogue as readonly CatalogueEntry[]).filter((e) => e.listed);
+
+/** Why no workspace-access connection can be approved while the workspace's API keys are not `on` (the consent page shows it). */
+export const WORKSPACE_ACCESS_OFF = (keys: string) =>
+  `workspace access is not available: the operator has ${keys === 'stopped' ? 'stopped API keys for this workspace' : 'not turned API keys on for this workspace'}, and a shared connection is a workspace credential like a key; choose personal access (acting as you), or ask the operator to turn API keys on`;
 
 /** Whether a member in `role` may call `entry` as themselves (it may run as a member, and the role has the access it declares). */
 export function roleMayCall(role: MemberRole, entry: CatalogueEntry): boolean {
@@ -98,6 +102,8 @@ export interface Connection {
   createdAt: number;
   lastUsedAt: number | null;
   revokedAt: number | null;
+  /** With revokedAt: why it ended when no person revoked it (`member_disabled`, `member_role_changed`, `member_gone`); null when revoked. */
+  endedReason: string | null;
 }
 
 export function connectionOf(row: DbConnectionRow, delegates: readonly string[]): Connection {
@@ -121,6 +127,7 @@ export function connectionOf(row: DbConnectionRow, delegates: readonly string[])
     createdAt: Number(row.created_at),
     lastUsedAt: row.last_used_at === null ? null : Number(row.last_used_at),
     revokedAt: row.revoked_at === null ? null : Number(row.revoked_at),
+    endedReason: row.ended_reason ?? null,
   };
 }
 
@@ -167,6 +174,9 @@ export async function createConnection(sql: Sql, input: NewConnection): Promise<
   let delegation: ConnectionDelegation = 'none';
   let delegates: string[] = [];
   if (!personal) {
+    // A shared connection is a workspace credential like a key: only while the operator has API keys on.
+    const keys = await apiKeyAccessOf(sql, input.workspaceId);
+    if (keys !== 'on') throw new AdminError(WORKSPACE_ACCESS_OFF(keys));
     const known = new Set(await grantableResourceTypes(sql, input.workspaceId));
     for (const [type, access] of Object.entries(input.resources ?? {})) {
       if (!known.has(type)) throw new AdminError(`unknown resource type "${type}"`);
@@ -232,9 +242,18 @@ export async function findConnectionForAuth(sql: Sql, id: string): Promise<(Conn
   };
 }
 
+/** What an ended connection's `ended_reason` says, in words. */
+const ENDED_REASONS: Record<string, string> = {
+  member_disabled: 'its member was disabled',
+  member_role_changed: 'its member’s role changed',
+  member_gone: 'its member is gone',
+};
+
 /** Why a connection no longer works, in words; null while it works (not revoked, member active in the role approved). */
-export function connectionEnded(c: Pick<Connection, 'revokedAt' | 'access' | 'memberRole'> & { member: { roleNow: MemberRole; disabled: boolean } | null }): string | null {
-  if (c.revokedAt !== null) return 'revoked';
+export function connectionEnded(
+  c: Pick<Connection, 'revokedAt' | 'access' | 'memberRole'> & { endedReason?: string | null; member: { roleNow: MemberRole; disabled: boolean } | null },
+): string | null {
+  if (c.revokedAt !== null) return c.endedReason ? (ENDED_REASONS[c.endedReason] ?? c.endedReason) : 'revoked';
   if (c.access === 'personal') {
     if (!c.member) return 'its member is gone';
     if (c.member.disabled) return 'its member is disabled';

@@ -91,7 +91,14 @@ export function connectionInWords(c: Connection, members: ReadonlyMap<string, { 
     created: timeInWords(c.createdAt),
     lastUsed: c.lastUsedAt === null ? 'never' : timeInWords(c.lastUsedAt),
     ended: c.revokedAt !== null || ended !== null,
-    state: c.revokedAt !== null ? `revoked on ${timeInWords(c.revokedAt)}` : ended ? `ended: ${ended}` : 'active',
+    state:
+      c.revokedAt !== null
+        ? c.endedReason
+          ? `ended on ${timeInWords(c.revokedAt)}: ${connectionEnded({ ...c, member: null })}`
+          : `revoked on ${timeInWords(c.revokedAt)}`
+        : ended
+          ? `ended: ${ended}`
+          : 'active',
   };
 }
 

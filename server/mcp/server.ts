@@ -5,7 +5,7 @@
  * (server/execute.ts): the same validation, grants, act-as, idempotency, handlers and errors.
  */
 import crypto from 'node:crypto';
-import { type CallToolResult, type McpRequestContext, ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
+import { type CallToolResult, type McpRequestContext, ProtocolError, ProtocolErrorCode, Server, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/server';
 import type { Logger } from 'pino';
 import { type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
 import type { Credential } from '../credentials.ts';
@@ -37,6 +37,15 @@ export interface McpServerDeps {
   /** Server version (serverInfo). */
   version: string;
 }
+
+/**
+ * Every protocol revision `/v1/mcp` serves, newest first: 2026-07-28 (the SDK's per-request entry; the SDK
+ * does not export its list of modern revisions) and the 2025-era ones it negotiates through `initialize`.
+ * `server/discover` and the `-32022` refusal name them all (server/mcp/transport.ts).
+ */
+export const SERVED_PROTOCOL_VERSIONS: readonly string[] = ['2026-07-28', ...SUPPORTED_PROTOCOL_VERSIONS];
+/** The JSON-RPC error code of an unsupported protocol revision (2026-07-28). */
+export const UNSUPPORTED_PROTOCOL_VERSION = ProtocolErrorCode.UnsupportedProtocolVersion;
 
 /** What the server tells a model about itself (`instructions` of initialize and server/discover). */
 export const INSTRUCTIONS =

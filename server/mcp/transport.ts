@@ -14,14 +14,14 @@ import { contentTypeProblem, readJsonObject } from '../body.ts';
 import type { Database } from '../../db/database.ts';
 import type { Clock } from '../clock.ts';
 import type { ServiceConfig } from '../config.ts';
-import { AccessTokenError, type Credential, type CredentialStore, headerCount, TWO_AUTHORIZATION_HEADERS } from '../credentials.ts';
-import { invalidJson, noteError, requestIdOf, ServiceError, toServiceError } from '../errors.ts';
+import { AccessTokenError, type Credential, type CredentialStore, headerCount, TOKEN_MALFORMED, TOKEN_UNKNOWN, type TokenSender, TWO_AUTHORIZATION_HEADERS } from '../credentials.ts';
+import { forbidden, invalidInput, invalidJson, invalidKey, noteError, requestIdOf, ServiceError, toServiceError } from '../errors.ts';
 import type { ExecuteOperation } from '../execute.ts';
 import { sessionTokenOf } from '../pages.ts';
 import type { ContractValidator } from '../validation.ts';
 import { DpopProofError, verifyDpopProof } from './dpop.ts';
 import { bearerChallenge, dpopChallenge, MCP_PATH, MCP_SCOPE, type McpResource } from './resource.ts';
-import { type McpCallContext, mcpServerFactory } from './server.ts';
+import { type McpCallContext, mcpServerFactory, SERVED_PROTOCOL_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION } from './server.ts';
 
 export const NO_TOKEN = 'No access token: send Authorization: Bearer <access token>, obtained with OAuth from this service (discovery starts at the WWW-Authenticate resource_metadata URL).';
 export const TOKEN_IN_QUERY = 'An access token in the URL is never accepted: send it only as Authorization: Bearer <access token>.';
@@ -79,6 +79,93 @@ export function hostOriginProblem(req: Request, config: ServiceConfig): string |
   return FORBIDDEN_ORIGIN;
 }
 
+/**
+ * A 2026-07-28 answer that names the supported revisions (`server/discover`'s `supportedVersions`, the
+ * `-32022` error's `data.supported`), naming every revision the endpoint serves: the SDK's modern entry
+ * lists only 2026-07-28, though 2025-era clients are served here too through `initialize`.
+ */
+async function withServedRevisions(response: globalThis.Response): Promise<globalThis.Response> {
+  if (!/^application\/json/.test(response.headers.get('content-type') ?? '')) return response;
+  const text = await response.text();
+  let body: { result?: { supportedVersions?: unknown }; error?: { code?: unknown; data?: { supported?: unknown } } };
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    return new globalThis.Response(text, { status: response.status, headers: response.headers });
+  }
+  let changed = false;
+  if (body && typeof body === 'object' && Array.isArray(body.result?.supportedVersions)) {
+    body.result.supportedVersions = [...SERVED_PROTOCOL_VERSIONS];
+    changed = true;
+  }
+  if (body && typeof body === 'object' && body.error?.code === UNSUPPORTED_PROTOCOL_VERSION && Array.isArray(body.error.data?.supported)) {
+    body.error.data.supported = [...SERVED_PROTOCOL_VERSIONS];
+    changed = true;
+  }
+  const headers = new Headers(response.headers);
+  if (changed) headers.delete('content-length');
+  return new globalThis.Response(changed ? JSON.stringify(body) : text, { status: response.status, statusText: response.statusText, headers });
+}
+
+/**
+ * How a request sent its access token, for CredentialStore.authenticateAccessToken: `bearer`, or `dpop`
+ * with the check of its one `DPoP` proof header against `htu` (the URL of the request from PUBLIC_URL).
+ * Throws AccessTokenError (invalid_dpop_proof) for `DPoP` without exactly one proof header.
+ */
+export function tokenSender(req: Request, deps: Pick<McpTransportDeps, 'db' | 'clock'>, scheme: 'bearer' | 'dpop', token: string, htu: string): TokenSender {
+  if (scheme === 'bearer') return { scheme };
+  const proof = req.headers.dpop;
+  if (headerCount(req, 'dpop') !== 1 || typeof proof !== 'string' || proof.trim() === '') {
+    throw new AccessTokenError(401, 'invalid_dpop_proof', NO_DPOP_PROOF, 'invalid_dpop_proof', 'DPoP');
+  }
+  return {
+    scheme,
+    verifyProof: async (jkt) => {
+      try {
+        await verifyDpopProof(deps.db, { proof: proof.trim(), method: req.method, htu, accessToken: token, jkt, now: deps.clock.now() });
+      } catch (err) {
+        if (err instanceof DpopProofError) throw new AccessTokenError(401, 'invalid_dpop_proof', err.message, 'invalid_dpop_proof', 'DPoP');
+        throw err;
+      }
+    },
+  };
+}
+
+/**
+ * `GET /v1/delegation/members` and `GET /v1/operations` with an MCP connection's access token (`Bearer`,
+ * or `DPoP` with its proof): what the connection may call and whom it may act for, as a key learns
+ * them. Every other /v1 operation takes API keys and sessions only.
+ */
+export const CONNECTION_DISCOVERY_ROUTES: ReadonlySet<string> = new Set(['GET /delegation/members', 'GET /operations']);
+
+/**
+ * The connection credential of a /v1 discovery request whose Authorization is an access token, or
+ * undefined when it is not one (an API key, or no `Bearer`/`DPoP` token): its refusals in the /v1
+ * error body (401 invalid_key, 403 forbidden, 400 invalid_input).
+ */
+export async function discoveryConnectionCredential(
+  req: Request,
+  deps: Pick<McpTransportDeps, 'db' | 'clock' | 'credentials' | 'resource'>,
+  route: string,
+): Promise<Credential | undefined> {
+  if (!CONNECTION_DISCOVERY_ROUTES.has(route)) return undefined;
+  const match = /^(Bearer|DPoP) +(\S+)$/i.exec((req.headers.authorization ?? '').trim());
+  if (!match || match[2]!.startsWith('wso_') || match[2]!.startsWith('wss_')) return undefined;
+  const scheme = match[1]!.toLowerCase() as 'bearer' | 'dpop';
+  const token = match[2]!;
+  try {
+    const htu = `${deps.resource.issuer}${new URL(req.originalUrl, deps.resource.issuer).pathname}`;
+    return await deps.credentials.authenticateAccessToken(token, tokenSender(req, deps, scheme, token, htu));
+  } catch (err) {
+    if (!(err instanceof AccessTokenError)) throw err;
+    // Not an access token this service knows: answered as any other bad API key (401 invalid_key).
+    if (err.message === TOKEN_UNKNOWN || err.message === TOKEN_MALFORMED) return undefined;
+    if (err.status === 403) throw forbidden(err.message);
+    if (err.status === 400) throw invalidInput(err.message);
+    throw invalidKey(err.message);
+  }
+}
+
 /** The routes of `/v1/mcp` (mount before the /v1 operations router). */
 export function mcpRoutes(deps: McpTransportDeps): express.Router {
   const { config, logger, credentials, resource } = deps;
@@ -101,7 +188,7 @@ export function mcpRoutes(deps: McpTransportDeps): express.Router {
     }
   };
   const node = toNodeHandler(
-    { fetch: async (request, options = {}) => ((await isLegacyRequest(request, options.parsedBody)) ? legacy(request, options) : modern.fetch(request, options)) },
+    { fetch: async (request, options = {}) => ((await isLegacyRequest(request, options.parsedBody)) ? legacy(request, options) : withServedRevisions(await modern.fetch(request, options))) },
     { onerror: (err) => logger.error({ err }, 'mcp adapter') },
   );
 
@@ -140,22 +227,7 @@ export function mcpRoutes(deps: McpTransportDeps): express.Router {
     const token = (scheme[2] ?? '').trim();
     if (token.startsWith('wso_')) throw new AccessTokenError(401, 'invalid_token', API_KEY_REFUSED);
     if (token.startsWith('wss_')) throw new AccessTokenError(401, 'invalid_token', SESSION_REFUSED);
-    if (name === 'bearer') return credentials.authenticateAccessToken(token);
-    const proof = req.headers.dpop;
-    if (headerCount(req, 'dpop') !== 1 || typeof proof !== 'string' || proof.trim() === '') {
-      throw new AccessTokenError(401, 'invalid_dpop_proof', NO_DPOP_PROOF, 'invalid_dpop_proof', 'DPoP');
-    }
-    return credentials.authenticateAccessToken(token, {
-      scheme: 'dpop',
-      verifyProof: async (jkt) => {
-        try {
-          await verifyDpopProof(deps.db, { proof: proof.trim(), method: req.method, htu: resource.resource, accessToken: token, jkt, now: deps.clock.now() });
-        } catch (err) {
-          if (err instanceof DpopProofError) throw new AccessTokenError(401, 'invalid_dpop_proof', err.message, 'invalid_dpop_proof', 'DPoP');
-          throw err;
-        }
-      },
-    });
+    return credentials.authenticateAccessToken(token, tokenSender(req, deps, name, token, resource.resource));
   };
 
   const router = express.Router();

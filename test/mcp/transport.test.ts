@@ -244,7 +244,8 @@ forEachDatabase(
       const discover = modern('server/discover');
       const found = await rawPost(svc(), discover.body, { ...discover.headers, ...auth });
       assert.equal(found.status, 200);
-      assert.deepEqual(found.body.result.supportedVersions, ['2026-07-28']);
+      // Every served revision (issue 21): 2025-era clients are served too, through initialize.
+      assert.deepEqual(found.body.result.supportedVersions, ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07']);
       assert.ok(found.body.result.capabilities.tools);
 
       const legacyList = await rawPost(svc(), { jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} }, { ...auth, 'MCP-Protocol-Version': '1999-01-01' });
@@ -256,7 +257,7 @@ forEachDatabase(
       const refused = await rawPost(svc(), future.body, { ...future.headers, 'MCP-Protocol-Version': '2099-01-01', ...auth });
       assert.equal(refused.status, 400);
       assert.equal(refused.body.error.code, -32022);
-      assert.deepEqual(refused.body.error.data.supported, ['2026-07-28']);
+      assert.deepEqual(refused.body.error.data.supported, ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07']);
 
       const call = modern('tools/call', { name: 'customers_ListCompanies', arguments: {} });
       const { 'Mcp-Name': _, ...withoutName } = call.headers;
