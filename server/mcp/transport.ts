@@ -32,6 +32,8 @@ export const API_KEY_REFUSED = 'API keys are not accepted by the MCP endpoint: c
 export const SESSION_REFUSED = 'Sign-in sessions are not accepted by the MCP endpoint: connect the client with OAuth (the endpoint\'s resource metadata names the authorization server).';
 export const FORBIDDEN_HOST = 'The Host of this request is not this service\'s (PUBLIC_URL): refused against DNS rebinding.';
 export const FORBIDDEN_ORIGIN = 'Requests from this Origin may not call the MCP endpoint (allowed: this service\'s own origin and MCP_ALLOWED_ORIGINS).';
+/** The same refusal while PUBLIC_URL is a loopback address (development), where loopback origins pass too. */
+export const FORBIDDEN_ORIGIN_LOCAL = 'Requests from this Origin may not call the MCP endpoint (allowed: this service\'s own origin, MCP_ALLOWED_ORIGINS, and, while PUBLIC_URL is a loopback address, any http or https origin on a loopback host).';
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 const isLoopback = (host: string) => LOOPBACK.has(host.toLowerCase()) || host.toLowerCase().endsWith('.localhost');
@@ -76,7 +78,7 @@ export function hostOriginProblem(req: Request, config: ServiceConfig): string |
   } catch {
     /* "null" and garbage: refused */
   }
-  return FORBIDDEN_ORIGIN;
+  return local ? FORBIDDEN_ORIGIN_LOCAL : FORBIDDEN_ORIGIN;
 }
 
 /**

@@ -100,6 +100,18 @@ forEachDatabase('Agent access, resource side (issue 21)', (svc) => {
       assert.deepEqual(refused.body.error.data.supported, SERVED);
     });
 
+    it('while PUBLIC_URL is loopback, any loopback Origin passes, and the refusal of another Origin says so', async () => {
+      const connection = await insertConnection(svc(), { workspaceId: ws.workspace_id, createdBy: ws.members.ada!, access: 'personal', operations: ['customers.ListCompanies'] });
+      const auth = { ...LEGACY, Authorization: `Bearer ${await mintAccessToken(svc(), connection)}` };
+      assert.equal(svc().config.publicUrl, 'http://localhost:8080');
+      for (const origin of ['http://127.0.0.1:6274', 'https://localhost:1', 'http://[::1]:9', 'http://inspector.localhost:6274']) {
+        assert.equal((await rawPost(svc(), LIST, { ...auth, Origin: origin })).status, 200, origin);
+      }
+      const refused = await rawPost(svc(), LIST, { ...auth, Origin: 'http://evil.example.com' });
+      assert.equal(refused.status, 403);
+      assert.match(refused.body.message, /MCP_ALLOWED_ORIGINS, and, while PUBLIC_URL is a loopback address, any http or https origin on a loopback host/);
+    });
+
     it('a personal connection ended by its member being disabled says so, also after the member is enabled again', async () => {
       const connection = await insertConnection(svc(), { workspaceId: ws.workspace_id, createdBy: ws.members.ada!, access: 'personal', operations: ['customers.ListCompanies'] });
       const token = await mintAccessToken(svc(), connection);
