@@ -699,7 +699,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "List the signing requests the caller may read, newest first"

@@ -1661,6 +1661,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "properties": {
               "name": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "Name of the company, 1 to 200 characters."
@@ -1673,6 +1674,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               },
               "industry": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "The company's industry, free text."
@@ -1866,6 +1868,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               },
               "phone": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 50,
                 "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
@@ -1885,24 +1888,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "properties": {
                   "street": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 500,
                     "description": "Street and number, possibly several lines."
                   },
                   "city": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "City or town."
                   },
                   "region": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "State, province or region."
                   },
                   "postal_code": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 40,
                     "description": "Postal code as written locally."
@@ -2308,6 +2315,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "properties": {
               "name": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "Name of the deal, 1 to 200 characters."
@@ -3042,6 +3050,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "properties": {
               "name": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "Name of the pipeline, 1 to 200 characters."
@@ -3068,6 +3077,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     },
                     "label": {
                       "type": "string",
+                      "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                       "minLength": 1,
                       "maxLength": 200,
                       "description": "Human-readable name."
@@ -3288,6 +3298,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "Name of the company, 1 to 200 characters."
@@ -3340,6 +3351,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "The company's industry, free text."
@@ -3593,6 +3605,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 50,
                     "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
@@ -3652,24 +3665,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "properties": {
                       "street": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 500,
                         "description": "Street and number, possibly several lines."
                       },
                       "city": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 200,
                         "description": "City or town."
                       },
                       "region": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 200,
                         "description": "State, province or region."
                       },
                       "postal_code": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 40,
                         "description": "Postal code as written locally."
@@ -3834,6 +3851,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "Name of the deal, 1 to 200 characters."
@@ -4232,6 +4250,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "Name of the pipeline, 1 to 200 characters."
@@ -4278,6 +4297,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         },
                         "label": {
                           "type": "string",
+                          "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                           "minLength": 1,
                           "maxLength": 200,
                           "description": "Human-readable name."
@@ -6600,6 +6620,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "properties": {
               "name": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "Name of the company, 1 to 200 characters."
@@ -6612,6 +6633,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               },
               "industry": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "The company's industry, free text."
@@ -6805,6 +6827,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               },
               "phone": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 50,
                 "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
@@ -6824,24 +6847,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "properties": {
                   "street": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 500,
                     "description": "Street and number, possibly several lines."
                   },
                   "city": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "City or town."
                   },
                   "region": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "State, province or region."
                   },
                   "postal_code": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 40,
                     "description": "Postal code as written locally."
@@ -6905,6 +6932,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "Name of the company, 1 to 200 characters."
@@ -6957,6 +6985,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "The company's industry, free text."
@@ -7210,6 +7239,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 50,
                     "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
@@ -7269,24 +7299,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "properties": {
                       "street": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 500,
                         "description": "Street and number, possibly several lines."
                       },
                       "city": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 200,
                         "description": "City or town."
                       },
                       "region": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 200,
                         "description": "State, province or region."
                       },
                       "postal_code": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 40,
                         "description": "Postal code as written locally."
@@ -7748,6 +7782,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "properties": {
               "name": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "Name of the deal, 1 to 200 characters."
@@ -7996,6 +8031,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "Name of the deal, 1 to 200 characters."
@@ -8833,6 +8869,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "properties": {
               "name": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "Name of the pipeline, 1 to 200 characters."
@@ -8859,6 +8896,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     },
                     "label": {
                       "type": "string",
+                      "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                       "minLength": 1,
                       "maxLength": 200,
                       "description": "Human-readable name."
@@ -8923,6 +8961,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "Name of the pipeline, 1 to 200 characters."
@@ -8969,6 +9008,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         },
                         "label": {
                           "type": "string",
+                          "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                           "minLength": 1,
                           "maxLength": 200,
                           "description": "Human-readable name."
@@ -9218,6 +9258,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "properties": {
               "name": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "Name of the company, 1 to 200 characters."
@@ -9230,6 +9271,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               },
               "industry": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "The company's industry, free text."
@@ -9423,6 +9465,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
               },
               "phone": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 50,
                 "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
@@ -9442,24 +9485,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "properties": {
                   "street": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 500,
                     "description": "Street and number, possibly several lines."
                   },
                   "city": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "City or town."
                   },
                   "region": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "State, province or region."
                   },
                   "postal_code": {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 40,
                     "description": "Postal code as written locally."
@@ -9523,6 +9570,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "Name of the company, 1 to 200 characters."
@@ -9575,6 +9623,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "The company's industry, free text."
@@ -9828,6 +9877,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 50,
                     "description": "Main phone number as written (E.164, such as `+15415550100`, is recommended but not required)."
@@ -9887,24 +9937,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "properties": {
                       "street": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 500,
                         "description": "Street and number, possibly several lines."
                       },
                       "city": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 200,
                         "description": "City or town."
                       },
                       "region": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 200,
                         "description": "State, province or region."
                       },
                       "postal_code": {
                         "type": "string",
+                        "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                         "minLength": 1,
                         "maxLength": 40,
                         "description": "Postal code as written locally."
@@ -10371,6 +10425,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "properties": {
               "name": {
                 "type": "string",
+                "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                 "minLength": 1,
                 "maxLength": 200,
                 "description": "Name of the pipeline, 1 to 200 characters."
@@ -10397,6 +10452,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     },
                     "label": {
                       "type": "string",
+                      "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                       "minLength": 1,
                       "maxLength": 200,
                       "description": "Human-readable name."
@@ -10462,6 +10518,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "oneOf": [
                   {
                     "type": "string",
+                    "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                     "minLength": 1,
                     "maxLength": 200,
                     "description": "Name of the pipeline, 1 to 200 characters."
@@ -10508,6 +10565,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         },
                         "label": {
                           "type": "string",
+                          "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                           "minLength": 1,
                           "maxLength": 200,
                           "description": "Human-readable name."
@@ -10749,7 +10807,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "documents_CompleteUpload",
       "title": "Assemble, check and scan an upload, answering its file",
-      "description": "Completes upload `upload_id`: every part must have been received (else `409 conflict` naming the\nmissing part numbers). The parts are joined in order into the file, whose size and SHA-256 are\nchecked against `sha256` when one was given here or at `CreateUpload` (both given and different:\n`400 invalid_input`). A different digest is `400 invalid_input`, and the upload stays `open`:\nre-send the parts whose bytes are wrong (`GetUpload` shows each part's SHA-256) and complete\nagain.\n\nThen the scan, and each refusal is `400 invalid_input` with its own plain reason, the upload\nbecomes `rejected` (with that `rejection_reason`, final: start a new upload) and no file is made:\nthe bytes must be a PDF (not another format) that parses strictly (a damaged or truncated file is\nrefused); a PDF that needs a user password to open is refused, one encrypted with only an owner\npassword (it opens without one) is accepted and stored exactly as uploaded; at most 500 pages and\n50 MiB; and, when the deployment configures a ClamAV daemon (`CLAMAV_URL`), the file is streamed\nto it and a detection is refused (`the file contains malware (ClamAV found <signature>)`). When\nthat daemon is configured but does not answer, the answer is `503 unavailable` and nothing\nchanges: retry later.\n\nOn success the file is stored (byte-identical to what was sent, `sha256` its digest) and the\nanswer is the file: that member's private file when the upload was made acting for a member\n(`scope: user`), else a workspace file. The parts' separate bytes are discarded. Completing a\ncompleted upload answers the same file again; completing a rejected one answers the same `400`.\nCompletions running at once make one file and all answer it; a part `PUT` that arrives while a\ncompletion runs waits for it (then `409` once it completed).\nAnother credential's or member's upload, or an expired one, is `404 not_found`.",
+      "description": "Completes upload `upload_id`: every part must have been received (else `409 conflict` naming the\nmissing part numbers). The parts are joined in order into the file, whose size and SHA-256 are\nchecked against `sha256` when one was given here or at `CreateUpload` (both given and different:\n`400 invalid_input`). A different digest is `400 invalid_input`, and the upload stays `open`:\nre-send the parts whose bytes are wrong (`GetUpload` shows each part's SHA-256) and complete\nagain.\n\nThen the scan, and each refusal is `400 invalid_input` with its own plain reason, the upload\nbecomes `rejected` (with that `rejection_reason`, final: start a new upload) and no file is made:\n- the bytes must be a PDF: the file starts with `%PDF-` at its first byte (bytes before the\n  header, which readers tolerate, are refused, so is another format) and carries no HTML or SVG\n  markup in its first 1024 bytes (a file that is also a web page, a polyglot, is refused);\n- it parses strictly (a damaged or truncated file is refused); a PDF that needs a user password\n  to open is refused as such (`the PDF needs a password to open`, object streams or not), one\n  encrypted with only an owner password (it opens without one) is accepted and stored exactly as\n  uploaded; at most 500 pages and 50 MiB;\n- it carries no active content. Refused, each kind found named in the reason (`the PDF carries\n  active content, which is not accepted: ...`): JavaScript (an `/OpenAction`, document-level\n  `/Names /JavaScript`, `/AA` additional actions of the document, pages, fields or annotations,\n  any `/JavaScript` action), `/Launch` actions, embedded files (`/EmbeddedFiles`, file\n  attachments, `/GoToE`), XFA forms, rich media, and links to `javascript:`, `vbscript:` or\n  `data:` addresses. The objects are read as a PDF reader reads them (escaped names such as\n  `/#4AavaScript` and objects inside compressed object streams count). Ordinary links, forms\n  without scripts and annotations are accepted. Nothing is removed or rewritten: the file stored\n  is always the bytes sent, so remove the active content (for example print to PDF) and upload\n  again;\n- the parse runs off the request thread on a PDF checker with limits, and a file that passes them\n  is refused like a damaged one: all its streams may decode to at most 128 MiB together\n  (`the PDF is too large to check: its compressed streams expand to more than 128 MiB`), it may\n  declare at most 500,000 objects, the parse may take at most 8 s and 256 MiB of heap. At most\n  2 files are parsed at once per server and 16 wait; past that the answer is `503 unavailable`\n  with `Retry-After` and nothing changes: retry then. Any upload within these limits is answered\n  within 10 s;\n- when the deployment configures a ClamAV daemon (`CLAMAV_URL`), the file is streamed to it and\n  a detection is refused (`the file contains malware (ClamAV found <signature>)`). When that\n  daemon is configured but does not answer, the answer is `503 unavailable` and nothing changes:\n  retry later.\n\nFiles are always downloaded as PDF (`application/pdf`, a name ending `.pdf`) whatever the\n`filename` of the upload.\n\nOn success the file is stored (byte-identical to what was sent, `sha256` its digest) and the\nanswer is the file: that member's private file when the upload was made acting for a member\n(`scope: user`), else a workspace file. The parts' separate bytes are discarded. Completing a\ncompleted upload answers the same file again; completing a rejected one answers the same `400`.\nCompletions running at once make one file and all answer it; a part `PUT` that arrives while a\ncompletion runs waits for it (then `409` once it completed).\nAnother credential's or member's upload, or an expired one, is `404 not_found`.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -10875,12 +10933,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "documents_CreateUpload",
       "title": "Start an upload of a PDF in parts",
-      "description": "Starts an upload of one PDF file sent in parts, answering the upload (`upload_id`, its parts and\n`expires_at`). The flow: `CreateUpload`, then for each part `documents.GetUploadPart` (a\nshort-lived URL) and a `PUT` of the part's raw bytes to that URL, in any order and in parallel,\nthen `documents.CompleteUpload`, which assembles, checks and scans the file and answers its\n`file_id`. `documents.GetUpload` shows which parts have arrived, so an interrupted upload resumes\nby sending only the missing ones.\n\nLimits: `size` (the whole file) 1 byte to 50 MiB (52,428,800 bytes); `content_type` must be\n`application/pdf`; `filename` 1 to 255 characters, without control characters (U+0000 to U+001F,\nU+007F) and without `/` or `\\` (it is the name downloads are saved under). Parts: give\n`part_size` (1 MiB to 16 MiB, 1,048,576 to 16,777,216 bytes; default 5 MiB, 5,242,880) or\n`part_count` (1 to 100), not both (`400 invalid_input`). Every part has `part_size` bytes except\nthe last, which holds the rest (a file smaller than `part_size` is one part of its own size). With\n`part_count`, `part_size` is `ceil(size / part_count)`; it must be at most 16 MiB and, when there\nis more than one part, at least 1 MiB, and it must give exactly `part_count` parts; otherwise\n`400 invalid_input` says which bound. An upload has at most 100 parts.\n\n`sha256` (optional, 64 lower-case hex): the whole file's SHA-256; `CompleteUpload` refuses\nassembled bytes with another digest. Each part's own digest can be bound when asking for its URL.\n\nThe upload expires 24 hours after creation (`expires_at`): until then it can be completed; after\nthat it is gone (`404 not_found`), and a recurring job (`documents.cleanup`, hourly) removes\nuploads that were never completed together with the bytes of their parts. The file a completed\nupload became stays.\n\nIsolation: an upload belongs to the credential that created it and to the member it acted for\n(`Service-Act-As`, or none). `GetUpload`, `GetUploadPart` and `CompleteUpload` from another key,\nor from the same key acting for another member (or for none), answer `404 not_found`. An upload\nmade while acting for a member becomes that member's private file; without a member, a\nworkspace file.",
+      "description": "Starts an upload of one PDF file sent in parts, answering the upload (`upload_id`, its parts and\n`expires_at`). The flow: `CreateUpload`, then for each part `documents.GetUploadPart` (a\nshort-lived URL) and a `PUT` of the part's raw bytes to that URL, in any order and in parallel,\nthen `documents.CompleteUpload`, which assembles, checks and scans the file and answers its\n`file_id`. `documents.GetUpload` shows which parts have arrived, so an interrupted upload resumes\nby sending only the missing ones.\n\nLimits: `size` (the whole file) 1 byte to 50 MiB (52,428,800 bytes); `content_type` must be\n`application/pdf`; `filename` 1 to 255 characters, without control characters (U+0000 to U+001F,\nU+007F) and without `/` or `\\` (it is the name downloads are saved under). Parts: give\n`part_size` (1 MiB to 16 MiB, 1,048,576 to 16,777,216 bytes; default 5 MiB, 5,242,880) or\n`part_count` (1 to 100), not both (`400 invalid_input`). Every part has `part_size` bytes except\nthe last, which holds the rest (a file smaller than `part_size` is one part of its own size). With\n`part_count`, `part_size` is `ceil(size / part_count)`; it must be at most 16 MiB and, when there\nis more than one part, at least 1 MiB, and it must give exactly `part_count` parts; otherwise\n`400 invalid_input` says which bound. An upload has at most 100 parts.\n\n`sha256` (optional, 64 lower-case hex): the whole file's SHA-256; `CompleteUpload` refuses\nassembled bytes with another digest. Each part's own digest can be bound when asking for its URL.\n\nThe upload expires 24 hours after creation (`expires_at`): until then it can be completed; after\nthat it is gone (`404 not_found`), and a recurring job (`documents.cleanup`, hourly) removes\nuploads that were never completed together with the bytes of their parts. The file a completed\nupload became stays.\n\nLimits per workspace (the operator sets them, `npm run admin -- workspace limits`; owners and\nadmins read them with their usage on `/settings/limits`):\n- Open uploads per credential (not completed, rejected or expired; every member it acts for\n  counted together): 20 by default. Past it: `429 rate_limited` with `Retry-After`, the seconds\n  until the credential's first open upload expires; complete or let one expire. Nothing is made.\n- Stored bytes: the workspace's files (uploads and signed archives) plus the declared `size` of\n  its open uploads, 5 GiB (5,368,709,120 bytes) by default. An upload that would pass it is\n  `413 invalid_input` saying how much is stored and the limit. Nothing is made.\n- Part PUTs: 120 a minute for the uploads of one credential (all at once, then one every half\n  second); past it the part URL answers `429 rate_limited` with `Retry-After` before reading the\n  body, and nothing is stored (send the part again after the wait; the URL still works).\n\nRetention: an uploaded file that no signing request uses is removed, with its bytes, 30 days\nafter it was made (the hourly `documents.cleanup`); a file becomes kept for good when a signing\nrequest is made from it (`signing.RequestFileSignatures`), and signed archives are never\nremoved. Download links of a removed file answer `404`.\n\nIsolation: an upload belongs to the credential that created it and to the member it acted for\n(`Service-Act-As`, or none). `GetUpload`, `GetUploadPart` and `CompleteUpload` from another key,\nor from the same key acting for another member (or for none), answer `404 not_found`. An upload\nmade while acting for a member becomes that member's private file; without a member, a\nworkspace file. Part URLs (`GetUploadPart`) carry the credential, the member and the member's\nrole, and are judged again at every `PUT` (seed 5.6: revocation and permission changes reach later\nuse): a revoked key, a disabled member, a key that may no longer act for that member, or a changed\nrole makes the `PUT` `403 forbidden` (`{error, message}` saying which) and nothing is stored.",
       "inputSchema": {
         "type": "object",
         "properties": {
           "filename": {
             "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
             "minLength": 1,
             "maxLength": 255,
             "description": "The file's name (downloads are saved under it)."
@@ -11222,7 +11281,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "documents_GetUploadPart",
       "title": "Get a short-lived URL to PUT one part's bytes",
-      "description": "A URL of this service to `PUT` the raw bytes of part `part_number` (1-based) of an open upload:\n`url` works for 15 minutes (`expires_at`) and is the only credential the `PUT` needs (no\n`Authorization` header); it carries a signed token, so treat it as a secret (the service never\nlogs it). Asking for a URL changes nothing and may be repeated; every URL stays valid until it\nexpires.\n\n`sha256` (optional, 64 lower-case hex): the part's SHA-256, bound into the URL; the `PUT` then\nrefuses other bytes.\n\nThe `PUT`: the body is the part's raw bytes (any `Content-Type`; not JSON, and the 1 MB limit of\noperation bodies does not apply: a part's own limit is its `size`). It must be exactly `size`\nbytes. The bytes are hashed while they are stored. Answers (JSON): `200 {part_number, size,\nsha256}` when stored; `413 invalid_input` when the body is longer than the part (refused as soon\nas `Content-Length` or the bytes say so); `400 invalid_input` when it is shorter or its SHA-256 is\nnot the bound one; `403 forbidden` for a URL that is malformed, changed or expired (ask for a new\none), or once the API key the upload belongs to is revoked; `404 not_found` when the upload no longer exists; `409 conflict` when it is completed or\nrejected. On any refusal, or when the connection drops mid-body, nothing is kept and the part's\nearlier bytes (if any) stay. Parts may be sent in any order and again: the last good `PUT` of a\npart wins, replacing its bytes. Browsers may `PUT` from any origin (CORS `*`: the URL itself is\nthe credential).\n\nRefusals of this operation: a `part_number` beyond the upload's `part_count` is `400\ninvalid_input`; an upload that is `completed` or `rejected` is `409 conflict`; another\ncredential's or member's upload, or an expired one, is `404 not_found` (see `CreateUpload`).",
+      "description": "A URL of this service to `PUT` the raw bytes of part `part_number` (1-based) of an open upload:\n`url` works for 15 minutes (`expires_at`) and is the only credential the `PUT` needs (no\n`Authorization` header); it carries a signed token, so treat it as a secret (the service never\nlogs it). Asking for a URL changes nothing and may be repeated; every URL stays valid until it\nexpires.\n\n`sha256` (optional, 64 lower-case hex): the part's SHA-256, bound into the URL; the `PUT` then\nrefuses other bytes.\n\nThe `PUT`: the body is the part's raw bytes (any `Content-Type`; not JSON, and the 1 MB limit of\noperation bodies does not apply: a part's own limit is its `size`). It must be exactly `size`\nbytes. The bytes are hashed while they are stored. Answers (JSON): `200 {part_number, size,\nsha256}` when stored; `413 invalid_input` when the body is longer than the part (refused as soon\nas `Content-Length` or the bytes say so); `400 invalid_input` when it is shorter or its SHA-256 is\nnot the bound one; `403 forbidden` for a URL that is malformed, changed or expired (ask for a new\none), or, since the URL is checked when used, once the credential the upload belongs to is revoked\n(or no longer granted `documents.GetUploadPart`), or the member it acted for is disabled, may no\nlonger be acted for by that key, or has another role than when the URL was issued; `404 not_found`\nwhen the upload no longer exists; `409 conflict` when it is completed or rejected. On any refusal, or when the connection drops mid-body, nothing is kept and the part's\nearlier bytes (if any) stay. Parts may be sent in any order and again: the last good `PUT` of a\npart wins, replacing its bytes. Browsers may `PUT` from any origin (CORS `*`: the URL itself is\nthe credential).\n\nRefusals of this operation: a `part_number` beyond the upload's `part_count` is `400\ninvalid_input`; an upload that is `completed` or `rejected` is `409 conflict`; another\ncredential's or member's upload, or an expired one, is `404 not_found` (see `CreateUpload`).",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -11319,7 +11378,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "documents_ListDocuments",
       "title": "List stored files, newest first",
-      "description": "Lists files, newest first (uploaded files and signed archives, `source`). `scope` (required):\n`user` lists the private files of the member acted for (`Service-Act-As` is then required:\nwithout it the answer is `400 invalid_input`); `workspace` lists the workspace's files (made\nwithout a member), which every caller of the workspace sees. Another member's private files are\nnever listed. `limit` 1 to 100 (default 50); `next_cursor` while `has_more` (send it back with\nthe same `scope` and member).",
+      "description": "Lists files, newest first (uploaded files and signed archives, `source`). `scope` (required):\n`user` lists the private files of the member acted for (`Service-Act-As` is then required:\nwithout it the answer is `400 invalid_input`); `workspace` lists the workspace's files (made\nwithout a member), which every caller of the workspace sees. Another member's private files are\nnever listed. `limit` 1 to 100 (default 50); `next_cursor` while `has_more` (send it back with\nthe same `scope` and member).\n\nRetention: an uploaded file that no signing request uses is removed 30 days after it was made\n(then it is no longer listed); a request's original and signed archives stay (see\n`documents.CreateUpload`).",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -11476,6 +11535,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           },
           "reason": {
             "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
             "maxLength": 500
           },
           "idempotency_key": {
@@ -11727,7 +11787,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "signing_GetSigningDocument",
       "title": "Get a download link for a request's document",
-      "description": "A signed, expiring download URL of this service for the document of request\n`signing_request_id`: `version` `original` is the file the recipients were shown, byte-identical to\nthe upload (its `sha256` and `size` are those of the upload); `signed` is the signed archive (for\n`standard`: the original pages followed by evidence pages, sealed; for `bankid`: the provider's\nsigned PDF, unmodified). `signed` before the archive is ready (`file_id` null: the request is not\ncompleted yet, or its archive is still being built) is `409 conflict`; ask again later.\n\nThe URL (`GET`, no key needed: the URL is the credential, so treat it as a secret) works for 15\nminutes (`expires_at`); ask for a fresh one any time. Asking changes nothing. Visibility as in\n`signing.GetSigningRequest` (`404 not_found` when the caller cannot see the request).",
+      "description": "A signed, expiring download URL of this service for the document of request\n`signing_request_id`: `version` `original` is the file the recipients were shown, byte-identical to\nthe upload (its `sha256` and `size` are those of the upload); `signed` is the signed archive (for\n`standard`: the original pages followed by evidence pages, sealed; for `bankid`: the provider's\nsigned PDF, unmodified). `signed` before the archive is ready (`file_id` null: the request is not\ncompleted yet, or its archive is still being built) is `409 conflict`; ask again later.\n\nThe URL (`GET`, no key needed: the URL is the credential, so treat it as a secret) works for 15\nminutes (`expires_at`); ask for a fresh one any time. Asking changes nothing. Visibility as in\n`signing.GetSigningRequest` (`404 not_found` when the caller cannot see the request).\n\n**Checked at use.** The URL carries the credential that asked, the member it acted for and that\nmember's role, and every `GET` or `HEAD` judges them again (seed 5.6: revocation and permission\nchanges reach later use): once the key is revoked (or no longer granted this operation), the\nmember is disabled, the key may no longer act for them, or their role changed, the URL answers\n`403 forbidden` with `{error, message}` saying why, even before `expires_at`. (The link in the\n\"completed\" mail is the recipients' own copy and is not tied to a key.)\n\n**Always a PDF.** The download is `Content-Type: application/pdf` with `X-Content-Type-Options:\nnosniff` and `Content-Disposition: attachment` whose name ends `.pdf` (RFC 6266: an ASCII\n`filename` and, for other names, `filename*=UTF-8''...`): a stored name ending otherwise keeps its\nextension and gets `.pdf` appended (`invoice.exe` is saved as `invoice.exe.pdf`); control and\nbidirectional characters, `/` and `\\` become `_`; at most 255 characters. `filename` in the\nanswer is that name.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -12202,7 +12262,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "signing_ListSigningRequests",
       "title": "List the signing requests the caller may read, newest first",
-      "description": "The signing requests of the workspace that the caller may read, newest first (by `created_at`,\nthen id), each as `signing.GetSigningRequest` answers it. `status` (optional) keeps one state:\n`pending`, `completed`, `cancelled` or `expired` (a request a recipient declined is `cancelled`).\n\nOnly readable requests are listed, under exactly the rule of `signing.GetSigningRequest` (a request\nyou cannot read is never counted, never hinted at):\n- without `Service-Act-As`: the requests this key created whose source is not private;\n- acting for a member (a key with delegation, or a member's session): the requests that member\n  sent (made acting for them, private ones included), the requests where the member's e-mail\n  address is a recipient (compared without case, private ones included), and for owners and\n  admins every request of the workspace that is not private;\n- a private request (its source is a member's private file) is listed only for its owner and for\n  the recipients who are members.\n\nPaging: `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor` back as `cursor` with\nthe same `status`, the same key and the same `Service-Act-As`: a cursor from a listing with\nanother filter or caller, or one that was changed, is `400 invalid_input`. Requests created after\nthe first page was read do not appear on later pages (start again from the first page to see\nthem); a request whose state changes between pages may be missed or shown with its new state.\nReading changes nothing.",
+      "description": "The signing requests of the workspace that the caller may read, newest first (by `created_at`,\nthen id), each as `signing.GetSigningRequest` answers it. `status` (optional) keeps one state:\n`pending`, `completed`, `cancelled` or `expired` (a request a recipient declined is `cancelled`).\n\nOnly readable requests are listed, under exactly the rule of `signing.GetSigningRequest` (a request\nyou cannot read is never counted, never hinted at):\n- without `Service-Act-As`: the requests this key created whose source is not private;\n- acting for a member (a key with delegation, or a member's sign-in session, which always acts\n  for its own member and may call this listing but none of the signing commands): the requests\n  that member sent (made acting for them, private ones included), the requests where the\n  member's e-mail address is a recipient (compared without case, private ones included), and for\n  owners and admins every request of the workspace that is not private;\n- a private request (its source is a member's private file) is listed only for its owner and for\n  the recipients who are members.\n\nPaging: `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor` back as `cursor` with\nthe same `status`, the same key and the same `Service-Act-As`: a cursor from a listing with\nanother filter or caller, or one that was changed, is `400 invalid_input`. Requests created after\nthe first page was read do not appear on later pages (start again from the first page to see\nthem); a request whose state changes between pages may be missed or shown with its new state.\nReading changes nothing.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -12491,7 +12551,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "signing_RemindSigners",
       "title": "Remind the signers who have not signed",
-      "description": "Mails a reminder, with a fresh link, to each recipient of pending request `signing_request_id` who\nhas not signed or declined and whose last mail went out at least an hour ago (or never reached\nthem: a failed or queued invitation is sent again at once). Older links keep working. `message`\n(up to 2,000 characters) is quoted in the reminder instead of the request's message.\n\nThe answer is the request, with `invitation_failures` listing the addresses refused in this round\n(each also recorded as `invitation.failed`, and `reminder.sent` for each reminder taken); temporary\nfailures are queued and retried as for invitations. `409 conflict` when the request is not\n`pending`, when no recipient is left to sign, or when every remaining recipient was mailed less\nthan an hour ago (the message says when the next reminder is possible). At most one reminder per\nrecipient per hour; automatic reminders (`reminder_interval_days`) are separate and capped at 3.\n\nWho may: the sender (without `Service-Act-As`, the key that created the request; acting for a\nmember, the member it was sent for), and owners and admins acting for themselves on requests that\nare not private. A recipient who can read the request but not manage it gets `403 forbidden`; a\nrequest the caller cannot see is `404 not_found`.",
+      "description": "Mails a reminder, with a fresh link, to each recipient of pending request `signing_request_id` who\nhas not signed or declined and whose last mail went out at least an hour ago (or never reached\nthem: a failed or queued invitation is sent again at once). Older links keep working. `message`\n(up to 2,000 characters) is quoted in the reminder instead of the request's message.\n\nThe answer is the request, with `invitation_failures` listing the addresses refused in this round\n(each also recorded as `invitation.failed`, and `reminder.sent` for each reminder taken); temporary\nfailures are queued and retried as for invitations. `409 conflict` when the request is not\n`pending`, when no recipient is left to sign, or when every remaining recipient was mailed less\nthan an hour ago (the message says when the next reminder is possible). At most one reminder per\nrecipient per hour; automatic reminders (`reminder_interval_days`) are separate and capped at 3.\n\nWho may: the sender (without `Service-Act-As`, the key that created the request; acting for a\nmember, the member it was sent for), and owners and admins acting for themselves on requests that\nare not private. A recipient who can read the request but not manage it gets `403 forbidden`; a\nrequest the caller cannot see is `404 not_found`.\n\n**Mail limit.** Each reminder is one mail of the workspace's mail budgets (300 an hour and 1,000 a\nday by default, shared with invitations and member invitations; see\n`signing.RequestFileSignatures`). When the reminders of this call do not fit, the answer is `429\nrate_limited` with `Retry-After` and nobody is reminded.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -12503,6 +12563,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           },
           "message": {
             "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
             "maxLength": 2000
           },
           "idempotency_key": {
@@ -12759,7 +12820,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "signing_RequestFileSignatures",
       "title": "Ask people to sign a file",
-      "description": "Creates a signing request for the PDF `file_id` (a file from `documents.CompleteUpload`, or a signed\narchive) and mails every signer an invitation with a personal link. The request answers at once as\n`pending`; the document is fixed from now on (to sign a different PDF, cancel and create a new\nrequest).\n\n**Input.** `signers`: 1 to 10, each `{email, name}`; e-mail addresses are compared without case and\nmust be distinct. `title` 1 to 200 characters (default: the file's name without `.pdf`). `signature_method`\n`standard` (default: the signer types their name and agrees to sign electronically; time, address\nand device are kept as evidence) or `bankid` (a national electronic ID through the configured\nprovider; refused with `400 invalid_input` when no provider is configured, and nothing is charged).\n`message` (up to 2,000 characters) is quoted in the invitation. `deadline_at` (Unix ms; default 30\ndays from now) must be at least 1 hour and at most 120 days ahead. `reminder_interval_days` (1 to\n30) turns on automatic reminders to signers who have not signed, every that many days, at most 3\nper signer; null or absent: none.\n\n**The file** must be visible to the caller: a workspace file, or the caller's own private file\nwhen acting for its owner (`Service-Act-As`). Any other file is `404 not_found`. A request over a\nprivate file is itself private (see Visibility).\n\n**Invitations** are sent before the answer, each signer's mail on its own (the answer waits at most\nabout 10 seconds). A signer whose address the mail server refuses for good is listed in\n`invitation_failures` (the recipient's `invitation` is `failed`, with the server's answer in\n`invitation_error`, and the history has `invitation.failed`); the request still exists: send a\nreminder (`signing.RemindSigners`) once the address works instead of creating a second request. A\ntemporary refusal (4xx), a mail server that cannot be reached, or a mail still in flight after the\nwait leaves the invitation `queued`: it is retried in the background after 1, 5, 15 and 60 minutes\nand 4 hours; a final failure shows as `failed` on the recipient and as `invitation.failed` in the\nhistory, never silently. A mail the server takes after the answer was given is then recorded as\n`sent` (and not sent again). With no SMTP server configured, mail goes to the development mailbox.\n\n**bankid.** Each signer signs through a signing provider (the `SigningProvider` interface: `start`\nsends the signer to the provider or shows its page, `complete` answers the provider's signed PDF and\nits evidence), chosen by the operator with `BANKID_PROVIDER` (unset: none; `test`: a test provider\nthat checks no identity, labelled TEST on every page and refused in production). Without a provider\nthe request is refused with `400 invalid_input` (\"bankid is not available ...\") and nothing is\ncharged. A bankid request costs 1 credit of the workspace's signing credit (set by an operator,\nshown on the `/settings/signing` page), charged in the transaction that creates the request and\nexactly once per request: a retry with the same `Idempotency-Key` answers the stored response and\ncharges nothing; a new key is a new request and a new charge. When the credit is short the answer is\n`409 conflict` (\"insufficient signing credit: balance N, needed 1\"): nothing is created, charged or\nsent. A 409 is stored with its `Idempotency-Key` like every decided answer, so after credit is\nadded, send the request again with a new key. Each signer's provider adds their signature to the\nPDF as an incremental update (earlier signatures stay valid); when all have signed, the provider's\nsigned PDF is the archive, unmodified (no evidence pages): `signing.GetSigningDocument` with\n`version: signed` returns it, and `file_id` is set in the same step.\n\n**What recipients receive.** An invitation with their own link (and reminders, if any); the link\nopens a page that shows the document and changes nothing until the signer continues. When\neveryone has signed and the signed archive is ready, every recipient and the sender (the member\nthe request was sent for, or else the member who created the key, while an active member; nobody\notherwise) get one \"completed\" mail: who signed and when, a download link of the signed archive\nvalid 7 days from the mail (`GET ${PUBLIC_URL}/files/<token>`; afterwards ask\n`signing.GetSigningDocument` for a fresh one), its SHA-256, and the public verification page\n`${PUBLIC_URL}/verify` where anyone with the file can check the seal and which request it belongs\nto. That mail is sent by a background job enqueued with the archive (one per address, so each\nparty gets it once); a mail server that is down or refuses for now is retried with backoff (1\nsecond doubling, at most an hour apart), and the archive never waits for it. An address refused\nfor good is logged and not retried.\n\n**Idempotency.** Retrying with the same `Idempotency-Key` (and body) answers the same request and\nsends nothing again; a new key creates a new request and new invitations.\n\n**Visibility** of the request afterwards (`signing.GetSigningRequest` and the other operations):\nwithout `Service-Act-As`, the key that created it reads it (unless it is private); acting for a\nmember, that member reads the requests they sent, the requests they are a recipient of (by their\ne-mail address), and, as an owner or admin, every request of the workspace that is not private.\nA private request is visible only to its owner and to the recipients who are members.",
+      "description": "Creates a signing request for the PDF `file_id` (a file from `documents.CompleteUpload`, or a signed\narchive) and mails every signer an invitation with a personal link. The request answers at once as\n`pending`; the document is fixed from now on (to sign a different PDF, cancel and create a new\nrequest).\n\n**Input.** `signers`: 1 to 10, each `{email, name}`; e-mail addresses are compared without case and\nmust be distinct. `title` 1 to 200 characters (default: the file's name without `.pdf`). `signature_method`\n`standard` (default: the signer types their name and agrees to sign electronically; time, address\nand device are kept as evidence) or `bankid` (a national electronic ID through the configured\nprovider; refused with `400 invalid_input` when no provider is configured, and nothing is charged).\n`message` (up to 2,000 characters) is quoted in the invitation. `deadline_at` (Unix ms; default 30\ndays from now) must be at least 1 hour and at most 120 days ahead. `reminder_interval_days` (1 to\n30) turns on automatic reminders to signers who have not signed, every that many days, at most 3\nper signer; null or absent: none.\n\n**Automatic reminders speak for the caller** (the key, and the member it acted for), judged again\nbefore each one (seed 5.6: revocation and permission changes reach background callbacks). Once\nthe key is revoked (and no key that replaced it, `key replace`, is live), is no longer granted\nthis operation or may no longer act for the member, or the member is disabled, the request's\nautomatic reminders stop for good: `reminder_interval_days` becomes null and the history gets\n`reminders.stopped` with `reason` (`credential_revoked`, `grant_lost`, `delegation_lost` or\n`member_disabled`). The request itself stays valid: signers keep their links and can still sign,\nand anyone who may manage it can still remind by hand (`signing.RemindSigners`). No mail names a\ndisabled member as the one asking or \"still waiting\": it then speaks for the workspace.\n\n**Limits (per workspace; the operator sets them, `npm run admin -- workspace limits`; owners and\nadmins read them with their usage on `/settings/limits`).** Signers per request: at most 10 (the\nschema), or the workspace's lower `recipients_per_request`; more is `400 invalid_input`. Mail:\nevery invitation is one mail of the workspace's budgets of 300 mails an hour and 1,000 a day (by\ndefault; reminders and member invitations spend the same budgets). A budget is all at once, then\nrefills continuously (300 an hour: one every 12 seconds). A request whose invitations do not fit\nis `429 rate_limited` with `Retry-After` (the seconds until they fit) and nothing is made or\nsent; retry with the same `Idempotency-Key`. Automatic reminders and completion mails follow from\nrequests already made and are not refused. The file is kept while the request exists (the\ndocuments retention never removes a request's original).\n\n**The file** must be visible to the caller: a workspace file, or the caller's own private file\nwhen acting for its owner (`Service-Act-As`). Any other file is `404 not_found`. A request over a\nprivate file is itself private (see Visibility).\n\n**Invitations** are sent before the answer, each signer's mail on its own (the answer waits at most\nabout 10 seconds). A signer whose address the mail server refuses for good is listed in\n`invitation_failures` (the recipient's `invitation` is `failed`, with the server's answer in\n`invitation_error`, and the history has `invitation.failed`); the request still exists: send a\nreminder (`signing.RemindSigners`) once the address works instead of creating a second request. A\ntemporary refusal (4xx), a mail server that cannot be reached, or a mail still in flight after the\nwait leaves the invitation `queued`: it is retried in the background after 1, 5, 15 and 60 minutes\nand 4 hours; a final failure shows as `failed` on the recipient and as `invitation.failed` in the\nhistory, never silently. A mail the server takes after the answer was given is then recorded as\n`sent` (and not sent again). With no SMTP server configured, mail goes to the development mailbox.\n\n**bankid.** Each signer signs through a signing provider (the `SigningProvider` interface: `start`\nsends the signer to the provider or shows its page, `complete` answers the provider's signed PDF and\nits evidence), chosen by the operator with `BANKID_PROVIDER` (unset: none; `test`: a test provider\nthat checks no identity, labelled TEST on every page and refused in production). Without a provider\nthe request is refused with `400 invalid_input` (\"bankid is not available ...\") and nothing is\ncharged. A bankid request costs 1 credit of the workspace's signing credit (set by an operator,\nshown on the `/settings/signing` page), charged in the transaction that creates the request and\nexactly once per request: a retry with the same `Idempotency-Key` answers the stored response and\ncharges nothing; a new key is a new request and a new charge. When the credit is short the answer is\n`409 conflict` (\"insufficient signing credit: balance N, needed 1\"): nothing is created, charged or\nsent. A 409 is stored with its `Idempotency-Key` like every decided answer, so after credit is\nadded, send the request again with a new key. Each signer's provider adds their signature to the\nPDF as an incremental update (earlier signatures stay valid); when all have signed, the provider's\nsigned PDF is the archive, unmodified (no evidence pages): `signing.GetSigningDocument` with\n`version: signed` returns it, and `file_id` is set in the same step.\n\n**What recipients receive.** An invitation with their own link (and reminders, if any); the link\nopens a page that shows the document and changes nothing until the signer continues. When\neveryone has signed and the signed archive is ready, every recipient and the sender (the member\nthe request was sent for, or else the member who created the key, while an active member; nobody\notherwise) get one \"completed\" mail: who signed and when, a download link of the signed archive\nvalid 7 days from the mail (`GET ${PUBLIC_URL}/files/<token>`; afterwards ask\n`signing.GetSigningDocument` for a fresh one), its SHA-256, and the public verification page\n`${PUBLIC_URL}/verify` where anyone with the file can check the seal and which request it belongs\nto. That mail is sent by a background job enqueued with the archive (one per address, so each\nparty gets it once); a mail server that is down or refuses for now is retried with backoff (1\nsecond doubling, at most an hour apart), and the archive never waits for it. An address refused\nfor good is logged and not retried.\n\n**Idempotency.** Retrying with the same `Idempotency-Key` (and body) answers the same request and\nsends nothing again; a new key creates a new request and new invitations.\n\n**Visibility** of the request afterwards (`signing.GetSigningRequest` and the other operations):\nwithout `Service-Act-As`, the key that created it reads it (unless it is private); acting for a\nmember, that member reads the requests they sent, the requests they are a recipient of (by their\ne-mail address), and, as an owner or admin, every request of the workspace that is not private.\nA private request is visible only to its owner and to the recipients who are members.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -12789,6 +12850,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 },
                 "name": {
                   "type": "string",
+                  "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                   "minLength": 1,
                   "maxLength": 200
                 }
@@ -12797,6 +12859,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           },
           "title": {
             "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
             "minLength": 1,
             "maxLength": 200
           },
@@ -12810,6 +12873,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           },
           "message": {
             "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
             "maxLength": 2000
           },
           "deadline_at": {

@@ -14,7 +14,9 @@ export interface paths {
          *     id, each with its kind, contract version, workspace-supported and deprecated flags, whether
          *     `Service-Act-As` is accepted, and for record operations the `resource` type and the `access` it
          *     needs. When acting for a member, that member's own permissions apply on top at call time. Every
-         *     valid key may call this endpoint; it takes no `Service-Act-As`.
+         *     valid key may call this endpoint; it takes no `Service-Act-As`. An MCP connection's OAuth access
+         *     token is accepted here too (`Authorization: Bearer <access token>`, or `DPoP` with its proof for a
+         *     DPoP-bound token): it lists the operations of the connection's tools.
          */
         get: operations["discovery.ListOperations"];
         put?: never;
@@ -37,7 +39,11 @@ export interface paths {
          * @description Lists the active (not disabled) members of the key's workspace that its stored delegation grant
          *     permits: none (the default), the selected members, or all current and future members. Sorted by
          *     name, then id. Only the `Authorization` header is read; `Service-Act-As` is not accepted here
-         *     (`400 invalid_input`). Every valid key may call this endpoint.
+         *     (`400 invalid_input`). Every valid key may call this endpoint. An MCP connection's OAuth access
+         *     token is accepted here too (`Authorization: Bearer <access token>`, or `DPoP` with its proof for a
+         *     DPoP-bound token): a workspace-access connection gets the members its delegation permits, a
+         *     personal connection only its own member; an unknown, expired or revoked token is `401
+         *     invalid_key`, a workspace-access connection whose workspace's API keys are stopped `403 forbidden`.
          */
         get: operations["discovery.ListDelegationMembers"];
         put?: never;
@@ -1160,6 +1166,27 @@ export interface paths {
          *     30) turns on automatic reminders to signers who have not signed, every that many days, at most 3
          *     per signer; null or absent: none.
          *
+         *     **Automatic reminders speak for the caller** (the key, and the member it acted for), judged again
+         *     before each one (seed 5.6: revocation and permission changes reach background callbacks). Once
+         *     the key is revoked (and no key that replaced it, `key replace`, is live), is no longer granted
+         *     this operation or may no longer act for the member, or the member is disabled, the request's
+         *     automatic reminders stop for good: `reminder_interval_days` becomes null and the history gets
+         *     `reminders.stopped` with `reason` (`credential_revoked`, `grant_lost`, `delegation_lost` or
+         *     `member_disabled`). The request itself stays valid: signers keep their links and can still sign,
+         *     and anyone who may manage it can still remind by hand (`signing.RemindSigners`). No mail names a
+         *     disabled member as the one asking or "still waiting": it then speaks for the workspace.
+         *
+         *     **Limits (per workspace; the operator sets them, `npm run admin -- workspace limits`; owners and
+         *     admins read them with their usage on `/settings/limits`).** Signers per request: at most 10 (the
+         *     schema), or the workspace's lower `recipients_per_request`; more is `400 invalid_input`. Mail:
+         *     every invitation is one mail of the workspace's budgets of 300 mails an hour and 1,000 a day (by
+         *     default; reminders and member invitations spend the same budgets). A budget is all at once, then
+         *     refills continuously (300 an hour: one every 12 seconds). A request whose invitations do not fit
+         *     is `429 rate_limited` with `Retry-After` (the seconds until they fit) and nothing is made or
+         *     sent; retry with the same `Idempotency-Key`. Automatic reminders and completion mails follow from
+         *     requests already made and are not refused. The file is kept while the request exists (the
+         *     documents retention never removes a request's original).
+         *
          *     **The file** must be visible to the caller: a workspace file, or the caller's own private file
          *     when acting for its owner (`Service-Act-As`). Any other file is `404 not_found`. A request over a
          *     private file is itself private (see Visibility).
@@ -1267,10 +1294,11 @@ export interface paths {
          *     Only readable requests are listed, under exactly the rule of `signing.GetSigningRequest` (a request
          *     you cannot read is never counted, never hinted at):
          *     - without `Service-Act-As`: the requests this key created whose source is not private;
-         *     - acting for a member (a key with delegation, or a member's session): the requests that member
-         *       sent (made acting for them, private ones included), the requests where the member's e-mail
-         *       address is a recipient (compared without case, private ones included), and for owners and
-         *       admins every request of the workspace that is not private;
+         *     - acting for a member (a key with delegation, or a member's sign-in session, which always acts
+         *       for its own member and may call this listing but none of the signing commands): the requests
+         *       that member sent (made acting for them, private ones included), the requests where the
+         *       member's e-mail address is a recipient (compared without case, private ones included), and for
+         *       owners and admins every request of the workspace that is not private;
          *     - a private request (its source is a member's private file) is listed only for its owner and for
          *       the recipients who are members.
          *
@@ -1342,6 +1370,11 @@ export interface paths {
          *     member, the member it was sent for), and owners and admins acting for themselves on requests that
          *     are not private. A recipient who can read the request but not manage it gets `403 forbidden`; a
          *     request the caller cannot see is `404 not_found`.
+         *
+         *     **Mail limit.** Each reminder is one mail of the workspace's mail budgets (300 an hour and 1,000 a
+         *     day by default, shared with invitations and member invitations; see
+         *     `signing.RequestFileSignatures`). When the reminders of this call do not fit, the answer is `429
+         *     rate_limited` with `Retry-After` and nobody is reminded.
          */
         post: operations["signing.RemindSigners"];
         delete?: never;
@@ -1431,6 +1464,20 @@ export interface paths {
          *     The URL (`GET`, no key needed: the URL is the credential, so treat it as a secret) works for 15
          *     minutes (`expires_at`); ask for a fresh one any time. Asking changes nothing. Visibility as in
          *     `signing.GetSigningRequest` (`404 not_found` when the caller cannot see the request).
+         *
+         *     **Checked at use.** The URL carries the credential that asked, the member it acted for and that
+         *     member's role, and every `GET` or `HEAD` judges them again (seed 5.6: revocation and permission
+         *     changes reach later use): once the key is revoked (or no longer granted this operation), the
+         *     member is disabled, the key may no longer act for them, or their role changed, the URL answers
+         *     `403 forbidden` with `{error, message}` saying why, even before `expires_at`. (The link in the
+         *     "completed" mail is the recipients' own copy and is not tied to a key.)
+         *
+         *     **Always a PDF.** The download is `Content-Type: application/pdf` with `X-Content-Type-Options:
+         *     nosniff` and `Content-Disposition: attachment` whose name ends `.pdf` (RFC 6266: an ASCII
+         *     `filename` and, for other names, `filename*=UTF-8''...`): a stored name ending otherwise keeps its
+         *     extension and gets `.pdf` appended (`invoice.exe` is saved as `invoice.exe.pdf`); control and
+         *     bidirectional characters, `/` and `\` become `_`; at most 255 characters. `filename` in the
+         *     answer is that name.
          */
         post: operations["signing.GetSigningDocument"];
         delete?: never;
@@ -1513,11 +1560,31 @@ export interface paths {
          *     uploads that were never completed together with the bytes of their parts. The file a completed
          *     upload became stays.
          *
+         *     Limits per workspace (the operator sets them, `npm run admin -- workspace limits`; owners and
+         *     admins read them with their usage on `/settings/limits`):
+         *     - Open uploads per credential (not completed, rejected or expired; every member it acts for
+         *       counted together): 20 by default. Past it: `429 rate_limited` with `Retry-After`, the seconds
+         *       until the credential's first open upload expires; complete or let one expire. Nothing is made.
+         *     - Stored bytes: the workspace's files (uploads and signed archives) plus the declared `size` of
+         *       its open uploads, 5 GiB (5,368,709,120 bytes) by default. An upload that would pass it is
+         *       `413 invalid_input` saying how much is stored and the limit. Nothing is made.
+         *     - Part PUTs: 120 a minute for the uploads of one credential (all at once, then one every half
+         *       second); past it the part URL answers `429 rate_limited` with `Retry-After` before reading the
+         *       body, and nothing is stored (send the part again after the wait; the URL still works).
+         *
+         *     Retention: an uploaded file that no signing request uses is removed, with its bytes, 30 days
+         *     after it was made (the hourly `documents.cleanup`); a file becomes kept for good when a signing
+         *     request is made from it (`signing.RequestFileSignatures`), and signed archives are never
+         *     removed. Download links of a removed file answer `404`.
+         *
          *     Isolation: an upload belongs to the credential that created it and to the member it acted for
          *     (`Service-Act-As`, or none). `GetUpload`, `GetUploadPart` and `CompleteUpload` from another key,
          *     or from the same key acting for another member (or for none), answer `404 not_found`. An upload
          *     made while acting for a member becomes that member's private file; without a member, a
-         *     workspace file.
+         *     workspace file. Part URLs (`GetUploadPart`) carry the credential, the member and the member's
+         *     role, and are judged again at every `PUT` (seed 5.6: revocation and permission changes reach later
+         *     use): a revoked key, a disabled member, a key that may no longer act for that member, or a changed
+         *     role makes the `PUT` `403 forbidden` (`{error, message}` saying which) and nothing is stored.
          */
         post: operations["documents.CreateUpload"];
         delete?: never;
@@ -1577,8 +1644,10 @@ export interface paths {
          *     sha256}` when stored; `413 invalid_input` when the body is longer than the part (refused as soon
          *     as `Content-Length` or the bytes say so); `400 invalid_input` when it is shorter or its SHA-256 is
          *     not the bound one; `403 forbidden` for a URL that is malformed, changed or expired (ask for a new
-         *     one), or once the API key the upload belongs to is revoked; `404 not_found` when the upload no longer exists; `409 conflict` when it is completed or
-         *     rejected. On any refusal, or when the connection drops mid-body, nothing is kept and the part's
+         *     one), or, since the URL is checked when used, once the credential the upload belongs to is revoked
+         *     (or no longer granted `documents.GetUploadPart`), or the member it acted for is disabled, may no
+         *     longer be acted for by that key, or has another role than when the URL was issued; `404 not_found`
+         *     when the upload no longer exists; `409 conflict` when it is completed or rejected. On any refusal, or when the connection drops mid-body, nothing is kept and the part's
          *     earlier bytes (if any) stay. Parts may be sent in any order and again: the last good `PUT` of a
          *     part wins, replacing its bytes. Browsers may `PUT` from any origin (CORS `*`: the URL itself is
          *     the credential).
@@ -1614,13 +1683,37 @@ export interface paths {
          *
          *     Then the scan, and each refusal is `400 invalid_input` with its own plain reason, the upload
          *     becomes `rejected` (with that `rejection_reason`, final: start a new upload) and no file is made:
-         *     the bytes must be a PDF (not another format) that parses strictly (a damaged or truncated file is
-         *     refused); a PDF that needs a user password to open is refused, one encrypted with only an owner
-         *     password (it opens without one) is accepted and stored exactly as uploaded; at most 500 pages and
-         *     50 MiB; and, when the deployment configures a ClamAV daemon (`CLAMAV_URL`), the file is streamed
-         *     to it and a detection is refused (`the file contains malware (ClamAV found <signature>)`). When
-         *     that daemon is configured but does not answer, the answer is `503 unavailable` and nothing
-         *     changes: retry later.
+         *     - the bytes must be a PDF: the file starts with `%PDF-` at its first byte (bytes before the
+         *       header, which readers tolerate, are refused, so is another format) and carries no HTML or SVG
+         *       markup in its first 1024 bytes (a file that is also a web page, a polyglot, is refused);
+         *     - it parses strictly (a damaged or truncated file is refused); a PDF that needs a user password
+         *       to open is refused as such (`the PDF needs a password to open`, object streams or not), one
+         *       encrypted with only an owner password (it opens without one) is accepted and stored exactly as
+         *       uploaded; at most 500 pages and 50 MiB;
+         *     - it carries no active content. Refused, each kind found named in the reason (`the PDF carries
+         *       active content, which is not accepted: ...`): JavaScript (an `/OpenAction`, document-level
+         *       `/Names /JavaScript`, `/AA` additional actions of the document, pages, fields or annotations,
+         *       any `/JavaScript` action), `/Launch` actions, embedded files (`/EmbeddedFiles`, file
+         *       attachments, `/GoToE`), XFA forms, rich media, and links to `javascript:`, `vbscript:` or
+         *       `data:` addresses. The objects are read as a PDF reader reads them (escaped names such as
+         *       `/#4AavaScript` and objects inside compressed object streams count). Ordinary links, forms
+         *       without scripts and annotations are accepted. Nothing is removed or rewritten: the file stored
+         *       is always the bytes sent, so remove the active content (for example print to PDF) and upload
+         *       again;
+         *     - the parse runs off the request thread on a PDF checker with limits, and a file that passes them
+         *       is refused like a damaged one: all its streams may decode to at most 128 MiB together
+         *       (`the PDF is too large to check: its compressed streams expand to more than 128 MiB`), it may
+         *       declare at most 500,000 objects, the parse may take at most 8 s and 256 MiB of heap. At most
+         *       2 files are parsed at once per server and 16 wait; past that the answer is `503 unavailable`
+         *       with `Retry-After` and nothing changes: retry then. Any upload within these limits is answered
+         *       within 10 s;
+         *     - when the deployment configures a ClamAV daemon (`CLAMAV_URL`), the file is streamed to it and
+         *       a detection is refused (`the file contains malware (ClamAV found <signature>)`). When that
+         *       daemon is configured but does not answer, the answer is `503 unavailable` and nothing changes:
+         *       retry later.
+         *
+         *     Files are always downloaded as PDF (`application/pdf`, a name ending `.pdf`) whatever the
+         *     `filename` of the upload.
          *
          *     On success the file is stored (byte-identical to what was sent, `sha256` its digest) and the
          *     answer is the file: that member's private file when the upload was made acting for a member
@@ -1654,6 +1747,10 @@ export interface paths {
          *     without a member), which every caller of the workspace sees. Another member's private files are
          *     never listed. `limit` 1 to 100 (default 50); `next_cursor` while `has_more` (send it back with
          *     the same `scope` and member).
+         *
+         *     Retention: an uploaded file that no signing request uses is removed 30 days after it was made
+         *     (then it is no longer listed); a request's original and signed archives stay (see
+         *     `documents.CreateUpload`).
          */
         post: operations["documents.ListDocuments"];
         delete?: never;
@@ -1884,6 +1981,7 @@ export interface components {
          */
         RecordId: string;
         /**
+         * Format: display-text
          * @description Name of the pipeline, 1 to 200 characters.
          * @example New business
          */
@@ -1900,6 +1998,7 @@ export interface components {
         Stage: {
             id: components["schemas"]["StageId"];
             /**
+             * Format: display-text
              * @description Human-readable name.
              * @example Qualified
              */
@@ -2064,6 +2163,7 @@ export interface components {
             is_default?: boolean;
         };
         /**
+         * Format: display-text
          * @description Name of the company, 1 to 200 characters.
          * @example Globex Corporation
          */
@@ -2080,6 +2180,7 @@ export interface components {
          */
         CompanyDomain: string;
         /**
+         * Format: display-text
          * @description The company's industry, free text.
          * @example Manufacturing
          */
@@ -2119,6 +2220,7 @@ export interface components {
             currency: components["schemas"]["Currency"];
         };
         /**
+         * Format: display-text
          * @description Main phone number as written (E.164, such as `+15415550100`, is recommended but not required).
          * @example +15415550100
          */
@@ -2139,13 +2241,25 @@ export interface components {
          *     }
          */
         Address: {
-            /** @description Street and number, possibly several lines. */
+            /**
+             * Format: display-text
+             * @description Street and number, possibly several lines.
+             */
             street?: string;
-            /** @description City or town. */
+            /**
+             * Format: display-text
+             * @description City or town.
+             */
             city?: string;
-            /** @description State, province or region. */
+            /**
+             * Format: display-text
+             * @description State, province or region.
+             */
             region?: string;
-            /** @description Postal code as written locally. */
+            /**
+             * Format: display-text
+             * @description Postal code as written locally.
+             */
             postal_code?: string;
             /** @description ISO 3166-1 alpha-2 country code, upper case. */
             country?: string;
@@ -2303,6 +2417,7 @@ export interface components {
             owner_member_id?: components["schemas"]["MemberReference"];
         };
         /**
+         * Format: display-text
          * @description Name of the deal, 1 to 200 characters.
          * @example Globex fleet renewal 2027
          */
@@ -2585,9 +2700,15 @@ export interface components {
             to?: "owners_and_admins" | "actor" | "member";
             /** @description `notify` with `to: member`: the member. */
             member_id?: string;
-            /** @description `notify`: the notice's title. */
+            /**
+             * Format: display-text
+             * @description `notify`: the notice's title.
+             */
             title?: string;
-            /** @description `notify`: the notice's text. */
+            /**
+             * Format: display-text
+             * @description `notify`: the notice's text.
+             */
             body?: string;
         };
         /**
@@ -2627,7 +2748,9 @@ export interface components {
         AutomationRule: {
             rule_id: components["schemas"]["RuleId"];
             app_id: components["schemas"]["RuleAppId"];
+            /** Format: display-text */
             name: string;
+            /** Format: display-text */
             description?: string;
             enabled: boolean;
             can_manage: boolean;
@@ -2926,6 +3049,7 @@ export interface components {
             /** @description Id of the recipient (`rcp_...`). */
             recipient_id: string;
             email: string;
+            /** Format: display-text */
             name: string;
             /** @enum {string} */
             status: "pending" | "opened" | "signed" | "declined";
@@ -3009,8 +3133,12 @@ export interface components {
             signing_request_id: components["schemas"]["SigningRequestId"];
             /** @enum {string} */
             status: "pending" | "completed" | "cancelled" | "expired";
+            /** Format: display-text */
             title: string;
-            /** @description The sender's message in the invitation mail. */
+            /**
+             * Format: display-text
+             * @description The sender's message in the invitation mail.
+             */
             message: string | null;
             /** @enum {string} */
             signature_method: "standard" | "bankid";
@@ -3046,12 +3174,13 @@ export interface components {
         /**
          * @description One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,
          *     `invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`, `reminder.sent`,
-         *     `deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,
+         *     `reminders.stopped` (automatic reminders turned off because the key or member that made the request
+         *     lost its access; see `signing.RequestFileSignatures`), `deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,
          *     `archive.failed` (the first attempt to build the signed archive failed; it is retried, and the
          *     request's `archive_error` shows the latest reason; written once per request, not per retry),
          *     `archive.completed`. `recipient` names the signer it concerns (null for request-wide events).
          *     `data` holds the kind's details (e.g. `deadline.changed`: `previous_deadline_at`, `deadline_at`;
-         *     `invitation.failed`: `error`; `request.cancelled`: `reason`, `declined`; `recipient.declined`:
+         *     `invitation.failed`: `error`; `reminders.stopped`: `reason`, `detail`; `request.cancelled`: `reason`, `declined`; `recipient.declined`:
          *     `reason`; `archive.failed`: `error`; `archive.completed`: `file_id`, `sha256`, `pages`). Never IP addresses, user agents, links, tokens or document contents.
          * @example {
          *       "event_id": "sev_2a4s8d2k4m1q9x7v3c5b6n0z",
@@ -3166,6 +3295,7 @@ export interface components {
             upload_id: components["schemas"]["UploadId"];
             /** @enum {string} */
             state: "open" | "completed" | "rejected";
+            /** Format: display-text */
             filename: string;
             /** @enum {string} */
             content_type: "application/pdf";
@@ -3191,6 +3321,7 @@ export interface components {
          */
         DocumentFile: {
             file_id: components["schemas"]["FileId"];
+            /** Format: display-text */
             filename: string;
             content_type: string;
             size: number;
@@ -3541,8 +3672,9 @@ export interface operations {
             401: components["responses"]["InvalidKey"];
             /**
              * @description `forbidden`: the request is authenticated by a sign-in session cookie (no `Authorization`
-             *     header) and its `Origin` header names another host than this service. A key is never refused
-             *     here.
+             *     header) and its `Origin` header names another host than this service; or the credential is a
+             *     key or a workspace-access MCP connection of a workspace whose API keys the operator stopped.
+             *     A key is otherwise never refused here.
              */
             403: {
                 headers: {
@@ -3597,8 +3729,9 @@ export interface operations {
             401: components["responses"]["InvalidKey"];
             /**
              * @description `forbidden`: the request is authenticated by a sign-in session cookie (no `Authorization`
-             *     header) and its `Origin` header names another host than this service. A key is never refused
-             *     here.
+             *     header) and its `Origin` header names another host than this service; or the credential is a
+             *     key or a workspace-access MCP connection of a workspace whose API keys the operator stopped.
+             *     A key is otherwise never refused here.
              */
             403: {
                 headers: {
@@ -5981,14 +6114,17 @@ export interface operations {
                     signers: {
                         /** @description One e-mail address (no display name). */
                         email: string;
+                        /** Format: display-text */
                         name: string;
                     }[];
+                    /** Format: display-text */
                     title?: string;
                     /**
                      * @default standard
                      * @enum {string}
                      */
                     signature_method?: "standard" | "bankid";
+                    /** Format: display-text */
                     message?: string;
                     deadline_at?: components["schemas"]["UnixMillis"];
                     reminder_interval_days?: number | null;
@@ -6270,6 +6406,7 @@ export interface operations {
                  */
                 "application/json": {
                     signing_request_id: components["schemas"]["SigningRequestId"];
+                    /** Format: display-text */
                     message?: string;
                 };
             };
@@ -6378,6 +6515,7 @@ export interface operations {
                  */
                 "application/json": {
                     signing_request_id: components["schemas"]["SigningRequestId"];
+                    /** Format: display-text */
                     reason?: string;
                 };
             };
@@ -6455,6 +6593,10 @@ export interface operations {
                         version: "signed" | "original";
                         /** @description `GET` (or `HEAD`) downloads the file as an attachment until `expires_at`. */
                         url: string;
+                        /**
+                         * Format: display-text
+                         * @description The name the download is saved under; always ends `.pdf`.
+                         */
                         filename: string;
                         expires_at: components["schemas"]["UnixMillis"];
                         /** @description SHA-256 of the file's bytes (lower-case hex). */
@@ -6576,7 +6718,10 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description The file's name (downloads are saved under it). */
+                    /**
+                     * Format: display-text
+                     * @description The file's name (downloads are saved under it).
+                     */
                     filename: string;
                     /** @enum {string} */
                     content_type: "application/pdf";
