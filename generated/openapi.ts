@@ -1719,8 +1719,13 @@ export interface paths {
          *     answer is the file: that member's private file when the upload was made acting for a member
          *     (`scope: user`), else a workspace file. The parts' separate bytes are discarded. Completing a
          *     completed upload answers the same file again; completing a rejected one answers the same `400`.
-         *     Completions running at once make one file and all answer it; a part `PUT` that arrives while a
-         *     completion runs waits for it (then `409` once it completed).
+         *     The parts are read, hashed and scanned before the completion's database transaction opens (a
+         *     slow scan holds no lock and delays no other request); the file is then made in the transaction
+         *     if the upload still has exactly the parts that were checked. A part `PUT` that replaced a part
+         *     while the file was being checked makes the completion answer `409 conflict` (nothing made;
+         *     complete again with a new `Idempotency-Key`, the new bytes are checked). Completions running at
+         *     once make one file and all answer it; a part `PUT` that arrives while the file is being made
+         *     waits for it (then `409` once it completed).
          *     Another credential's or member's upload, or an expired one, is `404 not_found`.
          */
         post: operations["documents.CompleteUpload"];

@@ -2,7 +2,8 @@
  * The one path an authenticated call of an operation takes, whoever makes it: the HTTP `/v1` router
  * (an API key or a sign-in session) and the MCP endpoint (a connection's tool call). Validation
  * against the document, grants and act-as, then the handler (queries) or the idempotency layer
- * (commands), then the after-commit wake-up. Errors are thrown as the documented ServiceErrors; the
+ * (commands; a phased command's `prepare` runs first, outside any transaction), then the
+ * after-commit wake-up. Errors are thrown as the documented ServiceErrors; the
  * caller turns them into its own answer (an HTTP error body, or an MCP tool result with isError).
  */
 import type { Database, Sql } from '../db/database.ts';
@@ -62,10 +63,13 @@ export function createExecutor(parts: ExecutionParts): ExecuteOperation {
     const handler = handlers[entry.id as keyof HandlerMap] as (input: unknown, ctx: OperationContext) => Promise<unknown>;
     const base = { operation: entry, credential, workspaceId: credential.workspaceId, member, now: clock.now(), db, clock, config, jobs };
     if (entry.kind === 'query') return { status: 200, body: await handler(input, { ...base, sql: db.sql }), replayed: false, member };
+    // A phased command's checks and outside reads, before its transaction opens (server/operation.ts).
+    const prepare = (handler as { prepare?: (input: unknown, ctx: OperationContext) => Promise<unknown> }).prepare;
+    const prepared = prepare ? { value: await prepare(input, { ...base, sql: db.sql }) } : undefined;
     let committed: Sql | undefined;
     const result = await idempotency.run(
       { keyId: credential.keyId, memberId: member?.id ?? null, operationId: entry.id, idempotencyKey: String(headers['idempotency-key']), body: input },
-      (sql) => handler(input, { ...base, sql: (committed = sql) }),
+      (sql) => handler(input, { ...base, sql: (committed = sql), ...(prepared ? { prepared } : {}) }),
     );
     if (!result.replayed && result.status === 200 && committed) parts.afterCommand?.(committed);
     return { ...result, member };

@@ -39,9 +39,41 @@ export interface OperationContext {
   readonly cause?: EventCause;
   /** Enqueues background jobs in this call's transaction (`ctx.jobs.enqueue(ctx.sql, kind, payload)`): they exist exactly when it commits. */
   readonly jobs: JobQueue;
+  /** What a phased command's `prepare` found before its transaction opened (set by the executor; see `phased`). */
+  readonly prepared?: { readonly value: unknown };
 }
 
-export type Handler<Op extends AnyOperationId> = (input: Input<Op>, ctx: OperationContext) => Promise<Output<Op>>;
+/**
+ * An operation's handler. A command made with `phased` also carries its first phase, `prepare`, which
+ * the executor runs before the transaction (and before the idempotency key is taken).
+ */
+export type Handler<Op extends AnyOperationId> = ((input: Input<Op>, ctx: OperationContext) => Promise<Output<Op>>) & {
+  readonly prepare?: (input: Input<Op>, ctx: OperationContext) => Promise<unknown>;
+};
+
+/** The two phases of a command whose checks need slow or outside work (reading stored files, a scan). */
+export interface CommandPhases<Op extends AnyOperationId, P> {
+  /**
+   * Checks and reads with no transaction open (`ctx.sql` autocommits): stored bytes, a parse, a
+   * virus scan, anything that may take seconds or wait on another server. Writes nothing; it may run
+   * again for a replay, and its findings may be stale by the time `run` starts, so `run` re-checks
+   * what it relies on. Throws the documented errors that need no transaction (503, 400).
+   */
+  prepare(input: Input<Op>, ctx: OperationContext): Promise<P>;
+  /** The writes, in the command's transaction, given what `prepare` found. */
+  run(input: Input<Op>, ctx: OperationContext, prepared: P): Promise<Output<Op>>;
+}
+
+/**
+ * A command in two phases (checks and outside reads before the transaction, writes in it), so that no
+ * slow read or outside call holds the transaction: on SQLite that is the process's one connection.
+ * Called without the executor (an internal call), both phases run in the caller's transaction.
+ */
+export function phased<Op extends AnyOperationId, P>(phases: CommandPhases<Op, P>): Handler<Op> {
+  const handler = async (input: Input<Op>, ctx: OperationContext): Promise<Output<Op>> =>
+    phases.run(input, ctx, ctx.prepared ? (ctx.prepared.value as P) : await phases.prepare(input, ctx));
+  return Object.assign(handler, { prepare: phases.prepare });
+}
 
 /** One handler per operation of the catalogue; the compiler checks that none is missing. */
 export type HandlerMap = { [Op in AnyOperationId]: Handler<Op> };

@@ -5,13 +5,13 @@ import { conflict, invalidInput, notFound, payloadTooLarge, ServiceError } from 
 import { workspaceLimits } from '../../server/limits.ts';
 import { newId } from '../../server/ids.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
-import type { OperationContext } from '../../server/operation.ts';
+import { type OperationContext, phased } from '../../server/operation.ts';
 import { BlobNotFound, type BlobStore, StorageError } from '../../server/storage.ts';
 import type { DocumentsDeps } from './deps.ts';
 import { createFile, findFile } from './files.ts';
 import { DEFAULT_PART_BYTES, FILE_RETENTION_DAYS, lockWorkspaceForUploads, MAX_FILE_BYTES, MAX_PAGES, MAX_PART_BYTES, MAX_PARTS, MIN_PART_BYTES, openUploadsOf, PART_URL_TTL_MS, storedBytes, UPLOAD_TTL_MS } from './limits.ts';
 import { type DbUploadRow, findOwnUpload, listFiles, listParts, markCompleted, markRejected, type UploadOwner, insertUpload } from './queries.ts';
-import { PdfGuardBusy, ScannerUnavailable, scanDocument } from './scan.ts';
+import { PdfGuardBusy, ScannerUnavailable, type ScanOutcome, scanDocument } from './scan.ts';
 import { signToken } from './tokens.ts';
 import { fileView, partSize, uploadView } from './views.ts';
 
@@ -80,43 +80,40 @@ async function recordRejection(deps: DocumentsDeps, uploadId: string, reason: st
 
 const refused = (reason: string) => invalidInput(`The file was refused: ${reason}.`);
 
-async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upload_id: string; sha256?: string }) {
-  // Held until the completion commits: a part's PUT waits (then finds the upload completed), so the
-  // parts read below are never replaced and deleted mid-read.
-  const u = await ownUpload(ctx, input.upload_id, true);
-  if (u.state === 'completed') return completedFile(ctx, u);
-  if (u.state === 'rejected') throw refused(u.rejection_reason ?? 'the scan refused it');
-  if (input.sha256 && u.sha256 && input.sha256 !== u.sha256) throw invalidInput(`sha256: ${input.sha256} differs from the sha256 given when the upload was created (${u.sha256}).`);
-  const size = Number(u.size);
-  const count = Number(u.part_count);
-  const parts = await listParts(ctx.sql, u.id);
-  const have = new Set(parts.map((p) => Number(p.part_number)));
-  const missing = Array.from({ length: count }, (_, i) => i + 1).filter((n) => !have.has(n));
-  if (missing.length) throw conflict(`Upload ${u.id} is missing part${missing.length > 1 ? 's' : ''} ${missing.join(', ')}; send ${missing.length > 1 ? 'them' : 'it'}, then complete it.`);
+/** What CompleteUpload's first phase found, before its transaction: the parts read, the file's digest and the scan's verdict. */
+interface CheckedFile {
+  /** The parts' blobs in order: the run phase uses the verdict only when the upload still has exactly these. */
+  blobIds: string[];
+  bytes: Buffer;
+  sha256: string;
+  /** Null when the digest differs from the one expected (the run phase answers that). */
+  scan: ScanOutcome | null;
+}
 
-  // In the command's transaction: the file's bytes commit or roll back with the completion (database backend).
-  const store = deps.storage.within(ctx.sql);
+/**
+ * CompleteUpload's checks with no transaction open: read the parts, join them, hash and scan the file
+ * (the PDF checker's worker and ClamAV may take seconds: on SQLite an open transaction would hold the
+ * process's only connection meanwhile). Null when there is nothing to check yet; the run phase answers.
+ */
+async function checkUpload(deps: DocumentsDeps, ctx: OperationContext, input: { upload_id: string; sha256?: string }): Promise<CheckedFile | null> {
+  const u = await findOwnUpload(ctx.sql, ownerOf(ctx), input.upload_id, ctx.now);
+  if (!u || u.state !== 'open') return null;
+  const parts = await listParts(ctx.sql, u.id);
+  if (parts.length !== Number(u.part_count)) return null;
+  const blobIds = parts.map((p) => p.blob_id);
   let bytes: Buffer;
   try {
-    bytes = await readAll(store, parts.map((p) => p.blob_id), size);
+    bytes = await readAll(deps.storage, blobIds, Number(u.size));
   } catch (err) {
-    // A completion of the same upload on another connection (PostgreSQL; the row lock lets them run side
-    // by side) committed first and removed the parts, before or while they were read (a part gone in the
-    // middle of its chunks reads as `corrupt`): answer what it made.
-    if (!(err instanceof BlobNotFound) && !(err instanceof StorageError && err.code === 'corrupt')) throw err;
-    const now = await ownUpload(ctx, u.id);
-    if (now.state === 'completed') return completedFile(ctx, now);
-    if (now.state === 'rejected') throw refused(now.rejection_reason ?? 'the scan refused it');
+    // A completion that committed meanwhile removed the parts (a part gone mid-read reads as `corrupt`).
+    if (err instanceof BlobNotFound || (err instanceof StorageError && err.code === 'corrupt')) return null;
     throw err;
   }
   const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
   const expected = input.sha256 ?? u.sha256;
-  if (expected && expected !== sha256) {
-    throw invalidInput(`The assembled file's SHA-256 is ${sha256}, not ${expected}; the upload stays open: re-send the parts whose bytes are wrong (GetUpload lists each part's SHA-256) and complete it again.`);
-  }
-  let scan;
+  if (expected && expected !== sha256) return { blobIds, bytes, sha256, scan: null };
   try {
-    scan = await scanDocument(bytes, { limits: { maxBytes: MAX_FILE_BYTES, maxPages: MAX_PAGES }, clamav: deps.settings.clamav });
+    return { blobIds, bytes, sha256, scan: await scanDocument(bytes, { limits: { maxBytes: MAX_FILE_BYTES, maxPages: MAX_PAGES }, clamav: deps.settings.clamav }) };
   } catch (err) {
     if (err instanceof ScannerUnavailable) {
       deps.logger.warn({ reason: err.reason, err: err.message }, 'the virus scanner is unavailable; upload not completed');
@@ -127,10 +124,38 @@ async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upl
     }
     throw err;
   }
+}
+
+const sameBlobs = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((id, i) => id === b[i]);
+
+async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upload_id: string; sha256?: string }, checked: CheckedFile | null) {
+  // Held until the completion commits: a part's PUT waits (then finds the upload completed), so the
+  // parts checked are never replaced and deleted before the file is made.
+  const u = await ownUpload(ctx, input.upload_id, true);
+  if (u.state === 'completed') return completedFile(ctx, u);
+  if (u.state === 'rejected') throw refused(u.rejection_reason ?? 'the scan refused it');
+  if (input.sha256 && u.sha256 && input.sha256 !== u.sha256) throw invalidInput(`sha256: ${input.sha256} differs from the sha256 given when the upload was created (${u.sha256}).`);
+  const size = Number(u.size);
+  const count = Number(u.part_count);
+  const parts = await listParts(ctx.sql, u.id);
+  const have = new Set(parts.map((p) => Number(p.part_number)));
+  const missing = Array.from({ length: count }, (_, i) => i + 1).filter((n) => !have.has(n));
+  if (missing.length) throw conflict(`Upload ${u.id} is missing part${missing.length > 1 ? 's' : ''} ${missing.join(', ')}; send ${missing.length > 1 ? 'them' : 'it'}, then complete it.`);
+  if (!checked || !sameBlobs(checked.blobIds, parts.map((p) => p.blob_id))) {
+    throw conflict(`A part of upload ${u.id} arrived or was replaced while the file was being checked; complete it again (with a new Idempotency-Key).`);
+  }
+  const expected = input.sha256 ?? u.sha256;
+  if (expected && expected !== checked.sha256) {
+    throw invalidInput(`The assembled file's SHA-256 is ${checked.sha256}, not ${expected}; the upload stays open: re-send the parts whose bytes are wrong (GetUpload lists each part's SHA-256) and complete it again.`);
+  }
+  const scan = checked.scan!;
   if (!scan.ok) {
     await recordRejection(deps, u.id, scan.reason, ctx.now);
     throw refused(scan.reason);
   }
+  // In the command's transaction: the file's bytes commit or roll back with the completion (database backend).
+  const store = deps.storage.within(ctx.sql);
+  const { bytes, sha256 } = checked;
   const blob = await store.put(null, [bytes], { contentType: u.content_type, maxBytes: size });
   const file = await createFile(
     ctx.sql,
@@ -229,7 +254,11 @@ export const documentHandlers = (deps: DocumentsDeps): NamespaceHandlers<'docume
     return { upload_id: u.id, part_number: input.part_number, method: 'PUT' as const, url: new URL(`/files/parts/${token}`, ctx.config.publicUrl).toString(), size, expires_at: expiresAt };
   },
 
-  'documents.CompleteUpload': (input, ctx) => complete(deps, ctx, input),
+  // Two phases: the parts are read, hashed and scanned before the transaction; the file is made in it.
+  'documents.CompleteUpload': phased<'documents.CompleteUpload', CheckedFile | null>({
+    prepare: (input, ctx) => checkUpload(deps, ctx, input),
+    run: (input, ctx, checked) => complete(deps, ctx, input, checked),
+  }),
 
   'documents.ListDocuments': async (input, ctx) => {
     if (input.scope === 'user' && !ctx.member) throw invalidInput("scope: user lists the private files of the member acted for; send Service-Act-As (or use scope: workspace).");
