@@ -99,6 +99,7 @@ const EVENT_LABELS: Record<string, string> = {
   'recipient.signed': 'Signed',
   'recipient.declined': 'Declined',
   'reminder.sent': 'Reminder sent',
+  'reminders.stopped': 'Automatic reminders stopped',
   'deadline.changed': 'Deadline changed',
   'request.cancelled': 'Request cancelled',
   'request.expired': 'Request expired',

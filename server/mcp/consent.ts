@@ -31,7 +31,7 @@ import { ChooserRefusal, type ChooserSelection, delegationChooserHtml, delegatio
 import { namespaceLabel } from '../keys/words.ts';
 import type { InteractionDetails, OAuthServer } from '../oauth/index.ts';
 import { type MemberPage, type PageKit, sessionTokenOf, signinLink } from '../pages.ts';
-import { createConnection, memberOperations, revokeConnection } from './connections.ts';
+import { createConnection, memberOperations, revokeConnection, WORKSPACE_ACCESS_OFF } from './connections.ts';
 import { allToolDefinitions, toolsetNames } from './tools.ts';
 import { mcpToolsets } from '../../generated/mcpTools.ts';
 
@@ -154,7 +154,7 @@ export function consentRoutes(options: ConsentOptions): express.Router {
   const render = async (res: Response, page: MemberPage, details: InteractionDetails, status: number, choice: Choice, problem = '') => {
     const ws = page.workspaceId;
     const [workspace, members, types] = await Promise.all([
-      db.sql.one<{ name: string }>(`SELECT name FROM workspaces WHERE id = ?`, [ws]),
+      db.sql.one<{ name: string; api_key_access: string }>(`SELECT name, api_key_access FROM workspaces WHERE id = ?`, [ws]),
       page.manage ? listWorkspaceMembers(db.sql, ws) : Promise.resolve([]),
       page.manage ? grantableResourceTypes(db.sql, ws) : Promise.resolve([]),
     ]);
@@ -180,6 +180,8 @@ export function consentRoutes(options: ConsentOptions): express.Router {
       workspace: workspace?.name ?? ws,
       member: { name: page.member.name, role: page.member.role },
       manage: page.manage,
+      // Workspace access is a workspace credential like a key: not while the operator has API keys off or stopped.
+      workspaceRefused: !page.manage ? 'Only owners and admins approve workspace access.' : workspace && workspace.api_key_access !== 'on' ? `Not available: ${WORKSPACE_ACCESS_OFF(workspace.api_key_access).replace(/^workspace access is not available: /, '')}.` : '',
       client: {
         name: details.clientName,
         id: details.clientId,

@@ -17,7 +17,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import type { ApplyResult } from '../../server/admin.ts';
+import { type ApplyResult, setApiKeyAccess } from '../../server/admin.ts';
 import { readAudit } from '../../server/audit.ts';
 import { sha256Hex } from '../../server/ids.ts';
 import { memberOperations, narrowOperations } from '../../server/mcp/connections.ts';
@@ -276,6 +276,12 @@ for (const database of databases) {
     it('an admin approves workspace access with chosen operations, resource access and delegation (choices kept when something is missing)', async () => {
       svc.clock.advance(1000);
       const { page, arrived, problems } = await member('bob');
+      // While the operator has the workspace's API keys off, workspace access (a workspace credential like a key) is not offered.
+      await setApiKeyAccess(svc.db, svc.clock, ws.workspace_id, 'off');
+      await consent(page);
+      assert.equal(await page.locator('input[name="access"][value="workspace"]').isDisabled(), true);
+      assert.match((await page.locator('[data-workspace-refused]').textContent())!, /Not available: the operator has not turned API keys on for this workspace/);
+      await setApiKeyAccess(svc.db, svc.clock, ws.workspace_id, 'on');
       const flow = await consent(page);
       assert.equal(await page.locator('input[name="access"][value="workspace"]').isDisabled(), false);
       await page.locator('input[name="access"][value="workspace"]').check();
