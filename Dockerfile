@@ -22,9 +22,12 @@ RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund
 # Keep the production dependencies and tsx, the loader behind `node --import tsx` (a dev dependency
 # whose only dependency, esbuild, is a production one); drop the rest (Dredd, Redocly, ...). Then load
 # the whole service once, so a runtime dependency pruned by mistake fails the build, not the start.
+# The evidence pages' Noto fonts come in every weight; only 400Regular is drawn (handlers/signing/text.ts):
+# the others (about 140 MB) are dropped.
 RUN mv node_modules/tsx /tmp/tsx \
  && npm prune --omit=dev --no-audit --no-fund \
  && mv /tmp/tsx node_modules/tsx \
+ && find node_modules/@expo-google-fonts -mindepth 2 -maxdepth 2 -type d ! -name 400Regular -exec rm -rf {} + \
  && node --import tsx --input-type=module -e "await import('./app.ts')"
 
 FROM ${NODE_IMAGE} AS runtime
