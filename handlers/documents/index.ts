@@ -1,4 +1,4 @@
-import type { ServiceEnv } from '../../server/config.ts';
+import { envNumber, type ServiceEnv } from '../../server/config.ts';
 import type { ServiceModule } from '../../server/module.ts';
 import { parseClamavUrl } from './clamav.ts';
 import { cleanupDocuments } from './cleanup.ts';
@@ -7,10 +7,17 @@ import { documentHandlers } from './handlers.ts';
 import { limitsNavigation, limitsRoutes } from './limitsPage.ts';
 import { documentRoutes, partEndpoint } from './routes.ts';
 
-/** CLAMAV_URL (tcp://host:port or unix:///path/to/clamd.sock): every completed upload is also scanned by that ClamAV daemon. */
+/**
+ * CLAMAV_URL (tcp://host:port or unix:///path/to/clamd.sock): every completed upload is also scanned by
+ * that ClamAV daemon. PART_BODY_GRACE_MS (30 s) and PART_BODY_MIN_BYTES_PER_SECOND (4 KiB/s): a part's
+ * body slower than that on average after the grace is cut (408).
+ */
 export function documentsConfig(env: ServiceEnv): DocumentsSettings {
   const url = env.CLAMAV_URL?.trim();
-  return { clamav: url ? { address: parseClamavUrl(url) } : null };
+  return {
+    clamav: url ? { address: parseClamavUrl(url) } : null,
+    partBody: { graceMs: envNumber(env, 'PART_BODY_GRACE_MS', 30_000, 0), minBytesPerSecond: envNumber(env, 'PART_BODY_MIN_BYTES_PER_SECOND', 4096, 1) },
+  };
 }
 
 /**

@@ -7,6 +7,7 @@
  */
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import express, { type Request, type Response } from 'express';
 import { conflict, forbidden, invalidInput, methodNotAllowed, notFound, payloadTooLarge, ServiceError } from '../../server/errors.ts';
@@ -14,7 +15,7 @@ import { type AtUseVerdict, judgeAtUse } from '../../server/atUse.ts';
 import { partPutBucket, takeQuota, workspaceLimits } from '../../server/limits.ts';
 import type { RawEndpoint } from '../../server/module.ts';
 import { BlobTooLarge } from '../../server/storage.ts';
-import type { DocumentsDeps } from './deps.ts';
+import type { DocumentsDeps, PartBodyPace } from './deps.ts';
 import { documentDisposition, findFile, readDownloadToken } from './files.ts';
 import { findPart, findUploadById, upsertPart } from './queries.ts';
 import { readToken } from './tokens.ts';
@@ -44,6 +45,43 @@ function partRefusal(verdict: Extract<AtUseVerdict, { ok: false }>): string {
 type Answer = { status: number; body: unknown; close?: boolean; headers?: Record<string, string> } | null;
 
 const refusal = (err: ServiceError, close = false): Answer => ({ status: err.status, body: err.body(), close, headers: err.headers });
+
+/**
+ * The part's body as it arrives, held to a pace: after `graceMs`, the bytes so far must average at
+ * least `minBytesPerSecond`, or the body ends with an error and `slow()` says so (a client that
+ * trickles a byte every few seconds would hold a connection and a blob write for as long as it likes).
+ */
+function pacedBody(req: IncomingMessage, pace: PartBodyPace): { body: Transform; slow: () => boolean } {
+  const started = performance.now();
+  let bytes = 0;
+  let slow = false;
+  const body = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      bytes += chunk.length;
+      done(null, chunk);
+    },
+  });
+  const timer = setInterval(
+    () => {
+      const elapsed = performance.now() - started;
+      if (elapsed >= pace.graceMs && bytes < (pace.minBytesPerSecond * elapsed) / 1000) {
+        slow = true;
+        clearInterval(timer);
+        body.destroy(new Error('the part arrived too slowly'));
+        req.unpipe(body);
+        req.pause();
+      }
+    },
+    Math.max(50, Math.min(1000, pace.graceMs || 1000)),
+  );
+  const stop = () => clearInterval(timer);
+  body.on('close', stop);
+  body.on('finish', stop);
+  req.on('error', (err) => body.destroy(err));
+  req.on('aborted', () => body.destroy(new Error('the client went away')));
+  req.pipe(body);
+  return { body, slow: () => slow };
+}
 
 /** Stores one part's body; the answer to send, or null when the client went away mid-body. */
 async function receivePart(deps: DocumentsDeps, token: string, req: IncomingMessage): Promise<Answer> {
@@ -77,10 +115,19 @@ async function receivePart(deps: DocumentsDeps, token: string, req: IncomingMess
   }
 
   let blob;
+  const paced = pacedBody(req, deps.settings.partBody);
   try {
-    blob = await storage.put(null, req, { maxBytes: claims.s, contentType: 'application/octet-stream' });
+    blob = await storage.put(null, paced.body, { maxBytes: claims.s, contentType: 'application/octet-stream' });
   } catch (err) {
     if (err instanceof BlobTooLarge) return refusal(payloadTooLarge(`Part ${claims.p} is ${claims.s} bytes; the body is longer. Nothing was stored.`), true);
+    if (paced.slow()) {
+      const { graceMs, minBytesPerSecond } = deps.settings.partBody;
+      logger.info({ upload_id: claims.u, part_number: claims.p }, 'a part upload was cut off (too slow); nothing kept');
+      return refusal(
+        new ServiceError(408, 'invalid_input', `Part ${claims.p} arrived too slowly: after ${Math.round(graceMs / 1000)} s a part must arrive at ${Math.round(minBytesPerSecond / 1024)} KiB a second or more on average. Nothing was stored; send it again.`),
+        true,
+      );
+    }
     if (!req.complete || req.destroyed) {
       logger.info({ upload_id: claims.u, part_number: claims.p }, 'a part upload was cut off; nothing kept');
       return null;
