@@ -16,7 +16,7 @@ import type { InspectMode, ParseLimits, PdfInspection } from './pdfInspect.ts';
 const MiB = 1024 * 1024;
 
 /** The documented parse limits (documents.CompleteUpload's description): bytes all streams may decode to, objects a file may declare. */
-export const PDF_PARSE_LIMITS = { maxInflatedBytes: 128 * MiB, maxObjects: 500_000 } as const;
+export const PDF_PARSE_LIMITS = { maxInflatedBytes: 48 * MiB, maxObjects: 500_000 } as const;
 
 export interface PdfGuardOptions {
   /** Parses running at once. */

