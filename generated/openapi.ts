@@ -1647,7 +1647,11 @@ export interface paths {
          *     one), or, since the URL is checked when used, once the credential the upload belongs to is revoked
          *     (or no longer granted `documents.GetUploadPart`), or the member it acted for is disabled, may no
          *     longer be acted for by that key, or has another role than when the URL was issued; `404 not_found`
-         *     when the upload no longer exists; `409 conflict` when it is completed or rejected. On any refusal, or when the connection drops mid-body, nothing is kept and the part's
+         *     when the upload no longer exists; `409 conflict` when it is completed or rejected; `429
+         *     rate_limited` with `Retry-After` past the workspace's part `PUT`s a minute; `408 invalid_input`
+         *     (connection closed) when the body arrives too slowly: after its first 30 s a part must have
+         *     arrived at 4 KiB a second or more on average. On any refusal, or when the connection drops
+         *     mid-body, nothing is kept and the part's
          *     earlier bytes (if any) stay. Parts may be sent in any order and again: the last good `PUT` of a
          *     part wins, replacing its bytes. Browsers may `PUT` from any origin (CORS `*`: the URL itself is
          *     the credential).
@@ -1694,15 +1698,17 @@ export interface paths {
          *       active content, which is not accepted: ...`): JavaScript (an `/OpenAction`, document-level
          *       `/Names /JavaScript`, `/AA` additional actions of the document, pages, fields or annotations,
          *       any `/JavaScript` action), `/Launch` actions, embedded files (`/EmbeddedFiles`, file
-         *       attachments, `/GoToE`), XFA forms, rich media, and links to `javascript:`, `vbscript:` or
-         *       `data:` addresses. The objects are read as a PDF reader reads them (escaped names such as
+         *       attachments, `/GoToE`), actions that reach outside the document (`/SubmitForm`,
+         *       `/ImportData`, `/GoToR`), XFA forms, rich media, and links other than `http:`, `https:`,
+         *       `mailto:` and `tel:` (`javascript:`, `vbscript:`, `data:`, `file:`, network shares such as
+         *       `\\host\share`, other schemes). The objects are read as a PDF reader reads them (escaped names such as
          *       `/#4AavaScript` and objects inside compressed object streams count). Ordinary links, forms
          *       without scripts and annotations are accepted. Nothing is removed or rewritten: the file stored
          *       is always the bytes sent, so remove the active content (for example print to PDF) and upload
          *       again;
          *     - the parse runs off the request thread on a PDF checker with limits, and a file that passes them
-         *       is refused like a damaged one: all its streams may decode to at most 128 MiB together
-         *       (`the PDF is too large to check: its compressed streams expand to more than 128 MiB`), it may
+         *       is refused like a damaged one: all its streams may decode to at most 48 MiB together
+         *       (`the PDF is too large to check: its compressed streams expand to more than 48 MiB`), it may
          *       declare at most 500,000 objects, the parse may take at most 8 s and 256 MiB of heap. At most
          *       2 files are parsed at once per server and 16 wait; past that the answer is `503 unavailable`
          *       with `Retry-After` and nothing changes: retry then. Any upload within these limits is answered

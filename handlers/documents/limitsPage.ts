@@ -67,7 +67,7 @@ export function limitsRoutes(deps: ModuleDeps<unknown>): Router {
     const sections = [
       {
         title: 'Mail',
-        lede: 'Every mail the service sends for this workspace: signing invitations and reminders, and member invitations. A budget refills continuously (${refill}). Past it, the operation answers 429 with Retry-After and sends nothing.',
+        lede: `Every mail the service sends for this workspace: signing invitations and reminders, and member invitations. A budget refills continuously (${refill}). Past it, the operation answers 429 with Retry-After and sends nothing.`,
         rows: [
           row('mails_per_hour', 'Mails an hour', count(l.mails_per_hour), `${count(mailsHour)} used`, { value: mailsHour, max: l.mails_per_hour }, 'signing.RequestFileSignatures (one per signer), signing.RemindSigners, member invitations'),
           row('mails_per_day', 'Mails a day', count(l.mails_per_day), `${count(mailsDay)} used`, { value: mailsDay, max: l.mails_per_day }, 'the same mails, over a day'),

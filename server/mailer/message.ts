@@ -67,14 +67,16 @@ export class MailUnavailableError extends Error {
 
 const LABEL = /^[^\s@<>()[\]\\,;:".]+(?:\.[^\s@<>()[\]\\,;:".]+)*$/;
 
-/** Whether a string is one e-mail address this service will try to send to (no display name). */
+/** Whether a string is one e-mail address this service will try to send to (no display name, no control or format character). */
 export function isMailAddress(value: string): boolean {
   if (value.length > 254) return false;
   const at = value.lastIndexOf('@');
   if (at <= 0 || at > 64) return false;
   const local = value.slice(0, at);
   const domain = value.slice(at + 1);
-  return LABEL.test(local) && LABEL.test(domain) && !/[\x00-\x1f\x7f]/.test(value);
+  // No control or invisible format character (bidi overrides and isolates, zero-width characters): an
+  // address is read by people on pages, in mail and on the evidence pages, and none holds one honestly.
+  return LABEL.test(local) && LABEL.test(domain) && !/[\p{Cc}\p{Cf}]/u.test(value);
 }
 
 /** Splits a message's recipients into addresses to send to and the ones refused before sending. */

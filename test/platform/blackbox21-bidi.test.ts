@@ -147,6 +147,18 @@ for (const database of databases) {
       }
     });
 
+    it("refuses a signer's e-mail address holding a bidi control or an invisible format character (black-box re-test), storing nothing", async () => {
+      const { file } = await putFile(svc, ws.workspace_id);
+      for (const email of [`a${RLO}@dest.example`, `pay${RLO}fdp.exe@dest.example`, 'x\u2066@dest.example', 'ana\u200b@dest.example', 'ana@dest\ufeff.example']) {
+        const before = await storedState(svc);
+        const res = await svc.post('signing.RequestFileSignatures', { file_id: file.id, signers: [{ email, name: 'Ana Lind' }] }, command());
+        assert.equal(res.status, 400, `${JSON.stringify(email)}: ${JSON.stringify(res.body)}`);
+        assert.equal(res.body.error, 'invalid_input');
+        assert.match(res.body.message, /^signers\[0\]\.email is not an e-mail address/);
+        assert.equal(stateDiff(before, await storedState(svc)), null);
+      }
+    });
+
     it('names each of the nine controls, and keeps right-to-left letters and the marks U+200E / U+200F', async () => {
       for (const c of CONTROLS) {
         const res = await svc.post('customers.CreateCompany', { data: { name: `x${c}y` } }, command());

@@ -67,6 +67,9 @@ forEachDatabase('usage and limits in headless Chromium', (svc) => {
     assert.equal(await entry.count(), 1, 'the settings index lists the page');
     await Promise.all([page.waitForURL(`${svc().origin}/settings/limits`), entry.locator('a').click()]);
     assert.equal(await page.textContent('h1'), 'Usage and limits');
+    const text = (await page.textContent('main'))!;
+    assert.doesNotMatch(text, /\$\{/, 'no template placeholder is left unfilled');
+    assert.match(text, /300 an hour: all at once, then one every 12 seconds/);
     assert.deepEqual(await page.locator('.topbar nav.subnav a[aria-current="page"]').allTextContents(), ['Usage and limits']);
     const cell = (name: string) => page.locator(`[data-limit="${name}"]`);
     assert.equal(await cell('mails_per_hour').locator('[data-value]').textContent(), '300');

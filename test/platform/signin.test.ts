@@ -179,6 +179,7 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
       'analytics.GetSiteAnalyticsRealtime',
       'analytics.GetSiteAnalyticsSummary',
       'analytics.GetWorkspaceAnalyticsSummary',
+      'signing.ListSigningRequests',
       'workspace.ListApps',
       'workspace.ListBundles',
     ]);
@@ -211,7 +212,7 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
       .flatMap(([, item]) => Object.values(item))
       .filter((op) => op['x-service-kind'] !== 'collection' && op['x-service-listed'] !== false);
     const allowed = listedOps.filter((op) => (op.security ?? rootSecurity).some((req) => 'SessionCookie' in req)).map((op) => op.operationId).sort();
-    assert.deepEqual(allowed, ['analytics.GetSiteAnalyticsBreakdown', 'analytics.GetSiteAnalyticsRealtime', 'analytics.GetSiteAnalyticsSummary', 'analytics.GetWorkspaceAnalyticsSummary', 'workspace.ListApps', 'workspace.ListBundles']);
+    assert.deepEqual(allowed, ['analytics.GetSiteAnalyticsBreakdown', 'analytics.GetSiteAnalyticsRealtime', 'analytics.GetSiteAnalyticsSummary', 'analytics.GetWorkspaceAnalyticsSummary', 'signing.ListSigningRequests', 'workspace.ListApps', 'workspace.ListBundles']);
     for (const op of listedOps) {
       const kind = op['x-service-kind'];
       const res = await call(svc(), op.operationId, cookie, {}, kind === 'command' ? { 'Idempotency-Key': crypto.randomUUID() } : {});
