@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Database, MigrationFolder } from '../db/database.ts';
 import type { AnyOperationId } from '../generated/catalogue.ts';
 import type { WorkspaceFileSection } from './admin.ts';
+import type { BrowserBundle } from './bundle.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig, ServiceEnv } from './config.ts';
 import type { CredentialStore } from './credentials.ts';
@@ -100,6 +101,8 @@ export interface ServiceModule<NS extends string = string, Settings = undefined>
   readonly secretPaths?: readonly string[];
   /** Its CSS file, appended to the one stylesheet of every page. */
   readonly stylesheet?: URL;
+  /** Browser scripts its pages load, bundled into its compiled folder by `npm run build` (server/bundle.ts). */
+  readonly browserBundles?: readonly BrowserBundle[];
   /** Lean endpoints served before express. */
   endpoints?(deps: ModuleDeps<Settings>): RawEndpoint;
   /** Background jobs by kind (`<namespace>.<what>`), run by the database-backed job runner. */

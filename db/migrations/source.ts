@@ -12,7 +12,12 @@ export type MigrationFolder = string | URL;
 /** The platform's own migrations: this folder. */
 export const PLATFORM_MIGRATIONS: MigrationFolder = path.dirname(fileURLToPath(import.meta.url));
 
-const MIGRATION_FILE = /^\d{14}_[a-z0-9_]+\.ts$/;
+/**
+ * A migration file: `.ts` in the sources, `.js` once compiled (`npm run build`). Knex records the name,
+ * and the name is always the source's (`….ts`): a database migrated from the sources is not migrated
+ * again by the compiled service, nor the other way round.
+ */
+const MIGRATION_FILE = /^(\d{14}_[a-z0-9_]+)\.(?:ts|js)$/;
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -38,8 +43,11 @@ export function listMigrations(folders: readonly MigrationFolder[]): MigrationFi
   const byName = new Map<string, string>();
   for (const folder of new Set(folders.map(folderPath))) {
     if (!fs.existsSync(folder)) throw new Error(`migrations: folder ${folder} does not exist`);
-    for (const name of fs.readdirSync(folder).filter((f) => MIGRATION_FILE.test(f))) {
-      const file = path.join(folder, name);
+    for (const entry of fs.readdirSync(folder)) {
+      const match = MIGRATION_FILE.exec(entry);
+      if (!match) continue;
+      const name = `${match[1]}.ts`;
+      const file = path.join(folder, entry);
       const other = byName.get(name);
       if (other) throw new Error(`migrations: ${name} is in two folders (${other} and ${file}); a migration's name is recorded in knex_migrations and must be unique`);
       byName.set(name, file);

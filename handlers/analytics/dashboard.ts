@@ -1,18 +1,20 @@
 /**
  * The analytics dashboard page (`GET /dashboard?site=<bundle id>`): a static HTML shell inside the
- * page frame (the navigation bar) for a signed-in member, and a script bundled by esbuild from
- * dashboard-app/app.ts on first use (kept in memory), which reads the analytics operations through
- * the generated client with the session cookie.
+ * page frame (the navigation bar) for a signed-in member, and a script bundled from dashboard-app/app.ts
+ * (by `npm run build`, or on first use when running from the sources; server/bundle.ts), which reads
+ * the analytics operations through the generated client with the session cookie.
  */
-import fs from 'node:fs/promises';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import esbuild from 'esbuild';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
+import { type BrowserBundle, bundleFiles } from '../../server/bundle.ts';
 import type { NavEntry, PageKit } from '../../server/pages.ts';
 
-const DASHBOARD_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'dashboard-app');
+/** The dashboard's script and CSS (its own and uPlot's): `app.js`, `app.css`. */
+export const dashboardBundle: BrowserBundle = {
+  entry: new URL('./dashboard-app/app.ts', import.meta.url),
+  out: new URL('./dashboard-app.bundle/', import.meta.url),
+  target: 'es2022',
+};
 
 interface Asset {
   type: string;
@@ -20,25 +22,12 @@ interface Asset {
 }
 
 let assets: Promise<Map<string, Asset>> | null = null;
-/** Bundles dashboard/app.ts (with its CSS and uPlot's) once per process; a failed build is retried on the next request. */
+/** The dashboard's bundle, read (or bundled) once per process; a failure is retried on the next request. */
 function buildAssets(): Promise<Map<string, Asset>> {
   assets ??= (async () => {
-    const result = await esbuild.build({
-      entryPoints: [path.join(DASHBOARD_DIR, 'app.ts')],
-      bundle: true,
-      write: false,
-      format: 'esm',
-      platform: 'browser',
-      target: 'es2022',
-      minify: true,
-      legalComments: 'none',
-      outdir: path.join(DASHBOARD_DIR, 'out'),
-      logLevel: 'silent',
-    });
     const out = new Map<string, Asset>();
-    for (const file of result.outputFiles) {
-      const name = path.basename(file.path);
-      out.set(name, { type: name.endsWith('.css') ? 'text/css; charset=utf-8' : 'text/javascript; charset=utf-8', body: Buffer.from(file.contents) });
+    for (const [name, body] of await bundleFiles(dashboardBundle)) {
+      out.set(name, { type: name.endsWith('.css') ? 'text/css; charset=utf-8' : 'text/javascript; charset=utf-8', body });
     }
     return out;
   })().catch((err: unknown) => {

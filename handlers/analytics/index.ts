@@ -2,7 +2,7 @@ import type { ServiceModule } from '../../server/module.ts';
 import { analyticsAdmin } from './admin.ts';
 import { createCollector } from './collect.ts';
 import { deleteSaltsCreatedBefore } from './collectQueries.ts';
-import { dashboardNavigation, dashboardRoutes } from './dashboard.ts';
+import { dashboardBundle, dashboardNavigation, dashboardRoutes } from './dashboard.ts';
 import { analyticsQueryHandlers } from './handlers.ts';
 import { type AnalyticsSettings, analyticsSettings } from './settings.ts';
 
@@ -15,6 +15,7 @@ export const analytics: ServiceModule<'analytics', AnalyticsSettings> = {
   endpoints: (deps) => createCollector(deps),
   routes: (deps) => dashboardRoutes(deps),
   navigation: () => dashboardNavigation,
+  browserBundles: [dashboardBundle],
   jobs: ({ db, clock, logger }) => ({
     'analytics.salts.prune': {
       everyMs: 60 * 60_000,

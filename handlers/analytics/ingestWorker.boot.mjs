@@ -1,6 +1,12 @@
-// Entry of the collection writer thread: the service runs from TypeScript sources, so the thread
-// registers tsx before it loads ingestWorker.ts.
-import { register } from 'tsx/esm/api';
+// Entry of the collection writer thread. Compiled (`npm run build`), ingestWorker.js is beside this
+// file and is loaded as it is; from the TypeScript sources the thread registers tsx first.
+import { existsSync } from 'node:fs';
 
-register();
-await import('./ingestWorker.ts');
+const compiled = new URL('./ingestWorker.js', import.meta.url);
+if (existsSync(compiled)) {
+  await import(compiled.href);
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('./ingestWorker.ts');
+}

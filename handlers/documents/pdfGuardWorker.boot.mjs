@@ -1,6 +1,12 @@
-// Entry of a PDF checking thread (pdfGuard.ts): the service runs from TypeScript sources, so the thread
-// registers tsx before it loads pdfGuardWorker.ts.
-import { register } from 'tsx/esm/api';
+// Entry of a PDF checking thread (pdfGuard.ts). Compiled (`npm run build`), pdfGuardWorker.js is beside
+// this file and is loaded as it is; from the TypeScript sources the thread registers tsx first.
+import { existsSync } from 'node:fs';
 
-register();
-await import('./pdfGuardWorker.ts');
+const compiled = new URL('./pdfGuardWorker.js', import.meta.url);
+if (existsSync(compiled)) {
+  await import(compiled.href);
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('./pdfGuardWorker.ts');
+}

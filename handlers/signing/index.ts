@@ -10,7 +10,7 @@ import { signingJobs } from './jobs.ts';
 import { SIGN_PREFIX } from './links.ts';
 import { ARCHIVE_JOB } from './requests.ts';
 import { type SigningSettings, signingSettings } from './settings.ts';
-import { signerRoutes } from './signer.ts';
+import { signerRoutes, viewerBrowserBundle } from './signer.ts';
 import { verifyRoutes } from './verifyPage.ts';
 
 /**
@@ -26,6 +26,7 @@ export const signing: ServiceModule<'signing', SigningSettings> = {
   config: signingSettings,
   migrations: new URL('./migrations/', import.meta.url),
   secretPaths: [SIGN_PREFIX],
+  browserBundles: [viewerBrowserBundle],
   jobs: (deps) => ({ ...signingJobs(deps), ...bankIdJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal), [COMPLETED_MAIL_JOB]: completedMailJob(deps) }),
   routes: (deps) => {
     const router = signerRoutes(deps, { bankid: providerOf(deps.settings) });

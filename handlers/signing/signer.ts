@@ -30,9 +30,9 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
-import esbuild from 'esbuild';
 import express, { type Request, type Response } from 'express';
 import type { Sql } from '../../db/database.ts';
+import { type BrowserBundle, bundleFiles } from '../../server/bundle.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { sameOrigin } from '../../server/pages.ts';
 import { timeInWords, untilInWords } from '../../server/pages/format.ts';
@@ -79,22 +79,22 @@ const PDFJS_FOLDERS: Record<string, { dir: string; names: Set<string>; type: (na
   }),
 );
 
+/** The review page's script, pages/viewer.ts (pdf.js itself is loaded by URL): `viewer.js`. */
+export const viewerBrowserBundle: BrowserBundle = {
+  entry: new URL('viewer.ts', PAGES_DIR),
+  out: new URL('./viewer.bundle/', PAGES_DIR),
+  target: 'es2020',
+};
+
 let viewer: Promise<Buffer> | null = null;
-/** Bundles pages/viewer.ts once per process (pdf.js itself is loaded by URL); a failed build is retried. */
+/** The viewer's bundle, read (or bundled) once per process; a failure is retried on the next request. */
 function viewerBundle(): Promise<Buffer> {
-  viewer ??= esbuild
-    .build({
-      entryPoints: [fileURLToPath(new URL('viewer.ts', PAGES_DIR))],
-      bundle: true,
-      write: false,
-      format: 'esm',
-      platform: 'browser',
-      target: 'es2020',
-      minify: true,
-      legalComments: 'none',
-      logLevel: 'silent',
+  viewer ??= bundleFiles(viewerBrowserBundle)
+    .then((files) => {
+      const js = files.get('viewer.js');
+      if (!js) throw new Error(`the viewer's bundle has no viewer.js (${[...files.keys()].join(', ')})`);
+      return js;
     })
-    .then((r) => Buffer.from(r.outputFiles[0]!.contents))
     .catch((err: unknown) => {
       viewer = null;
       throw err;
