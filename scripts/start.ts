@@ -1,7 +1,8 @@
 /**
  * `npm start`: migrate, serve on PORT, run background jobs, shut down gracefully on SIGTERM / SIGINT.
- * Under a process manager or in a container run it as `node --import tsx scripts/start.ts` (npm and its
- * shell do not pass signals on), so SIGTERM and SIGINT reach this process.
+ * `npm start` runs it compiled (`node dist/scripts/start.js`, after `npm run build` when dist/ is older
+ * than the sources); `npm run dev` runs these sources through tsx. Under a process manager or in a
+ * container run `node dist/scripts/start.js` itself, so SIGTERM and SIGINT reach this process.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

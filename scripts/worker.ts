@@ -3,8 +3,8 @@
  * with no HTTP listener, until SIGTERM / SIGINT, which lets the job and the consumer batch in flight
  * finish, releases this process's consumer leases and exits 0. Beside it, the API processes run with
  * `JOBS=off`. Any number of workers may share one PostgreSQL database (jobs are claimed with
- * FOR UPDATE SKIP LOCKED, consumers are leased). Like `scripts/start.ts`, under a process manager or
- * in a container run it as `node --import tsx scripts/worker.ts` so the signals reach this process.
+ * FOR UPDATE SKIP LOCKED, consumers are leased). Like `scripts/start.ts`, it runs compiled; under a
+ * process manager or in a container run it as `node dist/scripts/worker.js` so the signals reach this process.
  *
  * `--migrate-only`: migrate and exit 0 (a deployment's one-shot step before the other processes
  * start: on a fresh PostgreSQL database, processes that migrate at the same moment can collide while

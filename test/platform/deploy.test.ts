@@ -15,6 +15,7 @@ import { openDatabase, parseDatabaseUrl } from '../../db/database.ts';
 import { outboxEnd } from '../../db/queries/outbox.ts';
 import { applyWorkspace } from '../../server/admin.ts';
 import { systemClock } from '../../server/clock.ts';
+import { compiledBuild } from '../support/build.ts';
 import { acme } from '../support/fixtures.ts';
 import { freePort } from '../../scripts/ports.ts';
 
@@ -78,9 +79,10 @@ function envExampleKeys(): Set<string> {
   return new Set([...read('.env.example').matchAll(/^(?:#\s*)?([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]!));
 }
 
-const NODE = ['node', '--import', 'tsx'];
-const API_COMMAND = [...NODE, 'scripts/start.ts'];
-const WORKER_COMMAND = [...NODE, 'scripts/worker.ts'];
+// The compiled service (npm run build), run by plain node: no tsx in the image.
+const API_COMMAND = ['node', 'dist/scripts/start.js'];
+const WORKER_COMMAND = ['node', 'dist/scripts/worker.js'];
+const ADMIN_COMMAND = ['node', 'dist/scripts/admin.js'];
 const MIGRATE_COMMAND = [...WORKER_COMMAND, '--migrate-only'];
 /** Variables only compose.yaml itself reads (interpolation), not the service. */
 const COMPOSE_ONLY = ['POSTGRES_PASSWORD'];
@@ -94,6 +96,15 @@ describe('the deployment kit', function () {
     assert.match(dockerfile, /^USER (?!root\b|0\b)\w+/m, 'the runtime stage runs as a non-root user');
     assert.equal((dockerfile.match(/^FROM /gm) ?? []).length, 2, 'a build stage and a runtime stage');
     assert.match(dockerfileExec(dockerfile, 'HEALTHCHECK').join(' '), /\/healthz/);
+    // The build stage compiles and drops the development dependencies; the runtime stage copies dist/ and
+    // the production node_modules only, and nothing in it names tsx or esbuild.
+    const [buildStage, runtimeStage] = dockerfile.split(/^FROM .* AS runtime$/m) as [string, string];
+    assert.match(buildStage, /^RUN npm run build$/m);
+    assert.match(buildStage, /npm prune --omit=dev/);
+    assert.deepEqual(runtimeStage.match(/^COPY .*/gm), ['COPY --from=build /app/package.json /app/package.json', 'COPY --from=build /app/node_modules /app/node_modules', 'COPY --from=build /app/dist /app/dist']);
+    assert.doesNotMatch(runtimeStage.replace(/^#.*$/gm, ''), /tsx|esbuild|\.ts\b/);
+    const pkg = JSON.parse(read('package.json')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
+    for (const dev of ['tsx', 'esbuild', 'typescript']) assert.ok(!(dev in pkg.dependencies) && dev in pkg.devDependencies, `${dev} is a development dependency`);
 
     assert.deepEqual(Object.keys(services).sort(), ['api-1', 'api-2', 'migrate', 'postgres', 'worker']);
     const pg = services.postgres!;
@@ -130,8 +141,9 @@ describe('the deployment kit', function () {
     assert.throws(() => interpolate(services.worker!.environment!.DATABASE_URL!, {}), /needs POSTGRES_PASSWORD/, 'no default database password');
 
     const scripts = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts;
-    assert.equal(scripts.start, `exec ${API_COMMAND.join(' ')}`);
-    assert.equal(scripts.worker, `exec ${WORKER_COMMAND.join(' ')}`);
+    // npm start and npm run worker run the same compiled entry points, compiling dist/ first when it is older than the sources.
+    assert.equal(scripts.start, `tsx scripts/build.ts --if-stale && exec ${API_COMMAND.join(' ')}`);
+    assert.equal(scripts.worker, `tsx scripts/build.ts --if-stale && exec ${WORKER_COMMAND.join(' ')}`);
   });
 
   it('.env.example lists every environment variable the service reads, and only those (plus what compose.yaml interpolates)', () => {
@@ -159,9 +171,10 @@ interface Proc {
   exited: Promise<number | null>;
 }
 
-function run(name: string, command: string[], env: Record<string, string>): Proc {
+/** Runs a command of compose.yaml in `cwd` (the image's /app: a folder holding the compiled dist/). */
+function run(name: string, command: string[], env: Record<string, string>, cwd: string): Proc {
   let output = '';
-  const child = spawn(command[0]!, command.slice(1), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command[0]!, command.slice(1), { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -208,12 +221,15 @@ describe('the processes of compose.yaml [postgres]', function () {
   this.timeout(240_000);
   const procs: Proc[] = [];
   let url = '';
+  let app = '';
 
-  before(function () {
+  before(async function () {
     if (!process.env.TEST_POSTGRES_URL) this.skip();
     const u = new URL(process.env.TEST_POSTGRES_URL);
     u.searchParams.set('schema', `wsops_deploy_${process.pid}_${crypto.randomBytes(4).toString('hex')}`);
     url = u.toString();
+    // The image's dist/: `npm run build` into a folder of this test run.
+    app = (await compiledBuild()).home;
   });
 
   after(async () => {
@@ -232,16 +248,16 @@ describe('the processes of compose.yaml [postgres]', function () {
     const own = { DATABASE_URL: url, LOG_LEVEL: 'info', METRICS_TOKEN: metricsToken };
 
     // The one-shot migration step, as compose runs it before the others.
-    const migrate = run('migrate', services.migrate!.command!, composeEnv(services.migrate!, own));
+    const migrate = run('migrate', services.migrate!.command!, composeEnv(services.migrate!, own), app);
     procs.push(migrate);
     assert.equal(await migrate.exited, 0, migrate.output());
     assert.match(migrate.output(), /"msg":"migrated"/);
 
     // Then all three at once (their own migrate() calls find nothing to do and wait on knex's lock row).
     const [port1, port2] = [await freePort(), await freePort()];
-    const api1 = run('api-1', services['api-1']!.command!, composeEnv(services['api-1']!, { ...own, PORT: String(port1) }));
-    const api2 = run('api-2', services['api-2']!.command!, composeEnv(services['api-2']!, { ...own, PORT: String(port2) }));
-    const worker = run('worker', services.worker!.command!, composeEnv(services.worker!, own));
+    const api1 = run('api-1', services['api-1']!.command!, composeEnv(services['api-1']!, { ...own, PORT: String(port1) }), app);
+    const api2 = run('api-2', services['api-2']!.command!, composeEnv(services['api-2']!, { ...own, PORT: String(port2) }), app);
+    const worker = run('worker', services.worker!.command!, composeEnv(services.worker!, own), app);
     const running = [api1, api2, worker];
     procs.push(...running);
 
@@ -299,7 +315,7 @@ describe('the processes of compose.yaml [postgres]', function () {
         return e.seq > 0 ? e : undefined;
       }, running);
       const outboxStatus = async () => {
-        const admin = run('admin', [...NODE, 'scripts/admin.ts', '--json', 'outbox', 'status'], { DATABASE_URL: url });
+        const admin = run('admin', [...ADMIN_COMMAND, '--json', 'outbox', 'status'], { DATABASE_URL: url }, app);
         if ((await admin.exited) !== 0) throw new Error(admin.output());
         return JSON.parse(admin.output()) as Array<{ name: string; position: { xid: string; seq: number }; leased_by: string | null; failing_event_id: string | null }>;
       };

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { openDatabase } from '../../db/database.ts';
 import { applyWorkspace } from '../../server/admin.ts';
 import { systemClock } from '../../server/clock.ts';
@@ -112,7 +113,10 @@ describe('starting the server', function () {
     }
   });
 
-  it('npm start passes SIGINT and SIGTERM on to the server, which stops gracefully (process managers signal npm)', async () => {
+  it('npm start passes SIGINT and SIGTERM on to the server, which stops gracefully (process managers signal npm)', async function () {
+    // npm start compiles dist/ first when it is older than the sources (scripts/build.ts): done here, outside the wait for /healthz.
+    this.timeout(300_000);
+    await promisify(execFile)('npm', ['run', '--silent', 'build', '--', '--if-stale'], { cwd: root });
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       const port = await freePort();
       let output = '';
