@@ -103,6 +103,8 @@ export interface DbRecordEventRow {
   cause_run_id: string | null;
   cause_rule: string | null;
   cause_depth: number | null;
+  /** JSON object: the payload of an event of a module's declared kind (null for record changes). */
+  data: string | null;
 }
 
 export interface DbIdempotencyReceiptRow {

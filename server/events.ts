@@ -75,6 +75,25 @@ export interface EmittedEvent {
   readonly actorKeyId?: string | null;
   readonly actorMemberId?: string | null;
   readonly occurredAt: number;
+  /** The payload, of the shape the kind's declaration names (ids, status, counts: never links, tokens, addresses or contents). */
+  readonly data?: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * An event kind a module emits into the outbox (`ServiceModule.events`), beside the platform's record
+ * kinds. Webhooks offer it as a subscribable event and automation as a trigger; neither names it.
+ */
+export interface EventKindDeclaration {
+  readonly kind: EventKind;
+  /** What happened, in a sentence (the webhook approval page shows it). */
+  readonly description: string;
+  /** The payload's shape: the name of a schema of the document (`components.schemas`), the `data` of every delivery. */
+  readonly payload: string;
+  /**
+   * The operation a key must be granted to propose a webhook subscription to the kind (the read the
+   * event is the push form of).
+   */
+  readonly readWith: string;
 }
 
 /** Writes a module's event into the outbox in `sql` (the caller's transaction); returns its id. */
@@ -91,6 +110,7 @@ export async function emitEvent(sql: Sql, event: EmittedEvent): Promise<string> 
     actor_key_id: event.actorKeyId ?? null,
     actor_member_id: event.actorMemberId ?? null,
     occurred_at: event.occurredAt,
+    data: event.data ? JSON.stringify(event.data) : null,
   });
   return id;
 }

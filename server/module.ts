@@ -14,6 +14,7 @@ import type { InternalCalls } from './internalCalls.ts';
 import type { JobDefinition, JobQueue } from './jobs.ts';
 import type { Mailer } from './mailer.ts';
 import type { Handler } from './operation.ts';
+import type { EventKindDeclaration } from './events.ts';
 import type { EventConsumer } from './outbox.ts';
 import type { NavEntry, PageKit } from './pages.ts';
 import type { BlobStore } from './storage.ts';
@@ -47,6 +48,8 @@ export interface ModuleDeps<Settings = unknown> {
   readonly mailer: Mailer;
   /** The module's own settings (`ServiceModule.config`), read once when the process starts. */
   readonly settings: Settings;
+  /** The event kinds every module declares (`ServiceModule.events`), by name: what webhooks and automation offer. */
+  readonly eventKinds: ReadonlyMap<string, EventKindDeclaration>;
 }
 
 /**
@@ -109,6 +112,11 @@ export interface ServiceModule<NS extends string = string, Settings = undefined>
   jobs?(deps: ModuleDeps<Settings>): Record<string, JobDefinition>;
   /** Background loops by name (`<namespace>.<what>`), e.g. webhook delivery; run where jobs run. */
   workers?(deps: ModuleDeps<Settings>): Record<string, BackgroundWorker>;
+  /**
+   * The event kinds it emits into the outbox with `emitEvent` (in the change's transaction), each with
+   * a description, its payload's schema and the operation that reads what it tells; the platform names none.
+   */
+  readonly events?: readonly EventKindDeclaration[];
   /** Readers of the change-event outbox by consumer name (`<namespace>.<what>`). */
   consumers?(deps: ModuleDeps<Settings>): Record<string, EventConsumer>;
   /** Operator commands, added under `npm run admin --`. */

@@ -101,6 +101,8 @@ export interface OutboxEvent {
   readonly occurredAt: number;
   /** The automation run whose action made the change; null for writes by API calls. */
   readonly cause: EventCause | null;
+  /** The payload of an event of a module's declared kind (`emitEvent`); null for record changes. */
+  readonly data: Readonly<Record<string, unknown>> | null;
 }
 
 /** A named reader of the outbox: every committed event reaches it at least once, in order. */
@@ -161,6 +163,7 @@ function toEvent(row: DbOutboxEventRow): OutboxEvent {
     actorMemberId: row.actor_member_id,
     occurredAt: Number(row.occurred_at),
     cause: row.cause_run_id ? { runId: row.cause_run_id, rule: row.cause_rule ?? '', depth: Number(row.cause_depth ?? 0) } : null,
+    data: row.data ? (JSON.parse(row.data) as Record<string, unknown>) : null,
   };
 }
 

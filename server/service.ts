@@ -17,6 +17,7 @@ import { connectionsNavigation, connectionsRoutes, MCP_CSS } from './mcp/connect
 import { createOAuthServer } from './oauth/index.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
+import type { EventKindDeclaration } from './events.ts';
 import { type EventConsumer, OutboxRunner, pruneOutboxJob } from './outbox.ts';
 import { createPlatform } from './platform.ts';
 import { createBlobStore } from './storage.ts';
@@ -57,7 +58,12 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   const storage = createBlobStore(deps.db, deps.clock, deps.config.storage);
   // The OAuth authorization server of the MCP endpoint (issue 17): one per process, its records in the database.
   const oauth = createOAuthServer({ ...deps, egress, pages: platform.pages });
-  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, mailer, storage, jobs };
+  const eventKinds = new Map<string, EventKindDeclaration>();
+  for (const e of modules.flatMap((m) => m.events ?? [])) {
+    if (eventKinds.has(e.kind)) throw new Error(`two modules declare the event kind ${e.kind}`);
+    eventKinds.set(e.kind, e);
+  }
+  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, mailer, storage, jobs, eventKinds };
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;

@@ -65,7 +65,7 @@ export function listOutboxConsumers(sql: Sql): Promise<DbOutboxConsumerRow[]> {
 export function readOutboxEvents(sql: Sql, after: OutboxPosition, limit: number): Promise<DbOutboxEventRow[]> {
   if (sql.dialect === 'pg') {
     return sql.all<DbOutboxEventRow>(
-      `SELECT seq, id, workspace_id, type, resource_type, record_id, private, changed_fields, actor_key_id, actor_member_id, occurred_at, cause_run_id, cause_rule, cause_depth, txid::text AS txid
+      `SELECT seq, id, workspace_id, type, resource_type, record_id, private, changed_fields, actor_key_id, actor_member_id, occurred_at, cause_run_id, cause_rule, cause_depth, data, txid::text AS txid
        FROM record_events
        WHERE (txid, seq) > (?::xid8, ?) AND txid < pg_snapshot_xmin(pg_current_snapshot())
        ORDER BY txid, seq LIMIT ?`,
@@ -73,7 +73,7 @@ export function readOutboxEvents(sql: Sql, after: OutboxPosition, limit: number)
     );
   }
   return sql.all<DbOutboxEventRow>(
-    `SELECT seq, id, workspace_id, type, resource_type, record_id, private, changed_fields, actor_key_id, actor_member_id, occurred_at, cause_run_id, cause_rule, cause_depth, '0' AS txid
+    `SELECT seq, id, workspace_id, type, resource_type, record_id, private, changed_fields, actor_key_id, actor_member_id, occurred_at, cause_run_id, cause_rule, cause_depth, data, '0' AS txid
      FROM record_events WHERE seq > ? ORDER BY seq LIMIT ?`,
     [after.seq, limit],
   );

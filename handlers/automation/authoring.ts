@@ -49,12 +49,18 @@ const sectionSchema = {
 };
 const validateRule = ajv.compile<RuleSpec>(ruleSchema);
 
+const RECORD_TRIGGERS: readonly string[] = ['created', 'updated', 'deleted'];
 const hasOperation = (type: string, verb: 'Create' | 'Update') => catalogue.some((e) => e.resource === type && e.name.startsWith(verb));
 
 /** The first problem of a rule that its schema cannot say, or null. */
 function ruleProblem(spec: RuleSpec): string | null {
   const t = spec.trigger;
-  if (!catalogue.some((e) => e.resource === t.resource_type)) return `trigger.resource_type: no record operations of "${t.resource_type}" (known: ${[...new Set(catalogue.flatMap((e) => (e.resource ? [e.resource] : [])))].join(', ')})`;
+  // A signing or documents event (`signing.request.completed`): no record of its own, conditions on its data.
+  const emitted = !RECORD_TRIGGERS.includes(t.event);
+  if (emitted && t.resource_type !== undefined) return `trigger.resource_type: ${t.event} is not a record change; leave resource_type out (conditions read the event's data)`;
+  if (emitted && t.fields?.length) return 'trigger.fields: only for event updated';
+  if (!emitted && t.resource_type === undefined) return `trigger.resource_type: ${t.event} needs the record type (e.g. core:Deal)`;
+  if (!emitted && !catalogue.some((e) => e.resource === t.resource_type)) return `trigger.resource_type: no record operations of "${t.resource_type}" (known: ${[...new Set(catalogue.flatMap((e) => (e.resource ? [e.resource] : [])))].join(', ')})`;
   if (t.fields?.length && t.event !== 'updated') return 'trigger.fields: only for event updated';
   if (t.conditions?.length && t.event === 'deleted') return 'trigger.conditions: not for event deleted (the record is gone)';
   for (const c of t.conditions ?? []) {
@@ -64,7 +70,7 @@ function ruleProblem(spec: RuleSpec): string | null {
   for (const [i, a] of spec.actions.entries()) {
     const where = `actions[${i}] (${a.type})`;
     const allowed: Record<Action['type'], string[]> = {
-      set_fields: ['type', 'data', 'unset', 'expected'],
+      set_fields: ['type', 'data', 'unset', 'expected', 'resource_type', 'record_id'],
       create_record: ['type', 'resource_type', 'data'],
       notify: ['type', 'to', 'member_id', 'title', 'body'],
     };
@@ -73,7 +79,10 @@ function ruleProblem(spec: RuleSpec): string | null {
     if (a.type === 'set_fields') {
       if (t.event === 'deleted') return `${where}: a deleted record has no fields to set`;
       if (!a.data && !a.unset) return `${where}: needs data or unset`;
-      if (!hasOperation(t.resource_type, 'Update')) return `${where}: ${t.resource_type} records cannot be updated`;
+      if ((a.record_id === undefined) !== (a.resource_type === undefined)) return `${where}: resource_type and record_id go together (the record to update instead of the triggering one)`;
+      if (emitted && a.record_id === undefined) return `${where}: ${t.event} has no record of its own; name the record to update (resource_type and record_id)`;
+      const target = a.resource_type ?? t.resource_type!;
+      if (!hasOperation(target, 'Update')) return `${where}: ${target} records cannot be updated`;
     }
     if (a.type === 'create_record') {
       if (!a.resource_type || !hasOperation(a.resource_type, 'Create')) return `${where}: resource_type must be a type that can be created`;
@@ -113,7 +122,8 @@ async function applyRules(sql: Sql, target: SectionTarget, value: unknown): Prom
       description: raw.description ?? null,
       enabled: raw.enabled ?? true,
       enabled_since: target.now,
-      resource_type: raw.trigger.resource_type,
+      // Emitted events (no record type) are looked up by their name alone.
+      resource_type: raw.trigger.resource_type ?? '',
       event: raw.trigger.event,
       trigger: JSON.stringify(raw.trigger),
       actions: JSON.stringify(actions),

@@ -39,8 +39,13 @@ export const RUN_LEASE_MS = 60_000;
 /** Finished runs are kept this long. */
 export const RUN_RETENTION_MS = 30 * 86_400_000;
 
-/** The event kinds a rule's trigger can name (record changes); the engine passes over every other kind. */
+/** Record changes' kinds as a trigger names them; other kinds are a module's declared events (with data), named in full. */
 const EVENT_KIND: ReadonlyMap<string, 'created' | 'updated' | 'deleted'> = new Map([['resource.created', 'created'], ['resource.updated', 'updated'], ['resource.deleted', 'deleted']]);
+
+/** The trigger name of an event: `created`/`updated`/`deleted` for record changes, the kind itself for a module's event (signing, documents); undefined for others. */
+function triggerName(event: Pick<OutboxEvent, 'type' | 'data'>, declared: ReadonlyMap<string, unknown>): string | undefined {
+  return EVENT_KIND.get(event.type) ?? (declared.has(event.type) && event.data ? event.type : undefined);
+}
 
 export interface ActionOutcome {
   type: Action['type'];
@@ -56,6 +61,8 @@ interface EngineDeps {
   readonly logger: Logger;
   readonly calls: InternalCalls;
   readonly workers: { wake(name: string): void };
+  /** The event kinds the modules declare (`signing.request.completed`...): triggers by name, conditions on their data. */
+  readonly eventKinds: ReadonlyMap<string, unknown>;
 }
 
 /** The record operation of a resource type for a verb, by the catalogue's naming (`<namespace>.<Verb><Type>`). */
@@ -76,8 +83,9 @@ async function readRecord(calls: InternalCalls, sql: Sql, event: Pick<OutboxEven
   }
 }
 
-function matches(rule: Rule, event: OutboxEvent): boolean {
-  if (rule.trigger.resource_type !== event.resourceType || rule.trigger.event !== EVENT_KIND.get(event.type)) return false;
+function matches(rule: Rule, event: OutboxEvent, name: string): boolean {
+  if (rule.trigger.event !== name) return false;
+  if (EVENT_KIND.has(event.type) && rule.trigger.resource_type !== event.resourceType) return false;
   if (event.occurredAt < rule.enabledSince) return false;
   const fields = rule.trigger.fields;
   if (event.type === 'resource.updated' && fields?.length) return (event.changedFields ?? []).some((f) => fields.includes(f));
@@ -92,17 +100,22 @@ export function triggerConsumer(deps: EngineDeps): EventConsumer {
     // Rules act on what happens from now on: a new database does not replay its history.
     startAt: 'end',
     async handle(event, sql) {
-      const kind = EVENT_KIND.get(event.type);
+      const kind = triggerName(event, deps.eventKinds);
       if (event.private || !kind) return;
-      const stored = (await rulesFor(sql, event.workspaceId, event.resourceType, kind)).map(ruleFromRow);
-      const candidates = [...BUILT_IN_RULES.filter((r) => r.enabled), ...stored].filter((r) => matches(r, event));
+      const emitted = !EVENT_KIND.has(event.type);
+      // A rule on an emitted event is stored with no record type (authoring.ts).
+      const stored = (await rulesFor(sql, event.workspaceId, emitted ? '' : event.resourceType, kind)).map(ruleFromRow);
+      const candidates = [...BUILT_IN_RULES.filter((r) => r.enabled), ...stored].filter((r) => matches(r, event, kind));
       if (!candidates.length) return;
       const depth = (event.cause?.depth ?? 0) + 1;
       const now = deps.clock.now();
       let record: { id: string; data: unknown } | null | undefined;
       let queued = 0;
       for (const rule of candidates) {
-        if (rule.trigger.conditions?.length && event.type !== 'resource.deleted') {
+        if (emitted) {
+          // An emitted event's conditions hold on its data, as it was emitted.
+          if (!allHold(rule.trigger.conditions, event.data)) continue;
+        } else if (rule.trigger.conditions?.length && event.type !== 'resource.deleted') {
           record ??= await readRecord(deps.calls, sql, event, { runId: `trigger:${event.id}`, rule: ruleKey(rule), depth }, now);
           if (!record || !allHold(rule.trigger.conditions, record.data)) continue;
         }
@@ -177,8 +190,9 @@ export function runsWorker(deps: EngineDeps & { readonly concurrency?: number; r
   async function perform(sql: Sql, run: DbAutomationRunRow, r: Rule, now: number): Promise<ActionOutcome[]> {
     const cause: EventCause = { runId: run.id, rule: ruleKey(r), depth: run.depth };
     const call = { workspaceId: run.workspace_id, sql, now, cause };
-    const event = { id: run.event_id, type: run.event_type, occurred_at: Number(run.event_occurred_at) };
-    const current = run.event_type === 'resource.deleted' ? null : await readRecord(calls, sql, { workspaceId: run.workspace_id, resourceType: run.resource_type, recordId: run.record_id }, cause, now);
+    const emitted = !EVENT_KIND.has(run.event_type);
+    const event = { id: run.event_id, type: run.event_type, occurred_at: Number(run.event_occurred_at), ...(emitted ? { data: await eventData(sql, run) } : {}) };
+    const current = run.event_type === 'resource.deleted' || emitted ? null : await readRecord(calls, sql, { workspaceId: run.workspace_id, resourceType: run.resource_type, recordId: run.record_id }, cause, now);
     const scope = { record: current ?? { id: run.record_id }, event, rule: { name: r.name } };
     const outcomes: ActionOutcome[] = [];
     for (const [i, action] of r.actions.entries()) {
@@ -201,12 +215,17 @@ export function runsWorker(deps: EngineDeps & { readonly concurrency?: number; r
   async function act(action: Action, scope: Record<string, unknown>, call: { workspaceId: string; sql: Sql; now: number; cause: EventCause }, run: DbAutomationRunRow, exists: boolean): Promise<ActionOutcome> {
     switch (action.type) {
       case 'set_fields': {
-        const update = recordOperation(calls, run.resource_type, 'Update');
-        if (!update) throw new ServiceError(400, 'invalid_input', `${run.resource_type} records cannot be updated by a rule.`);
-        if (!exists) throw new ServiceError(404, 'not_found', `The ${run.resource_type} record ${run.record_id} no longer exists.`);
-        const body = { id: run.record_id, ...(action.data ? { data: fill(action.data, scope) } : {}), ...(action.unset ? { unset: action.unset } : {}), ...(action.expected ? { expected: fill(action.expected, scope) } : {}) };
+        // The triggering record, or the one the action names (`resource_type`, `record_id`, placeholders filled).
+        const named = action.record_id !== undefined && action.resource_type !== undefined;
+        const type = named ? action.resource_type! : run.resource_type;
+        const id = named ? String(fill(action.record_id, scope) ?? '') : run.record_id;
+        const update = recordOperation(calls, type, 'Update');
+        if (!update) throw new ServiceError(400, 'invalid_input', `${type} records cannot be updated by a rule.`);
+        if (!named && !exists) throw new ServiceError(404, 'not_found', `The ${run.resource_type} record ${run.record_id} no longer exists.`);
+        if (!id) throw new ServiceError(400, 'invalid_input', `record_id ${action.record_id ?? ''} names no record for this event.`);
+        const body = { id, ...(action.data ? { data: fill(action.data, scope) } : {}), ...(action.unset ? { unset: action.unset } : {}), ...(action.expected ? { expected: fill(action.expected, scope) } : {}) };
         await calls.call(update, body as never, call);
-        return { type: 'set_fields', status: 'succeeded', record_id: run.record_id };
+        return { type: 'set_fields', status: 'succeeded', record_id: id };
       }
       case 'create_record': {
         const type = action.resource_type ?? '';
@@ -227,6 +246,12 @@ export function runsWorker(deps: EngineDeps & { readonly concurrency?: number; r
         return { type: 'notify', status: 'succeeded', notified: sent.length };
       }
     }
+  }
+
+  /** The data of the run's emitted event (signing, documents), from the outbox; null once pruned. */
+  async function eventData(sql: Sql, run: DbAutomationRunRow): Promise<unknown> {
+    const row = await sql.one<{ data: string | null }>(`SELECT data FROM record_events WHERE id = ?`, [run.event_id]);
+    return row?.data ? (JSON.parse(row.data) as unknown) : null;
   }
 
   /** The member whose change triggered the run (from its event), if any. */

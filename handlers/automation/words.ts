@@ -32,7 +32,7 @@ export function conditionInWords(c: Condition): string {
 }
 
 export function triggerInWords(t: Trigger): string {
-  let text = `When a ${t.resource_type} is ${t.event}`;
+  let text = t.resource_type === undefined ? `When ${t.event} happens` : `When a ${t.resource_type} is ${t.event}`;
   if (t.event === 'updated' && t.fields?.length) text += ` (${t.fields.join(', ')})`;
   if (t.conditions?.length) text += ` and ${t.conditions.map(conditionInWords).join(' and ')}`;
   return text;
@@ -51,7 +51,7 @@ export function actionInWords(a: Action, memberName: (id: string) => string): st
       const parts: string[] = [];
       if (a.data && Object.keys(a.data).length) parts.push(`Set ${fieldList(a.data)}`);
       if (a.unset?.length) parts.push(`remove ${a.unset.join(', ')}`);
-      let text = `${parts.join(' and ') || 'Change nothing'} on the record`;
+      let text = `${parts.join(' and ') || 'Change nothing'} on ${a.record_id ? `the ${a.resource_type ?? ''} record ${a.record_id}` : 'the record'}`;
       if (a.expected && Object.keys(a.expected).length) text += `, only if ${Object.entries(a.expected).map(([k, v]) => `${k} is still ${valueInWords(v)}`).join(' and ')}`;
       return text;
     }

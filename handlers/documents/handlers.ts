@@ -2,6 +2,7 @@
 import crypto from 'node:crypto';
 import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
 import { conflict, invalidInput, notFound, payloadTooLarge, ServiceError } from '../../server/errors.ts';
+import { emitEvent, type EventKindDeclaration, eventKind } from '../../server/events.ts';
 import { workspaceLimits } from '../../server/limits.ts';
 import { newId } from '../../server/ids.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
@@ -14,6 +15,8 @@ import { type DbUploadRow, findOwnUpload, listFiles, listParts, markCompleted, m
 import { PdfGuardBusy, ScannerUnavailable, type ScanOutcome, scanDocument } from './scan.ts';
 import { signToken } from './tokens.ts';
 import { fileView, partSize, uploadView } from './views.ts';
+
+const UPLOAD_COMPLETED = eventKind('documents.upload.completed');
 
 const TIME_CURSOR = { t: positionField.millis, i: { type: 'string', maxLength: 40 } } as const;
 
@@ -172,6 +175,18 @@ async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upl
   }
   // The parts' own bytes are not needed any more (on a shared volume the cleanup removes them with the upload).
   if (store !== deps.storage) for (const p of parts) await store.delete(p.blob_id);
+  await emitEvent(ctx.sql, {
+    kind: UPLOAD_COMPLETED,
+    workspaceId: u.workspace_id,
+    subjectType: 'upload',
+    subjectId: u.id,
+    // A member's private file (uploaded acting for them) is theirs alone: no rule or webhook sees it.
+    private: u.member_id !== null,
+    actorKeyId: ctx.credential.kind === 'system' ? null : ctx.credential.keyId,
+    actorMemberId: ctx.member?.id ?? null,
+    occurredAt: ctx.now,
+    data: { upload_id: u.id, file_id: file.id, size, page_count: scan.pages },
+  });
   return fileView(file);
 }
 
@@ -207,6 +222,16 @@ async function checkRoom(ctx: OperationContext, size: number): Promise<void> {
     );
   }
 }
+
+/** The event of a completed, scanned upload (the documents module's one outbox kind). */
+export const DOCUMENT_EVENT_KINDS: readonly EventKindDeclaration[] = [
+  {
+    kind: UPLOAD_COMPLETED,
+    description: 'An upload was completed and scanned: its file (`file_id`) can be used, e.g. in a signing request.',
+    payload: 'UploadEventData',
+    readWith: 'documents.ListDocuments',
+  },
+];
 
 /** The operations, made once per process from the module's dependencies (the blob store, the scanner's settings). */
 export const documentHandlers = (deps: DocumentsDeps): NamespaceHandlers<'documents'> => ({

@@ -3,7 +3,7 @@ import type { ServiceModule } from '../../server/module.ts';
 import { parseClamavUrl } from './clamav.ts';
 import { cleanupDocuments } from './cleanup.ts';
 import type { DocumentsSettings } from './deps.ts';
-import { documentHandlers } from './handlers.ts';
+import { DOCUMENT_EVENT_KINDS, documentHandlers } from './handlers.ts';
 import { limitsNavigation, limitsRoutes } from './limitsPage.ts';
 import { documentRoutes, partEndpoint } from './routes.ts';
 
@@ -31,6 +31,7 @@ export const documents: ServiceModule<'documents', DocumentsSettings> = {
   config: documentsConfig,
   migrations: new URL('./migrations/', import.meta.url),
   secretPaths: ['/files/'],
+  events: DOCUMENT_EVENT_KINDS,
   routes: (deps) => {
     const router = documentRoutes(deps);
     router.use(limitsRoutes(deps));

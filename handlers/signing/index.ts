@@ -8,6 +8,7 @@ import { signingSettingsNavigation, signingSettingsRoutes } from './creditPage.t
 import { signingHandlers } from './handlers.ts';
 import { signingJobs } from './jobs.ts';
 import { SIGN_PREFIX } from './links.ts';
+import { SIGNING_EVENT_KINDS } from './outboxEvents.ts';
 import { ARCHIVE_JOB } from './requests.ts';
 import { type SigningSettings, signingSettings } from './settings.ts';
 import { signerRoutes, viewerBrowserBundle } from './signer.ts';
@@ -18,7 +19,7 @@ import { verifyRoutes } from './verifyPage.ts';
  * cancel, history, documents), the signer's pages behind each recipient's link (`/sign/<token>`, cut
  * from the request log), the sealed archive job, bankid through a signing provider with the
  * workspace's credit, the "completed" mails with the archive's link, and the recurring expiry and
- * reminder jobs.
+ * reminder jobs. Its history's main kinds are also outbox events (outboxEvents.ts) for rules and webhooks.
  */
 export const signing: ServiceModule<'signing', SigningSettings> = {
   namespace: 'signing',
@@ -27,6 +28,7 @@ export const signing: ServiceModule<'signing', SigningSettings> = {
   migrations: new URL('./migrations/', import.meta.url),
   secretPaths: [SIGN_PREFIX],
   browserBundles: [viewerBrowserBundle],
+  events: SIGNING_EVENT_KINDS,
   jobs: (deps) => ({ ...signingJobs(deps), ...bankIdJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal), [COMPLETED_MAIL_JOB]: completedMailJob(deps) }),
   routes: (deps) => {
     const router = signerRoutes(deps, { bankid: providerOf(deps.settings) });

@@ -2,6 +2,7 @@
 import type { Sql } from '../../db/database.ts';
 import type { DbBoolean } from '../../db/rows.ts';
 import { newId } from '../../server/ids.ts';
+import { publishSigningEvent } from './outboxEvents.ts';
 
 export type RequestStatus = 'pending' | 'completed' | 'cancelled' | 'expired';
 export type RecipientStatus = 'pending' | 'opened' | 'signed' | 'declined';
@@ -178,7 +179,7 @@ export interface NewEvent {
   at: number;
 }
 
-/** Appends one event to the request's history, in the caller's transaction; returns its id. */
+/** Appends one event to the request's history, in the caller's transaction (and its outbox event, for published kinds); returns its id. */
 export async function appendEvent(sql: Sql, e: NewEvent): Promise<string> {
   const id = newId('sev');
   await sql.run(`INSERT INTO signing_events (id, request_id, workspace_id, kind, recipient_id, data, occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?)`, [
@@ -190,6 +191,8 @@ export async function appendEvent(sql: Sql, e: NewEvent): Promise<string> {
     JSON.stringify(e.data ?? {}),
     e.at,
   ]);
+  // The kinds others may act on go to the shared outbox too, in this transaction (outboxEvents.ts).
+  await publishSigningEvent(sql, e, id);
   return id;
 }
 

@@ -42,13 +42,17 @@ export interface DeliveryDeps {
   readonly config: ServiceConfig;
   readonly workers: { wake(name: string): void };
   readonly egress: EgressClient;
+  /** The kinds the modules declare: delivered with their `data`, to subscriptions of no resource type. */
+  readonly eventKinds: ReadonlyMap<string, unknown>;
 }
 
 /** The body every attempt of an event's deliveries sends, byte for byte. */
-export function payloadOf(event: Pick<OutboxEvent, 'id' | 'type' | 'resourceType' | 'recordId' | 'changedFields' | 'occurredAt'>, webhookId: string): string {
+export function payloadOf(event: Pick<OutboxEvent, 'id' | 'type' | 'resourceType' | 'recordId' | 'changedFields' | 'occurredAt' | 'data'>, webhookId: string): string {
   if (event.type === 'meeting.completed') {
     return JSON.stringify({ event: event.type, event_id: event.id, webhook_id: webhookId, occurred_at: event.occurredAt, meeting_id: event.recordId });
   }
+  // A module's declared kind: its payload, as it declared it (ids, status, counts; never links or contents).
+  if (event.data) return JSON.stringify({ event: event.type, event_id: event.id, webhook_id: webhookId, occurred_at: event.occurredAt, data: event.data });
   return JSON.stringify({
     event: event.type,
     event_id: event.id,
@@ -104,7 +108,8 @@ export function fanoutConsumer(deps: DeliveryDeps): EventConsumer {
       for (const s of subscribers) {
         // Events committed before approval (or before the last re-enable) are not delivered; a type added later is never carried.
         if (event.occurredAt < Number(s.enabled_since)) continue;
-        if (event.type !== 'meeting.completed' && !typesOf(s).includes(event.resourceType)) continue;
+        const typeless = event.type === 'meeting.completed' || deps.eventKinds.has(event.type);
+        if (!typeless && !typesOf(s).includes(event.resourceType)) continue;
         const inserted = await insertDelivery(
           sql,
           newDelivery(
@@ -113,7 +118,7 @@ export function fanoutConsumer(deps: DeliveryDeps): EventConsumer {
               webhook_id: s.id,
               event_id: event.id,
               event_type: event.type as WebhookEventName,
-              resource_type: event.type === 'meeting.completed' ? null : event.resourceType,
+              resource_type: typeless ? null : event.resourceType,
               record_id: event.recordId,
               event_occurred_at: event.occurredAt,
               payload: payloadOf(event, s.id),

@@ -1,7 +1,9 @@
 /** The webhook operations: propose, list subscriptions, read deliveries and attempts, replay, recover. */
 import { resourceTypes } from '../../generated/catalogue.ts';
+import type { components } from '../../generated/openapi.ts';
 import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
 import { conflict, forbidden, invalidInput, notFound } from '../../server/errors.ts';
+import type { EventKindDeclaration } from '../../server/events.ts';
 import { newId } from '../../server/ids.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
@@ -72,17 +74,34 @@ export function deliveryView(d: DbWebhookDeliveryRow) {
     last_status_code: n(d.last_status_code),
     last_error: d.last_error,
     replay_of: d.replay_of,
+    // The payload of a module's event (signing, documents), as delivered.
+    ...dataOf(d.payload),
   };
+}
+
+function dataOf(payload: string): { data?: components['schemas']['WebhookDelivery']['data'] } {
+  const body = JSON.parse(payload) as { data?: unknown };
+  return body.data && typeof body.data === 'object' ? { data: body.data as components['schemas']['WebhookDelivery']['data'] } : {};
 }
 
 /** A new delivery of an event already delivered to this subscription: same event id and payload. */
 const replayOf = (d: DbWebhookDeliveryRow, now: number) => newDelivery(d, now, d.id);
 
-export const webhookHandlers: NamespaceHandlers<'webhooks'> = {
+/**
+ * The operations. `kinds`: the event kinds the modules declare (signing's, documents'): subscribable
+ * like the others, with no resource types, by a key granted the operation each names (`readWith`).
+ */
+export const webhookHandlers = (kinds: ReadonlyMap<string, EventKindDeclaration>): NamespaceHandlers<'webhooks'> => ({
   'webhooks.PrepareWebhook': async (input, ctx) => {
     const types = input.resource_types ?? [];
-    if (input.event === 'meeting.completed' && types.length) throw invalidInput('resource_types: meeting.completed takes none (omit it).');
-    if (input.event !== 'meeting.completed' && !types.length) throw invalidInput(`resource_types: ${input.event} needs at least one resource type (from GET /v1/operations).`);
+    const declared = kinds.get(input.event);
+    const typeless = input.event === 'meeting.completed' || declared !== undefined;
+    if (!typeless && !input.event.startsWith('resource.')) throw invalidInput(`event: no part of this service emits ${input.event}.`);
+    if (typeless && types.length) throw invalidInput(`resource_types: ${input.event} takes none (omit it).`);
+    if (!typeless && !types.length) throw invalidInput(`resource_types: ${input.event} needs at least one resource type (from GET /v1/operations).`);
+    if (declared && !ctx.credential.operations.has(declared.readWith)) {
+      throw forbidden(`This key is not granted ${declared.readWith}: a subscription to ${input.event} tells what that operation reads, so proposing one needs it.`);
+    }
     for (const t of types) {
       if (!(resourceTypes as readonly string[]).includes(t)) {
         throw invalidInput(`resource_types: ${t} is not a published resource type (subscribable: ${resourceTypes.join(', ')}).`);
@@ -218,4 +237,4 @@ export const webhookHandlers: NamespaceHandlers<'webhooks'> = {
     for (const d of failed) await insertDelivery(ctx.sql, replayOf(d, ctx.now));
     return { webhook_id: s.id, replayed: failed.length };
   },
-};
+});

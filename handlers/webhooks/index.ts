@@ -12,7 +12,7 @@ import { deliveryWorker } from './worker.ts';
  */
 export const webhooks: ServiceModule<'webhooks'> = {
   namespace: 'webhooks',
-  handlers: webhookHandlers,
+  handlers: (deps) => webhookHandlers(deps.eventKinds),
   migrations: new URL('./migrations/', import.meta.url),
   consumers: (deps) => ({ 'webhooks.fanout': fanoutConsumer(deps) }),
   workers: (deps) => ({ [DELIVER_WORKER]: deliveryWorker(deps) }),

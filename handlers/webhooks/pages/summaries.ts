@@ -18,6 +18,16 @@ const EVENT_WORDS: Record<WebhookEventName, string> = {
   'resource.updated': 'when a record of these types is changed (each delivery names the changed fields)',
   'resource.deleted': 'when a record of these types is deleted',
   'meeting.completed': 'when a meeting is completed (legacy event: the meeting id only)',
+  'signing.request.created': 'when a signing request is created (ids, status, title and signer counts; never addresses, links or contents)',
+  'signing.request.sent': 'when an invitation to a signer goes out (ids, status, title and signer counts)',
+  'signing.request.opened': 'when a signer first opens the document (ids, status, title and signer counts)',
+  'signing.request.signed': 'when a signer signs (ids, status, title and signer counts)',
+  'signing.request.declined': 'when a signer declines (ids, status, title and signer counts)',
+  'signing.request.completed': 'when every signer has signed a request (ids, status, title and signer counts)',
+  'signing.request.cancelled': 'when a signing request is cancelled (ids, status, title and signer counts)',
+  'signing.request.expired': 'when a signing request passes its deadline unsigned (ids, status, title and signer counts)',
+  'signing.archive.ready': 'when the signed archive of a request is ready (its file id)',
+  'documents.upload.completed': 'when an upload is completed and scanned (upload and file ids, size, pages; never the name or contents)',
 };
 
 const n = (v: number | string | null) => (v === null ? null : Number(v));
