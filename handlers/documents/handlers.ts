@@ -85,8 +85,8 @@ const refused = (reason: string) => invalidInput(`The file was refused: ${reason
 
 /** What CompleteUpload's first phase found, before its transaction: the parts read, the file's digest and the scan's verdict. */
 interface CheckedFile {
-  /** The parts' blobs in order: the run phase uses the verdict only when the upload still has exactly these. */
-  blobIds: string[];
+  /** The parts' digests in order: the run phase uses the verdict only when the upload's parts still hold these bytes. */
+  partDigests: string[];
   bytes: Buffer;
   sha256: string;
   /** Null when the digest differs from the one expected (the run phase answers that). */
@@ -103,10 +103,10 @@ async function checkUpload(deps: DocumentsDeps, ctx: OperationContext, input: { 
   if (!u || u.state !== 'open') return null;
   const parts = await listParts(ctx.sql, u.id);
   if (parts.length !== Number(u.part_count)) return null;
-  const blobIds = parts.map((p) => p.blob_id);
+  const partDigests = parts.map((p) => p.sha256);
   let bytes: Buffer;
   try {
-    bytes = await readAll(deps.storage, blobIds, Number(u.size));
+    bytes = await readAll(deps.storage, parts.map((p) => p.blob_id), Number(u.size));
   } catch (err) {
     // A completion that committed meanwhile removed the parts (a part gone mid-read reads as `corrupt`).
     if (err instanceof BlobNotFound || (err instanceof StorageError && err.code === 'corrupt')) return null;
@@ -114,9 +114,9 @@ async function checkUpload(deps: DocumentsDeps, ctx: OperationContext, input: { 
   }
   const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
   const expected = input.sha256 ?? u.sha256;
-  if (expected && expected !== sha256) return { blobIds, bytes, sha256, scan: null };
+  if (expected && expected !== sha256) return { partDigests, bytes, sha256, scan: null };
   try {
-    return { blobIds, bytes, sha256, scan: await scanDocument(bytes, { limits: { maxBytes: MAX_FILE_BYTES, maxPages: MAX_PAGES }, clamav: deps.settings.clamav }) };
+    return { partDigests, bytes, sha256, scan: await scanDocument(bytes, { limits: { maxBytes: MAX_FILE_BYTES, maxPages: MAX_PAGES }, clamav: deps.settings.clamav }) };
   } catch (err) {
     if (err instanceof ScannerUnavailable) {
       deps.logger.warn({ reason: err.reason, err: err.message }, 'the virus scanner is unavailable; upload not completed');
@@ -129,7 +129,7 @@ async function checkUpload(deps: DocumentsDeps, ctx: OperationContext, input: { 
   }
 }
 
-const sameBlobs = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((id, i) => id === b[i]);
+const sameDigests = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((d, i) => d === b[i]);
 
 async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upload_id: string; sha256?: string }, checked: CheckedFile | null) {
   // Held until the completion commits: a part's PUT waits (then finds the upload completed), so the
@@ -144,8 +144,9 @@ async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upl
   const have = new Set(parts.map((p) => Number(p.part_number)));
   const missing = Array.from({ length: count }, (_, i) => i + 1).filter((n) => !have.has(n));
   if (missing.length) throw conflict(`Upload ${u.id} is missing part${missing.length > 1 ? 's' : ''} ${missing.join(', ')}; send ${missing.length > 1 ? 'them' : 'it'}, then complete it.`);
-  if (!checked || !sameBlobs(checked.blobIds, parts.map((p) => p.blob_id))) {
-    throw conflict(`A part of upload ${u.id} arrived or was replaced while the file was being checked; complete it again (with a new Idempotency-Key).`);
+  // A part sent again with the same bytes (a client's retry) changes nothing that was checked.
+  if (!checked || !sameDigests(checked.partDigests, parts.map((p) => p.sha256))) {
+    throw conflict(`A part of upload ${u.id} arrived or was replaced with other bytes while the file was being checked; complete it again (with a new Idempotency-Key).`);
   }
   const expected = input.sha256 ?? u.sha256;
   if (expected && expected !== checked.sha256) {
