@@ -247,7 +247,15 @@ export class WorkPool<T> {
     }
   }
 
-  private start(item: T): void {
+  /**
+   * Runs an item claimed elsewhere (a job enqueued already claimed, run right after its transaction
+   * commits), beside the pool's own, lanes or not; resolves when it is done (never rejects).
+   */
+  runClaimed(item: T): Promise<void> {
+    return this.start(item);
+  }
+
+  private start(item: T): Promise<void> {
     const every = this.options.renewEveryMs;
     const renewEvery = typeof every === 'function' ? every(item) : every;
     const timer =
@@ -264,6 +272,7 @@ export class WorkPool<T> {
         this.wakeHook?.();
       });
     this.inFlight.add(p);
+    return p;
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Database, Sql } from '../db/database.ts';
-import { completeReceipt, findReceipt, lockReceipt, type ReceiptKey, releaseReceipt, stealStaleLock, storeReceipt } from '../db/queries/idempotency.ts';
+import { completeReceipt, findReceipt, holdReceipt, lockReceipt, type ReceiptKey, releaseReceipt, stealStaleLock, storeReceipt } from '../db/queries/idempotency.ts';
 import type { Clock } from './clock.ts';
 import { conflict, invalidInput, ServiceError } from './errors.ts';
 import { canonicalJson, sha256Hex } from './ids.ts';
@@ -27,11 +27,28 @@ export interface IdempotentResult {
   status: number;
   body: unknown;
   replayed: boolean;
+  /**
+   * With `answerAfterEffects`, for a command that committed: stores its final answer (the small
+   * second write after its effects ran); until then the receipt holds the answer stored at commit.
+   */
+  settle?: (body: unknown) => Promise<void>;
+}
+
+export interface RunOptions {
+  /**
+   * The command answers after its declared effects ran (server/execute.ts): the transaction stores
+   * its response but keeps the key locked, and `settle` completes the receipt with the final answer.
+   * A retry meanwhile gets 409 (in progress); if the process died in between, a retry after the lock
+   * timeout replays the response stored at commit (the state as it was then; the effects still run,
+   * as jobs). A replay never runs the command or its effects again.
+   */
+  readonly answerAfterEffects?: boolean;
 }
 
 /**
  * Stripe-style idempotent commands: a committed lock row per (credential, member, key), the change and
- * the stored response in one transaction, replay of completed responses, 409 while in flight.
+ * the stored response in one transaction, replay of completed responses, 409 while in flight (for a
+ * command answering after its effects, until its final answer is stored; see RunOptions).
  */
 export class Idempotency {
   constructor(
@@ -40,17 +57,17 @@ export class Idempotency {
     private readonly lockTimeoutMs: number,
   ) {}
 
-  async run(req: IdempotentRequest, execute: (sql: Sql) => Promise<unknown>): Promise<IdempotentResult> {
+  async run(req: IdempotentRequest, execute: (sql: Sql) => Promise<unknown>, options: RunOptions = {}): Promise<IdempotentResult> {
     const k: ReceiptKey = { scope: `${req.keyId}:${req.memberId ?? '-'}`, key: req.idempotencyKey };
     const fingerprint = requestFingerprint(req.operationId, req.body);
-    if (this.db.dialect === 'sqlite') return this.runSerial(k, req.operationId, fingerprint, execute);
+    const later = options.answerAfterEffects === true;
+    if (this.db.dialect === 'sqlite') return this.runSerial(k, req.operationId, fingerprint, execute, later);
     const stored = await this.acquire(this.db.relaxed, this.db.sql, k, req.operationId, fingerprint);
     if (stored) return stored;
     try {
       return await this.db.tx(async (sql) => {
         const body = await execute(sql);
-        await completeReceipt(sql, k, 200, JSON.stringify(body), this.clock.now());
-        return { status: 200, body, replayed: false };
+        return this.store(sql, k, body, later);
       });
     } catch (err) {
       if (err instanceof ServiceError && STORED_ERROR_STATUSES.has(err.status)) {
@@ -67,7 +84,7 @@ export class Idempotency {
    * row before its change commits: the lock, the change and the stored response go in one
    * transaction, one commit instead of two. A stored error (404, 409) is written after the rollback.
    */
-  private async runSerial(k: ReceiptKey, operationId: string, fingerprint: string, execute: (sql: Sql) => Promise<unknown>): Promise<IdempotentResult> {
+  private async runSerial(k: ReceiptKey, operationId: string, fingerprint: string, execute: (sql: Sql) => Promise<unknown>, later: boolean): Promise<IdempotentResult> {
     let failure: unknown = null;
     try {
       return await this.db.tx(async (sql) => {
@@ -80,8 +97,7 @@ export class Idempotency {
           failure = err;
           throw err;
         }
-        await completeReceipt(sql, k, 200, JSON.stringify(body), this.clock.now());
-        return { status: 200, body, replayed: false };
+        return this.store(sql, k, body, later);
       });
     } catch (err) {
       if (err === failure && err instanceof ServiceError && STORED_ERROR_STATUSES.has(err.status)) {
@@ -89,6 +105,16 @@ export class Idempotency {
       }
       throw err;
     }
+  }
+
+  /** Stores the response in the command's transaction: completed, or held until `settle` (answerAfterEffects). */
+  private async store(sql: Sql, k: ReceiptKey, body: unknown, later: boolean): Promise<IdempotentResult> {
+    if (!later) {
+      await completeReceipt(sql, k, 200, JSON.stringify(body), this.clock.now());
+      return { status: 200, body, replayed: false };
+    }
+    await holdReceipt(sql, k, 200, JSON.stringify(body));
+    return { status: 200, body, replayed: false, settle: (final) => completeReceipt(this.db.sql, k, 200, JSON.stringify(final), this.clock.now()) };
   }
 
   /** Takes the key for this request, or returns the stored response to replay; throws 400 / 409. */
@@ -107,6 +133,11 @@ export class Idempotency {
         return { status: Number(receipt.status_code), body: JSON.parse(receipt.response_body ?? 'null'), replayed: true };
       }
       const lockedAt = Number(receipt.locked_at);
+      if (receipt.response_body !== null) {
+        // Committed, its answer held while its effects run; a stale hold (the process died) replays the answer stored at commit.
+        if (now - lockedAt < this.lockTimeoutMs) throw conflict('A request with this Idempotency-Key is still in progress; retry it in a moment.');
+        return { status: Number(receipt.status_code), body: JSON.parse(receipt.response_body), replayed: true };
+      }
       if (now - lockedAt < this.lockTimeoutMs || !(await stealStaleLock(lock, k, lockedAt, now))) {
         throw conflict('A request with this Idempotency-Key is still in progress; retry it in a moment.');
       }

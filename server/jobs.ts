@@ -5,10 +5,18 @@
  * background kit (server/background.ts), and run beside other jobs: at most `concurrency` at a time,
  * each under its own lease, renewed while it runs, so a slow job costs only itself. Failures back off
  * exponentially (1 s doubling, at most 1 h); recurring jobs come back `everyMs` after a success.
+ *
+ * Declared effects: work a command must do after its transaction commits (a mail, a call to another
+ * server) is enqueued in that transaction with `beforeAnswer`. The row is written already claimed by
+ * this process, so it exists exactly when the command commits and no other worker takes it; right
+ * after the commit this process runs it (`runAfterCommit` from the executor, which waits up to
+ * `waitMs` before answering; `committed(sql)` from anyone else, without waiting). A process that dies
+ * after the commit leaves the row to whoever claims it when its lease ends: the effect still runs,
+ * at least once.
  */
 import type { Logger } from 'pino';
 import { type Database, isBusy, type Sql } from '../db/database.ts';
-import { enqueueJob } from '../db/queries/jobs.ts';
+import { enqueueClaimedJob, enqueueJob } from '../db/queries/jobs.ts';
 import type { DbJobRow } from '../db/rows.ts';
 import {
   claim,
@@ -39,6 +47,21 @@ export interface EnqueueOptions {
   readonly runAt?: number;
   /** De-duplication: while a job of this key waits or runs, enqueueing another of the key adds nothing. */
   readonly key?: string;
+  /**
+   * A declared effect of the caller's transaction: run by this process right after it commits (see
+   * above); an operation's executor waits for it up to `waitMs` before the command answers. Only jobs
+   * due now.
+   */
+  readonly beforeAnswer?: { readonly waitMs: number };
+}
+
+/** What became of a command's declared effects when its executor stopped waiting for them. */
+export interface EffectReport {
+  readonly kind: string;
+  readonly key: string | null;
+  readonly payload: unknown;
+  /** The job ran to its end (done, or failed and due again later); false: still running. */
+  readonly settled: boolean;
 }
 
 /** What handlers, consumers and modules enqueue jobs with (`ctx.jobs`, `deps.jobs`). */
@@ -50,8 +73,13 @@ export interface JobQueue {
    * of your own, call `committed(sql)` (or the job is found at the next poll).
    */
   enqueue(sql: Sql, kind: string, payload: unknown, options?: EnqueueOptions): Promise<boolean>;
-  /** Says that `sql`'s transaction committed: wakes the runner when it enqueued jobs. */
+  /** Says that `sql`'s transaction committed: wakes the runner when it enqueued jobs, starts its declared effects. */
   committed(sql: Sql): void;
+  /**
+   * After `sql`'s transaction committed: runs its declared effects (`beforeAnswer`) and waits for each
+   * up to its `waitMs`; says which ended. The executor calls it before the command answers.
+   */
+  runAfterCommit(sql: Sql): Promise<EffectReport[]>;
 }
 
 const JOBS: LeaseColumns = { table: 'jobs', owner: 'locked_by', until: 'locked_until' };
@@ -75,6 +103,7 @@ export class JobRunner implements JobQueue {
   private readonly pool: WorkPool<DbJobRow>;
   // Weak: a transaction that rolls back never reports its commit and must not be kept.
   private readonly enqueuedIn = new WeakSet<Sql>();
+  private readonly declared = new WeakMap<Sql, Array<{ job: DbJobRow; waitMs: number }>>();
   private loop: PollLoop | null = null;
   private busy = false;
 
@@ -109,13 +138,44 @@ export class JobRunner implements JobQueue {
 
   async enqueue(sql: Sql, kind: string, payload: unknown, options: EnqueueOptions = {}): Promise<boolean> {
     if (!this.definitions.has(kind)) throw new Error(`no job definition for ${kind}`);
+    if (options.beforeAnswer) {
+      const now = this.clock.now();
+      const job = await enqueueClaimedJob(sql, { kind, payload, runAt: now, dedupeKey: options.key }, { owner: this.owner, until: now + this.leaseOf(kind) });
+      if (!job) return false;
+      const list = this.declared.get(sql) ?? [];
+      list.push({ job, waitMs: options.beforeAnswer.waitMs });
+      this.declared.set(sql, list);
+      return true;
+    }
     const added = await enqueueJob(sql, { kind, payload, runAt: options.runAt ?? this.clock.now(), dedupeKey: options.key });
     if (added) this.enqueuedIn.add(sql);
     return added;
   }
 
   committed(sql: Sql): void {
+    this.startDeclared(sql);
     if (this.enqueuedIn.delete(sql)) this.wake();
+  }
+
+  async runAfterCommit(sql: Sql): Promise<EffectReport[]> {
+    const started = this.startDeclared(sql);
+    return Promise.all(
+      started.map(async ({ job, waitMs, done }) => {
+        let settled = false;
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([done.then(() => (settled = true)), new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+        clearTimeout(timer);
+        return { kind: job.kind, key: job.dedupe_key, payload: JSON.parse(job.payload) as unknown, settled };
+      }),
+    );
+  }
+
+  /** Starts the declared effects of a committed transaction, once (synchronously: no other claimer can be first). */
+  private startDeclared(sql: Sql): Array<{ job: DbJobRow; waitMs: number; done: Promise<void> }> {
+    const list = this.declared.get(sql);
+    if (!list) return [];
+    this.declared.delete(sql);
+    return list.map(({ job, waitMs }) => ({ job, waitMs, done: this.pool.runClaimed(job) }));
   }
 
   /** Polls now (no-op unless started). */

@@ -4,7 +4,7 @@ import type { operations } from '../generated/openapi.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig } from './config.ts';
 import type { Credential, MemberInfo } from './credentials.ts';
-import type { JobQueue } from './jobs.ts';
+import type { EffectReport, JobQueue } from './jobs.ts';
 
 /** Request body of an operation, from the generated types. */
 export type Input<Op extends AnyOperationId> = operations[Op] extends { requestBody: { content: { 'application/json': infer B } } } ? B : undefined;
@@ -37,7 +37,11 @@ export interface OperationContext {
   readonly config: ServiceConfig;
   /** Set when an automation run makes this call (server/internalCalls.ts); its change events carry it. */
   readonly cause?: EventCause;
-  /** Enqueues background jobs in this call's transaction (`ctx.jobs.enqueue(ctx.sql, kind, payload)`): they exist exactly when it commits. */
+  /**
+   * Enqueues background jobs in this call's transaction (`ctx.jobs.enqueue(ctx.sql, kind, payload)`): they exist exactly when it commits.
+   * A command's effects outside the database (a mail) are declared this way, never done in the transaction: with
+   * `{ beforeAnswer: { waitMs } }` the job runs right after the commit, before the command answers (see `answeredAfterEffects`).
+   */
   readonly jobs: JobQueue;
   /** What a phased command's `prepare` found before its transaction opened (set by the executor; see `phased`). */
   readonly prepared?: { readonly value: unknown };
@@ -49,6 +53,7 @@ export interface OperationContext {
  */
 export type Handler<Op extends AnyOperationId> = ((input: Input<Op>, ctx: OperationContext) => Promise<Output<Op>>) & {
   readonly prepare?: (input: Input<Op>, ctx: OperationContext) => Promise<unknown>;
+  readonly answer?: (input: Input<Op>, ctx: OperationContext, stored: Output<Op>, effects: readonly EffectReport[]) => Promise<Output<Op>>;
 };
 
 /** The two phases of a command whose checks need slow or outside work (reading stored files, a scan). */
@@ -73,6 +78,28 @@ export function phased<Op extends AnyOperationId, P>(phases: CommandPhases<Op, P
   const handler = async (input: Input<Op>, ctx: OperationContext): Promise<Output<Op>> =>
     phases.run(input, ctx, ctx.prepared ? (ctx.prepared.value as P) : await phases.prepare(input, ctx));
   return Object.assign(handler, { prepare: phases.prepare });
+}
+
+/** A command whose answer reports what its declared effects did (e.g. which mails the mail server refused). */
+export interface AnsweredPhases<Op extends AnyOperationId> {
+  /** The checks and writes, in the command's transaction; declares its effects (`ctx.jobs.enqueue(..., { beforeAnswer })`). Its result is the answer stored at commit. */
+  run(input: Input<Op>, ctx: OperationContext): Promise<Output<Op>>;
+  /**
+   * After the commit and the declared effects (each ran, or its wait ended: `effects`), with no transaction
+   * open (`ctx.sql` autocommits): the answer, read from the database. Writes nothing; if it throws, the
+   * answer stored at commit is given.
+   */
+  answer(input: Input<Op>, ctx: OperationContext, stored: Output<Op>, effects: readonly EffectReport[]): Promise<Output<Op>>;
+}
+
+/**
+ * A command that answers after its effects: the executor commits `run` (the idempotency receipt holds its
+ * answer), runs the declared effects, then asks `answer` and stores that in the receipt. Called without
+ * the executor (an internal call), only `run` is, and the effects run as soon as the caller's transaction
+ * commits (`jobs.committed`).
+ */
+export function answeredAfterEffects<Op extends AnyOperationId>(phases: AnsweredPhases<Op>): Handler<Op> {
+  return Object.assign((input: Input<Op>, ctx: OperationContext) => phases.run(input, ctx), { answer: phases.answer });
 }
 
 /** One handler per operation of the catalogue; the compiler checks that none is missing. */

@@ -7,10 +7,11 @@ import { newId } from '../../server/ids.ts';
 import { takeMailQuota, workspaceLimits } from '../../server/limits.ts';
 import { isMailAddress } from '../../server/mailer.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
-import type { OperationContext } from '../../server/operation.ts';
+import type { EffectReport } from '../../server/jobs.ts';
+import { answeredAfterEffects, type OperationContext } from '../../server/operation.ts';
 import { downloadName, downloadUrl, fileVisibleTo, findFile, keepFile } from '../documents/files.ts';
 import { prepareBankId } from './bankid.ts';
-import { applyOutcome, recordLate, type Round, type SigningRuntime, sendRound } from './mail.ts';
+import { declareRound, INVITE_JOB, type InviteJobPayload, type SigningRuntime, STILL_SENDING } from './mail.ts';
 import {
   appendEvent,
   type DbSigningEventRow,
@@ -169,18 +170,25 @@ async function spendMail(ctx: OperationContext, n: number): Promise<void> {
   if (over) throw new ServiceError(429, 'rate_limited', `${over.message} Nothing was sent or changed.`, { 'Retry-After': String(over.retryAfterS) });
 }
 
-/** Sends a round of mails inside the command's transaction and records each outcome; returns the addresses refused for good. */
-async function mailRound(deps: SigningRuntime, ctx: OperationContext, request: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[], round: Round): Promise<string[]> {
-  // The development mailbox writes in the command's transaction: the mail exists exactly when the request does.
-  const mailer = deps.mailer.within(ctx.sql);
-  const { outcomes, late } = await sendRound(ctx.sql, mailer, request, recipients, round, { publicUrl: ctx.config.publicUrl, now: ctx.now, logger: deps.logger });
-  const failed: string[] = [];
-  for (const r of recipients) {
-    const state = await applyOutcome(ctx.sql, ctx.jobs, request, r, outcomes.get(r.id)!, round, 1, ctx.now);
-    if (state === 'failed') failed.push(r.email);
+/** The recipients whose mail of this command was declared, and of those the ones still in flight when the command stopped waiting. */
+function roundOf(effects: readonly EffectReport[]): { mailed: Set<string>; inFlight: Set<string> } {
+  const mailed = new Set<string>();
+  const inFlight = new Set<string>();
+  for (const e of effects) {
+    if (e.kind !== INVITE_JOB) continue;
+    const id = (e.payload as InviteJobPayload).recipientId;
+    mailed.add(id);
+    if (!e.settled) inFlight.add(id);
   }
-  for (const [id, send] of late) recordLate(deps, request.id, id, send, round, 1);
-  return failed;
+  return { mailed, inFlight };
+}
+
+/** The request as it stands after a mail round: a recipient whose mail is still in flight says so. */
+async function afterRound(ctx: OperationContext, id: string, effects: readonly EffectReport[]) {
+  const { request, recipients } = await reread(ctx.sql, ctx.workspaceId, id);
+  const { mailed, inFlight } = roundOf(effects);
+  const shown = recipients.map((r) => (inFlight.has(r.id) && r.invitation_status === 'queued' && r.invitation_error === null ? { ...r, invitation_error: STILL_SENDING } : r));
+  return { request, recipients: shown, mailed };
 }
 
 async function reread(sql: Sql, workspaceId: string, id: string) {
@@ -191,95 +199,102 @@ async function reread(sql: Sql, workspaceId: string, id: string) {
 /** The operations, made once per process from the module's dependencies (the mailer, the bankid settings). */
 export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signing'> => ({
   'signing.VerifySignedDocument': verifySignedDocument,
-  'signing.RequestFileSignatures': async (input, ctx) => {
-    const seen = new Map<string, number>();
-    input.signers.forEach((s, i) => {
-      if (!isMailAddress(s.email)) throw invalidInput(`signers[${i}].email is not an e-mail address (one address such as ana@example.com, no display name).`);
-      if (blank(s.name)) throw invalidInput(`signers[${i}].name is blank.`);
-      const key = s.email.toLowerCase();
-      const first = seen.get(key);
-      if (first !== undefined) throw invalidInput(`signers[${i}].email repeats signers[${first}].email (addresses are compared without case); list each signer once.`);
-      seen.set(key, i);
-    });
-    if (input.title !== undefined && blank(input.title)) throw invalidInput('title is blank.');
-    const deadline = input.deadline_at ?? ctx.now + DEFAULT_DEADLINE_MS;
-    if (input.deadline_at !== undefined) checkDeadline(input.deadline_at, ctx.now);
-    const limits = await workspaceLimits(ctx.sql, ctx.workspaceId);
-    if (input.signers.length > limits.recipients_per_request) {
-      throw invalidInput(`signers: ${input.signers.length} signers; this workspace allows at most ${limits.recipients_per_request} per request.`);
-    }
-    const memberId = ctx.member?.id ?? null;
-    const file = await findFile(ctx.sql, ctx.workspaceId, input.file_id);
-    const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
-    if (!file || !fileVisibleTo(file, memberId)) throw missing();
-    await spendMail(ctx, input.signers.length);
-    // The original stays as long as the request: the documents retention never removes a kept file.
-    if (!(await keepFile(ctx.sql, ctx.workspaceId, file.id))) throw missing();
+  'signing.RequestFileSignatures': answeredAfterEffects<'signing.RequestFileSignatures'>({
+    // The invitations are declared in the transaction and sent right after it commits; the answer reports their first attempt.
+    answer: async (_input, ctx, stored, effects) => {
+      const after = await afterRound(ctx, stored.signing_request_id, effects);
+      return requestView(after.request, after.recipients);
+    },
+    run: async (input, ctx) => {
+      const seen = new Map<string, number>();
+      input.signers.forEach((s, i) => {
+        if (!isMailAddress(s.email)) throw invalidInput(`signers[${i}].email is not an e-mail address (one address such as ana@example.com, no display name).`);
+        if (blank(s.name)) throw invalidInput(`signers[${i}].name is blank.`);
+        const key = s.email.toLowerCase();
+        const first = seen.get(key);
+        if (first !== undefined) throw invalidInput(`signers[${i}].email repeats signers[${first}].email (addresses are compared without case); list each signer once.`);
+        seen.set(key, i);
+      });
+      if (input.title !== undefined && blank(input.title)) throw invalidInput('title is blank.');
+      const deadline = input.deadline_at ?? ctx.now + DEFAULT_DEADLINE_MS;
+      if (input.deadline_at !== undefined) checkDeadline(input.deadline_at, ctx.now);
+      const limits = await workspaceLimits(ctx.sql, ctx.workspaceId);
+      if (input.signers.length > limits.recipients_per_request) {
+        throw invalidInput(`signers: ${input.signers.length} signers; this workspace allows at most ${limits.recipients_per_request} per request.`);
+      }
+      const memberId = ctx.member?.id ?? null;
+      const file = await findFile(ctx.sql, ctx.workspaceId, input.file_id);
+      const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
+      if (!file || !fileVisibleTo(file, memberId)) throw missing();
+      await spendMail(ctx, input.signers.length);
+      // The original stays as long as the request: the documents retention never removes a kept file.
+      if (!(await keepFile(ctx.sql, ctx.workspaceId, file.id))) throw missing();
 
-    const id = newId('sr');
-    const method = input.signature_method ?? 'standard';
-    const request: DbSigningRequestRow = {
-      id,
-      workspace_id: ctx.workspaceId,
-      title: (input.title ?? (file.filename.replace(/\.pdf$/i, '') || file.filename)).slice(0, 200),
-      message: input.message ? input.message : null,
-      signature_method: method,
-      status: 'pending',
-      source_file_id: file.id,
-      source_sha256: file.sha256,
-      private: file.ownerMemberId !== null,
-      owner_member_id: memberId,
-      created_by_key_id: ctx.credential.kind === 'system' ? null : ctx.credential.keyId,
-      deadline_at: deadline,
-      reminder_interval_days: input.reminder_interval_days ?? null,
-      created_at: ctx.now,
-      updated_at: ctx.now,
-      completed_at: null,
-      cancelled_at: null,
-      cancel_reason: null,
-      expired_at: null,
-      archive_file_id: null,
-      archive_sha256: null,
-      archive_error: null,
-    };
-    await insertRequest(ctx.sql, request);
-    if (method === 'bankid') {
-      await prepareBankId(ctx.sql, deps.settings, { workspaceId: ctx.workspaceId, requestId: id, now: ctx.now });
-    }
-    const recipients: DbSigningRecipientRow[] = input.signers.map((s, position) => ({
-      id: newId('rcp'),
-      request_id: id,
-      position,
-      email: s.email,
-      name: s.name,
-      status: 'pending',
-      invitation_status: 'queued',
-      invitation_error: null,
-      invitation_attempts: 0,
-      invited_at: null,
-      last_reminded_at: null,
-      auto_reminders: 0,
-      opened_at: null,
-      signed_at: null,
-      declined_at: null,
-      decline_reason: null,
-      typed_name: null,
-      ip: null,
-      user_agent: null,
-      provider_evidence: null,
-    }));
-    for (const r of recipients) await insertRecipient(ctx.sql, r);
-    await appendEvent(ctx.sql, {
-      requestId: id,
-      workspaceId: ctx.workspaceId,
-      kind: 'request.created',
-      data: { title: request.title, signature_method: method, signers: recipients.length, deadline_at: deadline, private: Boolean(request.private) },
-      at: ctx.now,
-    });
-    await mailRound(deps, ctx, request, recipients, { reminder: false, automatic: false, message: request.message });
-    const after = await reread(ctx.sql, ctx.workspaceId, id);
-    return requestView(after.request, after.recipients);
-  },
+      const id = newId('sr');
+      const method = input.signature_method ?? 'standard';
+      const request: DbSigningRequestRow = {
+        id,
+        workspace_id: ctx.workspaceId,
+        title: (input.title ?? (file.filename.replace(/\.pdf$/i, '') || file.filename)).slice(0, 200),
+        message: input.message ? input.message : null,
+        signature_method: method,
+        status: 'pending',
+        source_file_id: file.id,
+        source_sha256: file.sha256,
+        private: file.ownerMemberId !== null,
+        owner_member_id: memberId,
+        created_by_key_id: ctx.credential.kind === 'system' ? null : ctx.credential.keyId,
+        deadline_at: deadline,
+        reminder_interval_days: input.reminder_interval_days ?? null,
+        created_at: ctx.now,
+        updated_at: ctx.now,
+        completed_at: null,
+        cancelled_at: null,
+        cancel_reason: null,
+        expired_at: null,
+        archive_file_id: null,
+        archive_sha256: null,
+        archive_error: null,
+      };
+      await insertRequest(ctx.sql, request);
+      if (method === 'bankid') {
+        await prepareBankId(ctx.sql, deps.settings, { workspaceId: ctx.workspaceId, requestId: id, now: ctx.now });
+      }
+      const recipients: DbSigningRecipientRow[] = input.signers.map((s, position) => ({
+        id: newId('rcp'),
+        request_id: id,
+        position,
+        email: s.email,
+        name: s.name,
+        status: 'pending',
+        invitation_status: 'queued',
+        invitation_error: null,
+        invitation_attempts: 0,
+        invited_at: null,
+        last_reminded_at: null,
+        auto_reminders: 0,
+        opened_at: null,
+        signed_at: null,
+        declined_at: null,
+        decline_reason: null,
+        typed_name: null,
+        ip: null,
+        user_agent: null,
+        provider_evidence: null,
+      }));
+      for (const r of recipients) await insertRecipient(ctx.sql, r);
+      await appendEvent(ctx.sql, {
+        requestId: id,
+        workspaceId: ctx.workspaceId,
+        kind: 'request.created',
+        data: { title: request.title, signature_method: method, signers: recipients.length, deadline_at: deadline, private: Boolean(request.private) },
+        at: ctx.now,
+      });
+      await declareRound(ctx.sql, ctx.jobs, recipients, { reminder: false, automatic: false, message: request.message }, ctx.now);
+      const after = await reread(ctx.sql, ctx.workspaceId, id);
+      return requestView(after.request, after.recipients);
+    },
+  }),
 
   'signing.ListSigningRequests': async (input, ctx) => {
     const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
@@ -339,27 +354,35 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
     };
   },
 
-  'signing.RemindSigners': async (input, ctx) => {
-    const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
-    if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request can be reminded.`);
-    if (ctx.now >= Number(request.deadline_at)) throw conflict(`The deadline of signing request ${request.id} has passed (${iso(Number(request.deadline_at))}); extend it first.`);
-    const open = recipients.filter((r) => r.status === 'pending' || r.status === 'opened');
-    if (!open.length) throw conflict(`No recipient of signing request ${request.id} is left to sign.`);
-    const lastMail = (r: DbSigningRecipientRow) => (r.invitation_status === 'sent' ? Math.max(Number(r.invited_at ?? 0), Number(r.last_reminded_at ?? 0)) : null);
-    const due = open.filter((r) => {
-      const at = lastMail(r);
-      return at === null || at <= ctx.now - REMIND_INTERVAL_MS;
-    });
-    if (!due.length) {
-      const next = Math.min(...open.map((r) => lastMail(r)! + REMIND_INTERVAL_MS));
-      throw conflict(`Every recipient left to sign of ${request.id} was mailed less than an hour ago; the next reminder is possible at ${iso(next)}.`);
-    }
-    const message = input.message ? input.message : request.message;
-    await spendMail(ctx, due.length);
-    const failures = await mailRound(deps, ctx, request, due, { reminder: true, automatic: false, message });
-    const after = await reread(ctx.sql, ctx.workspaceId, request.id);
-    return requestView(after.request, after.recipients, failures);
-  },
+  'signing.RemindSigners': answeredAfterEffects<'signing.RemindSigners'>({
+    // invitation_failures: this round's recipients whose reminder the mail server refused for good.
+    answer: async (_input, ctx, stored, effects) => {
+      const after = await afterRound(ctx, stored.signing_request_id, effects);
+      const failures = after.recipients.filter((r) => after.mailed.has(r.id) && r.invitation_status === 'failed').map((r) => r.email);
+      return requestView(after.request, after.recipients, failures);
+    },
+    run: async (input, ctx) => {
+      const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
+      if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request can be reminded.`);
+      if (ctx.now >= Number(request.deadline_at)) throw conflict(`The deadline of signing request ${request.id} has passed (${iso(Number(request.deadline_at))}); extend it first.`);
+      const open = recipients.filter((r) => r.status === 'pending' || r.status === 'opened');
+      if (!open.length) throw conflict(`No recipient of signing request ${request.id} is left to sign.`);
+      const lastMail = (r: DbSigningRecipientRow) => (r.invitation_status === 'sent' ? Math.max(Number(r.invited_at ?? 0), Number(r.last_reminded_at ?? 0)) : null);
+      const due = open.filter((r) => {
+        const at = lastMail(r);
+        return at === null || at <= ctx.now - REMIND_INTERVAL_MS;
+      });
+      if (!due.length) {
+        const next = Math.min(...open.map((r) => lastMail(r)! + REMIND_INTERVAL_MS));
+        throw conflict(`Every recipient left to sign of ${request.id} was mailed less than an hour ago; the next reminder is possible at ${iso(next)}.`);
+      }
+      const message = input.message ? input.message : request.message;
+      await spendMail(ctx, due.length);
+      await declareRound(ctx.sql, ctx.jobs, due, { reminder: true, automatic: false, message }, ctx.now);
+      const after = await reread(ctx.sql, ctx.workspaceId, request.id);
+      return requestView(after.request, after.recipients, []);
+    },
+  }),
 
   'signing.UpdateSigningDeadline': async (input, ctx) => {
     const { request } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });

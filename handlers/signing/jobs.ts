@@ -2,7 +2,9 @@
  * The signing module's background jobs: `signing.invite` sends a queued invitation or reminder again
  * (with backoff, then `failed`), `signing.expire` (every minute) expires pending requests past their
  * deadline, `signing.remind` (every 15 minutes) sends the automatic reminders (at most 3 per
- * recipient). Mails go out outside any transaction; their outcome is recorded in one afterwards.
+ * recipient). Mails go out outside any transaction; their outcome is recorded in one afterwards. The first
+ * attempt of an invitation or a reminder round is a `signing.invite` job its command declared
+ * (handlers/signing/mail.ts, `declareRound`), run right after the command commits.
  *
  * Automatic reminders speak for the credential and member that made the request, judged when each is
  * due (seed 5.6, server/atUse.ts): once that key is revoked (and no replacing key carries on), the
@@ -14,7 +16,7 @@
 import type { Sql } from '../../db/database.ts';
 import { type AtUseVerdict, judgeAtUse } from '../../server/atUse.ts';
 import type { JobDefinition } from '../../server/jobs.ts';
-import { applyOutcome, INVITE_JOB, type InviteJobPayload, recordLate, type Round, type SigningRuntime, sendRound } from './mail.ts';
+import { applyOutcome, INVITE_JOB, type InviteJobPayload, mailRecipient, type Round, type SigningRuntime } from './mail.ts';
 import { appendEvent, type DbSigningRequestRow, findRecipient, findRequestById, overdueRequests, recipientsDueReminder, updateRecipient, updateRequest } from './queries.ts';
 import { expireRequest } from './requests.ts';
 
@@ -25,30 +27,34 @@ export const AUTO_REMINDER_CAP = 3;
 const BATCH = 100;
 
 /** Sends one recipient's mail now (a retry, or an automatic reminder) and records the outcome; false when nothing was due. */
-async function mailOne(deps: SigningRuntime, recipientId: string, round: Round, attempt: (current: number) => number, still: (r: { invitation_status: string }) => boolean): Promise<boolean> {
+async function mailOne(
+  deps: SigningRuntime,
+  recipientId: string,
+  round: Round,
+  attempt: (current: number) => number,
+  still: (r: { invitation_status: string }) => boolean,
+  firstAt?: number,
+): Promise<boolean> {
   const { db, clock } = deps;
   const now = clock.now();
   const recipient = await findRecipient(db.sql, recipientId);
   const request = recipient ? await findRequestById(db.sql, recipient.request_id) : undefined;
   if (!recipient || !request || request.status !== 'pending' || now >= Number(request.deadline_at)) return false;
   if ((recipient.status !== 'pending' && recipient.status !== 'opened') || !still(recipient)) return false;
-  // Autocommit: the link exists before the mail that carries it goes out.
-  const { outcomes, late } = await sendRound(db.sql, deps.mailer, request, [recipient], round, { publicUrl: deps.config.publicUrl, now, logger: deps.logger });
+  // Autocommit: the link exists before the mail that carries it goes out; the send waits on no transaction.
+  const outcome = await mailRecipient(db.sql, deps.mailer, request, recipient, round, { publicUrl: deps.config.publicUrl, now, logger: deps.logger });
   let txSql: Sql | null = null;
-  const made = await db.tx(async (sql) => {
+  await db.tx(async (sql) => {
     txSql = sql;
     const locked = await findRequestById(sql, request.id, true);
     const current = await findRecipient(sql, recipient.id);
     if (!locked || !current) return null;
     const n = attempt(Number(current.invitation_attempts));
-    await applyOutcome(sql, deps.jobs, locked, current, outcomes.get(recipient.id)!, round, n, clock.now());
+    const at = clock.now();
+    await applyOutcome(sql, deps.jobs, locked, current, outcome, round, n, at, firstAt);
     return n;
   });
   if (txSql) deps.jobs.committed(txSql);
-  if (made !== null) {
-    const send = late.get(recipient.id);
-    if (send) recordLate(deps, request.id, recipient.id, send, round, made);
-  }
   return true;
 }
 
@@ -93,7 +99,7 @@ export function signingJobs(deps: SigningRuntime): Record<string, JobDefinition>
           const verdict = request ? await remindersMay(deps, request) : null;
           if (request && verdict && !verdict.ok) return stopReminders(deps, request.id, verdict, p.recipientId);
         }
-        await mailOne(deps, p.recipientId, { reminder: p.reminder, automatic: p.automatic, message: p.message }, (n) => n + 1, (r) => r.invitation_status === 'queued');
+        await mailOne(deps, p.recipientId, { reminder: p.reminder, automatic: p.automatic, message: p.message }, (n) => n + 1, (r) => r.invitation_status === 'queued', p.firstAt);
       },
     },
     [EXPIRE_JOB]: {

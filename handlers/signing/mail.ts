@@ -2,39 +2,52 @@
  * Invitation and reminder mails: one mail per recipient (each carries that recipient's own link),
  * rendered from `mail/invitation.{text,html}.eta`, and what each send's result does to the recipient:
  * taken -> `sent` (event `invitation.sent` or `reminder.sent`); refused for good -> `failed` (event
- * `invitation.failed`); refused for now, the mail server unreachable, or still in flight after the
- * wait -> `queued`, retried by the `signing.invite` job after 1, 5, 15 and 60 minutes and 4 hours,
- * then `failed`. Nothing fails silently.
+ * `invitation.failed`); refused for now or the mail server unreachable -> `queued`, retried by the
+ * `signing.invite` job 1, 6, 21, 81 and 321 minutes after the first attempt (MAIL_RETRY, the kernel's
+ * backoff helper), then `failed`. Nothing fails silently.
+ *
+ * Every mail goes out from a `signing.invite` job with no transaction open: a command (an invitation
+ * round, a reminder round) declares one job per recipient in its transaction (`beforeAnswer`), the
+ * executor runs them right after the commit and waits up to `mailTiming.roundWaitMs` before answering;
+ * a mail still in flight then keeps going in its job, which records the outcome when the server answers.
  */
 import type { Logger } from 'pino';
 import type { Sql } from '../../db/database.ts';
 import type { JobQueue } from '../../server/jobs.ts';
+import { type BackoffSchedule, nextAttempt } from '../../server/background.ts';
 import { type Mailer, MailUnavailableError, mailTemplates } from '../../server/mailer.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { mintSignerLink, signerUrl } from './links.ts';
 import type { SigningSettings } from './settings.ts';
-import { appendEvent, type DbSigningRecipientRow, type DbSigningRequestRow, findMember, findRecipient, findRequestById, keyCreator, updateRecipient, workspaceName } from './queries.ts';
+import { appendEvent, type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, updateRecipient, workspaceName } from './queries.ts';
 
 /** The job that sends a queued invitation or reminder again. */
 export const INVITE_JOB = 'signing.invite';
 
-/** Waits before the retries of a mail refused for now: after the first attempt, 1 min, 5 min, 15 min, 1 h, 4 h; then it has failed. */
-export const RETRY_DELAYS_MS = [60_000, 300_000, 900_000, 3_600_000, 14_400_000] as const;
+/**
+ * When a mail refused for now is tried again, counted from its first attempt: after 1, 6, 21, 81 and 321
+ * minutes (waits of 1 min, 5 min, 15 min, 1 h, 4 h); after the sixth attempt it has failed.
+ */
+const RETRY_OFFSETS_MS = [0, 60_000, 360_000, 1_260_000, 4_860_000, 19_260_000] as const;
+export const MAIL_RETRY: BackoffSchedule = { kind: 'offsets', offsetsMs: RETRY_OFFSETS_MS };
 
 /**
- * How long a request waits for its mails before answering (the rest stay queued and are retried), and
- * how a mail the server takes after that wait is still recorded as sent (so its retry sends nothing):
- * tried every `lateRecordEveryMs`, at most `lateRecordTries` times, until the request's transaction has
- * committed. Tests shorten them.
+ * How long a command waits for its mails (after its commit) before answering; a mail still in flight then
+ * is answered as queued and its job records the outcome when the server answers. Tests shorten it.
  */
-export const mailTiming = { roundWaitMs: 10_000, lateRecordTries: 30, lateRecordEveryMs: 1_000 };
+export const mailTiming = { roundWaitMs: 10_000 };
 
 export interface InviteJobPayload {
   readonly recipientId: string;
   readonly reminder: boolean;
   readonly automatic: boolean;
   readonly message: string | null;
+  /** When this mail's first attempt was made (its retries are counted from it); absent on a first attempt. */
+  readonly firstAt?: number;
 }
+
+/** What a recipient's answer says while the mail is still in flight when its command answers. */
+export const STILL_SENDING = 'the mail server did not answer in time; sending again later';
 
 const templates = mailTemplates(new URL('./mail/', import.meta.url));
 
@@ -111,90 +124,41 @@ export async function sendOne(mailer: Mailer, message: ReturnType<typeof compose
   }
 }
 
-/** What a round answered: each recipient's outcome, and the sends still in flight when the wait ended (counted as queued). */
-export interface RoundResult {
-  readonly outcomes: Map<string, Outcome>;
-  readonly late: Map<string, Promise<Outcome>>;
-}
-
 /**
- * Mints a link for each recipient in `sql`, sends their mails side by side, and waits at most
- * `mailTiming.roundWaitMs`: a mail still in flight then counts as queued (the job sends it again
- * later, unless `recordLate` records it sent first).
+ * Mints the recipient's link (in `sql`, autocommitting: it exists before the mail that carries it goes
+ * out) and sends their mail, waiting for the server's answer. Called from the job, with no transaction open.
  */
-export async function sendRound(
+export async function mailRecipient(
   sql: Sql,
-  mailer: Mailer | null,
+  mailer: Mailer,
   request: DbSigningRequestRow,
-  recipients: readonly DbSigningRecipientRow[],
+  recipient: DbSigningRecipientRow,
   round: Round,
   ctx: { publicUrl: string; now: number; logger: Logger | null },
-): Promise<RoundResult> {
-  const outcomes = new Map<string, Outcome>();
-  const late = new Map<string, Promise<Outcome>>();
-  if (!mailer) {
-    for (const r of recipients) outcomes.set(r.id, { status: 'queued', error: 'waiting for the mail sender' });
-    return { outcomes, late };
-  }
+): Promise<Outcome> {
   const who = await senderOf(sql, request);
-  const mails: Array<{ id: string; mail: ReturnType<typeof composeMail> }> = [];
-  for (const r of recipients) {
-    const token = await mintSignerLink(sql, { recipientId: r.id, requestId: request.id }, ctx.now);
-    mails.push({ id: r.id, mail: composeMail(request, r, who, signerUrl(ctx.publicUrl, token), round) });
-  }
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, mailTiming.roundWaitMs);
-    timer.unref();
-  });
-  const sends = new Map(mails.map(({ id, mail }) => [id, sendOne(mailer, mail, ctx.logger)] as const));
-  let waiting = true;
-  for (const [id, send] of sends) void send.then((o) => waiting && outcomes.set(id, o));
-  await Promise.race([Promise.all(sends.values()), timeout]);
-  waiting = false;
-  clearTimeout(timer);
-  const answered = new Map(outcomes);
-  for (const r of recipients) {
-    if (answered.has(r.id)) continue;
-    answered.set(r.id, { status: 'queued', error: 'the mail server did not answer in time; sending again later' });
-    late.set(r.id, sends.get(r.id)!);
-  }
-  return { outcomes: answered, late };
+  const token = await mintSignerLink(sql, { recipientId: recipient.id, requestId: request.id }, ctx.now);
+  return sendOne(mailer, composeMail(request, recipient, who, signerUrl(ctx.publicUrl, token), round), ctx.logger);
 }
 
 /**
- * A mail the server took after the round stopped waiting: records it sent (event and all) once the
- * transaction that wrote its recipient as queued has committed, so the retry finds nothing to do. A
- * late refusal is left to the retry, which meets it again and records it.
+ * Declares, in a command's transaction, one mail per recipient: each is queued (no attempt yet) and its
+ * `signing.invite` job runs right after the commit, before the command answers (at most
+ * `mailTiming.roundWaitMs`). Nothing is sent inside the transaction.
  */
-export function recordLate(runtime: SigningRuntime, requestId: string, recipientId: string, late: Promise<Outcome>, round: Round, attempt: number): void {
-  void late.then(async (outcome) => {
-    if (outcome.status !== 'sent') return;
-    for (let i = 0; i < mailTiming.lateRecordTries; i++) {
-      const done = await runtime.db
-        .tx(async (sql) => {
-          const request = await findRequestById(sql, requestId, true);
-          const recipient = request ? await findRecipient(sql, recipientId) : undefined;
-          if (!request || !recipient) return false; // not committed yet
-          if (recipient.invitation_status === 'queued' && Number(recipient.invitation_attempts) === attempt) {
-            await applyOutcome(sql, runtime.jobs, request, recipient, outcome, round, attempt, runtime.clock.now());
-          }
-          return true;
-        })
-        .catch((err: unknown) => {
-          runtime.logger.warn({ err, request: requestId }, 'could not record a late invitation as sent; its retry sends it again');
-          return true;
-        });
-      if (done) return;
-      await new Promise((resolve) => setTimeout(resolve, mailTiming.lateRecordEveryMs).unref());
-    }
-  });
+export async function declareRound(sql: Sql, jobs: JobQueue, recipients: readonly DbSigningRecipientRow[], round: Round, now: number): Promise<void> {
+  for (const r of recipients) {
+    await updateRecipient(sql, r.id, { invitation_status: 'queued', invitation_error: null, invitation_attempts: 0 });
+    const payload: InviteJobPayload = { recipientId: r.id, reminder: round.reminder, automatic: round.automatic, message: round.message };
+    await jobs.enqueue(sql, INVITE_JOB, payload, { key: `${INVITE_JOB}:${r.id}:${now}:0`, beforeAnswer: { waitMs: mailTiming.roundWaitMs } });
+  }
 }
 
 /**
  * Records what became of one mail to a recipient (in `sql`): the recipient's invitation state, the
  * history event, and for a mail refused for now the next try (`signing.invite`), until the last one.
- * `attempt` is 1 for a new mail. Returns the recipient's invitation state.
+ * `attempt` is 1 for a new mail; `firstAt` is when its first attempt was made (the retries count from it).
+ * Returns the recipient's invitation state.
  */
 export async function applyOutcome(
   sql: Sql,
@@ -205,6 +169,7 @@ export async function applyOutcome(
   round: Round,
   attempt: number,
   now: number,
+  firstAt?: number,
 ): Promise<'sent' | 'queued' | 'failed'> {
   const base = { requestId: request.id, workspaceId: request.workspace_id, recipientId: recipient.id, at: now };
   if (outcome.status === 'sent') {
@@ -217,11 +182,13 @@ export async function applyOutcome(
     await appendEvent(sql, round.reminder ? { ...base, kind: 'reminder.sent', data: { automatic: round.automatic, attempt } } : { ...base, kind: 'invitation.sent', data: { reminder: false, attempt } });
     return 'sent';
   }
-  const retryIn = outcome.status === 'queued' ? RETRY_DELAYS_MS[attempt - 1] : undefined;
-  if (retryIn !== undefined) {
+  // A retry enqueued without its first attempt's time (before it was kept) counts as on schedule.
+  firstAt ??= now - (RETRY_OFFSETS_MS[attempt - 1] ?? 0);
+  const retryAt = outcome.status === 'queued' ? nextAttempt(MAIL_RETRY, attempt, { now, firstAt }) : null;
+  if (retryAt !== null) {
     await updateRecipient(sql, recipient.id, { invitation_status: 'queued', invitation_error: outcome.error, invitation_attempts: attempt });
-    const payload: InviteJobPayload = { recipientId: recipient.id, reminder: round.reminder, automatic: round.automatic, message: round.message };
-    await jobs.enqueue(sql, INVITE_JOB, payload, { runAt: now + retryIn, key: `${INVITE_JOB}:${recipient.id}:${now}:${attempt}` });
+    const payload: InviteJobPayload = { recipientId: recipient.id, reminder: round.reminder, automatic: round.automatic, message: round.message, firstAt };
+    await jobs.enqueue(sql, INVITE_JOB, payload, { runAt: retryAt, key: `${INVITE_JOB}:${recipient.id}:${now}:${attempt}` });
     return 'queued';
   }
   const error = outcome.status === 'queued' ? `${outcome.error} (gave up after ${attempt} attempts)` : outcome.error;

@@ -10,7 +10,7 @@ import { mailTiming } from '../../handlers/signing/mail.ts';
 import { recordDeclined, recordOpened, recordSigned } from '../../handlers/signing/requests.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
-import { eventKinds, freePort, type MailServer, notices, putFile, runJobs, sha256, signingService, signingWorkspace, startMailServer, tokenIn } from './requestSupport.ts';
+import { eventKinds, freePort, type MailServer, notices, putFile, runJobs, SLOW_MS, sha256, signingService, signingWorkspace, startMailServer, tokenIn } from './requestSupport.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -178,7 +178,9 @@ for (const database of databases) {
 
     it('a mail the server takes only after the request stopped waiting is recorded as sent, and not sent again', async () => {
       const saved = { ...mailTiming };
-      Object.assign(mailTiming, { roundWaitMs: 50, lateRecordEveryMs: 10 });
+      // The request waits 1 s for its mails; the slow one is answered after 3 s (its job records it then).
+      Object.assign(mailTiming, { roundWaitMs: 1000 });
+      smtp.delays.slowMs = 3000;
       try {
         const created = await create({ signers: [{ email: 'slow-1@example.test', name: 'Sam Slow' }, { email: 'quick-1@example.test', name: 'Quinn Quick' }] });
         assert.deepEqual(created.recipients.map((r) => r.invitation), ['queued', 'sent']);
@@ -197,6 +199,7 @@ for (const database of databases) {
         assert.deepEqual(await eventKinds(svc, created.signing_request_id), ['request.created', 'invitation.sent', 'invitation.sent']);
       } finally {
         Object.assign(mailTiming, saved);
+        smtp.delays.slowMs = SLOW_MS;
       }
     });
 
@@ -463,7 +466,7 @@ for (const database of databases) {
     });
     after(() => svc?.close());
 
-    it('keeps each invitation in the mailbox in the request\'s own transaction; a .invalid address is refused like a server would', async () => {
+    it('keeps each invitation in the mailbox, written right after the request commits; a .invalid address is refused like a server would', async () => {
       const { file } = await putFile(svc, ws.workspace_id);
       const api = svc.client(ws.keys.sender!.secret);
       const created = await api.signing.RequestFileSignatures({
