@@ -2,15 +2,24 @@
  * `npm test`: the whole mocha suite on SQLite and, when PostgreSQL is reachable or can be started
  * here, on PostgreSQL too. Says plainly when the PostgreSQL pass did not run. Ends with the line
  * `N passed, N failed, N skipped`.
+ *
+ * `npm run test:unit` (`--unit`): the inner loop, SQLite only, without the browser suites and the files
+ * scripts/unitTests.ts leaves out (they spawn processes or are slow); under a minute here.
+ * TEST_TIMINGS=<file.json> records where a run's time went (per file and per test).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Mocha from 'mocha';
 import { reachablePostgres } from './postgres.ts';
+import { isUnitTest } from './unitTests.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DEFAULT_PG = 'postgres://wsops:wsops@127.0.0.1:5432/wsops_test';
+const args = process.argv.slice(2);
+const unit = args.includes('--unit');
+if (unit) process.env.TEST_DATABASES = 'sqlite';
+const named = args.filter((a) => a !== '--unit');
 
 async function postgresUrl(): Promise<{ url: string | null; why: string }> {
   if (process.env.TEST_DATABASES && !process.env.TEST_DATABASES.split(',').includes('postgres')) return { url: null, why: 'TEST_DATABASES excludes postgres' };
@@ -27,19 +36,53 @@ if (pgTarget.url) process.env.TEST_POSTGRES_URL = pgTarget.url;
 else delete process.env.TEST_POSTGRES_URL;
 
 const mocha = new Mocha({ timeout: 20_000, reporter: 'spec', ...(process.env.TEST_GREP ? { grep: process.env.TEST_GREP } : {}) });
-const files = process.argv.slice(2).length
-  ? process.argv.slice(2)
-  : (fs.readdirSync(path.join(root, 'test'), { recursive: true }) as string[]).filter((f) => f.endsWith('.test.ts')).sort().map((f) => path.join(root, 'test', f));
+const files = named.length
+  ? named
+  : (fs.readdirSync(path.join(root, 'test'), { recursive: true }) as string[])
+      .filter((f) => f.endsWith('.test.ts'))
+      .map((f) => path.join('test', f).split(path.sep).join('/'))
+      .filter((f) => !unit || isUnitTest(f))
+      .sort()
+      .map((f) => path.join(root, f));
 for (const f of files) mocha.addFile(path.resolve(f));
 await mocha.loadFilesAsync();
 
+const started = Date.now();
 const runner = mocha.run();
+if (process.env.TEST_TIMINGS) recordTimings(runner, process.env.TEST_TIMINGS);
 runner.on('end', () => {
   const s = runner.stats!;
   console.log('');
+  if (unit) console.log(`Unit set: ${files.length} files (scripts/unitTests.ts), SQLite only, ${Math.round((Date.now() - started) / 1000)} s.`);
   console.log(`Databases: SQLite${pgTarget.url ? ' and PostgreSQL' : ''}.`);
   if (!pgTarget.url) console.log(`PostgreSQL pass DID NOT RUN: ${pgTarget.why}. Set TEST_POSTGRES_URL to a reachable database.`);
   console.log(`${s.passes} passed, ${s.failures} failed, ${s.pending} skipped`);
   process.exitCode = s.failures > 0 || s.passes === 0 ? 1 : 0;
   setTimeout(() => process.exit(process.exitCode), 200).unref();
 });
+
+/**
+ * TEST_TIMINGS=<file.json>: writes where the run's time went: per test file the wall time of its
+ * top-level suites (hooks included: services, browsers, spawned CLIs) and per test its duration.
+ */
+function recordTimings(runner: Mocha.Runner, out: string): void {
+  const started = new Map<Mocha.Suite, number>();
+  const files = new Map<string, number>();
+  const tests: Array<{ file: string; title: string; ms: number }> = [];
+  const rel = (f: string | undefined) => path.relative(root, f ?? '?');
+  runner.on('suite', (s) => {
+    if (s.parent?.root) started.set(s, Date.now());
+  });
+  runner.on('suite end', (s) => {
+    const t0 = started.get(s);
+    if (t0 !== undefined) files.set(rel(s.file), (files.get(rel(s.file)) ?? 0) + Date.now() - t0);
+  });
+  runner.on('test end', (t) => {
+    tests.push({ file: rel(t.file), title: t.fullTitle(), ms: t.duration ?? 0 });
+    if (t.parent?.root) files.set(rel(t.file), (files.get(rel(t.file)) ?? 0) + (t.duration ?? 0));
+  });
+  runner.on('end', () => {
+    const byFile = [...files].map(([file, ms]) => ({ file, ms })).sort((a, b) => b.ms - a.ms);
+    fs.writeFileSync(out, JSON.stringify({ total_ms: byFile.reduce((n, f) => n + f.ms, 0), files: byFile, tests }, null, 1));
+  });
+}
