@@ -368,13 +368,17 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       const open = recipients.filter((r) => r.status === 'pending' || r.status === 'opened');
       if (!open.length) throw conflict(`No recipient of signing request ${request.id} is left to sign.`);
       const lastMail = (r: DbSigningRecipientRow) => (r.invitation_status === 'sent' ? Math.max(Number(r.invited_at ?? 0), Number(r.last_reminded_at ?? 0)) : null);
+      // A mail declared and not tried yet (queued, no attempt) is going out right now: not mailed twice.
+      const sending = (r: DbSigningRecipientRow) => r.invitation_status === 'queued' && Number(r.invitation_attempts) === 0;
       const due = open.filter((r) => {
         const at = lastMail(r);
-        return at === null || at <= ctx.now - REMIND_INTERVAL_MS;
+        return !sending(r) && (at === null || at <= ctx.now - REMIND_INTERVAL_MS);
       });
       if (!due.length) {
-        const next = Math.min(...open.map((r) => lastMail(r)! + REMIND_INTERVAL_MS));
-        throw conflict(`Every recipient left to sign of ${request.id} was mailed less than an hour ago; the next reminder is possible at ${iso(next)}.`);
+        const mailed = open.map(lastMail).filter((at): at is number => at !== null);
+        if (!mailed.length) throw conflict(`The mails to the recipients left to sign of ${request.id} are being sent right now; ask again in a moment.`);
+        const next = Math.min(...mailed.map((at) => at + REMIND_INTERVAL_MS));
+        throw conflict(`Every recipient left to sign of ${request.id} was mailed less than an hour ago or is being mailed now; the next reminder is possible at ${iso(next)}.`);
       }
       const message = input.message ? input.message : request.message;
       await spendMail(ctx, due.length);

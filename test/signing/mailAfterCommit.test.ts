@@ -67,6 +67,10 @@ for (const database of databases) {
       const moved = await api.signing.UpdateSigningDeadline({ signing_request_id: otherId, deadline_at: svc.clock.now() + 48 * HOUR });
       assert.equal(moved.response.status, 200, JSON.stringify(moved.error));
       assert.equal(answered, false, 'the reads and the command were answered while the invitation still waited on the mail server');
+      // A reminder meanwhile sends no second mail: that invitation is going out now.
+      const remind = await api.signing.RemindSigners({ signing_request_id: pendingOne.signing_request_id });
+      assert.equal(remind.response.status, 409);
+      assert.match(String(remind.error?.message), /being sent right now/);
 
       smtp.release();
       const res = await stalled;
