@@ -1,5 +1,5 @@
 /**
- * `npx tsx scripts/bench-stall.ts` (issue 22 §2): how fast reads are answered on SQLite while a mail
+ * `npm run bench:stall` (issue 22 §2): how fast reads are answered on SQLite while a mail
  * server hangs on a signing invitation. A real SMTP server (test/support/smtp.ts) holds the RCPT of
  * `stall...@` for BENCH_STALL_MS (default 12 000 ms); one signing.RequestFileSignatures is made to such
  * an address and, while it waits on the mail server, BENCH_READERS (default 4) clients read
