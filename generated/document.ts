@@ -4284,7 +4284,7 @@ export const document = {
       "post": {
         "operationId": "signing.RequestFileSignatures",
         "summary": "Ask people to sign a file",
-        "description": "Creates a signing request for the PDF `file_id` (a file from `documents.CompleteUpload`, or a signed\narchive) and mails every signer an invitation with a personal link. The request answers at once as\n`pending`; the document is fixed from now on (to sign a different PDF, cancel and create a new\nrequest).\n\n**Input.** `signers`: 1 to 10, each `{email, name}`; e-mail addresses are compared without case and\nmust be distinct. `title` 1 to 200 characters (default: the file's name without `.pdf`). `signature_method`\n`standard` (default: the signer types their name and agrees to sign electronically; time, address\nand device are kept as evidence) or `bankid` (a national electronic ID through the configured\nprovider; refused with `400 invalid_input` when no provider is configured, and nothing is charged).\n`message` (up to 2,000 characters) is quoted in the invitation. `deadline_at` (Unix ms; default 30\ndays from now) must be at least 1 hour and at most 120 days ahead. `reminder_interval_days` (1 to\n30) turns on automatic reminders to signers who have not signed, every that many days, at most 3\nper signer; null or absent: none.\n\n**Automatic reminders speak for the caller** (the key, and the member it acted for), judged again\nbefore each one (seed 5.6: revocation and permission changes reach background callbacks). Once\nthe key is revoked (and no key that replaced it, `key replace`, is live), is no longer granted\nthis operation or may no longer act for the member, or the member is disabled, the request's\nautomatic reminders stop for good: `reminder_interval_days` becomes null and the history gets\n`reminders.stopped` with `reason` (`credential_revoked`, `grant_lost`, `delegation_lost` or\n`member_disabled`). The request itself stays valid: signers keep their links and can still sign,\nand anyone who may manage it can still remind by hand (`signing.RemindSigners`). No mail names a\ndisabled member as the one asking or \"still waiting\": it then speaks for the workspace.\n\n**Limits (per workspace; the operator sets them, `npm run admin -- workspace limits`; owners and\nadmins read them with their usage on `/settings/limits`).** Signers per request: at most 10 (the\nschema), or the workspace's lower `recipients_per_request`; more is `400 invalid_input`. Mail:\nevery invitation is one mail of the workspace's budgets of 300 mails an hour and 1,000 a day (by\ndefault; reminders and member invitations spend the same budgets). A budget is all at once, then\nrefills continuously (300 an hour: one every 12 seconds). A request whose invitations do not fit\nis `429 rate_limited` with `Retry-After` (the seconds until they fit) and nothing is made or\nsent; retry with the same `Idempotency-Key`. Automatic reminders and completion mails follow from\nrequests already made and are not refused. The file is kept while the request exists (the\ndocuments retention never removes a request's original).\n\n**The file** must be visible to the caller: a workspace file, or the caller's own private file\nwhen acting for its owner (`Service-Act-As`). Any other file is `404 not_found`. A request over a\nprivate file is itself private (see Visibility).\n\n**Invitations** are sent before the answer, each signer's mail on its own (the answer waits at most\nabout 10 seconds). A signer whose address the mail server refuses for good is listed in\n`invitation_failures` (the recipient's `invitation` is `failed`, with the server's answer in\n`invitation_error`, and the history has `invitation.failed`); the request still exists: send a\nreminder (`signing.RemindSigners`) once the address works instead of creating a second request. A\ntemporary refusal (4xx), a mail server that cannot be reached, or a mail still in flight after the\nwait leaves the invitation `queued`: it is retried in the background after 1, 5, 15 and 60 minutes\nand 4 hours; a final failure shows as `failed` on the recipient and as `invitation.failed` in the\nhistory, never silently. A mail the server takes after the answer was given is then recorded as\n`sent` (and not sent again). With no SMTP server configured, mail goes to the development mailbox.\n\n**bankid.** Each signer signs through a signing provider (the `SigningProvider` interface: `start`\nsends the signer to the provider or shows its page, `complete` answers the provider's signed PDF and\nits evidence), chosen by the operator with `BANKID_PROVIDER` (unset: none; `test`: a test provider\nthat checks no identity, labelled TEST on every page and refused in production). Without a provider\nthe request is refused with `400 invalid_input` (\"bankid is not available ...\") and nothing is\ncharged. A bankid request costs 1 credit of the workspace's signing credit (set by an operator,\nshown on the `/settings/signing` page), charged in the transaction that creates the request and\nexactly once per request: a retry with the same `Idempotency-Key` answers the stored response and\ncharges nothing; a new key is a new request and a new charge. When the credit is short the answer is\n`409 conflict` (\"insufficient signing credit: balance N, needed 1\"): nothing is created, charged or\nsent. A 409 is stored with its `Idempotency-Key` like every decided answer, so after credit is\nadded, send the request again with a new key. Each signer's provider adds their signature to the\nPDF as an incremental update (earlier signatures stay valid); when all have signed, the provider's\nsigned PDF is the archive, unmodified (no evidence pages): `signing.GetSigningDocument` with\n`version: signed` returns it, and `file_id` is set in the same step.\n\n**What recipients receive.** An invitation with their own link (and reminders, if any); the link\nopens a page that shows the document and changes nothing until the signer continues. When\neveryone has signed and the signed archive is ready, every recipient and the sender (the member\nthe request was sent for, or else the member who created the key, while an active member; nobody\notherwise) get one \"completed\" mail: who signed and when, a download link of the signed archive\nvalid 7 days from the mail (`GET ${PUBLIC_URL}/files/<token>`; afterwards ask\n`signing.GetSigningDocument` for a fresh one), its SHA-256, and the public verification page\n`${PUBLIC_URL}/verify` where anyone with the file can check the seal and which request it belongs\nto. That mail is sent by a background job enqueued with the archive (one per address, so each\nparty gets it once); a mail server that is down or refuses for now is retried with backoff (1\nsecond doubling, at most an hour apart), and the archive never waits for it. An address refused\nfor good is logged and not retried.\n\n**Idempotency.** Retrying with the same `Idempotency-Key` (and body) answers the same request and\nsends nothing again; a new key creates a new request and new invitations.\n\n**Visibility** of the request afterwards (`signing.GetSigningRequest` and the other operations):\nwithout `Service-Act-As`, the key that created it reads it (unless it is private); acting for a\nmember, that member reads the requests they sent, the requests they are a recipient of (by their\ne-mail address), and, as an owner or admin, every request of the workspace that is not private.\nA private request is visible only to its owner and to the recipients who are members.\n",
+        "description": "Creates a signing request for the PDF `file_id` (a file from `documents.CompleteUpload`, or a signed\narchive) and mails every signer an invitation with a personal link. The request answers at once as\n`pending`; the document is fixed from now on (to sign a different PDF, cancel and create a new\nrequest).\n\n**Input.** `signers`: 1 to 10, each `{email, name}`; e-mail addresses are compared without case and\nmust be distinct. `title` 1 to 200 characters (default: the file's name without `.pdf`). `signature_method`\n`standard` (default: the signer types their name and agrees to sign electronically; time, address\nand device are kept as evidence) or `bankid` (a national electronic ID through the configured\nprovider; refused with `400 invalid_input` when no provider is configured, and nothing is charged).\n`message` (up to 2,000 characters) is quoted in the invitation. `deadline_at` (Unix ms; default 30\ndays from now) must be at least 1 hour and at most 120 days ahead. `reminder_interval_days` (1 to\n30) turns on automatic reminders to signers who have not signed, every that many days, at most 3\nper signer; null or absent: none.\n\n**Automatic reminders speak for the caller** (the key, and the member it acted for), judged again\nbefore each one (seed 5.6: revocation and permission changes reach background callbacks). Once\nthe key is revoked (and no key that replaced it, `key replace`, is live), is no longer granted\nthis operation or may no longer act for the member, or the member is disabled, the request's\nautomatic reminders stop for good: `reminder_interval_days` becomes null and the history gets\n`reminders.stopped` with `reason` (`credential_revoked`, `grant_lost`, `delegation_lost` or\n`member_disabled`). The request itself stays valid: signers keep their links and can still sign,\nand anyone who may manage it can still remind by hand (`signing.RemindSigners`). No mail names a\ndisabled member as the one asking or \"still waiting\": it then speaks for the workspace.\n\n**Limits (per workspace; the operator sets them, `npm run admin -- workspace limits`; owners and\nadmins read them with their usage on `/settings/limits`).** Signers per request: at most 10 (the\nschema), or the workspace's lower `recipients_per_request`; more is `400 invalid_input`. Mail:\nevery invitation is one mail of the workspace's budgets of 300 mails an hour and 1,000 a day (by\ndefault; reminders and member invitations spend the same budgets). A budget is all at once, then\nrefills continuously (300 an hour: one every 12 seconds). A request whose invitations do not fit\nis `429 rate_limited` with `Retry-After` (the seconds until they fit) and nothing is made or\nsent; retry with the same `Idempotency-Key`. Automatic reminders and completion mails follow from\nrequests already made and are not refused. The file is kept while the request exists (the\ndocuments retention never removes a request's original).\n\n**The file** must be visible to the caller: a workspace file, or the caller's own private file\nwhen acting for its owner (`Service-Act-As`). Any other file is `404 not_found`. A request over a\nprivate file is itself private (see Visibility).\n\n**Invitations** are sent right after the request is stored and before the answer, each signer's mail\non its own (the answer waits at most about 10 seconds); no mail is sent while the request's\ntransaction is open, so the request is readable meanwhile (its recipients `queued`), and a retry with\nthe same `Idempotency-Key` meanwhile is `409 conflict` (in progress); once answered, the retry gets\nthat answer and nothing is sent again. A signer whose address the mail server refuses for good is listed in\n`invitation_failures` (the recipient's `invitation` is `failed`, with the server's answer in\n`invitation_error`, and the history has `invitation.failed`); the request still exists: send a\nreminder (`signing.RemindSigners`) once the address works instead of creating a second request. A\ntemporary refusal (4xx), a mail server that cannot be reached, or a mail still in flight after the\nwait leaves the invitation `queued`: it is retried in the background after 1, 5, 15 and 60 minutes\nand 4 hours; a final failure shows as `failed` on the recipient and as `invitation.failed` in the\nhistory, never silently. A mail the server takes after the answer was given is then recorded as\n`sent` (and not sent again). With no SMTP server configured, mail goes to the development mailbox.\n\n**bankid.** Each signer signs through a signing provider (the `SigningProvider` interface: `start`\nsends the signer to the provider or shows its page, `complete` answers the provider's signed PDF and\nits evidence), chosen by the operator with `BANKID_PROVIDER` (unset: none; `test`: a test provider\nthat checks no identity, labelled TEST on every page and refused in production). Without a provider\nthe request is refused with `400 invalid_input` (\"bankid is not available ...\") and nothing is\ncharged. A bankid request costs 1 credit of the workspace's signing credit (set by an operator,\nshown on the `/settings/signing` page), charged in the transaction that creates the request and\nexactly once per request: a retry with the same `Idempotency-Key` answers the stored response and\ncharges nothing; a new key is a new request and a new charge. When the credit is short the answer is\n`409 conflict` (\"insufficient signing credit: balance N, needed 1\"): nothing is created, charged or\nsent. A 409 is stored with its `Idempotency-Key` like every decided answer, so after credit is\nadded, send the request again with a new key. Each signer's provider adds their signature to the\nPDF as an incremental update (earlier signatures stay valid); when all have signed, the provider's\nsigned PDF is the archive, unmodified (no evidence pages): `signing.GetSigningDocument` with\n`version: signed` returns it, and `file_id` is set in the same step.\n\n**What recipients receive.** An invitation with their own link (and reminders, if any); the link\nopens a page that shows the document and changes nothing until the signer continues. When\neveryone has signed and the signed archive is ready, every recipient and the sender (the member\nthe request was sent for, or else the member who created the key, while an active member; nobody\notherwise) get one \"completed\" mail: who signed and when, a download link of the signed archive\nvalid 7 days from the mail (`GET ${PUBLIC_URL}/files/<token>`; afterwards ask\n`signing.GetSigningDocument` for a fresh one), its SHA-256, and the public verification page\n`${PUBLIC_URL}/verify` where anyone with the file can check the seal and which request it belongs\nto. That mail is sent by a background job enqueued with the archive (one per address, so each\nparty gets it once); a mail server that is down or refuses for now is retried with backoff (1\nsecond doubling, at most an hour apart), and the archive never waits for it. An address refused\nfor good is logged and not retried.\n\n**Idempotency.** Retrying with the same `Idempotency-Key` (and body) answers the same request and\nsends nothing again; a new key creates a new request and new invitations.\n\n**Visibility** of the request afterwards (`signing.GetSigningRequest` and the other operations):\nwithout `Service-Act-As`, the key that created it reads it (unless it is private); acting for a\nmember, that member reads the requests they sent, the requests they are a recipient of (by their\ne-mail address), and, as an owner or admin, every request of the workspace that is not private.\nA private request is visible only to its owner and to the recipients who are members.\n",
         "tags": [
           "signing"
         ],
@@ -4808,7 +4808,7 @@ export const document = {
       "post": {
         "operationId": "signing.RemindSigners",
         "summary": "Remind the signers who have not signed",
-        "description": "Mails a reminder, with a fresh link, to each recipient of pending request `signing_request_id` who\nhas not signed or declined and whose last mail went out at least an hour ago (or never reached\nthem: a failed or queued invitation is sent again at once). Older links keep working. `message`\n(up to 2,000 characters) is quoted in the reminder instead of the request's message.\n\nThe answer is the request, with `invitation_failures` listing the addresses refused in this round\n(each also recorded as `invitation.failed`, and `reminder.sent` for each reminder taken); temporary\nfailures are queued and retried as for invitations. `409 conflict` when the request is not\n`pending`, when no recipient is left to sign, or when every remaining recipient was mailed less\nthan an hour ago (the message says when the next reminder is possible). At most one reminder per\nrecipient per hour; automatic reminders (`reminder_interval_days`) are separate and capped at 3.\n\nWho may: the sender (without `Service-Act-As`, the key that created the request; acting for a\nmember, the member it was sent for), and owners and admins acting for themselves on requests that\nare not private. A recipient who can read the request but not manage it gets `403 forbidden`; a\nrequest the caller cannot see is `404 not_found`.\n\n**Mail limit.** Each reminder is one mail of the workspace's mail budgets (300 an hour and 1,000 a\nday by default, shared with invitations and member invitations; see\n`signing.RequestFileSignatures`). When the reminders of this call do not fit, the answer is `429\nrate_limited` with `Retry-After` and nobody is reminded.\n",
+        "description": "Mails a reminder, with a fresh link, to each recipient of pending request `signing_request_id` who\nhas not signed or declined and whose last mail went out at least an hour ago (or never reached\nthem: a failed or queued invitation is sent again at once; a mail going out right now, not yet\ntried, is not sent twice). Older links keep working. `message`\n(up to 2,000 characters) is quoted in the reminder instead of the request's message.\n\nThe answer is the request, with `invitation_failures` listing the addresses refused in this round\n(each also recorded as `invitation.failed`, and `reminder.sent` for each reminder taken); temporary\nfailures are queued and retried as for invitations. `409 conflict` when the request is not\n`pending`, when no recipient is left to sign, or when every remaining recipient was mailed less\nthan an hour ago or is being mailed right now (the message says when the next reminder is\npossible). The reminders go out right after the call is stored, before the answer (as invitations\ndo: at most about 10 seconds). At most one reminder per\nrecipient per hour; automatic reminders (`reminder_interval_days`) are separate and capped at 3.\n\nWho may: the sender (without `Service-Act-As`, the key that created the request; acting for a\nmember, the member it was sent for), and owners and admins acting for themselves on requests that\nare not private. A recipient who can read the request but not manage it gets `403 forbidden`; a\nrequest the caller cannot see is `404 not_found`.\n\n**Mail limit.** Each reminder is one mail of the workspace's mail budgets (300 an hour and 1,000 a\nday by default, shared with invitations and member invitations; see\n`signing.RequestFileSignatures`). When the reminders of this call do not fit, the answer is `429\nrate_limited` with `Retry-After` and nobody is reminded.\n",
         "tags": [
           "signing"
         ],
@@ -5740,7 +5740,7 @@ export const document = {
       "post": {
         "operationId": "documents.CompleteUpload",
         "summary": "Assemble, check and scan an upload, answering its file",
-        "description": "Completes upload `upload_id`: every part must have been received (else `409 conflict` naming the\nmissing part numbers). The parts are joined in order into the file, whose size and SHA-256 are\nchecked against `sha256` when one was given here or at `CreateUpload` (both given and different:\n`400 invalid_input`). A different digest is `400 invalid_input`, and the upload stays `open`:\nre-send the parts whose bytes are wrong (`GetUpload` shows each part's SHA-256) and complete\nagain.\n\nThen the scan, and each refusal is `400 invalid_input` with its own plain reason, the upload\nbecomes `rejected` (with that `rejection_reason`, final: start a new upload) and no file is made:\n- the bytes must be a PDF: the file starts with `%PDF-` at its first byte (bytes before the\n  header, which readers tolerate, are refused, so is another format) and carries no HTML or SVG\n  markup in its first 1024 bytes (a file that is also a web page, a polyglot, is refused);\n- it parses strictly (a damaged or truncated file is refused); a PDF that needs a user password\n  to open is refused as such (`the PDF needs a password to open`, object streams or not), one\n  encrypted with only an owner password (it opens without one) is accepted and stored exactly as\n  uploaded; at most 500 pages and 50 MiB;\n- it carries no active content. Refused, each kind found named in the reason (`the PDF carries\n  active content, which is not accepted: ...`): JavaScript (an `/OpenAction`, document-level\n  `/Names /JavaScript`, `/AA` additional actions of the document, pages, fields or annotations,\n  any `/JavaScript` action), `/Launch` actions, embedded files (`/EmbeddedFiles`, file\n  attachments, `/GoToE`), actions that reach outside the document (`/SubmitForm`,\n  `/ImportData`, `/GoToR`), XFA forms, rich media, and links other than `http:`, `https:`,\n  `mailto:` and `tel:` (`javascript:`, `vbscript:`, `data:`, `file:`, network shares such as\n  `\\\\host\\share`, other schemes). The objects are read as a PDF reader reads them (escaped names such as\n  `/#4AavaScript` and objects inside compressed object streams count). Ordinary links, forms\n  without scripts and annotations are accepted. Nothing is removed or rewritten: the file stored\n  is always the bytes sent, so remove the active content (for example print to PDF) and upload\n  again;\n- the parse runs off the request thread on a PDF checker with limits, and a file that passes them\n  is refused like a damaged one: all its streams may decode to at most 48 MiB together\n  (`the PDF is too large to check: its compressed streams expand to more than 48 MiB`), it may\n  declare at most 500,000 objects, the parse may take at most 8 s and 256 MiB of heap. At most\n  2 files are parsed at once per server and 16 wait; past that the answer is `503 unavailable`\n  with `Retry-After` and nothing changes: retry then. Any upload within these limits is answered\n  within 10 s;\n- when the deployment configures a ClamAV daemon (`CLAMAV_URL`), the file is streamed to it and\n  a detection is refused (`the file contains malware (ClamAV found <signature>)`). When that\n  daemon is configured but does not answer, the answer is `503 unavailable` and nothing changes:\n  retry later.\n\nFiles are always downloaded as PDF (`application/pdf`, a name ending `.pdf`) whatever the\n`filename` of the upload.\n\nOn success the file is stored (byte-identical to what was sent, `sha256` its digest) and the\nanswer is the file: that member's private file when the upload was made acting for a member\n(`scope: user`), else a workspace file. The parts' separate bytes are discarded. Completing a\ncompleted upload answers the same file again; completing a rejected one answers the same `400`.\nThe parts are read, hashed and scanned before the completion's database transaction opens (a\nslow scan holds no lock and delays no other request); the file is then made in the transaction\nif the upload still has exactly the parts that were checked. A part `PUT` that replaced a part\nwhile the file was being checked makes the completion answer `409 conflict` (nothing made;\ncomplete again with a new `Idempotency-Key`, the new bytes are checked). Completions running at\nonce make one file and all answer it; a part `PUT` that arrives while the file is being made\nwaits for it (then `409` once it completed).\nAnother credential's or member's upload, or an expired one, is `404 not_found`.\n",
+        "description": "Completes upload `upload_id`: every part must have been received (else `409 conflict` naming the\nmissing part numbers). The parts are joined in order into the file, whose size and SHA-256 are\nchecked against `sha256` when one was given here or at `CreateUpload` (both given and different:\n`400 invalid_input`). A different digest is `400 invalid_input`, and the upload stays `open`:\nre-send the parts whose bytes are wrong (`GetUpload` shows each part's SHA-256) and complete\nagain.\n\nThen the scan, and each refusal is `400 invalid_input` with its own plain reason, the upload\nbecomes `rejected` (with that `rejection_reason`, final: start a new upload) and no file is made:\n- the bytes must be a PDF: the file starts with `%PDF-` at its first byte (bytes before the\n  header, which readers tolerate, are refused, so is another format) and carries no HTML or SVG\n  markup in its first 1024 bytes (a file that is also a web page, a polyglot, is refused);\n- it parses strictly (a damaged or truncated file is refused); a PDF that needs a user password\n  to open is refused as such (`the PDF needs a password to open`, object streams or not), one\n  encrypted with only an owner password (it opens without one) is accepted and stored exactly as\n  uploaded; at most 500 pages and 50 MiB;\n- it carries no active content. Refused, each kind found named in the reason (`the PDF carries\n  active content, which is not accepted: ...`): JavaScript (an `/OpenAction`, document-level\n  `/Names /JavaScript`, `/AA` additional actions of the document, pages, fields or annotations,\n  any `/JavaScript` action), `/Launch` actions, embedded files (`/EmbeddedFiles`, file\n  attachments, `/GoToE`), actions that reach outside the document (`/SubmitForm`,\n  `/ImportData`, `/GoToR`), XFA forms, rich media, and links other than `http:`, `https:`,\n  `mailto:` and `tel:` (`javascript:`, `vbscript:`, `data:`, `file:`, network shares such as\n  `\\\\host\\share`, other schemes). The objects are read as a PDF reader reads them (escaped names such as\n  `/#4AavaScript` and objects inside compressed object streams count). Ordinary links, forms\n  without scripts and annotations are accepted. Nothing is removed or rewritten: the file stored\n  is always the bytes sent, so remove the active content (for example print to PDF) and upload\n  again;\n- the parse runs off the request thread on a PDF checker with limits, and a file that passes them\n  is refused like a damaged one: all its streams may decode to at most 48 MiB together\n  (`the PDF is too large to check: its compressed streams expand to more than 48 MiB`), it may\n  declare at most 500,000 objects, the parse may take at most 8 s and 256 MiB of heap. At most\n  2 files are parsed at once per server and 16 wait; past that the answer is `503 unavailable`\n  with `Retry-After` and nothing changes: retry then. Any upload within these limits is answered\n  within 10 s;\n- when the deployment configures a ClamAV daemon (`CLAMAV_URL`), the file is streamed to it and\n  a detection is refused (`the file contains malware (ClamAV found <signature>)`). When that\n  daemon is configured but does not answer, the answer is `503 unavailable` and nothing changes:\n  retry later.\n\nFiles are always downloaded as PDF (`application/pdf`, a name ending `.pdf`) whatever the\n`filename` of the upload.\n\nOn success the file is stored (byte-identical to what was sent, `sha256` its digest) and the\nanswer is the file: that member's private file when the upload was made acting for a member\n(`scope: user`), else a workspace file. The parts' separate bytes are discarded. Completing a\ncompleted upload answers the same file again; completing a rejected one answers the same `400`.\nThe parts are read, hashed and scanned before the completion's database transaction opens (a\nslow scan holds no lock and delays no other request); the file is then made in the transaction\nif the upload's parts still hold the bytes that were checked (a part sent again with the same\nbytes, a client's retry, changes nothing). A part `PUT` that replaced a part with other bytes\nwhile the file was being checked makes the completion answer `409 conflict` (nothing made;\ncomplete again with a new `Idempotency-Key`, the new bytes are checked). Completions running at\nonce make one file and all answer it; a part `PUT` that arrives while the file is being made\nwaits for it (then `409` once it completed).\nAnother credential's or member's upload, or an expired one, is `404 not_found`.\n",
         "tags": [
           "documents"
         ],
@@ -7816,16 +7816,15 @@ export const document = {
       },
       "AutomationTrigger": {
         "type": "object",
-        "description": "When a rule runs: a committed change event of `resource_type` of the kind `event` (`created`,\n`updated` or `deleted`; a `private` record's change never triggers a rule). For `updated`, `fields`\n(optional) keeps only changes to at least one of these `data` fields (`changed_fields`, derived\nread-only fields included). `conditions` (optional, not for `deleted`) must all hold on the record's\ncurrent `data` when the engine handles the event (normally within a second of the change): a record\nchanged again meanwhile is judged as it is then, so a change that was undone before being handled\nmay start no run. Compare the trigger's `fields` with `changed_fields` for what changed.\n",
+        "description": "When a rule runs. Record changes: a committed change event of `resource_type` of the kind `event`\n(`created`, `updated` or `deleted`; a `private` record's change never triggers a rule). For\n`updated`, `fields` (optional) keeps only changes to at least one of these `data` fields\n(`changed_fields`, derived read-only fields included). `conditions` (optional, not for `deleted`)\nmust all hold on the record's current `data` when the engine handles the event (normally within a\nsecond of the change): a record changed again meanwhile is judged as it is then, so a change that was\nundone before being handled may start no run. Compare the trigger's `fields` with `changed_fields`\nfor what changed.\n\nSigning and documents events (the `signing.*` and `documents.upload.completed` names of\n`WebhookEventName`): `event` is the event's name and `resource_type` and `fields` are left out;\n`conditions` hold on the event's `data` (`SigningEventData`, `UploadEventData`: e.g. `title`,\n`status`, `signers`) as it was emitted. Events of a member's private request or file trigger no rule.\nIn actions, `{{event.data.<field>}}` reads that data, and `notify` to `actor` reaches the member who\nsent the signing request (acting for whom its key made it).\n",
         "additionalProperties": false,
         "required": [
-          "resource_type",
           "event"
         ],
         "properties": {
           "resource_type": {
             "type": "string",
-            "description": "Qualified resource type (`core:Deal`).",
+            "description": "Qualified resource type (`core:Deal`); required for `created`, `updated` and `deleted`, left out for signing and documents events.",
             "example": "core:Deal"
           },
           "event": {
@@ -7833,7 +7832,17 @@ export const document = {
             "enum": [
               "created",
               "updated",
-              "deleted"
+              "deleted",
+              "signing.request.created",
+              "signing.request.sent",
+              "signing.request.opened",
+              "signing.request.signed",
+              "signing.request.declined",
+              "signing.request.completed",
+              "signing.request.cancelled",
+              "signing.request.expired",
+              "signing.archive.ready",
+              "documents.upload.completed"
             ]
           },
           "fields": {
@@ -7868,7 +7877,7 @@ export const document = {
       },
       "AutomationAction": {
         "type": "object",
-        "description": "One step of a rule, run in order; a run's actions commit together or not at all.\n\n- `set_fields`: updates the triggering record through its type's update operation\n  (`<namespace>.Update<Type>`), with `data`, `unset` and `expected` as that operation takes them: the\n  same validation, record rules, `expected` check (`409` fails the run) and change event.\n- `create_record`: creates a shared record of `resource_type` through its create operation\n  (`<namespace>.Create<Type>`) with `data`.\n- `notify`: writes a notice to member inboxes: `to` is `owners_and_admins` (the workspace's active\n  owners and admins), `actor` (the member whose change triggered the run; nobody when the change was\n  made with workspace access) or `member` (`member_id`).\n\nStrings in `data`, `title` and `body` may hold placeholders: `{{record.id}}`,\n`{{record.data.<path>}}` (the triggering record after the change), `{{event.id}}`,\n`{{event.occurred_at}}` and `{{rule.name}}`. A string that is exactly one placeholder takes the\nvalue itself (an object, a number), and leaves its key out of `data` when the value is missing;\notherwise values are written into the text (a missing one as an empty string).\n",
+        "description": "One step of a rule, run in order; a run's actions commit together or not at all.\n\n- `set_fields`: updates the triggering record through its type's update operation\n  (`<namespace>.Update<Type>`), with `data`, `unset` and `expected` as that operation takes them: the\n  same validation, record rules, `expected` check (`409` fails the run) and change event. With\n  `resource_type` and `record_id` it updates that record instead (the only way for a rule triggered\n  by a signing or documents event, which has no record of its own): `record_id` is an id or a\n  placeholder (e.g. a deal's id written in the rule, next to a condition on the request's `title`).\n- `create_record`: creates a shared record of `resource_type` through its create operation\n  (`<namespace>.Create<Type>`) with `data`.\n- `notify`: writes a notice to member inboxes: `to` is `owners_and_admins` (the workspace's active\n  owners and admins), `actor` (the member whose change triggered the run; nobody when the change was\n  made with workspace access) or `member` (`member_id`).\n\nStrings in `data`, `record_id`, `title` and `body` may hold placeholders: `{{record.id}}`,\n`{{record.data.<path>}}` (the triggering record after the change), `{{event.id}}`,\n`{{event.occurred_at}}`, `{{event.data.<path>}}` (a signing or documents event's data) and `{{rule.name}}`. A string that is exactly one placeholder takes the\nvalue itself (an object, a number), and leaves its key out of `data` when the value is missing;\notherwise values are written into the text (a missing one as an empty string).\n",
         "additionalProperties": false,
         "required": [
           "type"
@@ -7901,7 +7910,13 @@ export const document = {
           },
           "resource_type": {
             "type": "string",
-            "description": "`create_record`: the type to create."
+            "description": "`create_record`: the type to create; `set_fields`: the type of `record_id`."
+          },
+          "record_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "`set_fields`: the record to update instead of the triggering one (with `resource_type`)."
           },
           "to": {
             "type": "string",
@@ -8199,9 +8214,20 @@ export const document = {
           "resource.created",
           "resource.updated",
           "resource.deleted",
-          "meeting.completed"
+          "meeting.completed",
+          "signing.request.created",
+          "signing.request.sent",
+          "signing.request.opened",
+          "signing.request.signed",
+          "signing.request.declined",
+          "signing.request.completed",
+          "signing.request.cancelled",
+          "signing.request.expired",
+          "signing.archive.ready",
+          "documents.upload.completed"
         ],
-        "description": "The event a subscription delivers. `resource.*` events need at least one resource type;\n`meeting.completed` (legacy) takes none.\n"
+        "description": "The event a subscription delivers. `resource.*` events need at least one resource type;\n`meeting.completed` (legacy) and the signing and documents events take none.\n\nSigning and documents events are emitted by those modules into the same outbox as record changes,\nin the change's transaction (a rolled-back change emits none); an existing subscription never\nreceives them: each is its own event, proposed and approved like any other. Their body is\n`{event, event_id, webhook_id, occurred_at, data}`, signed with `v1=` like resource events; `data`\nis `SigningEventData` (the `signing.*` events) or `UploadEventData` (`documents.upload.completed`):\nids, the request's status, title and counts, never IP or e-mail addresses, names, user agents,\nlinks, tokens or document contents. Events of a member's private signing request or private file are\nnever delivered.\n\n- `signing.request.created`: a signing request was created (its invitations are queued).\n- `signing.request.sent`: an invitation to a signer went out (one per signer, `recipient_id`; reminders are not included).\n- `signing.request.opened`: a signer opened the document for the first time.\n- `signing.request.signed`: a signer signed (`signed` counts the signatures so far).\n- `signing.request.declined`: a signer declined; `signing.request.cancelled` follows.\n- `signing.request.completed`: every signer signed; the signed archive is being built.\n- `signing.request.cancelled`: cancelled by the sender, or because a signer declined.\n- `signing.request.expired`: the deadline passed before every signer signed (`occurred_at` is the deadline).\n- `signing.archive.ready`: the signed archive of a completed request is ready (`file_id`).\n- `documents.upload.completed`: an upload was completed and scanned (`file_id`).\n",
+        "example": "signing.request.completed"
       },
       "WebhookId": {
         "type": "string",
@@ -8297,9 +8323,124 @@ export const document = {
           "signing_contract": "v1"
         }
       },
+      "SigningRequestId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "description": "Id of a signing request (`sr_...`).",
+        "example": "sr_7d2k4m1q9x7v3c5b6n0z2a4s"
+      },
+      "SigningEventData": {
+        "type": "object",
+        "description": "The `data` of a `signing.*` event (webhook deliveries, and the event automation rules trigger on):\nthe request as it is right after the change. `history_event_id` is the matching entry of\n`signing.ListSigningEvents` (`event_id` there), which holds the entry's details. Never IP or e-mail\naddresses, names, user agents, links, tokens or document contents.\n",
+        "additionalProperties": false,
+        "required": [
+          "signing_request_id",
+          "history_event_id",
+          "status",
+          "title",
+          "signature_method",
+          "signers",
+          "signed",
+          "recipient_id",
+          "file_id"
+        ],
+        "properties": {
+          "signing_request_id": {
+            "$ref": "#/components/schemas/SigningRequestId"
+          },
+          "history_event_id": {
+            "type": "string",
+            "description": "The history entry (`sev_...`) this event publishes."
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "pending",
+              "completed",
+              "cancelled",
+              "expired"
+            ]
+          },
+          "title": {
+            "type": "string",
+            "description": "The request's title, as `signing.GetSigningRequest` returns it."
+          },
+          "signature_method": {
+            "type": "string",
+            "enum": [
+              "standard",
+              "bankid"
+            ]
+          },
+          "signers": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "How many signers the request has."
+          },
+          "signed": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "How many of them have signed."
+          },
+          "recipient_id": {
+            "type": "string",
+            "nullable": true,
+            "description": "The signer the event concerns (`sent`, `opened`, `signed`, `declined`); null for request-wide events."
+          },
+          "file_id": {
+            "type": "string",
+            "nullable": true,
+            "description": "The signed archive (`file_...`), once it is ready; null before."
+          }
+        },
+        "example": {
+          "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+          "history_event_id": "sev_2a4s8d2k4m1q9x7v3c5b6n0z",
+          "status": "completed",
+          "title": "Service agreement 2027",
+          "signature_method": "standard",
+          "signers": 2,
+          "signed": 2,
+          "recipient_id": null,
+          "file_id": null
+        }
+      },
+      "UploadEventData": {
+        "type": "object",
+        "description": "The `data` of a `documents.upload.completed` event. Never the file's name or contents.",
+        "additionalProperties": false,
+        "required": [
+          "upload_id",
+          "file_id",
+          "size",
+          "page_count"
+        ],
+        "properties": {
+          "upload_id": {
+            "type": "string"
+          },
+          "file_id": {
+            "type": "string"
+          },
+          "size": {
+            "type": "integer",
+            "description": "Bytes."
+          },
+          "page_count": {
+            "type": "integer"
+          }
+        },
+        "example": {
+          "upload_id": "up_4m1q9x7v3c5b6n0z2a4s8d2k",
+          "file_id": "file_9x7v3c5b6n0z2a4s8d2k4m1q",
+          "size": 48213,
+          "page_count": 3
+        }
+      },
       "WebhookDelivery": {
         "type": "object",
-        "description": "One delivery of an event to a subscription: up to 8 attempts. `event_id` is the stable\n`X-Webhook-Event-Id`; a replay is a new delivery of the same event (`replay_of` names the delivery\nit repeats). `status`: `pending` (waiting for its next attempt), `delivering` (an attempt in flight),\n`succeeded` (a 2xx answer), `failed` (attempts exhausted, or the subscription was disabled).\n",
+        "description": "One delivery of an event to a subscription: up to 8 attempts. `event_id` is the stable\n`X-Webhook-Event-Id`; a replay is a new delivery of the same event (`replay_of` names the delivery\nit repeats). `status`: `pending` (waiting for its next attempt), `delivering` (an attempt in flight),\n`succeeded` (a 2xx answer), `failed` (attempts exhausted, or the subscription was disabled).\nFor the signing and documents events, `resource_type` is null, `record_id` is the signing request or\nupload the event is about, and `data` is the delivered payload.\n",
         "additionalProperties": false,
         "required": [
           "delivery_id",
@@ -8373,6 +8514,17 @@ export const document = {
           "replay_of": {
             "type": "string",
             "nullable": true
+          },
+          "data": {
+            "description": "The event's `data`, as delivered: present for the signing and documents events only\n(`SigningEventData` for `signing.*`, `UploadEventData` for `documents.upload.completed`).\n",
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/SigningEventData"
+              },
+              {
+                "$ref": "#/components/schemas/UploadEventData"
+              }
+            ]
           }
         },
         "example": {
@@ -8599,13 +8751,6 @@ export const document = {
             "description": "Active time / pageviews of this row (for `entry_page`, of the sessions landing there), rounded; 0 when none."
           }
         }
-      },
-      "SigningRequestId": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 40,
-        "description": "Id of a signing request (`sr_...`).",
-        "example": "sr_7d2k4m1q9x7v3c5b6n0z2a4s"
       },
       "SigningRecipient": {
         "type": "object",

@@ -836,7 +836,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "type": "object",
                 "additionalProperties": false,
                 "required": [
-                  "resource_type",
                   "event"
                 ],
                 "properties": {
@@ -848,7 +847,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "enum": [
                       "created",
                       "updated",
-                      "deleted"
+                      "deleted",
+                      "signing.request.created",
+                      "signing.request.sent",
+                      "signing.request.opened",
+                      "signing.request.signed",
+                      "signing.request.declined",
+                      "signing.request.completed",
+                      "signing.request.cancelled",
+                      "signing.request.expired",
+                      "signing.archive.ready",
+                      "documents.upload.completed"
                     ]
                   },
                   "fields": {
@@ -929,6 +938,11 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     },
                     "resource_type": {
                       "type": "string"
+                    },
+                    "record_id": {
+                      "type": "string",
+                      "minLength": 1,
+                      "maxLength": 200
                     },
                     "to": {
                       "type": "string",
@@ -1238,7 +1252,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": "object",
                   "additionalProperties": false,
                   "required": [
-                    "resource_type",
                     "event"
                   ],
                   "properties": {
@@ -1250,7 +1263,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "enum": [
                         "created",
                         "updated",
-                        "deleted"
+                        "deleted",
+                        "signing.request.created",
+                        "signing.request.sent",
+                        "signing.request.opened",
+                        "signing.request.signed",
+                        "signing.request.declined",
+                        "signing.request.completed",
+                        "signing.request.cancelled",
+                        "signing.request.expired",
+                        "signing.archive.ready",
+                        "documents.upload.completed"
                       ]
                     },
                     "fields": {
@@ -1331,6 +1354,11 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       },
                       "resource_type": {
                         "type": "string"
+                      },
+                      "record_id": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 200
                       },
                       "to": {
                         "type": "string",
@@ -1492,7 +1520,6 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "type": "object",
                 "additionalProperties": false,
                 "required": [
-                  "resource_type",
                   "event"
                 ],
                 "properties": {
@@ -1504,7 +1531,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "enum": [
                       "created",
                       "updated",
-                      "deleted"
+                      "deleted",
+                      "signing.request.created",
+                      "signing.request.sent",
+                      "signing.request.opened",
+                      "signing.request.signed",
+                      "signing.request.declined",
+                      "signing.request.completed",
+                      "signing.request.cancelled",
+                      "signing.request.expired",
+                      "signing.archive.ready",
+                      "documents.upload.completed"
                     ]
                   },
                   "fields": {
@@ -1585,6 +1622,11 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     },
                     "resource_type": {
                       "type": "string"
+                    },
+                    "record_id": {
+                      "type": "string",
+                      "minLength": 1,
+                      "maxLength": 200
                     },
                     "to": {
                       "type": "string",
@@ -10807,7 +10849,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "documents_CompleteUpload",
       "title": "Assemble, check and scan an upload, answering its file",
-      "description": "Completes upload `upload_id`: every part must have been received (else `409 conflict` naming the\nmissing part numbers). The parts are joined in order into the file, whose size and SHA-256 are\nchecked against `sha256` when one was given here or at `CreateUpload` (both given and different:\n`400 invalid_input`). A different digest is `400 invalid_input`, and the upload stays `open`:\nre-send the parts whose bytes are wrong (`GetUpload` shows each part's SHA-256) and complete\nagain.\n\nThen the scan, and each refusal is `400 invalid_input` with its own plain reason, the upload\nbecomes `rejected` (with that `rejection_reason`, final: start a new upload) and no file is made:\n- the bytes must be a PDF: the file starts with `%PDF-` at its first byte (bytes before the\n  header, which readers tolerate, are refused, so is another format) and carries no HTML or SVG\n  markup in its first 1024 bytes (a file that is also a web page, a polyglot, is refused);\n- it parses strictly (a damaged or truncated file is refused); a PDF that needs a user password\n  to open is refused as such (`the PDF needs a password to open`, object streams or not), one\n  encrypted with only an owner password (it opens without one) is accepted and stored exactly as\n  uploaded; at most 500 pages and 50 MiB;\n- it carries no active content. Refused, each kind found named in the reason (`the PDF carries\n  active content, which is not accepted: ...`): JavaScript (an `/OpenAction`, document-level\n  `/Names /JavaScript`, `/AA` additional actions of the document, pages, fields or annotations,\n  any `/JavaScript` action), `/Launch` actions, embedded files (`/EmbeddedFiles`, file\n  attachments, `/GoToE`), actions that reach outside the document (`/SubmitForm`,\n  `/ImportData`, `/GoToR`), XFA forms, rich media, and links other than `http:`, `https:`,\n  `mailto:` and `tel:` (`javascript:`, `vbscript:`, `data:`, `file:`, network shares such as\n  `\\\\host\\share`, other schemes). The objects are read as a PDF reader reads them (escaped names such as\n  `/#4AavaScript` and objects inside compressed object streams count). Ordinary links, forms\n  without scripts and annotations are accepted. Nothing is removed or rewritten: the file stored\n  is always the bytes sent, so remove the active content (for example print to PDF) and upload\n  again;\n- the parse runs off the request thread on a PDF checker with limits, and a file that passes them\n  is refused like a damaged one: all its streams may decode to at most 48 MiB together\n  (`the PDF is too large to check: its compressed streams expand to more than 48 MiB`), it may\n  declare at most 500,000 objects, the parse may take at most 8 s and 256 MiB of heap. At most\n  2 files are parsed at once per server and 16 wait; past that the answer is `503 unavailable`\n  with `Retry-After` and nothing changes: retry then. Any upload within these limits is answered\n  within 10 s;\n- when the deployment configures a ClamAV daemon (`CLAMAV_URL`), the file is streamed to it and\n  a detection is refused (`the file contains malware (ClamAV found <signature>)`). When that\n  daemon is configured but does not answer, the answer is `503 unavailable` and nothing changes:\n  retry later.\n\nFiles are always downloaded as PDF (`application/pdf`, a name ending `.pdf`) whatever the\n`filename` of the upload.\n\nOn success the file is stored (byte-identical to what was sent, `sha256` its digest) and the\nanswer is the file: that member's private file when the upload was made acting for a member\n(`scope: user`), else a workspace file. The parts' separate bytes are discarded. Completing a\ncompleted upload answers the same file again; completing a rejected one answers the same `400`.\nThe parts are read, hashed and scanned before the completion's database transaction opens (a\nslow scan holds no lock and delays no other request); the file is then made in the transaction\nif the upload still has exactly the parts that were checked. A part `PUT` that replaced a part\nwhile the file was being checked makes the completion answer `409 conflict` (nothing made;\ncomplete again with a new `Idempotency-Key`, the new bytes are checked). Completions running at\nonce make one file and all answer it; a part `PUT` that arrives while the file is being made\nwaits for it (then `409` once it completed).\nAnother credential's or member's upload, or an expired one, is `404 not_found`.",
+      "description": "Completes upload `upload_id`: every part must have been received (else `409 conflict` naming the\nmissing part numbers). The parts are joined in order into the file, whose size and SHA-256 are\nchecked against `sha256` when one was given here or at `CreateUpload` (both given and different:\n`400 invalid_input`). A different digest is `400 invalid_input`, and the upload stays `open`:\nre-send the parts whose bytes are wrong (`GetUpload` shows each part's SHA-256) and complete\nagain.\n\nThen the scan, and each refusal is `400 invalid_input` with its own plain reason, the upload\nbecomes `rejected` (with that `rejection_reason`, final: start a new upload) and no file is made:\n- the bytes must be a PDF: the file starts with `%PDF-` at its first byte (bytes before the\n  header, which readers tolerate, are refused, so is another format) and carries no HTML or SVG\n  markup in its first 1024 bytes (a file that is also a web page, a polyglot, is refused);\n- it parses strictly (a damaged or truncated file is refused); a PDF that needs a user password\n  to open is refused as such (`the PDF needs a password to open`, object streams or not), one\n  encrypted with only an owner password (it opens without one) is accepted and stored exactly as\n  uploaded; at most 500 pages and 50 MiB;\n- it carries no active content. Refused, each kind found named in the reason (`the PDF carries\n  active content, which is not accepted: ...`): JavaScript (an `/OpenAction`, document-level\n  `/Names /JavaScript`, `/AA` additional actions of the document, pages, fields or annotations,\n  any `/JavaScript` action), `/Launch` actions, embedded files (`/EmbeddedFiles`, file\n  attachments, `/GoToE`), actions that reach outside the document (`/SubmitForm`,\n  `/ImportData`, `/GoToR`), XFA forms, rich media, and links other than `http:`, `https:`,\n  `mailto:` and `tel:` (`javascript:`, `vbscript:`, `data:`, `file:`, network shares such as\n  `\\\\host\\share`, other schemes). The objects are read as a PDF reader reads them (escaped names such as\n  `/#4AavaScript` and objects inside compressed object streams count). Ordinary links, forms\n  without scripts and annotations are accepted. Nothing is removed or rewritten: the file stored\n  is always the bytes sent, so remove the active content (for example print to PDF) and upload\n  again;\n- the parse runs off the request thread on a PDF checker with limits, and a file that passes them\n  is refused like a damaged one: all its streams may decode to at most 48 MiB together\n  (`the PDF is too large to check: its compressed streams expand to more than 48 MiB`), it may\n  declare at most 500,000 objects, the parse may take at most 8 s and 256 MiB of heap. At most\n  2 files are parsed at once per server and 16 wait; past that the answer is `503 unavailable`\n  with `Retry-After` and nothing changes: retry then. Any upload within these limits is answered\n  within 10 s;\n- when the deployment configures a ClamAV daemon (`CLAMAV_URL`), the file is streamed to it and\n  a detection is refused (`the file contains malware (ClamAV found <signature>)`). When that\n  daemon is configured but does not answer, the answer is `503 unavailable` and nothing changes:\n  retry later.\n\nFiles are always downloaded as PDF (`application/pdf`, a name ending `.pdf`) whatever the\n`filename` of the upload.\n\nOn success the file is stored (byte-identical to what was sent, `sha256` its digest) and the\nanswer is the file: that member's private file when the upload was made acting for a member\n(`scope: user`), else a workspace file. The parts' separate bytes are discarded. Completing a\ncompleted upload answers the same file again; completing a rejected one answers the same `400`.\nThe parts are read, hashed and scanned before the completion's database transaction opens (a\nslow scan holds no lock and delays no other request); the file is then made in the transaction\nif the upload's parts still hold the bytes that were checked (a part sent again with the same\nbytes, a client's retry, changes nothing). A part `PUT` that replaced a part with other bytes\nwhile the file was being checked makes the completion answer `409 conflict` (nothing made;\ncomplete again with a new `Idempotency-Key`, the new bytes are checked). Completions running at\nonce make one file and all answer it; a part `PUT` that arrives while the file is being made\nwaits for it (then `409` once it completed).\nAnother credential's or member's upload, or an expired one, is `404 not_found`.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -12551,7 +12593,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "signing_RemindSigners",
       "title": "Remind the signers who have not signed",
-      "description": "Mails a reminder, with a fresh link, to each recipient of pending request `signing_request_id` who\nhas not signed or declined and whose last mail went out at least an hour ago (or never reached\nthem: a failed or queued invitation is sent again at once). Older links keep working. `message`\n(up to 2,000 characters) is quoted in the reminder instead of the request's message.\n\nThe answer is the request, with `invitation_failures` listing the addresses refused in this round\n(each also recorded as `invitation.failed`, and `reminder.sent` for each reminder taken); temporary\nfailures are queued and retried as for invitations. `409 conflict` when the request is not\n`pending`, when no recipient is left to sign, or when every remaining recipient was mailed less\nthan an hour ago (the message says when the next reminder is possible). At most one reminder per\nrecipient per hour; automatic reminders (`reminder_interval_days`) are separate and capped at 3.\n\nWho may: the sender (without `Service-Act-As`, the key that created the request; acting for a\nmember, the member it was sent for), and owners and admins acting for themselves on requests that\nare not private. A recipient who can read the request but not manage it gets `403 forbidden`; a\nrequest the caller cannot see is `404 not_found`.\n\n**Mail limit.** Each reminder is one mail of the workspace's mail budgets (300 an hour and 1,000 a\nday by default, shared with invitations and member invitations; see\n`signing.RequestFileSignatures`). When the reminders of this call do not fit, the answer is `429\nrate_limited` with `Retry-After` and nobody is reminded.",
+      "description": "Mails a reminder, with a fresh link, to each recipient of pending request `signing_request_id` who\nhas not signed or declined and whose last mail went out at least an hour ago (or never reached\nthem: a failed or queued invitation is sent again at once; a mail going out right now, not yet\ntried, is not sent twice). Older links keep working. `message`\n(up to 2,000 characters) is quoted in the reminder instead of the request's message.\n\nThe answer is the request, with `invitation_failures` listing the addresses refused in this round\n(each also recorded as `invitation.failed`, and `reminder.sent` for each reminder taken); temporary\nfailures are queued and retried as for invitations. `409 conflict` when the request is not\n`pending`, when no recipient is left to sign, or when every remaining recipient was mailed less\nthan an hour ago or is being mailed right now (the message says when the next reminder is\npossible). The reminders go out right after the call is stored, before the answer (as invitations\ndo: at most about 10 seconds). At most one reminder per\nrecipient per hour; automatic reminders (`reminder_interval_days`) are separate and capped at 3.\n\nWho may: the sender (without `Service-Act-As`, the key that created the request; acting for a\nmember, the member it was sent for), and owners and admins acting for themselves on requests that\nare not private. A recipient who can read the request but not manage it gets `403 forbidden`; a\nrequest the caller cannot see is `404 not_found`.\n\n**Mail limit.** Each reminder is one mail of the workspace's mail budgets (300 an hour and 1,000 a\nday by default, shared with invitations and member invitations; see\n`signing.RequestFileSignatures`). When the reminders of this call do not fit, the answer is `429\nrate_limited` with `Retry-After` and nobody is reminded.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -12820,7 +12862,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "signing_RequestFileSignatures",
       "title": "Ask people to sign a file",
-      "description": "Creates a signing request for the PDF `file_id` (a file from `documents.CompleteUpload`, or a signed\narchive) and mails every signer an invitation with a personal link. The request answers at once as\n`pending`; the document is fixed from now on (to sign a different PDF, cancel and create a new\nrequest).\n\n**Input.** `signers`: 1 to 10, each `{email, name}`; e-mail addresses are compared without case and\nmust be distinct. `title` 1 to 200 characters (default: the file's name without `.pdf`). `signature_method`\n`standard` (default: the signer types their name and agrees to sign electronically; time, address\nand device are kept as evidence) or `bankid` (a national electronic ID through the configured\nprovider; refused with `400 invalid_input` when no provider is configured, and nothing is charged).\n`message` (up to 2,000 characters) is quoted in the invitation. `deadline_at` (Unix ms; default 30\ndays from now) must be at least 1 hour and at most 120 days ahead. `reminder_interval_days` (1 to\n30) turns on automatic reminders to signers who have not signed, every that many days, at most 3\nper signer; null or absent: none.\n\n**Automatic reminders speak for the caller** (the key, and the member it acted for), judged again\nbefore each one (seed 5.6: revocation and permission changes reach background callbacks). Once\nthe key is revoked (and no key that replaced it, `key replace`, is live), is no longer granted\nthis operation or may no longer act for the member, or the member is disabled, the request's\nautomatic reminders stop for good: `reminder_interval_days` becomes null and the history gets\n`reminders.stopped` with `reason` (`credential_revoked`, `grant_lost`, `delegation_lost` or\n`member_disabled`). The request itself stays valid: signers keep their links and can still sign,\nand anyone who may manage it can still remind by hand (`signing.RemindSigners`). No mail names a\ndisabled member as the one asking or \"still waiting\": it then speaks for the workspace.\n\n**Limits (per workspace; the operator sets them, `npm run admin -- workspace limits`; owners and\nadmins read them with their usage on `/settings/limits`).** Signers per request: at most 10 (the\nschema), or the workspace's lower `recipients_per_request`; more is `400 invalid_input`. Mail:\nevery invitation is one mail of the workspace's budgets of 300 mails an hour and 1,000 a day (by\ndefault; reminders and member invitations spend the same budgets). A budget is all at once, then\nrefills continuously (300 an hour: one every 12 seconds). A request whose invitations do not fit\nis `429 rate_limited` with `Retry-After` (the seconds until they fit) and nothing is made or\nsent; retry with the same `Idempotency-Key`. Automatic reminders and completion mails follow from\nrequests already made and are not refused. The file is kept while the request exists (the\ndocuments retention never removes a request's original).\n\n**The file** must be visible to the caller: a workspace file, or the caller's own private file\nwhen acting for its owner (`Service-Act-As`). Any other file is `404 not_found`. A request over a\nprivate file is itself private (see Visibility).\n\n**Invitations** are sent before the answer, each signer's mail on its own (the answer waits at most\nabout 10 seconds). A signer whose address the mail server refuses for good is listed in\n`invitation_failures` (the recipient's `invitation` is `failed`, with the server's answer in\n`invitation_error`, and the history has `invitation.failed`); the request still exists: send a\nreminder (`signing.RemindSigners`) once the address works instead of creating a second request. A\ntemporary refusal (4xx), a mail server that cannot be reached, or a mail still in flight after the\nwait leaves the invitation `queued`: it is retried in the background after 1, 5, 15 and 60 minutes\nand 4 hours; a final failure shows as `failed` on the recipient and as `invitation.failed` in the\nhistory, never silently. A mail the server takes after the answer was given is then recorded as\n`sent` (and not sent again). With no SMTP server configured, mail goes to the development mailbox.\n\n**bankid.** Each signer signs through a signing provider (the `SigningProvider` interface: `start`\nsends the signer to the provider or shows its page, `complete` answers the provider's signed PDF and\nits evidence), chosen by the operator with `BANKID_PROVIDER` (unset: none; `test`: a test provider\nthat checks no identity, labelled TEST on every page and refused in production). Without a provider\nthe request is refused with `400 invalid_input` (\"bankid is not available ...\") and nothing is\ncharged. A bankid request costs 1 credit of the workspace's signing credit (set by an operator,\nshown on the `/settings/signing` page), charged in the transaction that creates the request and\nexactly once per request: a retry with the same `Idempotency-Key` answers the stored response and\ncharges nothing; a new key is a new request and a new charge. When the credit is short the answer is\n`409 conflict` (\"insufficient signing credit: balance N, needed 1\"): nothing is created, charged or\nsent. A 409 is stored with its `Idempotency-Key` like every decided answer, so after credit is\nadded, send the request again with a new key. Each signer's provider adds their signature to the\nPDF as an incremental update (earlier signatures stay valid); when all have signed, the provider's\nsigned PDF is the archive, unmodified (no evidence pages): `signing.GetSigningDocument` with\n`version: signed` returns it, and `file_id` is set in the same step.\n\n**What recipients receive.** An invitation with their own link (and reminders, if any); the link\nopens a page that shows the document and changes nothing until the signer continues. When\neveryone has signed and the signed archive is ready, every recipient and the sender (the member\nthe request was sent for, or else the member who created the key, while an active member; nobody\notherwise) get one \"completed\" mail: who signed and when, a download link of the signed archive\nvalid 7 days from the mail (`GET ${PUBLIC_URL}/files/<token>`; afterwards ask\n`signing.GetSigningDocument` for a fresh one), its SHA-256, and the public verification page\n`${PUBLIC_URL}/verify` where anyone with the file can check the seal and which request it belongs\nto. That mail is sent by a background job enqueued with the archive (one per address, so each\nparty gets it once); a mail server that is down or refuses for now is retried with backoff (1\nsecond doubling, at most an hour apart), and the archive never waits for it. An address refused\nfor good is logged and not retried.\n\n**Idempotency.** Retrying with the same `Idempotency-Key` (and body) answers the same request and\nsends nothing again; a new key creates a new request and new invitations.\n\n**Visibility** of the request afterwards (`signing.GetSigningRequest` and the other operations):\nwithout `Service-Act-As`, the key that created it reads it (unless it is private); acting for a\nmember, that member reads the requests they sent, the requests they are a recipient of (by their\ne-mail address), and, as an owner or admin, every request of the workspace that is not private.\nA private request is visible only to its owner and to the recipients who are members.",
+      "description": "Creates a signing request for the PDF `file_id` (a file from `documents.CompleteUpload`, or a signed\narchive) and mails every signer an invitation with a personal link. The request answers at once as\n`pending`; the document is fixed from now on (to sign a different PDF, cancel and create a new\nrequest).\n\n**Input.** `signers`: 1 to 10, each `{email, name}`; e-mail addresses are compared without case and\nmust be distinct. `title` 1 to 200 characters (default: the file's name without `.pdf`). `signature_method`\n`standard` (default: the signer types their name and agrees to sign electronically; time, address\nand device are kept as evidence) or `bankid` (a national electronic ID through the configured\nprovider; refused with `400 invalid_input` when no provider is configured, and nothing is charged).\n`message` (up to 2,000 characters) is quoted in the invitation. `deadline_at` (Unix ms; default 30\ndays from now) must be at least 1 hour and at most 120 days ahead. `reminder_interval_days` (1 to\n30) turns on automatic reminders to signers who have not signed, every that many days, at most 3\nper signer; null or absent: none.\n\n**Automatic reminders speak for the caller** (the key, and the member it acted for), judged again\nbefore each one (seed 5.6: revocation and permission changes reach background callbacks). Once\nthe key is revoked (and no key that replaced it, `key replace`, is live), is no longer granted\nthis operation or may no longer act for the member, or the member is disabled, the request's\nautomatic reminders stop for good: `reminder_interval_days` becomes null and the history gets\n`reminders.stopped` with `reason` (`credential_revoked`, `grant_lost`, `delegation_lost` or\n`member_disabled`). The request itself stays valid: signers keep their links and can still sign,\nand anyone who may manage it can still remind by hand (`signing.RemindSigners`). No mail names a\ndisabled member as the one asking or \"still waiting\": it then speaks for the workspace.\n\n**Limits (per workspace; the operator sets them, `npm run admin -- workspace limits`; owners and\nadmins read them with their usage on `/settings/limits`).** Signers per request: at most 10 (the\nschema), or the workspace's lower `recipients_per_request`; more is `400 invalid_input`. Mail:\nevery invitation is one mail of the workspace's budgets of 300 mails an hour and 1,000 a day (by\ndefault; reminders and member invitations spend the same budgets). A budget is all at once, then\nrefills continuously (300 an hour: one every 12 seconds). A request whose invitations do not fit\nis `429 rate_limited` with `Retry-After` (the seconds until they fit) and nothing is made or\nsent; retry with the same `Idempotency-Key`. Automatic reminders and completion mails follow from\nrequests already made and are not refused. The file is kept while the request exists (the\ndocuments retention never removes a request's original).\n\n**The file** must be visible to the caller: a workspace file, or the caller's own private file\nwhen acting for its owner (`Service-Act-As`). Any other file is `404 not_found`. A request over a\nprivate file is itself private (see Visibility).\n\n**Invitations** are sent right after the request is stored and before the answer, each signer's mail\non its own (the answer waits at most about 10 seconds); no mail is sent while the request's\ntransaction is open, so the request is readable meanwhile (its recipients `queued`), and a retry with\nthe same `Idempotency-Key` meanwhile is `409 conflict` (in progress); once answered, the retry gets\nthat answer and nothing is sent again. A signer whose address the mail server refuses for good is listed in\n`invitation_failures` (the recipient's `invitation` is `failed`, with the server's answer in\n`invitation_error`, and the history has `invitation.failed`); the request still exists: send a\nreminder (`signing.RemindSigners`) once the address works instead of creating a second request. A\ntemporary refusal (4xx), a mail server that cannot be reached, or a mail still in flight after the\nwait leaves the invitation `queued`: it is retried in the background after 1, 5, 15 and 60 minutes\nand 4 hours; a final failure shows as `failed` on the recipient and as `invitation.failed` in the\nhistory, never silently. A mail the server takes after the answer was given is then recorded as\n`sent` (and not sent again). With no SMTP server configured, mail goes to the development mailbox.\n\n**bankid.** Each signer signs through a signing provider (the `SigningProvider` interface: `start`\nsends the signer to the provider or shows its page, `complete` answers the provider's signed PDF and\nits evidence), chosen by the operator with `BANKID_PROVIDER` (unset: none; `test`: a test provider\nthat checks no identity, labelled TEST on every page and refused in production). Without a provider\nthe request is refused with `400 invalid_input` (\"bankid is not available ...\") and nothing is\ncharged. A bankid request costs 1 credit of the workspace's signing credit (set by an operator,\nshown on the `/settings/signing` page), charged in the transaction that creates the request and\nexactly once per request: a retry with the same `Idempotency-Key` answers the stored response and\ncharges nothing; a new key is a new request and a new charge. When the credit is short the answer is\n`409 conflict` (\"insufficient signing credit: balance N, needed 1\"): nothing is created, charged or\nsent. A 409 is stored with its `Idempotency-Key` like every decided answer, so after credit is\nadded, send the request again with a new key. Each signer's provider adds their signature to the\nPDF as an incremental update (earlier signatures stay valid); when all have signed, the provider's\nsigned PDF is the archive, unmodified (no evidence pages): `signing.GetSigningDocument` with\n`version: signed` returns it, and `file_id` is set in the same step.\n\n**What recipients receive.** An invitation with their own link (and reminders, if any); the link\nopens a page that shows the document and changes nothing until the signer continues. When\neveryone has signed and the signed archive is ready, every recipient and the sender (the member\nthe request was sent for, or else the member who created the key, while an active member; nobody\notherwise) get one \"completed\" mail: who signed and when, a download link of the signed archive\nvalid 7 days from the mail (`GET ${PUBLIC_URL}/files/<token>`; afterwards ask\n`signing.GetSigningDocument` for a fresh one), its SHA-256, and the public verification page\n`${PUBLIC_URL}/verify` where anyone with the file can check the seal and which request it belongs\nto. That mail is sent by a background job enqueued with the archive (one per address, so each\nparty gets it once); a mail server that is down or refuses for now is retried with backoff (1\nsecond doubling, at most an hour apart), and the archive never waits for it. An address refused\nfor good is logged and not retried.\n\n**Idempotency.** Retrying with the same `Idempotency-Key` (and body) answers the same request and\nsends nothing again; a new key creates a new request and new invitations.\n\n**Visibility** of the request afterwards (`signing.GetSigningRequest` and the other operations):\nwithout `Service-Act-As`, the key that created it reads it (unless it is private); acting for a\nmember, that member reads the requests they sent, the requests they are a recipient of (by their\ne-mail address), and, as an owner or admin, every request of the workspace that is not private.\nA private request is visible only to its owner and to the recipients who are members.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -13818,7 +13860,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "resource.created",
                     "resource.updated",
                     "resource.deleted",
-                    "meeting.completed"
+                    "meeting.completed",
+                    "signing.request.created",
+                    "signing.request.sent",
+                    "signing.request.opened",
+                    "signing.request.signed",
+                    "signing.request.declined",
+                    "signing.request.completed",
+                    "signing.request.cancelled",
+                    "signing.request.expired",
+                    "signing.archive.ready",
+                    "documents.upload.completed"
                   ]
                 },
                 "resource_type": {
@@ -13883,6 +13935,98 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": [
                     "string",
                     "null"
+                  ]
+                },
+                "data": {
+                  "oneOf": [
+                    {
+                      "type": "object",
+                      "additionalProperties": false,
+                      "required": [
+                        "signing_request_id",
+                        "history_event_id",
+                        "status",
+                        "title",
+                        "signature_method",
+                        "signers",
+                        "signed",
+                        "recipient_id",
+                        "file_id"
+                      ],
+                      "properties": {
+                        "signing_request_id": {
+                          "type": "string",
+                          "minLength": 1,
+                          "maxLength": 40
+                        },
+                        "history_event_id": {
+                          "type": "string"
+                        },
+                        "status": {
+                          "type": "string",
+                          "enum": [
+                            "pending",
+                            "completed",
+                            "cancelled",
+                            "expired"
+                          ]
+                        },
+                        "title": {
+                          "type": "string"
+                        },
+                        "signature_method": {
+                          "type": "string",
+                          "enum": [
+                            "standard",
+                            "bankid"
+                          ]
+                        },
+                        "signers": {
+                          "type": "integer",
+                          "minimum": 1
+                        },
+                        "signed": {
+                          "type": "integer",
+                          "minimum": 0
+                        },
+                        "recipient_id": {
+                          "type": [
+                            "string",
+                            "null"
+                          ]
+                        },
+                        "file_id": {
+                          "type": [
+                            "string",
+                            "null"
+                          ]
+                        }
+                      }
+                    },
+                    {
+                      "type": "object",
+                      "additionalProperties": false,
+                      "required": [
+                        "upload_id",
+                        "file_id",
+                        "size",
+                        "page_count"
+                      ],
+                      "properties": {
+                        "upload_id": {
+                          "type": "string"
+                        },
+                        "file_id": {
+                          "type": "string"
+                        },
+                        "size": {
+                          "type": "integer"
+                        },
+                        "page_count": {
+                          "type": "integer"
+                        }
+                      }
+                    }
                   ]
                 }
               }
@@ -13983,7 +14127,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "resource.created",
                     "resource.updated",
                     "resource.deleted",
-                    "meeting.completed"
+                    "meeting.completed",
+                    "signing.request.created",
+                    "signing.request.sent",
+                    "signing.request.opened",
+                    "signing.request.signed",
+                    "signing.request.declined",
+                    "signing.request.completed",
+                    "signing.request.cancelled",
+                    "signing.request.expired",
+                    "signing.archive.ready",
+                    "documents.upload.completed"
                   ]
                 },
                 "resource_types": {
@@ -14090,9 +14244,19 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "resource.created",
               "resource.updated",
               "resource.deleted",
-              "meeting.completed"
+              "meeting.completed",
+              "signing.request.created",
+              "signing.request.sent",
+              "signing.request.opened",
+              "signing.request.signed",
+              "signing.request.declined",
+              "signing.request.completed",
+              "signing.request.cancelled",
+              "signing.request.expired",
+              "signing.archive.ready",
+              "documents.upload.completed"
             ],
-            "description": "The event a subscription delivers. `resource.*` events need at least one resource type;\n`meeting.completed` (legacy) takes none.\n"
+            "description": "The event a subscription delivers. `resource.*` events need at least one resource type;\n`meeting.completed` (legacy) and the signing and documents events take none.\n\nSigning and documents events are emitted by those modules into the same outbox as record changes,\nin the change's transaction (a rolled-back change emits none); an existing subscription never\nreceives them: each is its own event, proposed and approved like any other. Their body is\n`{event, event_id, webhook_id, occurred_at, data}`, signed with `v1=` like resource events; `data`\nis `SigningEventData` (the `signing.*` events) or `UploadEventData` (`documents.upload.completed`):\nids, the request's status, title and counts, never IP or e-mail addresses, names, user agents,\nlinks, tokens or document contents. Events of a member's private signing request or private file are\nnever delivered.\n\n- `signing.request.created`: a signing request was created (its invitations are queued).\n- `signing.request.sent`: an invitation to a signer went out (one per signer, `recipient_id`; reminders are not included).\n- `signing.request.opened`: a signer opened the document for the first time.\n- `signing.request.signed`: a signer signed (`signed` counts the signatures so far).\n- `signing.request.declined`: a signer declined; `signing.request.cancelled` follows.\n- `signing.request.completed`: every signer signed; the signed archive is being built.\n- `signing.request.cancelled`: cancelled by the sender, or because a signer declined.\n- `signing.request.expired`: the deadline passed before every signer signed (`occurred_at` is the deadline).\n- `signing.archive.ready`: the signed archive of a completed request is ready (`file_id`).\n- `documents.upload.completed`: an upload was completed and scanned (`file_id`).\n"
           },
           "resource_types": {
             "type": "array",
@@ -14152,7 +14316,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "resource.created",
               "resource.updated",
               "resource.deleted",
-              "meeting.completed"
+              "meeting.completed",
+              "signing.request.created",
+              "signing.request.sent",
+              "signing.request.opened",
+              "signing.request.signed",
+              "signing.request.declined",
+              "signing.request.completed",
+              "signing.request.cancelled",
+              "signing.request.expired",
+              "signing.archive.ready",
+              "documents.upload.completed"
             ]
           },
           "resource_types": {
@@ -14334,7 +14508,17 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "resource.created",
                   "resource.updated",
                   "resource.deleted",
-                  "meeting.completed"
+                  "meeting.completed",
+                  "signing.request.created",
+                  "signing.request.sent",
+                  "signing.request.opened",
+                  "signing.request.signed",
+                  "signing.request.declined",
+                  "signing.request.completed",
+                  "signing.request.cancelled",
+                  "signing.request.expired",
+                  "signing.archive.ready",
+                  "documents.upload.completed"
                 ]
               },
               "resource_type": {
@@ -14399,6 +14583,98 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "type": [
                   "string",
                   "null"
+                ]
+              },
+              "data": {
+                "oneOf": [
+                  {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": [
+                      "signing_request_id",
+                      "history_event_id",
+                      "status",
+                      "title",
+                      "signature_method",
+                      "signers",
+                      "signed",
+                      "recipient_id",
+                      "file_id"
+                    ],
+                    "properties": {
+                      "signing_request_id": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 40
+                      },
+                      "history_event_id": {
+                        "type": "string"
+                      },
+                      "status": {
+                        "type": "string",
+                        "enum": [
+                          "pending",
+                          "completed",
+                          "cancelled",
+                          "expired"
+                        ]
+                      },
+                      "title": {
+                        "type": "string"
+                      },
+                      "signature_method": {
+                        "type": "string",
+                        "enum": [
+                          "standard",
+                          "bankid"
+                        ]
+                      },
+                      "signers": {
+                        "type": "integer",
+                        "minimum": 1
+                      },
+                      "signed": {
+                        "type": "integer",
+                        "minimum": 0
+                      },
+                      "recipient_id": {
+                        "type": [
+                          "string",
+                          "null"
+                        ]
+                      },
+                      "file_id": {
+                        "type": [
+                          "string",
+                          "null"
+                        ]
+                      }
+                    }
+                  },
+                  {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": [
+                      "upload_id",
+                      "file_id",
+                      "size",
+                      "page_count"
+                    ],
+                    "properties": {
+                      "upload_id": {
+                        "type": "string"
+                      },
+                      "file_id": {
+                        "type": "string"
+                      },
+                      "size": {
+                        "type": "integer"
+                      },
+                      "page_count": {
+                        "type": "integer"
+                      }
+                    }
+                  }
                 ]
               }
             }

@@ -1191,8 +1191,11 @@ export interface paths {
          *     when acting for its owner (`Service-Act-As`). Any other file is `404 not_found`. A request over a
          *     private file is itself private (see Visibility).
          *
-         *     **Invitations** are sent before the answer, each signer's mail on its own (the answer waits at most
-         *     about 10 seconds). A signer whose address the mail server refuses for good is listed in
+         *     **Invitations** are sent right after the request is stored and before the answer, each signer's mail
+         *     on its own (the answer waits at most about 10 seconds); no mail is sent while the request's
+         *     transaction is open, so the request is readable meanwhile (its recipients `queued`), and a retry with
+         *     the same `Idempotency-Key` meanwhile is `409 conflict` (in progress); once answered, the retry gets
+         *     that answer and nothing is sent again. A signer whose address the mail server refuses for good is listed in
          *     `invitation_failures` (the recipient's `invitation` is `failed`, with the server's answer in
          *     `invitation_error`, and the history has `invitation.failed`); the request still exists: send a
          *     reminder (`signing.RemindSigners`) once the address works instead of creating a second request. A
@@ -1356,14 +1359,17 @@ export interface paths {
          * Remind the signers who have not signed
          * @description Mails a reminder, with a fresh link, to each recipient of pending request `signing_request_id` who
          *     has not signed or declined and whose last mail went out at least an hour ago (or never reached
-         *     them: a failed or queued invitation is sent again at once). Older links keep working. `message`
+         *     them: a failed or queued invitation is sent again at once; a mail going out right now, not yet
+         *     tried, is not sent twice). Older links keep working. `message`
          *     (up to 2,000 characters) is quoted in the reminder instead of the request's message.
          *
          *     The answer is the request, with `invitation_failures` listing the addresses refused in this round
          *     (each also recorded as `invitation.failed`, and `reminder.sent` for each reminder taken); temporary
          *     failures are queued and retried as for invitations. `409 conflict` when the request is not
          *     `pending`, when no recipient is left to sign, or when every remaining recipient was mailed less
-         *     than an hour ago (the message says when the next reminder is possible). At most one reminder per
+         *     than an hour ago or is being mailed right now (the message says when the next reminder is
+         *     possible). The reminders go out right after the call is stored, before the answer (as invitations
+         *     do: at most about 10 seconds). At most one reminder per
          *     recipient per hour; automatic reminders (`reminder_interval_days`) are separate and capped at 3.
          *
          *     Who may: the sender (without `Service-Act-As`, the key that created the request; acting for a
@@ -1727,7 +1733,8 @@ export interface paths {
          *     completed upload answers the same file again; completing a rejected one answers the same `400`.
          *     The parts are read, hashed and scanned before the completion's database transaction opens (a
          *     slow scan holds no lock and delays no other request); the file is then made in the transaction
-         *     if the upload still has exactly the parts that were checked. A part `PUT` that replaced a part
+         *     if the upload's parts still hold the bytes that were checked (a part sent again with the same
+         *     bytes, a client's retry, changes nothing). A part `PUT` that replaced a part with other bytes
          *     while the file was being checked makes the completion answer `409 conflict` (nothing made;
          *     complete again with a new `Idempotency-Key`, the new bytes are checked). Completions running at
          *     once make one file and all answer it; a part `PUT` that arrives while the file is being made
@@ -2629,13 +2636,21 @@ export interface components {
             value?: unknown;
         };
         /**
-         * @description When a rule runs: a committed change event of `resource_type` of the kind `event` (`created`,
-         *     `updated` or `deleted`; a `private` record's change never triggers a rule). For `updated`, `fields`
-         *     (optional) keeps only changes to at least one of these `data` fields (`changed_fields`, derived
-         *     read-only fields included). `conditions` (optional, not for `deleted`) must all hold on the record's
-         *     current `data` when the engine handles the event (normally within a second of the change): a record
-         *     changed again meanwhile is judged as it is then, so a change that was undone before being handled
-         *     may start no run. Compare the trigger's `fields` with `changed_fields` for what changed.
+         * @description When a rule runs. Record changes: a committed change event of `resource_type` of the kind `event`
+         *     (`created`, `updated` or `deleted`; a `private` record's change never triggers a rule). For
+         *     `updated`, `fields` (optional) keeps only changes to at least one of these `data` fields
+         *     (`changed_fields`, derived read-only fields included). `conditions` (optional, not for `deleted`)
+         *     must all hold on the record's current `data` when the engine handles the event (normally within a
+         *     second of the change): a record changed again meanwhile is judged as it is then, so a change that was
+         *     undone before being handled may start no run. Compare the trigger's `fields` with `changed_fields`
+         *     for what changed.
+         *
+         *     Signing and documents events (the `signing.*` and `documents.upload.completed` names of
+         *     `WebhookEventName`): `event` is the event's name and `resource_type` and `fields` are left out;
+         *     `conditions` hold on the event's `data` (`SigningEventData`, `UploadEventData`: e.g. `title`,
+         *     `status`, `signers`) as it was emitted. Events of a member's private request or file trigger no rule.
+         *     In actions, `{{event.data.<field>}}` reads that data, and `notify` to `actor` reaches the member who
+         *     sent the signing request (acting for whom its key made it).
          * @example {
          *       "resource_type": "core:Deal",
          *       "event": "updated",
@@ -2653,12 +2668,12 @@ export interface components {
          */
         AutomationTrigger: {
             /**
-             * @description Qualified resource type (`core:Deal`).
+             * @description Qualified resource type (`core:Deal`); required for `created`, `updated` and `deleted`, left out for signing and documents events.
              * @example core:Deal
              */
-            resource_type: string;
+            resource_type?: string;
             /** @enum {string} */
-            event: "created" | "updated" | "deleted";
+            event: "created" | "updated" | "deleted" | "signing.request.created" | "signing.request.sent" | "signing.request.opened" | "signing.request.signed" | "signing.request.declined" | "signing.request.completed" | "signing.request.cancelled" | "signing.request.expired" | "signing.archive.ready" | "documents.upload.completed";
             fields?: string[];
             conditions?: components["schemas"]["AutomationCondition"][];
         };
@@ -2667,16 +2682,19 @@ export interface components {
          *
          *     - `set_fields`: updates the triggering record through its type's update operation
          *       (`<namespace>.Update<Type>`), with `data`, `unset` and `expected` as that operation takes them: the
-         *       same validation, record rules, `expected` check (`409` fails the run) and change event.
+         *       same validation, record rules, `expected` check (`409` fails the run) and change event. With
+         *       `resource_type` and `record_id` it updates that record instead (the only way for a rule triggered
+         *       by a signing or documents event, which has no record of its own): `record_id` is an id or a
+         *       placeholder (e.g. a deal's id written in the rule, next to a condition on the request's `title`).
          *     - `create_record`: creates a shared record of `resource_type` through its create operation
          *       (`<namespace>.Create<Type>`) with `data`.
          *     - `notify`: writes a notice to member inboxes: `to` is `owners_and_admins` (the workspace's active
          *       owners and admins), `actor` (the member whose change triggered the run; nobody when the change was
          *       made with workspace access) or `member` (`member_id`).
          *
-         *     Strings in `data`, `title` and `body` may hold placeholders: `{{record.id}}`,
+         *     Strings in `data`, `record_id`, `title` and `body` may hold placeholders: `{{record.id}}`,
          *     `{{record.data.<path>}}` (the triggering record after the change), `{{event.id}}`,
-         *     `{{event.occurred_at}}` and `{{rule.name}}`. A string that is exactly one placeholder takes the
+         *     `{{event.occurred_at}}`, `{{event.data.<path>}}` (a signing or documents event's data) and `{{rule.name}}`. A string that is exactly one placeholder takes the
          *     value itself (an object, a number), and leaves its key out of `data` when the value is missing;
          *     otherwise values are written into the text (a missing one as an empty string).
          * @example {
@@ -2702,8 +2720,10 @@ export interface components {
             expected?: {
                 [key: string]: unknown;
             };
-            /** @description `create_record`: the type to create. */
+            /** @description `create_record`: the type to create; `set_fields`: the type of `record_id`. */
             resource_type?: string;
+            /** @description `set_fields`: the record to update instead of the triggering one (with `resource_type`). */
+            record_id?: string;
             /**
              * @description `notify`: who receives the notice.
              * @enum {string}
@@ -2847,10 +2867,31 @@ export interface components {
         };
         /**
          * @description The event a subscription delivers. `resource.*` events need at least one resource type;
-         *     `meeting.completed` (legacy) takes none.
+         *     `meeting.completed` (legacy) and the signing and documents events take none.
+         *
+         *     Signing and documents events are emitted by those modules into the same outbox as record changes,
+         *     in the change's transaction (a rolled-back change emits none); an existing subscription never
+         *     receives them: each is its own event, proposed and approved like any other. Their body is
+         *     `{event, event_id, webhook_id, occurred_at, data}`, signed with `v1=` like resource events; `data`
+         *     is `SigningEventData` (the `signing.*` events) or `UploadEventData` (`documents.upload.completed`):
+         *     ids, the request's status, title and counts, never IP or e-mail addresses, names, user agents,
+         *     links, tokens or document contents. Events of a member's private signing request or private file are
+         *     never delivered.
+         *
+         *     - `signing.request.created`: a signing request was created (its invitations are queued).
+         *     - `signing.request.sent`: an invitation to a signer went out (one per signer, `recipient_id`; reminders are not included).
+         *     - `signing.request.opened`: a signer opened the document for the first time.
+         *     - `signing.request.signed`: a signer signed (`signed` counts the signatures so far).
+         *     - `signing.request.declined`: a signer declined; `signing.request.cancelled` follows.
+         *     - `signing.request.completed`: every signer signed; the signed archive is being built.
+         *     - `signing.request.cancelled`: cancelled by the sender, or because a signer declined.
+         *     - `signing.request.expired`: the deadline passed before every signer signed (`occurred_at` is the deadline).
+         *     - `signing.archive.ready`: the signed archive of a completed request is ready (`file_id`).
+         *     - `documents.upload.completed`: an upload was completed and scanned (`file_id`).
+         * @example signing.request.completed
          * @enum {string}
          */
-        WebhookEventName: "resource.created" | "resource.updated" | "resource.deleted" | "meeting.completed";
+        WebhookEventName: "resource.created" | "resource.updated" | "resource.deleted" | "meeting.completed" | "signing.request.created" | "signing.request.sent" | "signing.request.opened" | "signing.request.signed" | "signing.request.declined" | "signing.request.completed" | "signing.request.cancelled" | "signing.request.expired" | "signing.archive.ready" | "documents.upload.completed";
         /**
          * @description Id of a webhook subscription (`wh_...`).
          * @example wh_5m2q9x7v3c5b6n1z0a2s4d8k
@@ -2906,10 +2947,69 @@ export interface components {
             readonly signing_contract: "legacy" | "v1";
         };
         /**
+         * @description Id of a signing request (`sr_...`).
+         * @example sr_7d2k4m1q9x7v3c5b6n0z2a4s
+         */
+        SigningRequestId: string;
+        /**
+         * @description The `data` of a `signing.*` event (webhook deliveries, and the event automation rules trigger on):
+         *     the request as it is right after the change. `history_event_id` is the matching entry of
+         *     `signing.ListSigningEvents` (`event_id` there), which holds the entry's details. Never IP or e-mail
+         *     addresses, names, user agents, links, tokens or document contents.
+         * @example {
+         *       "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+         *       "history_event_id": "sev_2a4s8d2k4m1q9x7v3c5b6n0z",
+         *       "status": "completed",
+         *       "title": "Service agreement 2027",
+         *       "signature_method": "standard",
+         *       "signers": 2,
+         *       "signed": 2,
+         *       "recipient_id": null,
+         *       "file_id": null
+         *     }
+         */
+        SigningEventData: {
+            signing_request_id: components["schemas"]["SigningRequestId"];
+            /** @description The history entry (`sev_...`) this event publishes. */
+            history_event_id: string;
+            /** @enum {string} */
+            status: "pending" | "completed" | "cancelled" | "expired";
+            /** @description The request's title, as `signing.GetSigningRequest` returns it. */
+            title: string;
+            /** @enum {string} */
+            signature_method: "standard" | "bankid";
+            /** @description How many signers the request has. */
+            signers: number;
+            /** @description How many of them have signed. */
+            signed: number;
+            /** @description The signer the event concerns (`sent`, `opened`, `signed`, `declined`); null for request-wide events. */
+            recipient_id: string | null;
+            /** @description The signed archive (`file_...`), once it is ready; null before. */
+            file_id: string | null;
+        };
+        /**
+         * @description The `data` of a `documents.upload.completed` event. Never the file's name or contents.
+         * @example {
+         *       "upload_id": "up_4m1q9x7v3c5b6n0z2a4s8d2k",
+         *       "file_id": "file_9x7v3c5b6n0z2a4s8d2k4m1q",
+         *       "size": 48213,
+         *       "page_count": 3
+         *     }
+         */
+        UploadEventData: {
+            upload_id: string;
+            file_id: string;
+            /** @description Bytes. */
+            size: number;
+            page_count: number;
+        };
+        /**
          * @description One delivery of an event to a subscription: up to 8 attempts. `event_id` is the stable
          *     `X-Webhook-Event-Id`; a replay is a new delivery of the same event (`replay_of` names the delivery
          *     it repeats). `status`: `pending` (waiting for its next attempt), `delivering` (an attempt in flight),
          *     `succeeded` (a 2xx answer), `failed` (attempts exhausted, or the subscription was disabled).
+         *     For the signing and documents events, `resource_type` is null, `record_id` is the signing request or
+         *     upload the event is about, and `data` is the delivered payload.
          * @example {
          *       "delivery_id": "whd_2k4m1q9x7v3c5b6n0z2a4s8d",
          *       "event_id": "evt_9x7v3c5b6n0z2a4s8d2k4m1q",
@@ -2944,6 +3044,11 @@ export interface components {
             last_status_code: number | null;
             last_error: string | null;
             replay_of: string | null;
+            /**
+             * @description The event's `data`, as delivered: present for the signing and documents events only
+             *     (`SigningEventData` for `signing.*`, `UploadEventData` for `documents.upload.completed`).
+             */
+            data?: components["schemas"]["SigningEventData"] | components["schemas"]["UploadEventData"];
         };
         /**
          * @description One attempt of a delivery (`attempt_id` is the `X-Webhook-Delivery-Id` it carried).
@@ -3028,11 +3133,6 @@ export interface components {
             /** @description Active time / pageviews of this row (for `entry_page`, of the sessions landing there), rounded; 0 when none. */
             avg_engagement_ms: number;
         };
-        /**
-         * @description Id of a signing request (`sr_...`).
-         * @example sr_7d2k4m1q9x7v3c5b6n0z2a4s
-         */
-        SigningRequestId: string;
         /**
          * @description One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),
          *     `opened` (pressed "Continue" on the link's page: a mail scanner fetching the link records nothing),
