@@ -176,9 +176,10 @@ export function membersRoutes(options: MembersOptions): express.Router {
 
   router.post(`${MEMBERS_PATH}/invite`, pages.protectForm, action(async (page, body) => {
     const email = typeof body.email === 'string' ? body.email.trim() : '';
-    if (!isMailAddress(email)) throw new Refusal('Enter an e-mail address to invite, such as name@example.com.');
+    // The readable bidi refusal first: the address rule refuses the same characters without saying which.
     const bidi = bidiControlProblem('e-mail address', email);
     if (bidi) throw new Refusal(bidi);
+    if (!isMailAddress(email)) throw new Refusal('Enter an e-mail address to invite, such as name@example.com.');
     if (!isRole(body.role) || !assignableRoles(page.member.role).includes(body.role)) throw new Refusal(`As ${page.member.role} you may invite as ${assignableRoles(page.member.role).join(' or ')}.`);
     const role = body.role;
     if (await findMemberByEmail(db.sql, page.workspaceId, email)) throw new Refusal(`${email} is already a member of this workspace.`);
