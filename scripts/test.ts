@@ -4,7 +4,7 @@
  * `N passed, N failed, N skipped`.
  *
  * `npm run test:unit` (`--unit`): the inner loop, SQLite only, without the browser suites and the files
- * scripts/unitTests.ts leaves out (they spawn processes or are slow); under a minute here.
+ * scripts/unitTests.ts leaves out (they spawn processes or are slow).
  * TEST_TIMINGS=<file.json> records where a run's time went (per file and per test).
  */
 import fs from 'node:fs';

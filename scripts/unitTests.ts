@@ -40,6 +40,10 @@ export const NOT_UNIT: Record<string, string> = {
   'test/documents/uploads.test.ts': 'clamd',
   'test/signing/archive.test.ts': 'openssl (a timestamp authority), pdfsig, qpdf',
   'test/signing/seal.test.ts': 'openssl (a timestamp authority), pdfsig',
+  // Measured slow (TEST_TIMINGS, full SQLite run on a loaded 2-core machine)
+  'test/platform/badInput.test.ts': 'slow: 419 bad inputs over every operation (39 s)',
+  'test/platform/fuzz.test.ts': 'slow: a fuzz run over every operation (15 s)',
+  'test/webhooks/isolation.test.ts': 'slow: waits out a receiver that never answers (10 s)',
 };
 
 /** `file` is relative to the repository, with forward slashes (test/platform/keys.test.ts). */
