@@ -44,9 +44,13 @@ try {
 }
 const { port } = server.address() as AddressInfo;
 logger.info({ port, database: db.description }, `listening on http://localhost:${port}/v1`);
+// Signals are handled from the moment requests are: a SIGTERM right after the first answer still stops cleanly.
+let stopping = false;
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));
 await jobs.scheduleRecurring();
 await outbox.prepare();
-if (process.env.JOBS !== 'off') {
+if (process.env.JOBS !== 'off' && !stopping) {
   jobs.start(config.jobsPollMs);
   outbox.start(config.outboxPollMs);
   service.workers.start();
@@ -57,8 +61,6 @@ const workspaces = await db.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM wo
 if (Number(workspaces?.n ?? 0) === 0) {
   logger.info('no workspace yet: run `npm run demo` for a demo workspace and a ready-to-paste curl call');
 }
-
-let stopping = false;
 
 /** One shutdown step: exits with 1 (after logging `late`) when it takes longer than `ms`. */
 async function within<T>(ms: number, late: string, work: Promise<T>): Promise<T> {
@@ -98,5 +100,3 @@ async function shutdown(signal: string) {
   logger.flush();
   process.exit(0);
 }
-process.on('SIGTERM', () => void shutdown('SIGTERM'));
-process.on('SIGINT', () => void shutdown('SIGINT'));
