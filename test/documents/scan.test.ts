@@ -265,7 +265,18 @@ describe('documents: the upload scan', function () {
     });
 
     it('reports a stream over StreamMaxLength as ScannerUnavailable with the reason', async () => {
-      await rejectsUnavailable(scanStream(clamd!.config, chunksOf(new Uint8Array(STREAM_MAX * 3))), 'size-limit', /INSTREAM size limit exceeded/);
+      // clamd answers "size limit exceeded" and closes while we still write: usually the reply is read first, but
+      // under load the reset of our next write can reach the socket before the reply is read, and TCP then drops
+      // the unread reply. Either way the scan is unavailable and the message names StreamMaxLength.
+      await assert.rejects(scanStream(clamd!.config, chunksOf(new Uint8Array(STREAM_MAX * 3))), (err: unknown) => {
+        assert.ok(err instanceof ScannerUnavailable, `a ScannerUnavailable, got ${String(err)}`);
+        if (err.reason === 'size-limit') assert.match(err.message, /INSTREAM size limit exceeded/);
+        else {
+          assert.equal(err.reason, 'connection');
+          assert.match(err.message, /dropped the connection without a verdict \((ECONNRESET|EPIPE)\); clamd does this when a file is over its StreamMaxLength/);
+        }
+        return true;
+      });
     });
 
     it('times out a source that stalls mid-file, as ScannerUnavailable', async () => {
