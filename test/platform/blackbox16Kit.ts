@@ -101,7 +101,8 @@ export function blackbox16Service(database: TestDatabase) {
   /** A form post as the page makes it, with chosen fields (status, location, body). */
   const postForm = async (page: Page, from: string, action: string, fields: Record<string, string>, headers: Record<string, string> = { Origin: svc.origin }) => {
     const csrf = await csrfOf(page, from);
-    const res = await page.request.post(`${svc.origin}${action}`, { form: { _csrf: csrf, ...fields }, headers, maxRedirects: 0 });
+    // A connection of its own: a kept-alive one that the server closes as idle just as the post is sent ends in ECONNRESET (seen under load).
+    const res = await page.request.post(`${svc.origin}${action}`, { form: { _csrf: csrf, ...fields }, headers: { Connection: 'close', ...headers }, maxRedirects: 0 });
     return { status: res.status(), location: res.headers()['location'], body: await res.text() };
   };
   const callWith = (secret: string, op: string, body: unknown, headers: Record<string, string> = {}) =>
