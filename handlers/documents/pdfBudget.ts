@@ -34,7 +34,7 @@ interface Budget {
 
 let current: Budget | null = null;
 
-const mib = (n: number) => `${Math.round(n / 1048576)} MiB`;
+export const mib = (n: number) => `${Math.round(n / 1048576)} MiB`;
 
 function exceed(what: 'bytes' | 'objects', message: string): never {
   const err = new BudgetExceeded(what, message);

@@ -12,6 +12,7 @@
 import { Worker } from 'node:worker_threads';
 import type { GuardReply, GuardRequest } from './pdfGuardWorker.ts';
 import type { InspectMode, ParseLimits, PdfInspection } from './pdfInspect.ts';
+import { mib } from './pdfBudget.ts';
 
 const MiB = 1024 * 1024;
 
@@ -52,7 +53,6 @@ interface Thread {
   job: ((outcome: { result: PdfInspection } | { exit: string }) => void) | null;
 }
 
-const mib = (n: number) => `${Math.round(n / MiB)} MiB`;
 
 export class PdfGuard {
   private readonly idle: Thread[] = [];

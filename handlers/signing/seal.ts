@@ -4,7 +4,7 @@
  * (unsigned attribute of the CMS, PAdES B-T) when a timestamp authority is configured.
  */
 import { PDF } from '@libpdf/core';
-import { checkStoredPdf, PdfGuardBusy } from '../documents/pdf.ts';
+import { PdfGuardBusy } from '../documents/pdf.ts';
 import { assertUsableAt, type SealCertificate } from './certificate.ts';
 import { timestampAuthority, TimestampUnavailableError, type TimestampClientOptions } from './timestamp.ts';
 
@@ -32,13 +32,13 @@ export class SealError extends Error {
 // a chain from an operator's PKCS#12 can be longer, hence the per-certificate allowance.
 const BASE_CONTENTS = 16 * 1024;
 
-/** Seals `pdf`; the result starts with the unchanged input bytes. */
+/** Seals `pdf` (a PDF this service made, e.g. buildArchive's, from a checked original); the result starts with the unchanged input bytes. */
 export async function seal(pdf: Uint8Array, options: SealOptions): Promise<Uint8Array> {
   assertUsableAt(options.certificate, options.signedAt);
   let doc: PDF;
   try {
-    // The guarded parse first (a checking thread, the parse limits): a file that would exhaust them is refused here, not parsed below.
-    await checkStoredPdf(pdf, Number.MAX_SAFE_INTEGER);
+    // Not guarded again: the archive seals what buildArchive made, the original (which the PDF checker read
+    // before it was parsed there, within its limits) with the evidence pages this service wrote after it.
     doc = await PDF.load(pdf);
   } catch (err) {
     if (err instanceof PdfGuardBusy) throw err;
