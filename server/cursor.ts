@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
 import type { Database } from '../db/database.ts';
-import { serviceSecret } from '../db/queries/secrets.ts';
 import type { CatalogueEntry } from '../generated/catalogue.ts';
 import { document } from '../generated/document.ts';
 import { invalidInput } from './errors.ts';
+import { type Claims, signedTokens, TokenRefused } from './signedToken.ts';
 import { textProblem } from './validation.ts';
 
 /**
@@ -42,24 +42,11 @@ export const positionField = {
 } as const satisfies Record<string, FieldSpec>;
 
 const MAX_STRING = 2000;
-const MAC_BYTES = 16;
-const SECRET_NAME = 'cursor';
 
-// One secret per database (several services in one process each have theirs), read once.
-const keys = new WeakMap<Database, Promise<Buffer>>();
-function keyOf(db: Database): Promise<Buffer> {
-  let key = keys.get(db);
-  if (!key) {
-    key = serviceSecret(db.sql, SECRET_NAME, crypto.randomBytes(32).toString('base64url'), Date.now()).then((s) => Buffer.from(s, 'base64url'));
-    keys.set(db, key);
-    key.catch(() => keys.delete(db));
-  }
-  return key;
-}
+// The kernel's signed-token format under the `cursor` secret, for the purpose of the operation's id.
+const cursors = signedTokens('cursor', { maxLength: schemas.PageCursor.maxLength, expires: false });
 
 const bind = (filters: unknown) => crypto.createHash('sha256').update(JSON.stringify(filters)).digest('base64url').slice(0, 12);
-const mac = (key: Buffer, operationId: string, payload: string) =>
-  crypto.createHmac('sha256', key).update(`${operationId}\n${payload}`).digest().subarray(0, MAC_BYTES);
 
 const NOT_OURS = 'cursor is not a cursor this operation returned (it is malformed, was changed, or comes from another operation); send next_cursor exactly as received.';
 
@@ -79,16 +66,15 @@ function fieldProblem(name: string, spec: FieldSpec, value: unknown): string | n
 
 /**
  * An opaque paging cursor: the position after the last row, bound to the operation and to the
- * filters of the listing, authenticated with the deployment's secret (HMAC-SHA256), so a client can
- * hand it back but not make or change one.
+ * filters of the listing, signed with the deployment's `cursor` secret (server/signedToken.ts), so a
+ * client can hand it back but not make or change one.
  */
 export async function encodeCursor<S extends Shape>(scope: CursorScope, shape: S, position: Position<S>, filters: unknown): Promise<string> {
   for (const [k, spec] of Object.entries(shape)) {
     const problem = fieldProblem(k, spec, (position as Record<string, unknown>)[k]);
     if (problem) throw new Error(`encodeCursor(${scope.operation.id}): ${problem}`);
   }
-  const payload = Buffer.from(JSON.stringify({ ...position, f: bind(filters) })).toString('base64url');
-  return `${payload}.${mac(await keyOf(scope.db), scope.operation.id, payload).toString('base64url')}`;
+  return cursors.sign(scope.db, scope.operation.id, { ...(position as Record<string, string | number>), f: bind(filters) });
 }
 
 /**
@@ -97,20 +83,12 @@ export async function encodeCursor<S extends Shape>(scope: CursorScope, shape: S
  * invalid_input`; one from a listing with other filters too (`mismatch` says which must match).
  */
 export async function decodeCursor<S extends Shape>(scope: CursorScope, cursor: string, shape: S, filters: unknown, mismatch: string): Promise<Position<S>> {
-  const parts = cursor.split('.');
-  const [payload, tag] = parts;
-  if (parts.length !== 2 || !payload || !tag || !/^[A-Za-z0-9_-]+$/.test(payload) || !/^[A-Za-z0-9_-]+$/.test(tag)) throw invalidInput(NOT_OURS);
-  const given = Buffer.from(tag, 'base64url');
-  const expected = mac(await keyOf(scope.db), scope.operation.id, payload);
-  // Canonical text only: base64url ignores a last character's spare bits, so two tags could read alike.
-  if (given.length !== expected.length || given.toString('base64url') !== tag || !crypto.timingSafeEqual(given, expected)) throw invalidInput(NOT_OURS);
-  let state: Record<string, unknown>;
+  let state: Claims;
   try {
-    const parsed: unknown = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
-    state = parsed as Record<string, unknown>;
-  } catch {
-    throw invalidInput(NOT_OURS);
+    state = await cursors.verify(scope.db, scope.operation.id, cursor);
+  } catch (err) {
+    if (err instanceof TokenRefused) throw invalidInput(NOT_OURS);
+    throw err;
   }
   if (state.f !== bind(filters)) throw invalidInput(mismatch);
   const position: Record<string, unknown> = {};

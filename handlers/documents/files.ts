@@ -9,6 +9,7 @@
 import { encodeExtended } from 'content-disposition';
 import type { Sql } from '../../db/database.ts';
 import { newId } from '../../server/ids.ts';
+import type { SecretSource } from '../../server/signedToken.ts';
 import type { BlobStore } from '../../server/storage.ts';
 import { readToken, signToken } from './tokens.ts';
 
@@ -128,23 +129,23 @@ export interface DownloadGrant {
 
 /** A signed, expiring download URL of this service: GET (and HEAD) `/files/<token>`, attachment; default 15 min. */
 export async function downloadUrl(
-  sql: Sql,
+  source: SecretSource,
   baseUrl: string,
   file: StoredFile,
   now: number,
   opts?: { ttlMs?: number; filename?: string; grant?: DownloadGrant },
 ): Promise<{ url: string; expiresAt: number }> {
   const expiresAt = now + (opts?.ttlMs ?? DOWNLOAD_TTL_MS);
-  const claims: DownloadClaims = { w: file.workspaceId, f: file.id, e: expiresAt };
+  const claims: Omit<DownloadClaims, 'e'> = { w: file.workspaceId, f: file.id };
   if (opts?.filename !== undefined && opts.filename !== file.filename) claims.n = opts.filename;
   if (opts?.grant) Object.assign(claims, { o: opts.grant.operation, k: opts.grant.credentialId, m: opts.grant.memberId, r: opts.grant.role });
-  const token = await signToken(sql, 'download', { ...claims }, now);
+  const token = await signToken(source, 'download', { ...claims }, expiresAt);
   return { url: new URL(`/files/${token}`, baseUrl).toString(), expiresAt };
 }
 
 /** The claims of a download token this deployment issued, when it is still valid. */
-export function readDownloadToken(sql: Sql, token: string, now: number) {
-  return readToken<DownloadClaims>(sql, 'download', token, now);
+export function readDownloadToken(source: SecretSource, token: string, now: number) {
+  return readToken<DownloadClaims>(source, 'download', token, now);
 }
 
 // Bidirectional controls (U+202E makes "invoice\u202Efdp.exe" show as "invoiceexe.pdf"), C0/C1 controls

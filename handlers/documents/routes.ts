@@ -86,7 +86,7 @@ function pacedBody(req: IncomingMessage, pace: PartBodyPace): { body: Transform;
 /** Stores one part's body; the answer to send, or null when the client went away mid-body. */
 async function receivePart(deps: DocumentsDeps, token: string, req: IncomingMessage): Promise<Answer> {
   const { db, clock, storage, logger } = deps;
-  const read = await readToken<PartClaims>(db.sql, 'part', token, clock.now());
+  const read = await readToken<PartClaims>(db, 'part', token, clock.now());
   // Refusals before the body is read close the connection, so an unread body is not waited for.
   if (!read.ok) {
     return refusal(
@@ -243,7 +243,7 @@ async function sendFile(deps: DocumentsDeps, req: Request<{ token: string }>, re
   res.setHeader('Cache-Control', 'no-store');
   res.setHeader('Referrer-Policy', 'no-referrer');
   res.setHeader('X-Content-Type-Options', 'nosniff');
-  const token = await readDownloadToken(db.sql, req.params.token, clock.now());
+  const token = await readDownloadToken(db, req.params.token, clock.now());
   if (!token.ok) throw forbidden(token.why === 'expired' ? 'This download link has expired; ask for a new one.' : 'This is not a download link of this service (malformed or changed).');
   const { claims } = token;
   if (claims.o) {

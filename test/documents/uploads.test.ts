@@ -401,7 +401,7 @@ forEachDatabase('documents: uploads in parts', (svc) => {
 
 /** A live part URL of an upload that no longer takes parts (the operation refuses to make one): signed as the operation signs them. */
 async function partUrlUnchecked(svc: TestService, uploadId: string): Promise<string> {
-  const token = await signToken(svc.db.sql, 'part', { u: uploadId, p: 1, s: MiB, h: null, e: svc.clock.now() + 60_000 }, svc.clock.now());
+  const token = await signToken(svc.db, 'part', { u: uploadId, p: 1, s: MiB, h: null }, svc.clock.now() + 60_000);
   return `${svc.origin}/files/parts/${token}`;
 }
 
