@@ -1,14 +1,20 @@
 /**
- * The composition root: the platform (server/) with every namespace's module (handlers/). This is the
- * only file that knows the modules; adding a namespace is its document, its folder and one line here.
+ * The composition root: the kernel (server/) with every module (handlers/): the namespaces and the
+ * platform's features. This is the only file that knows the modules; adding one is its folder, one line
+ * here and, for a namespace, its part of the document.
  */
 import type { AnyOperationId } from './generated/catalogue.ts';
 import { analytics } from './handlers/analytics/index.ts';
+import { audit } from './handlers/audit/index.ts';
 import { automation } from './handlers/automation/index.ts';
 import { customers } from './handlers/customers/index.ts';
 import { discovery } from './handlers/discovery/index.ts';
 import { documents } from './handlers/documents/index.ts';
 import { inbox } from './handlers/inbox/index.ts';
+import { keys } from './handlers/keys/index.ts';
+import { mailbox } from './handlers/mailbox/index.ts';
+import { members } from './handlers/members/index.ts';
+import { signin } from './handlers/signin/index.ts';
 import { signing } from './handlers/signing/index.ts';
 import { webhooks } from './handlers/webhooks/index.ts';
 import { workspace } from './handlers/workspace/index.ts';
@@ -16,7 +22,11 @@ import { registerWorkspaceSections } from './server/admin.ts';
 import type { AnyServiceModule } from './server/module.ts';
 import { buildService, type ServiceDeps } from './server/service.ts';
 
-export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks, documents, signing] as const;
+/**
+ * The namespaces (each with its operations) and the platform features (members, keys, the audit log,
+ * sign-in by e-mail, the development mailbox: pages, jobs and commands without operations of their own).
+ */
+export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks, documents, signing, signin, members, keys, audit, mailbox] as const;
 
 // The modules' sections of the workspace file (`automations:`), for every caller of the admin functions.
 registerWorkspaceSections(modules.flatMap((m: AnyServiceModule) => (m.workspaceFile ? [m.workspaceFile] : [])));

@@ -6,7 +6,7 @@ export interface DbWorkspaceRow {
   id: string;
   name: string;
   auth_version: number;
-  /** Whether the workspace's API keys may be made and used (server/keys/keys.ts). */
+  /** Whether the workspace's API keys may be made and used (handlers/keys/pages.ts). */
   api_key_access: ApiKeyAccess;
   created_at: number;
 }

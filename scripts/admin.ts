@@ -16,10 +16,7 @@ import type { AdminDeps } from '../server/module.ts';
 import { skipOutboxEvent } from '../server/outbox.ts';
 import { listOutboxConsumers } from '../db/queries/outbox.ts';
 import { createSigninLink, revokeSession, SigninError } from '../server/signin.ts';
-import { mailAdmin } from '../server/mailer/admin.ts';
 import { formatTable } from './adminTable.ts';
-import { keysAdmin } from '../server/keys/admin.ts';
-import { auditAdmin } from '../server/auditLog/index.ts';
 import { connectionsAdmin } from '../server/mcp/connectionsAdmin.ts';
 import { limitsAdmin } from '../server/limitsAdmin.ts';
 
@@ -209,9 +206,6 @@ outbox
   );
 
 const adminDeps: AdminDeps = { withDb, clock: systemClock };
-mailAdmin(program, adminDeps);
-keysAdmin(program, adminDeps);
-auditAdmin(program, adminDeps);
 connectionsAdmin(program, adminDeps);
 limitsAdmin(program, adminDeps);
 for (const m of modules) m.admin?.(program, adminDeps);

@@ -1,5 +1,4 @@
 import { DEFAULT_DATABASE_URL } from '../db/database.ts';
-import { AUDIT_RETENTION_DAYS_DEFAULT } from './audit.ts';
 import { type EgressPolicy, egressPolicyFromEnv } from './egress.ts';
 import { type MailConfig, mailConfigFromEnv } from './mailer.ts';
 import { type StorageConfig, storageConfigFromEnv } from './storage.ts';
@@ -44,8 +43,6 @@ export interface ServiceConfig {
   jobsPollMs: number;
   /** Change events older than this (days, at least 30: webhook replay) are pruned once every consumer has passed them. */
   outboxRetentionDays: number;
-  /** Audit log entries older than this (days, at least 1; default 400) are deleted by the daily `audit.prune` job. */
-  auditRetentionDays: number;
   /**
    * Outbound HTTPS (webhook deliveries): public HTTPS on 443 only unless relaxed for test receivers
    * (EGRESS_ALLOWED_PORTS, EGRESS_ALLOW_DESTINATIONS, EGRESS_TEST_CA_FILE; see server/egress.ts).
@@ -131,7 +128,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     outboxPollMs: envNumber(env, 'OUTBOX_POLL_MS', 250, 10),
     jobsPollMs: envNumber(env, 'JOBS_POLL_MS', 1000, 10),
     outboxRetentionDays: envNumber(env, 'OUTBOX_RETENTION_DAYS', 30, 30),
-    auditRetentionDays: envNumber(env, 'AUDIT_RETENTION_DAYS', AUDIT_RETENTION_DAYS_DEFAULT, 1),
     egress: egressPolicyFromEnv(env),
     storage: storageConfigFromEnv(env),
     mail: mailConfigFromEnv(env),

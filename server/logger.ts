@@ -158,6 +158,6 @@ export function redactUrl(url: string, secretPrefixes: readonly string[] = [SIGN
 
 /**
  * The platform's paths whose rest is cut like a sign-in link: the authorization server's interaction
- * ids (server/oauth) and the development mailbox's mail ids (server/mailer/page.ts).
+ * ids (server/oauth) and the development mailbox's mail ids (handlers/mailbox/pages.ts).
  */
 const PLATFORM_SECRET_PREFIXES = ['/oauth/authorize/', '/oauth/consent/', '/mailbox/'];

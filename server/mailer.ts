@@ -44,26 +44,6 @@ export interface MailConfig {
   readonly smtp: SmtpSettings | null;
   /** The sender of every mail (`Name <address>`): MAIL_FROM. */
   readonly from: string;
-  /**
-   * Whether the development mailbox's page `/mailbox` exists (MAILBOX_PAGE `on`/`off`): never with SMTP;
-   * by default on in development and off with NODE_ENV=production, where only an operator turns it on.
-   */
-  readonly page: boolean;
-  /** Why the page is on or off, for the start log (`MAILBOX_PAGE=on`, `NODE_ENV=production`, …). */
-  readonly pageBecause: string;
-}
-
-/** MAILBOX_PAGE: `on` or `off`; unset means on unless NODE_ENV=production. */
-function mailboxPageFromEnv(env: ServiceEnv): { page: boolean; pageBecause: string } {
-  const raw = env.MAILBOX_PAGE?.trim();
-  if (raw) {
-    const set = raw.toLowerCase();
-    if (set !== 'on' && set !== 'off') throw new Error(`MAILBOX_PAGE must be on or off (got "${raw}")`);
-    const production = env.NODE_ENV?.trim() === 'production';
-    return { page: set === 'on', pageBecause: `MAILBOX_PAGE=${set}${production && set === 'on' ? ' with NODE_ENV=production' : ''}` };
-  }
-  const production = env.NODE_ENV?.trim() === 'production';
-  return { page: !production, pageBecause: production ? 'NODE_ENV=production' : 'NODE_ENV is not production' };
 }
 
 const DEFAULT_FROM = 'Workspace Operations <no-reply@localhost>';
@@ -121,29 +101,23 @@ function parseSmtpUrl(raw: string): SmtpSettings {
 export function mailConfigFromEnv(env: ServiceEnv): MailConfig {
   const smtpUrl = env.SMTP_URL?.trim();
   const from = env.MAIL_FROM?.trim();
-  const page = mailboxPageFromEnv(env);
-  if (!smtpUrl) return { smtp: null, from: from ? parseFrom(from) : DEFAULT_FROM, ...page };
+  if (!smtpUrl) return { smtp: null, from: from ? parseFrom(from) : DEFAULT_FROM };
   const smtp = parseSmtpUrl(smtpUrl);
   if (!from) throw new Error(`MAIL_FROM is required when SMTP_URL is set: the sender address of every mail, ${FROM_EXAMPLE}`);
-  return { smtp, from: parseFrom(from), page: false, pageBecause: 'SMTP_URL is set' };
+  return { smtp, from: parseFrom(from) };
 }
 
-/** One line for the start-up log: where mail goes and, for the mailbox, how to read it. */
-export function mailStartupLine(config: MailConfig): { level: 'info' | 'warn'; fields: Record<string, string>; message: string } {
+/** One line for the start-up log: where mail goes (the mailbox module says how to read the development mailbox). */
+export function mailStartupLine(config: MailConfig): { level: 'info'; fields: Record<string, string>; message: string } {
   if (config.smtp) {
     return { level: 'info', fields: { mail: 'smtp', smtp: config.smtp.display }, message: `mail: sent through SMTP at ${config.smtp.display} as ${config.from}` };
   }
-  const page = config.page
-    ? `the page /mailbox is on (${config.pageBecause}): owners and admins see their workspace’s mail (recipients, subjects, text) with links hidden, ` +
-      'except mail addressed to themselves, whose links work; MAILBOX_PAGE=off turns it off'
-    : `the page /mailbox is off (${config.pageBecause}); MAILBOX_PAGE=on turns it on`;
   return {
-    // A development page an operator turned on in production is said loudly.
-    level: config.page && config.pageBecause.endsWith('with NODE_ENV=production') ? 'warn' : 'info',
-    fields: { mail: 'development mailbox', mailbox_page: config.page ? 'on' : 'off' },
+    level: 'info',
+    fields: { mail: 'development mailbox' },
     message:
-      'mail: SMTP_URL is not set, so mail is NOT delivered: it goes to the development mailbox in the database, whose links act for their recipients. ' +
-      `Operators read it with \`npm run admin -- mail list\` and \`npm run admin -- mail show --id ml_...\`; ${page}; set SMTP_URL and MAIL_FROM to send real mail`,
+      'mail: SMTP_URL is not set, so mail is NOT delivered: it goes to the development mailbox in the database, whose links act for their recipients; ' +
+      'set SMTP_URL and MAIL_FROM to send real mail',
   };
 }
 

@@ -75,12 +75,18 @@ export interface AdminDeps {
 }
 
 /**
- * One namespace of the service (Backstage plugin, Medusa module): its handlers, typed from the
- * generated operations of that namespace, and where it has them its pages, lean endpoints, background
- * jobs, record-event consumers and admin commands. `app.ts` lists the modules; the platform never
- * imports one.
+ * One module of the service (Backstage plugin, Medusa module): a namespace of the document with its
+ * handlers, typed from the generated operations of that namespace, or a platform feature (members,
+ * API keys, the audit log, sign-in by e-mail, the development mailbox) with no operations; and where it
+ * has them its pages, lean endpoints, background jobs, record-event consumers, settings, migrations and
+ * admin commands. `app.ts` lists the modules; the kernel (server/) never imports one.
  */
 export interface ServiceModule<NS extends string = string, Settings = undefined> {
+  /**
+   * Its name: the namespace of its operations (`customers`: `customers.CreateDeal`), and the prefix of
+   * its jobs, workers, consumers and event kinds. A feature without operations has a name too
+   * (`members`), and `handlers: {}` (tsc checks that no operation of the document has that namespace).
+   */
   readonly namespace: NS;
   /**
    * Its operations' handlers: the map itself, or a function of the module's dependencies that makes it

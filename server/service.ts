@@ -7,11 +7,6 @@ import type { ServiceConfig } from './config.ts';
 import { EgressClient } from './egress.ts';
 import { JobRunner } from './jobs.ts';
 import { createMailer, mailStartupLine, pruneMailboxJob } from './mailer.ts';
-import { MAILBOX_CSS, mailboxNavigation, mailboxRoutes } from './mailer/page.ts';
-import { MEMBERS_CSS, membersNavigation, membersRoutes } from './members/index.ts';
-import { KEYS_CSS, keysNavigation, keysRoutes } from './keys/index.ts';
-import { AUDIT_CSS, auditNavigation, auditRoutes, pruneAuditJob } from './auditLog/index.ts';
-import { emailSigninRoutes } from './signin/byEmail.ts';
 import { consentRoutes } from './mcp/consent.ts';
 import { connectionsNavigation, connectionsRoutes, MCP_CSS } from './mcp/connectionsPage.ts';
 import { createOAuthServer } from './oauth/index.ts';
@@ -68,31 +63,16 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
   for (const m of modules) Object.assign(handlers, typeof m.handlers === 'function' ? (m.handlers as (deps: ModuleDeps) => object)(moduleDeps(m)) : m.handlers);
-  // The development mailbox's pages exist only while mail stays in it (no SMTP_URL), and not in production unless MAILBOX_PAGE=on.
-  const mailbox = mailer.kind === 'mailbox' && deps.config.mail.page;
   platform.pages.compose(deps, [
     ...modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })),
-    ...(mailbox ? [{ navigation: mailboxNavigation, stylesheet: MAILBOX_CSS }] : []),
-    { navigation: membersNavigation, stylesheet: MEMBERS_CSS },
-    { navigation: keysNavigation, stylesheet: KEYS_CSS },
     { navigation: connectionsNavigation, stylesheet: MCP_CSS },
-    { navigation: auditNavigation, stylesheet: AUDIT_CSS },
   ]);
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps(m)));
-  if (mailbox) platform.mount(mailboxRoutes(platform.pages, deps.db));
-  // Sign-in by e-mail (GET and POST /signin): links mailed to members.
-  platform.mount(emailSigninRoutes({ ...deps, pages: platform.pages, mailer, baseUrl: deps.config.publicUrl }));
-  // The Members settings page and the invitation links (/signin/invite/<token>).
-  platform.mount(membersRoutes({ ...deps, pages: platform.pages, mailer, baseUrl: deps.config.publicUrl }));
-  // The API keys settings page.
-  platform.mount(keysRoutes({ ...deps, pages: platform.pages }));
   // Agent access: the OAuth server's routes (/oauth/*, its discovery documents), its consent page
   // (/oauth/consent/<uid>) and the agent connections settings page.
   platform.mount(oauth.routes());
   platform.mount(consentRoutes({ ...deps, pages: platform.pages, credentials: platform.credentials, oauth }));
   platform.mount(connectionsRoutes({ ...deps, pages: platform.pages, oauth }));
-  // The audit log's page (/settings/audit, owners and admins).
-  platform.mount(auditRoutes({ db: deps.db, pages: platform.pages }));
   // `GET /`, scoped links, and the HTML 404 / 405 pages outside /v1: after every module's pages.
   platform.mount(platform.pages.routes());
   platform.finish();
@@ -124,7 +104,6 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers, { onCommit: (sql) => jobs.committed(sql) });
   jobs.define('mailbox.prune', pruneMailboxJob(deps.db, deps.clock, deps.logger));
   jobs.define('outbox.prune', pruneOutboxJob(deps.db, deps.clock, deps.logger, deps.config.outboxRetentionDays * 86_400_000));
-  jobs.define('audit.prune', pruneAuditJob(deps.db, deps.clock, deps.logger, deps.config.auditRetentionDays));
   jobs.define('oauth.prune', oauth.pruneJob());
 
   const loops: Record<string, BackgroundWorker> = {};

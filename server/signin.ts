@@ -1,7 +1,7 @@
 /**
  * One-time sign-in links and member sessions, for pages the service serves to people (the analytics
  * dashboard now; webhook approval and the signer's page later). A member asks for a link on the sign-in
- * page (server/signin/byEmail.ts: it is mailed), or an operator mints one (`npm run admin -- signin-link`,
+ * page (handlers/signin/byEmail.ts: it is mailed), or an operator mints one (`npm run admin -- signin-link`,
  * for operators and the first start); opening it once starts a 12-hour session held in the
  * `wso_session` cookie, which the /v1 platform accepts as a member credential (credentials.ts).
  */

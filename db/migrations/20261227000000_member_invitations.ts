@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * Invitations to join a workspace (server/members/): an owner or admin invites an e-mail address with a
+ * Invitations to join a workspace (handlers/members/): an owner or admin invites an e-mail address with a
  * role; the mailed link `/signin/invite/<token>` carries a 256-bit token of which only the SHA-256 is
  * stored. Valid 7 days, used once (`used_at`, with the member it created), or revoked before.
  */

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * API keys on the settings page (server/keys/): when a key was last used (`api_keys.last_used_at`,
+ * API keys on the settings page (handlers/keys/): when a key was last used (`api_keys.last_used_at`,
  * written by the credentials path at most once a minute per key, null until then), and whether the
  * operator lets a workspace use API keys (`workspaces.api_key_access`: `on`, `off` (no new keys,
  * existing ones work) or `stopped` (no new keys, and existing ones are refused with 403)).

@@ -1,4 +1,4 @@
-/** Members and invitations of a workspace, for the Members settings page (server/members/). */
+/** Members and invitations of a workspace, for the Members settings page (handlers/members/). */
 import type { Sql } from '../database.ts';
 import type { DbMemberRow, MemberRole } from '../rows.ts';
 

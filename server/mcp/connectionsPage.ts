@@ -18,7 +18,7 @@ import type { MemberRole } from '../../db/rows.ts';
 import { AdminError } from '../admin.ts';
 import type { Clock } from '../clock.ts';
 import type { ServiceConfig } from '../config.ts';
-import { grantsInWords, namespaceLabel, resourcesInWords } from '../keys/words.ts';
+import { grantsInWords, namespaceLabel, resourcesInWords } from '../pages/grantWords.ts';
 import type { OAuthServer } from '../oauth/index.ts';
 import type { MemberPage, NavEntry, PageKit } from '../pages.ts';
 import { timeInWords } from '../pages/format.ts';

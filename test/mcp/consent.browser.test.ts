@@ -177,7 +177,7 @@ for (const database of databases) {
       const href = await page.locator('a:has-text("Sign in")').getAttribute('href');
       assert.equal(href, `/signin?next=${encodeURIComponent(`/oauth/consent/${uid}`)}`);
       await page.screenshot({ path: path.join(shots, `consent-1-signed-out-${database.name}.png`), fullPage: true });
-      // The sign-in form keeps next (server/signin/byEmail.ts); the mailed link for it, opened here, comes back.
+      // The sign-in form keeps next (handlers/signin/byEmail.ts); the mailed link for it, opened here, comes back.
       await page.locator('a:has-text("Sign in")').click();
       assert.equal(await page.locator('input[name="next"]').inputValue(), `/oauth/consent/${uid}`);
       const { url } = await createSigninLink(svc.db, svc.clock, { workspaceId: ws.workspace_id, memberId: ws.members.ada!, next: `/oauth/consent/${uid}`, baseUrl: svc.origin });

@@ -1,5 +1,5 @@
 /**
- * The audit log (server/audit.ts, server/auditLog/): every action of the design said in words by the one
+ * The audit log (server/audit.ts, handlers/audit/): every action of the design said in words by the one
  * describer the page and the CLI share (an unknown action generically, never a crash on odd details);
  * key and member changes made through server/admin.ts and the CLI's session revoke are recorded in their
  * transaction; the `audit.prune` job deletes entries older than AUDIT_RETENTION_DAYS (injected clock); the
@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { type AuditActor, describeAction, OPERATOR, readAudit, recordAudit } from '../../server/audit.ts';
-import { loadConfig } from '../../server/config.ts';
+import { auditSettings } from '../../handlers/audit/index.ts';
 import { revokeSession } from '../../server/signin.ts';
 import { admin } from '../support/cli.ts';
 import { acme } from '../support/fixtures.ts';
@@ -61,9 +61,9 @@ describe('the audit describer', () => {
   });
 
   it('reads AUDIT_RETENTION_DAYS (400 by default, at least 1)', () => {
-    assert.equal(loadConfig({}).auditRetentionDays, 400);
-    assert.equal(loadConfig({ AUDIT_RETENTION_DAYS: '30' }).auditRetentionDays, 30);
-    assert.throws(() => loadConfig({ AUDIT_RETENTION_DAYS: '0' }), /AUDIT_RETENTION_DAYS must be a number >= 1/);
+    assert.equal(auditSettings({}).retentionDays, 400);
+    assert.equal(auditSettings({ AUDIT_RETENTION_DAYS: '30' }).retentionDays, 30);
+    assert.throws(() => auditSettings({ AUDIT_RETENTION_DAYS: '0' }), /AUDIT_RETENTION_DAYS must be a number >= 1/);
   });
 });
 

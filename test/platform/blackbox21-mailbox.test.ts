@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import type { WorkspaceSpec } from '../../server/admin.ts';
+import { mailboxSettings, mailboxStartupLine } from '../../handlers/mailbox/index.ts';
 import { mailConfigFromEnv, mailStartupLine } from '../../server/mailer.ts';
 import { listMailbox, MailboxMailer, readMailbox } from '../../server/mailer/mailbox.ts';
 import { createSigninLink } from '../../server/signin.ts';
@@ -179,31 +180,32 @@ forEachDatabase('Issue 21: the development mailbox shows no one a live link addr
 
 describe('Issue 21: the mailbox page in production', () => {
   it('is off with NODE_ENV=production unless MAILBOX_PAGE=on, on in development unless MAILBOX_PAGE=off; never with SMTP; a bad value is a readable error', () => {
-    assert.equal(mailConfigFromEnv({}).page, true);
-    assert.equal(mailConfigFromEnv({ NODE_ENV: 'development' }).page, true);
-    assert.equal(mailConfigFromEnv({ NODE_ENV: 'production' }).page, false);
-    assert.equal(mailConfigFromEnv({ NODE_ENV: 'production', MAILBOX_PAGE: 'on' }).page, true);
-    assert.equal(mailConfigFromEnv({ MAILBOX_PAGE: 'off' }).page, false);
-    assert.equal(mailConfigFromEnv({ NODE_ENV: 'production', MAILBOX_PAGE: 'on', SMTP_URL: 'smtps://mail.example.com', MAIL_FROM: 'a@b.example' }).page, false);
-    assert.throws(() => mailConfigFromEnv({ MAILBOX_PAGE: 'yes please' }), /MAILBOX_PAGE must be on or off \(got "yes please"\)/);
+    assert.equal(mailboxSettings({}).page, true);
+    assert.equal(mailboxSettings({ NODE_ENV: 'development' }).page, true);
+    assert.equal(mailboxSettings({ NODE_ENV: 'production' }).page, false);
+    assert.equal(mailboxSettings({ NODE_ENV: 'production', MAILBOX_PAGE: 'on' }).page, true);
+    assert.equal(mailboxSettings({ MAILBOX_PAGE: 'off' }).page, false);
+    assert.equal(mailboxStartupLine(mailboxSettings({ NODE_ENV: 'production', MAILBOX_PAGE: 'on' }), true).fields.mailbox_page, 'off', 'never with SMTP');
+    assert.throws(() => mailboxSettings({ MAILBOX_PAGE: 'yes please' }), /MAILBOX_PAGE must be on or off \(got "yes please"\)/);
   });
 
   it('says at start whether the page is on and what it shows', () => {
-    const off = mailStartupLine(mailConfigFromEnv({ NODE_ENV: 'production' }));
+    assert.match(mailStartupLine(mailConfigFromEnv({ NODE_ENV: 'production' })).message, /mail is NOT delivered: it goes to the development mailbox/);
+    const off = mailboxStartupLine(mailboxSettings({ NODE_ENV: 'production' }), false);
     assert.equal(off.fields.mailbox_page, 'off');
-    assert.match(off.message, /mail is NOT delivered: it goes to the development mailbox.*npm run admin -- mail list/);
+    assert.match(off.message, /npm run admin -- mail list/);
     assert.match(off.message, /the page \/mailbox is off \(NODE_ENV=production\); MAILBOX_PAGE=on turns it on/);
-    const on = mailStartupLine(mailConfigFromEnv({ NODE_ENV: 'production', MAILBOX_PAGE: 'on' }));
+    const on = mailboxStartupLine(mailboxSettings({ NODE_ENV: 'production', MAILBOX_PAGE: 'on' }), false);
     assert.equal(on.fields.mailbox_page, 'on');
     assert.equal(on.level, 'warn', 'a development page turned on in production is said loudly');
-    assert.equal(mailStartupLine(mailConfigFromEnv({})).level, 'info');
+    assert.equal(mailboxStartupLine(mailboxSettings({}), false).level, 'info');
     assert.match(on.message, /the page \/mailbox is on \(MAILBOX_PAGE=on with NODE_ENV=production\): owners and admins see their workspace’s mail \(recipients, subjects, text\) with links hidden, except mail addressed to themselves/);
   });
 
   for (const database of databases) {
     it(`has no /mailbox page and no navigation entry in production without MAILBOX_PAGE [${database.name}]`, async function () {
       this.timeout(30_000);
-      const svc = await startTestService(database.url(), { mail: mailConfigFromEnv({ NODE_ENV: 'production' }) });
+      const svc = await startTestService(database.url(), { env: { NODE_ENV: 'production' } });
       try {
         const ws = await svc.apply(uniqueAcme('prod'));
         const olga = new Visitor(svc);

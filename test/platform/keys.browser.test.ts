@@ -1,5 +1,5 @@
 /**
- * The API keys settings page (server/keys/) in headless Chromium, on both databases: the list in words
+ * The API keys settings page (handlers/keys/) in headless Chromium, on both databases: the list in words
  * (grants, delegation, last used), creating a key with chosen grants (the secret shown once, copied
  * with the button, then an allowed and a refused call with it through the generated client), replace
  * (both keys work until the old one is revoked), revoke (next call 401), delegation none / selected /

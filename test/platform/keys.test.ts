@@ -1,5 +1,5 @@
 /**
- * API keys from the operator's side (server/admin.ts, server/keys/admin.ts), on both databases: the
+ * API keys from the operator's side (server/admin.ts, handlers/keys/admin.ts), on both databases: the
  * audit entries of the admin functions (workspace.created once per file, member.added, member.disabled,
  * key.created / revoked / replaced with the operator as actor, never a secret), the workspace file's
  * `workspace: {api_keys: off}`, and the CLI's `workspace api-keys` and `key delegation` from another

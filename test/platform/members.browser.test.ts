@@ -1,5 +1,5 @@
 /**
- * The Members settings page (server/members/) in headless Chromium, on both databases: an owner invites
+ * The Members settings page (handlers/members/) in headless Chromium, on both databases: an owner invites
  * a person (the mail read from a real SMTP server started here), the person opens the link (a GET or
  * HEAD of it changes nothing), joins with their name and lands signed in; a role change and a disable
  * end only those members' sessions; the refusals (last owner, oneself, an admin against an owner); a

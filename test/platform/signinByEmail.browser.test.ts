@@ -1,5 +1,5 @@
 /**
- * Sign-in by e-mail (server/signin/byEmail.ts): a signed-out person is pointed from a member page to
+ * Sign-in by e-mail (handlers/signin/byEmail.ts): a signed-out person is pointed from a member page to
  * GET /signin, enters their address in headless Chromium, and the one-time link is read from a real
  * SMTP server started by the test; opening it signs them in and lands on `next`, once. Unknown
  * addresses get the same page and no mail; the per-address and per-client limits (fake clock) answer
@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
 import type { ApplyResult } from '../../server/admin.ts';
 import { mailConfigFromEnv } from '../../server/mailer.ts';
-import { SIGNIN_LIMITS } from '../../server/signin/byEmail.ts';
+import { SIGNIN_LIMITS } from '../../handlers/signin/byEmail.ts';
 import { announceBrowser, launchBrowser } from '../support/browser.ts';
 import { acme } from '../support/fixtures.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';

@@ -1,8 +1,8 @@
 /** `npm run admin -- mail list | show`: operators read the whole development mailbox, every mail with its live links (the page `/mailbox` hides links in mail not addressed to its viewer). */
 import type { Command } from 'commander';
-import { AdminError } from '../admin.ts';
-import type { AdminDeps } from '../module.ts';
-import { listMailbox, readMailbox } from './mailbox.ts';
+import { AdminError } from '../../server/admin.ts';
+import type { AdminDeps } from '../../server/module.ts';
+import { listMailbox, readMailbox } from '../../server/mailer/mailbox.ts';
 
 function limitOf(raw: string): number {
   const n = Number(raw);

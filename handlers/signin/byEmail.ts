@@ -22,12 +22,12 @@ import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import { deleteIdleSigninFormBuckets, findActiveMembersByEmail, takeSigninFormToken } from '../../db/queries/signinByEmail.ts';
-import type { Clock } from '../clock.ts';
-import { sha256Hex } from '../ids.ts';
-import { isMailAddress, type Mailer, mailTemplates } from '../mailer.ts';
-import { isLocalPath, type PageKit } from '../pages.ts';
-import { signedOutForms } from '../pages/signedOutForms.ts';
-import { createSigninLink, LINK_TTL_MS } from '../signin.ts';
+import type { Clock } from '../../server/clock.ts';
+import { sha256Hex } from '../../server/ids.ts';
+import { isMailAddress, type Mailer, mailTemplates } from '../../server/mailer.ts';
+import { isLocalPath, type PageKit } from '../../server/pages.ts';
+import { signedOutForms } from '../../server/pages/signedOutForms.ts';
+import { createSigninLink, LINK_TTL_MS } from '../../server/signin.ts';
 
 const HOUR_US = 3_600_000_000;
 /** Requests per hour: per client address, per e-mail address. */

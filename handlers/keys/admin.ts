@@ -6,8 +6,8 @@
  */
 import type { Command } from 'commander';
 import type { ApiKeyAccess } from '../../db/rows.ts';
-import { AdminError, changeDelegation, setApiKeyAccess } from '../admin.ts';
-import type { AdminDeps } from '../module.ts';
+import { AdminError, changeDelegation, setApiKeyAccess } from '../../server/admin.ts';
+import type { AdminDeps } from '../../server/module.ts';
 
 /** The group named `name` of the program, made when no other file made it yet. */
 const group = (program: Command, name: string, description: string) =>

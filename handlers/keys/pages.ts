@@ -19,14 +19,14 @@ import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import { listWorkspaceMembers } from '../../db/queries/credentials.ts';
-import { AdminError, apiKeyAccessOf, changeDelegation, createKey, type DelegationSpec, grantableResourceTypes, keysRefusal, listBundles, listKeys, replaceKey, revokeKey } from '../admin.ts';
-import type { AuditActor } from '../audit.ts';
-import type { Clock } from '../clock.ts';
-import type { MemberPage, NavEntry, PageKit } from '../pages.ts';
-import { timeInWords } from '../pages/format.ts';
-import { bidiControlProblem } from '../text.cjs';
-import { ChooserRefusal as Refusal, delegationFromForm, operationsFromForm, resourcesFromForm } from './chooser.ts';
-import { delegationInWords, grantsInWords, operationChoices, resourceLabel, resourcesInWords } from './words.ts';
+import { AdminError, apiKeyAccessOf, changeDelegation, createKey, type DelegationSpec, grantableResourceTypes, keysRefusal, listBundles, listKeys, replaceKey, revokeKey } from '../../server/admin.ts';
+import type { AuditActor } from '../../server/audit.ts';
+import type { Clock } from '../../server/clock.ts';
+import type { MemberPage, NavEntry, PageKit } from '../../server/pages.ts';
+import { timeInWords } from '../../server/pages/format.ts';
+import { bidiControlProblem } from '../../server/text.cjs';
+import { ChooserRefusal as Refusal, delegationChooserHtml, delegationFromForm, grantsChooserHtml, operationsFromForm, resourcesFromForm } from '../../server/pages/grants.ts';
+import { delegationInWords, grantsInWords, operationChoices, resourceLabel, resourcesInWords } from '../../server/pages/grantWords.ts';
 
 export const KEYS_PATH = '/settings/keys';
 const COPY_JS_PATH = '/assets/keys-copy.js';
@@ -111,8 +111,9 @@ export function keysRoutes(options: KeysOptions): express.Router {
         accessRefusal: access === 'on' ? '' : keysRefusal(access),
         active: view.filter((k) => !k.revoked),
         revoked: view.filter((k) => k.revoked),
-        namespaces: operationChoices(),
-        resourceTypes: types.map((t) => ({ type: t, label: resourceLabel(t) })),
+        // The page kit's grants chooser (shared with the MCP consent page).
+        grantsHtml: grantsChooserHtml({ resourceTypes: types }),
+        delegationHtml: delegationChooserHtml,
         members: members.filter((m) => m.disabled_at === null).map((m) => ({ id: m.id, name: m.name, role: m.role })),
         bundles: bundles.map((b) => ({ id: b.id, name: b.name, domain: b.domain, key: b.collect_key ?? '' })),
       }),

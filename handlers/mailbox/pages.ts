@@ -12,8 +12,8 @@ import type express from 'express';
 import type { Request, Response } from 'express';
 import type { Database } from '../../db/database.ts';
 import { findWorkspaceMember } from '../../db/queries/members.ts';
-import type { MemberPage, NavEntry, PageKit } from '../pages.ts';
-import { listMailbox, type MailboxSummary, readMailbox } from './mailbox.ts';
+import type { MemberPage, NavEntry, PageKit } from '../../server/pages.ts';
+import { listMailbox, type MailboxSummary, readMailbox } from '../../server/mailer/mailbox.ts';
 
 export const MAILBOX_PATH = '/mailbox';
 const SHOWN = 100;

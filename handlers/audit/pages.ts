@@ -16,10 +16,10 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import { findAuditRow } from '../../db/queries/audit.ts';
-import { AUDIT_FAMILIES, type AuditFamily, isAuditFamily, pruneAudit, readAudit } from '../audit.ts';
-import type { Clock } from '../clock.ts';
-import type { JobDefinition } from '../jobs.ts';
-import type { NavEntry, PageKit } from '../pages.ts';
+import { AUDIT_FAMILIES, type AuditFamily, isAuditFamily, pruneAudit, readAudit } from '../../server/audit.ts';
+import type { Clock } from '../../server/clock.ts';
+import type { JobDefinition } from '../../server/jobs.ts';
+import type { NavEntry, PageKit } from '../../server/pages.ts';
 
 export const AUDIT_PATH = '/settings/audit';
 /** Entries per page. */
@@ -104,4 +104,4 @@ export function pruneAuditJob(db: Database, clock: Clock, logger: Logger, retent
   };
 }
 
-export { auditAdmin } from './admin.ts';
+

@@ -1,5 +1,5 @@
 /**
- * The grants chooser of the API keys page, shared with the MCP consent page (server/mcp/consent.ts):
+ * The grants chooser of the page kit (the API keys page, the MCP consent page):
  * operations per namespace (none, all of it, or single operations), access per resource type, and
  * whom the credential may act for (`Service-Act-As`: nobody, selected members, every member). Its
  * markup is `pages/_grants.eta` and `pages/_delegation.eta`; what a posted form chose is read by the
@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Eta } from 'eta';
 import type { Access } from '../../generated/catalogue.ts';
 import type { DelegationSpec } from '../admin.ts';
-import { operationChoices, resourceLabel } from './words.ts';
+import { operationChoices, resourceLabel } from './grantWords.ts';
 
 /** A form's choice the page refuses, in words (shown on the page, never a 500). */
 export class ChooserRefusal extends Error {}
@@ -76,7 +76,7 @@ export function selectionFromForm(body: Body): ChooserSelection {
   return { modes, ops: formStrings(body.op), res: formStrings(body.res) };
 }
 
-const eta = new Eta({ views: fileURLToPath(new URL('./pages', import.meta.url)), autoEscape: true, autoTrim: false });
+const eta = new Eta({ views: fileURLToPath(new URL('./templates', import.meta.url)), autoEscape: true, autoTrim: false });
 
 /** The operations and resources fieldsets (one per namespace, then the resource table), for a form of another page. */
 export function grantsChooserHtml(data: { resourceTypes: readonly string[]; selected?: ChooserSelection; namespaces?: ReadonlyArray<ReturnType<typeof operationChoices>[number]> }): string {
@@ -88,6 +88,6 @@ export function grantsChooserHtml(data: { resourceTypes: readonly string[]; sele
 }
 
 /** The delegation choice (nobody / selected members / every member), for a form of another page. */
-export function delegationChooserHtml(data: { members: ReadonlyArray<{ id: string; name: string; role: string }>; mode?: 'none' | 'selected' | 'all'; delegates?: readonly string[]; noun?: string }): string {
-  return eta.render('./_delegation', { prefix: 'chooser', mode: data.mode ?? 'none', delegates: data.delegates ?? [], members: data.members, noun: data.noun ?? 'key' });
+export function delegationChooserHtml(data: { prefix?: string; members: ReadonlyArray<{ id: string; name: string; role: string }>; mode?: 'none' | 'selected' | 'all'; delegates?: readonly string[]; noun?: string }): string {
+  return eta.render('./_delegation', { prefix: data.prefix ?? 'chooser', mode: data.mode ?? 'none', delegates: data.delegates ?? [], members: data.members, noun: data.noun ?? 'key' });
 }

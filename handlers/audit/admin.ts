@@ -1,9 +1,9 @@
 /** `npm run admin -- audit list`: a workspace's audit log for the operator, in the page's words. */
 import type { Command } from 'commander';
 import { findAuditRow } from '../../db/queries/audit.ts';
-import { AdminError } from '../admin.ts';
-import { AUDIT_FAMILIES, isAuditFamily, readAudit } from '../audit.ts';
-import type { AdminDeps } from '../module.ts';
+import { AdminError } from '../../server/admin.ts';
+import { AUDIT_FAMILIES, isAuditFamily, readAudit } from '../../server/audit.ts';
+import type { AdminDeps } from '../../server/module.ts';
 
 const ACTION_PREFIX = /^[a-z][a-z_.]{0,63}$/;
 
