@@ -6,6 +6,12 @@
  * `npm run test:unit` (`--unit`): the inner loop, SQLite only, without the browser suites and the files
  * scripts/unitTests.ts leaves out (they spawn processes or are slow).
  * TEST_TIMINGS=<file.json> records where a run's time went (per file and per test).
+ *
+ * Files run in parallel, TEST_JOBS at a time (default 2), each in a mocha worker process (mocha's
+ * parallel mode: a file's tests stay in order in one process; a process runs several files one after
+ * another). The files that take longest start first (browser suites and those that spawn processes or
+ * build), so no long one is left for the end. TEST_JOBS=1 runs every file in this process, in name
+ * order, as does a run of named files or with TEST_TIMINGS (whose per-file wall times need it).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -35,8 +41,19 @@ if (!pgTarget.url && process.env.REQUIRE_POSTGRES) {
 if (pgTarget.url) process.env.TEST_POSTGRES_URL = pgTarget.url;
 else delete process.env.TEST_POSTGRES_URL;
 
-const mocha = new Mocha({ timeout: 20_000, reporter: 'spec', ...(process.env.TEST_GREP ? { grep: process.env.TEST_GREP } : {}) });
-const files = named.length
+const requestedJobs = Number(process.env.TEST_JOBS ?? 2);
+if (!Number.isInteger(requestedJobs) || requestedJobs < 1) {
+  console.error(`TEST_JOBS must be a whole number of at least 1, not ${process.env.TEST_JOBS}.`);
+  process.exit(2);
+}
+const jobs = named.length || process.env.TEST_TIMINGS ? 1 : requestedJobs;
+const mocha = new Mocha({
+  timeout: 20_000,
+  reporter: 'spec',
+  ...(process.env.TEST_GREP ? { grep: process.env.TEST_GREP } : {}),
+  ...(jobs > 1 ? { parallel: true, jobs } : {}),
+});
+const sorted = named.length
   ? named
   : (fs.readdirSync(path.join(root, 'test'), { recursive: true }) as string[])
       .filter((f) => f.endsWith('.test.ts'))
@@ -44,8 +61,9 @@ const files = named.length
       .filter((f) => !unit || isUnitTest(f))
       .sort()
       .map((f) => path.join(root, f));
+const files = jobs > 1 ? longestFirst(sorted) : sorted;
 for (const f of files) mocha.addFile(path.resolve(f));
-await mocha.loadFilesAsync();
+if (jobs === 1) await mocha.loadFilesAsync();
 
 const started = Date.now();
 const runner = mocha.run();
@@ -53,13 +71,24 @@ if (process.env.TEST_TIMINGS) recordTimings(runner, process.env.TEST_TIMINGS);
 runner.on('end', () => {
   const s = runner.stats!;
   console.log('');
-  if (unit) console.log(`Unit set: ${files.length} files (scripts/unitTests.ts), SQLite only, ${Math.round((Date.now() - started) / 1000)} s.`);
+  if (unit) console.log(`Unit set: ${files.length} files (scripts/unitTests.ts), SQLite only.`);
+  console.log(`${files.length} files, ${jobs === 1 ? 'one at a time' : `${jobs} at a time (TEST_JOBS)`}, ${Math.round((Date.now() - started) / 1000)} s.`);
   console.log(`Databases: SQLite${pgTarget.url ? ' and PostgreSQL' : ''}.`);
   if (!pgTarget.url) console.log(`PostgreSQL pass DID NOT RUN: ${pgTarget.why}. Set TEST_POSTGRES_URL to a reachable database.`);
   console.log(`${s.passes} passed, ${s.failures} failed, ${s.pending} skipped`);
   process.exitCode = s.failures > 0 || s.passes === 0 ? 1 : 0;
   setTimeout(() => process.exit(process.exitCode), 200).unref();
 });
+
+/**
+ * The files in the order a parallel run starts them: the slow kinds first (those that launch Chromium,
+ * build, or spawn the CLI, the service or a daemon: scripts/unitTests.ts lists them), then the rest;
+ * by name within each kind.
+ */
+function longestFirst(all: string[]): string[] {
+  const slow = (f: string) => !isUnitTest(path.relative(root, f).split(path.sep).join('/'));
+  return [...all.filter(slow), ...all.filter((f) => !slow(f))];
+}
 
 /**
  * TEST_TIMINGS=<file.json>: writes where the run's time went: per test file the wall time of its
