@@ -148,11 +148,14 @@ export async function releaseAll(sql: Sql, t: LeaseColumns, owner: string, where
  * When failed work is tried again:
  * - `exponential`: `baseMs` after the first failure, doubling, at most `capMs`, measured from now.
  * - `offsets`: attempt k+1 is due `offsetsMs[k]` after the first attempt, later by up to `jitter` (a
- *   fraction, e.g. 0.1) of the gap since the previous offset; after the last offset there is none.
+ *   fraction, e.g. 0.1) of the gap since the previous offset, and never sooner than `minGap` (a
+ *   fraction) of that gap from now (when an attempt ran late, after a deferral or a long
+ *   `Retry-After`, the next offsets may be past: they do not fire back to back); after the last
+ *   offset there is none.
  */
 export type BackoffSchedule =
   | { readonly kind: 'exponential'; readonly baseMs: number; readonly capMs: number }
-  | { readonly kind: 'offsets'; readonly offsetsMs: readonly number[]; readonly jitter?: number };
+  | { readonly kind: 'offsets'; readonly offsetsMs: readonly number[]; readonly jitter?: number; readonly minGap?: number };
 
 /** The schedule of jobs (1 s doubling to 1 h). */
 export const JOB_BACKOFF: BackoffSchedule = { kind: 'exponential', baseMs: 1000, capMs: 3_600_000 };
@@ -169,7 +172,8 @@ export function nextAttempt(schedule: BackoffSchedule, failures: number, at: { n
   const offset = schedule.offsetsMs[failures];
   if (offset === undefined) return null;
   const gap = offset - (schedule.offsetsMs[failures - 1] ?? 0);
-  return (at.firstAt ?? at.now) + offset + Math.floor(random() * gap * (schedule.jitter ?? 0));
+  const due = (at.firstAt ?? at.now) + offset + Math.floor(random() * gap * (schedule.jitter ?? 0));
+  return schedule.minGap === undefined ? due : Math.max(due, at.now + Math.floor(gap * schedule.minGap));
 }
 
 /**

@@ -48,8 +48,12 @@ export const PER_SUBSCRIPTION_IN_FLIGHT = 4;
 const CLAIM_BATCH = 16;
 /** A claim's lease: far longer than an attempt's 10 s limit and the writes around it. */
 export const LEASE_MS = 60_000;
-/** The seed's retry times from the first attempt, each later by up to 10 % of the gap before it. */
-export const ATTEMPT_BACKOFF: BackoffSchedule = { kind: 'offsets', offsetsMs: ATTEMPT_OFFSETS_MS, jitter: 0.1 };
+/**
+ * The seed's retry times from the first attempt, each later by up to 10 % of the gap before it, and
+ * never sooner than half the nominal gap after the attempt just made (after a long Retry-After or a
+ * deferral the schedule's later offsets may already be past: they do not fire back to back).
+ */
+export const ATTEMPT_BACKOFF: BackoffSchedule = { kind: 'offsets', offsetsMs: ATTEMPT_OFFSETS_MS, jitter: 0.1, minGap: 0.5 };
 const DELIVERIES: LeaseColumns = { table: 'webhook_deliveries' };
 
 type Outcome = { ok: true; status: number; body: string; durationMs: number } | { ok: false; status: number | null; error: string; body: string | null; durationMs: number; retryAfterMs: number | null };
@@ -160,9 +164,7 @@ export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain()
     const exhausted = !outcome.ok && number >= MAX_ATTEMPTS;
     let next: number | null = null;
     if (!outcome.ok && !exhausted) {
-      // Never sooner than half the nominal gap after this attempt (after a long Retry-After or a deferral
-      // the schedule's later offsets may already be past: they do not fire back to back).
-      next = Math.max(nextAttempt(ATTEMPT_BACKOFF, number, { now, firstAt })!, now + (ATTEMPT_OFFSETS_MS[number]! - ATTEMPT_OFFSETS_MS[number - 1]!) / 2);
+      next = nextAttempt(ATTEMPT_BACKOFF, number, { now, firstAt })!;
       if (outcome.retryAfterMs !== null) next = Math.max(next, now + Math.min(outcome.retryAfterMs, 86_400_000));
     }
     const status = outcome.ok ? 'succeeded' : exhausted ? 'failed' : 'pending';

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import type { Sql } from '../../db/database.ts';
 import { jobsOfKind } from '../../db/queries/jobs.ts';
 import pino from 'pino';
-import { claim, type ClaimQuery, failLeased, finishLeased, type Lease, nextAttempt, renewLease, WorkPool } from '../../server/background.ts';
+import { ATTEMPT_BACKOFF } from '../../handlers/webhooks/worker.ts';
+import { MAIL_RETRY } from '../../handlers/signing/mail.ts';
+import { claim, type ClaimQuery, failLeased, finishLeased, JOB_BACKOFF, type Lease, nextAttempt, renewLease, WorkPool } from '../../server/background.ts';
 import { PollLoop } from '../../server/workers.ts';
 import { killFixtureWhen, until } from '../support/process.ts';
 import { forEachDatabase } from '../support/service.ts';
@@ -27,6 +29,25 @@ describe('background kit: retry schedules', () => {
     assert.equal(nextAttempt(s, 1, { now: 99_999, firstAt: 1000 }, () => 0), 31_000);
     assert.equal(nextAttempt(s, 2, { now: 99_999, firstAt: 1000 }, () => 0.999), 151_000 + Math.floor(0.999 * 120_000 * 0.1));
     assert.equal(nextAttempt(s, 3, { now: 0, firstAt: 0 }), null);
+  });
+  it('offsets with minGap: an attempt that ran late is retried no sooner than that fraction of the gap from now', () => {
+    const s = { kind: 'offsets', offsetsMs: [0, 30_000, 150_000, 630_000], jitter: 0.1, minGap: 0.5 } as const;
+    assert.equal(nextAttempt(s, 1, { now: 1000, firstAt: 1000 }, () => 0), 31_000, 'on time: the offset');
+    assert.equal(nextAttempt(s, 2, { now: 500_000, firstAt: 1000 }, () => 0.999), 500_000 + 60_000, 'late: half of the 120 s gap from now');
+    assert.equal(nextAttempt(s, 3, { now: 300_000, firstAt: 1000 }, () => 0), 631_000, 'the offset, when it is further than the floor (240 s from now)');
+  });
+  it("the service's schedules keep their documented figures", () => {
+    const never = () => 0;
+    const always = () => 0.999_999;
+    // Webhooks (seed: nominal retries 30 s, 2 min 30 s, 10 min 30 s, 30 min, 2 h, 8 h, 24 h after the first; README: up to 10 % jitter).
+    const nominal = [30_000, 150_000, 630_000, 1_800_000, 7_200_000, 28_800_000, 86_400_000];
+    assert.deepEqual([1, 2, 3, 4, 5, 6, 7].map((f) => nextAttempt(ATTEMPT_BACKOFF, f, { now: 0, firstAt: 0 }, never)), nominal);
+    const gaps = nominal.map((o, i) => o - (nominal[i - 1] ?? 0));
+    assert.deepEqual([1, 2, 3, 4, 5, 6, 7].map((f) => nextAttempt(ATTEMPT_BACKOFF, f, { now: 0, firstAt: 0 }, always)), nominal.map((o, i) => o + Math.floor(0.999_999 * gaps[i]! * 0.1)));
+    assert.equal(nextAttempt(ATTEMPT_BACKOFF, 8, { now: 0, firstAt: 0 }), null, '8 attempts');
+    // Jobs: 1 s doubling, at most 1 h. Signing mails: 1, 6, 21, 81 and 321 minutes after the first attempt, then none.
+    assert.deepEqual([1, 2, 3, 12, 13, 30].map((f) => nextAttempt(JOB_BACKOFF, f, { now: 0 })), [1000, 2000, 4000, 2_048_000, 3_600_000, 3_600_000]);
+    assert.deepEqual([1, 2, 3, 4, 5, 6].map((f) => nextAttempt(MAIL_RETRY, f, { now: 0, firstAt: 0 }, always)), [60_000, 360_000, 1_260_000, 4_860_000, 19_260_000, null]);
   });
 });
 
