@@ -276,7 +276,7 @@ export const documentHandlers = (deps: DocumentsDeps): NamespaceHandlers<'docume
     const size = partSize(Number(u.size), Number(u.part_size), count, input.part_number);
     // A URL never outlives its upload.
     const expiresAt = Math.min(ctx.now + PART_URL_TTL_MS, Number(u.expires_at));
-    const token = await signToken(ctx.db, 'part', { u: u.id, p: input.part_number, s: size, h: input.sha256 ?? null, r: ctx.member?.role ?? null }, expiresAt);
+    const token = await signToken(ctx.sql, 'part', { u: u.id, p: input.part_number, s: size, h: input.sha256 ?? null, r: ctx.member?.role ?? null }, expiresAt);
     return { upload_id: u.id, part_number: input.part_number, method: 'PUT' as const, url: new URL(`/files/parts/${token}`, ctx.config.publicUrl).toString(), size, expires_at: expiresAt };
   },
 
