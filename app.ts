@@ -19,6 +19,8 @@ import { signing } from './handlers/signing/index.ts';
 import { webhooks } from './handlers/webhooks/index.ts';
 import { workspace } from './handlers/workspace/index.ts';
 import { registerWorkspaceSections } from './server/admin.ts';
+import { registerAuditWords } from './server/audit.ts';
+import { connectionsAuditWords } from './server/mcp/audit.ts';
 import type { AnyServiceModule } from './server/module.ts';
 import { buildService, type ServiceDeps } from './server/service.ts';
 
@@ -30,6 +32,10 @@ export const modules = [discovery, workspace, customers, analytics, automation, 
 
 // The modules' sections of the workspace file (`automations:`), for every caller of the admin functions.
 registerWorkspaceSections(modules.flatMap((m: AnyServiceModule) => (m.workspaceFile ? [m.workspaceFile] : [])));
+
+// What the modules say of the audit entries they record, for every reader of the log (the page, `audit list`);
+// agent connections' words come from server/mcp until MCP is a module of its own.
+registerAuditWords([...modules.flatMap((m: AnyServiceModule) => (m.audit ? [m.audit] : [])), connectionsAuditWords]);
 
 /** Every module's migrations folder, for `db.migrate(migrations)` in every process that opens the database. */
 export const migrations = modules.flatMap((m: AnyServiceModule) => (m.migrations ? [m.migrations] : []));

@@ -71,15 +71,75 @@ export async function recordAudit(sql: Sql, entry: AuditEntry): Promise<void> {
 
 // ---- Reading: an entry in words (the /settings/audit page and `npm run admin -- audit list`) ----------
 
-/** Families of actions a reader filters by; each is a list of action prefixes. */
-export const AUDIT_FAMILIES = {
-  keys: ['key.', 'workspace.api_keys_changed'],
-  members: ['member.', 'invitation.', 'session.'],
-  webhooks: ['webhook.'],
-  connections: ['connection.'],
-} as const satisfies Record<string, readonly string[]>;
-export type AuditFamily = keyof typeof AUDIT_FAMILIES;
-export const isAuditFamily = (v: unknown): v is AuditFamily => typeof v === 'string' && Object.hasOwn(AUDIT_FAMILIES, v);
+/** A family of actions a reader filters by (`?family=keys`): its label and the action prefixes it covers. */
+export interface AuditFamily {
+  readonly label: string;
+  readonly prefixes: readonly string[];
+}
+
+/**
+ * What a module says of the audit entries it records (`ServiceModule.audit`): the families a reader
+ * filters by, and a sentence for each action. The kernel names no module's actions: an action no
+ * module describes is said generically with its details.
+ */
+export interface AuditWords {
+  readonly families?: Readonly<Record<string, AuditFamily>>;
+  readonly actions?: Readonly<Record<string, AuditSentence>>;
+}
+
+/** An action's sentence, without the actor ("changed Ben Admin's role from member to admin"), from its parts. */
+export type AuditSentence = (entry: AuditSentenceParts) => string;
+
+/** What a sentence is made from: the entry (labels already isolated) and the shared words. */
+export interface AuditSentenceParts {
+  /** `details`, parsed (`{}` when it is not a JSON object). */
+  readonly d: Record<string, unknown>;
+  readonly subjectType: string | null;
+  /** The subject's id, or empty. */
+  readonly id: string;
+  /** The subject's label (isolated), or empty. */
+  readonly label: string;
+  /** ` (id)` when there is an id. */
+  readonly idNote: string;
+  /** `details.email` (isolated), or empty. */
+  readonly email: string;
+  /** `details.role`, or empty. */
+  readonly role: string;
+  /** `; N sign-in sessions ended` when `details.sessions_ended` is positive. */
+  readonly sessionsEnded: string;
+  /** The subject by name when it has one, else by kind and id. */
+  named(kind: string): string;
+  /** ` from <before> to <after>` (or ` to <after>`) of `details.before/after` (or from/to), in `words`; empty without them. */
+  change(words: (v: unknown) => string): string;
+  /** A value of `details` in words (member ids by name, lists joined, objects as `key: value`). */
+  valueWords(value: unknown): string;
+  /** A delegation in words: `nobody`, `every member (now and later)`, `Ada and Olga`. */
+  delegationWords(value: unknown): string;
+  quoted(s: string): string;
+  possessive(name: string): string;
+  plural(n: number, one: string, many?: string): string;
+  list(items: string[]): string;
+}
+
+const families = new Map<string, AuditFamily>();
+const sentences = new Map<string, AuditSentence>();
+
+/** Adds the modules' audit words (app.ts, once per process); two modules describing one action or family is an error. */
+export function registerAuditWords(all: readonly AuditWords[]): void {
+  for (const words of all) {
+    for (const [name, family] of Object.entries(words.families ?? {})) {
+      if (families.has(name) && families.get(name) !== family) throw new Error(`two modules declare the audit family ${name}`);
+      families.set(name, family);
+    }
+    for (const [action, sentence] of Object.entries(words.actions ?? {})) {
+      if (sentences.has(action) && sentences.get(action) !== sentence) throw new Error(`two modules describe the audit action ${action}`);
+      sentences.set(action, sentence);
+    }
+  }
+}
+
+/** The families a reader filters by, by label (the order of the modules in app.ts does not show). */
+export const auditFamilies = (): ReadonlyMap<string, AuditFamily> => new Map([...families].sort(([, a], [, b]) => a.label.localeCompare(b.label, 'en')));
 
 /** One entry as a reader sees it. */
 export interface AuditView {
@@ -163,35 +223,21 @@ function wordsFor(names: AuditNames) {
     return valueWords(value);
   }
 
-  /** A workspace's API-key availability in words. */
-  function keyAccessWords(value: unknown): string {
-    if (value === 'on') return 'on';
-    if (value === 'off') return 'off (no new keys; existing keys keep working)';
-    if (value === 'stopped') return 'stopped (no key works)';
-    return valueWords(value);
-  }
-
-  /** A webhook signing contract in words. */
-  function contractWords(value: unknown): string {
-    if (value === 'v1') return 'the timestamped v1= signature';
-    if (value === 'legacy' || value === 'bare' || value === 'hmac' || value === 'bare_hmac') return 'the bare HMAC signature';
-    return valueWords(value);
-  }
-  return { valueWords, delegationWords, keyAccessWords, contractWords };
+  return { valueWords, delegationWords };
 }
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 /**
  * What an entry did, in words and without the actor ("changed Ben Admin's role from member to admin").
- * Every action of the design has its sentence; an unknown action is said generically with its details.
+ * Each module says its own actions (`ServiceModule.audit`); an action nobody describes is said generically with its details.
  */
 export function describeAction(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject_id' | 'subject_label' | 'details'>, memberNames: AuditNames = new Map()): string {
   return describeWith(row, wordsFor(memberNames));
 }
 
 function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject_id' | 'subject_label' | 'details'>, words: ReturnType<typeof wordsFor>): string {
-  const { valueWords, delegationWords, keyAccessWords, contractWords } = words;
+  const { valueWords, delegationWords } = words;
   let d: Record<string, unknown> = {};
   try {
     const parsed = JSON.parse(row.details || '{}') as unknown;
@@ -206,9 +252,6 @@ function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject
   const idNote = id ? ` (${id})` : '';
   /** The subject by name when it has one, else by kind and id. */
   const named = (kind: string) => (label ? `${label}` : `${kind} ${id}`.trim());
-  const key = () => (label ? `the API key ${quoted(label)}${idNote}` : `the API key ${id}`.trim());
-  const webhook = () => (label ? `the webhook subscription ${quoted(label)}${idNote}` : `the webhook subscription ${id}`.trim());
-  const member = () => named('member');
   const change = (words: (v: unknown) => string) => {
     const before = d.before ?? d.from;
     const after = d.after ?? d.to;
@@ -218,81 +261,26 @@ function describeWith(row: Pick<DbAuditRow, 'action' | 'subject_type' | 'subject
   const role = typeof d.role === 'string' ? d.role : '';
   const sessionsEnded = typeof d.sessions_ended === 'number' && d.sessions_ended > 0 ? `; ${plural(d.sessions_ended, 'sign-in session')} ended` : '';
 
-  switch (row.action) {
-    case 'key.created': {
-      const ops = Array.isArray(d.operations) ? ` with ${plural(d.operations.length, 'operation')}` : '';
-      const acts = d.delegation === undefined ? '' : `, acting for ${delegationWords(d.delegation)}`;
-      return `created ${key()}${ops}${acts}`;
-    }
-    case 'key.revoked':
-      return `revoked ${key()}: it no longer works`;
-    case 'key.replaced': {
-      const old = d.replaces ?? d.replaced;
-      return `made ${key()} to replace ${old ? valueWords(old) : 'an older key'} (both work until the old one is revoked)`;
-    }
-    case 'key.delegation_changed':
-      return `changed whom ${key()} may act for${change(delegationWords)}`;
-    case 'workspace.api_keys_changed':
-      return `changed API keys for the workspace${change(keyAccessWords) || ` to ${keyAccessWords(d.access)}`}`;
-    case 'workspace.created': {
-      const counts = [['members', 'member'], ['sites', 'site'], ['apps', 'app'], ['keys', 'API key']] as const;
-      const parts = counts.flatMap(([k, one]) => {
-        const n = d[k];
-        return typeof n === 'number' && n > 0 ? [plural(n, one)] : [];
-      });
-      return `created the workspace ${label ? quoted(label) : id}${label ? idNote : ''}${parts.length ? ` with ${list(parts)}` : ''}`;
-    }
-    case 'member.added':
-      return `added ${member()}${email ? ` <${email}>` : ''}${role ? ` as ${role}` : ''}${d.disabled === true ? ' (disabled)' : ''}`;
-    case 'member.invited':
-      return `invited ${label || email || 'someone'}${role ? ` as ${role}` : ''}${Array.isArray(d.replaces) && d.replaces.length ? `, which replaces the earlier open invitation${d.replaces.length > 1 ? 's' : ''} of the address (${list(d.replaces.map(String))})` : ''}`;
-    case 'invitation.revoked':
-      return `revoked the invitation for ${label || email || id}${role ? ` (as ${role})` : ''}`;
-    case 'member.joined':
-      return `joined${role ? ` as ${role}` : ''} through an invitation${typeof d.invited_by === 'string' ? ` from ${isolateLabel(d.invited_by)}` : ''}`;
-    case 'member.role_changed':
-      return `changed ${possessive(member())} role${change(valueWords)}${sessionsEnded}`;
-    case 'member.disabled':
-      return `disabled ${member()}${sessionsEnded}`;
-    case 'member.enabled':
-      return `enabled ${member()}`;
-    case 'session.revoked': {
-      if (row.subject_type === 'member') {
-        const n = typeof d.sessions === 'number' ? d.sessions : undefined;
-        return n === 1 ? `ended ${possessive(member())} one sign-in session` : `ended all ${n === undefined ? '' : `${n} `}of ${possessive(member())} sign-in sessions`;
-      }
-      const whose = typeof d.member_name === 'string' ? `${possessive(isolateLabel(d.member_name))} ` : '';
-      return `ended ${whose}sign-in session ${id}`.replace(/\s+$/, '');
-    }
-    case 'connection.approved': {
-      const conn = label ? `the MCP connection ${quoted(label)}${idNote}` : `the MCP connection ${id}`.trim();
-      const ops = Array.isArray(d.operations) ? plural(d.operations.length, 'operation') : '';
-      const how = d.access === 'personal'
-        ? ` with personal access${typeof d.acts_as === 'string' ? ` (acting as ${valueWords(d.acts_as)})` : ''}${ops ? `: ${ops}` : ''}`
-        : ` with workspace access${ops ? `: ${ops}` : ''}${d.delegation === undefined ? '' : `, acting for ${delegationWords(d.delegation)}`}`;
-      const sets = Array.isArray(d.toolsets) && d.toolsets.length ? `; toolsets ${valueWords(d.toolsets)}` : '';
-      return `approved ${conn}${how}${sets}${d.read_only === true ? '; read only' : ''}`;
-    }
-    case 'connection.revoked': {
-      const conn = label ? `the MCP connection ${quoted(label)}${idNote}` : `the MCP connection ${id}`.trim();
-      const whose = d.access === 'personal' && typeof d.acts_as === 'string' ? ` (personal, acting as ${valueWords(d.acts_as)})` : d.access === 'workspace' ? ' (workspace access)' : '';
-      return `revoked ${conn}${whose}: its tokens no longer work`;
-    }
-    case 'webhook.approved':
-      return `approved ${webhook()}`;
-    case 'webhook.rejected':
-      return id.startsWith('whp_') ? `rejected the proposed webhook ${label ? `${quoted(label)} (${id})` : id}` : `rejected ${webhook()}`;
-    case 'webhook.secret_rotated':
-      return `rotated the signing secret of ${webhook()}`;
-    case 'webhook.signing_contract_changed':
-      return `moved ${webhook()}${change(contractWords) || ' to another signing contract'}`;
-    default: {
-      const subject = row.subject_type ? ` on ${row.subject_type} ${label ? quoted(label) : ''}${label ? idNote : id}`.trimEnd() : '';
-      const shown = Object.keys(d).length ? ` (${valueWords(d)})` : '';
-      return `${row.action}${subject}${shown}`;
-    }
+  const sentence = sentences.get(row.action) ?? KERNEL_SENTENCES[row.action];
+  if (sentence) {
+    return sentence({ d, subjectType: row.subject_type, id, label, idNote, email, role, sessionsEnded, named, change, valueWords, delegationWords, quoted, possessive, plural, list });
   }
+  const subject = row.subject_type ? ` on ${row.subject_type} ${label ? quoted(label) : ''}${label ? idNote : id}`.trimEnd() : '';
+  const shown = Object.keys(d).length ? ` (${valueWords(d)})` : '';
+  return `${row.action}${subject}${shown}`;
 }
+
+/** The kernel's own actions: a workspace made by the operator (server/admin.ts). */
+const KERNEL_SENTENCES: Record<string, AuditSentence> = {
+  'workspace.created': ({ d, label, id, idNote, quoted, plural, list }) => {
+    const counts = [['members', 'member'], ['sites', 'site'], ['apps', 'app'], ['keys', 'API key']] as const;
+    const parts = counts.flatMap(([k, one]) => {
+      const n = d[k];
+      return typeof n === 'number' && n > 0 ? [plural(n, one)] : [];
+    });
+    return `created the workspace ${label ? quoted(label) : id}${label ? idNote : ''}${parts.length ? ` with ${list(parts)}` : ''}`;
+  },
+};
 
 /** `YYYY-MM-DD HH:MM:SS UTC`. */
 export const auditTime = (ms: number) => `${new Date(ms).toISOString().slice(0, 19).replace('T', ' ')} UTC`;

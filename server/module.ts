@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Database, MigrationFolder } from '../db/database.ts';
 import type { AnyOperationId } from '../generated/catalogue.ts';
 import type { WorkspaceFileSection } from './admin.ts';
+import type { AuditWords } from './audit.ts';
 import type { BrowserBundle } from './bundle.ts';
 import type { Clock } from './clock.ts';
 import type { ServiceConfig, ServiceEnv } from './config.ts';
@@ -127,6 +128,8 @@ export interface ServiceModule<NS extends string = string, Settings = undefined>
   consumers?(deps: ModuleDeps<Settings>): Record<string, EventConsumer>;
   /** Operator commands, added under `npm run admin --`. */
   admin?(program: Command, deps: AdminDeps): void;
+  /** What it says of the audit entries it records: their families and a sentence per action (server/audit.ts). */
+  readonly audit?: AuditWords;
   /** Its section of the workspace file (`npm run admin -- apply`, `workspace add`). */
   readonly workspaceFile?: WorkspaceFileSection;
   /**

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { findAuditRow } from '../../db/queries/audit.ts';
 import { AdminError } from '../../server/admin.ts';
-import { AUDIT_FAMILIES, isAuditFamily, readAudit } from '../../server/audit.ts';
+import { auditFamilies, readAudit } from '../../server/audit.ts';
 import type { AdminDeps } from '../../server/module.ts';
 
 const ACTION_PREFIX = /^[a-z][a-z_.]{0,63}$/;
@@ -26,10 +26,11 @@ export function auditAdmin(program: Command, deps: AdminDeps): void {
     .action((o: { workspace: string; limit: string; before?: string; action?: string }) => {
       const limit = limitOf(o.limit);
       const action = o.action?.trim().toLowerCase();
-      if (action !== undefined && !isAuditFamily(action) && !ACTION_PREFIX.test(action)) {
-        throw new AdminError(`--action must be an action or its start, such as key. or member.role_changed, or one of ${Object.keys(AUDIT_FAMILIES).join(', ')} (got "${o.action}")`);
+      const family = action === undefined ? undefined : auditFamilies().get(action);
+      if (action !== undefined && !family && !ACTION_PREFIX.test(action)) {
+        throw new AdminError(`--action must be an action or its start, such as key. or member.role_changed, or one of ${[...auditFamilies().keys()].join(', ')} (got "${o.action}")`);
       }
-      const actions = action === undefined ? undefined : isAuditFamily(action) ? AUDIT_FAMILIES[action] : [action];
+      const actions = action === undefined ? undefined : family ? family.prefixes : [action];
       return deps.withDb(async (db) => {
         const ws = await db.sql.one<{ id: string }>(`SELECT id FROM workspaces WHERE id = ?`, [o.workspace]);
         if (!ws) throw new AdminError(`no workspace ${o.workspace} (see npm run admin -- workspace list)`);

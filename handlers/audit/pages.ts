@@ -16,7 +16,7 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import { findAuditRow } from '../../db/queries/audit.ts';
-import { AUDIT_FAMILIES, type AuditFamily, isAuditFamily, pruneAudit, readAudit } from '../../server/audit.ts';
+import { auditFamilies, pruneAudit, readAudit } from '../../server/audit.ts';
 import type { Clock } from '../../server/clock.ts';
 import type { JobDefinition } from '../../server/jobs.ts';
 import type { NavEntry, PageKit } from '../../server/pages.ts';
@@ -39,9 +39,7 @@ export const auditNavigation: NavEntry[] = [
   },
 ];
 
-const FAMILY_LABELS: Record<AuditFamily | 'all', string> = { all: 'All', keys: 'API keys', members: 'Members', webhooks: 'Webhooks', connections: 'Agent connections' };
-
-const link = (family: AuditFamily | undefined, before?: string) => {
+const link = (family: string | undefined, before?: string) => {
   const q = new URLSearchParams();
   if (family) q.set('family', family);
   if (before) q.set('before', before);
@@ -60,10 +58,13 @@ export function auditRoutes(options: { db: Database; pages: PageKit }): express.
     if (!page.manage) return page.notice(403, 'Owners and admins only', ['Only owners and admins can read the audit log.']);
     const q = req.query;
     const rawFamily = q.family === undefined || q.family === '' || q.family === 'all' ? undefined : q.family;
-    if (rawFamily !== undefined && !isAuditFamily(rawFamily)) {
-      return page.notice(400, 'Unknown filter', [`The audit log filters by keys, members or webhooks (got “${String(rawFamily).slice(0, 40)}”). Open ${AUDIT_PATH} for every entry.`]);
+    // The families the modules declare (server/audit.ts: keys, members, webhooks, connections).
+    const families = auditFamilies();
+    if (rawFamily !== undefined && (typeof rawFamily !== 'string' || !families.has(rawFamily))) {
+      return page.notice(400, 'Unknown filter', [`The audit log filters by ${[...families.keys()].join(', ')} (got “${String(rawFamily).slice(0, 40)}”). Open ${AUDIT_PATH} for every entry.`]);
     }
     const family = rawFamily;
+    const chosen = family === undefined ? undefined : families.get(family);
     let before: { at: number; id: string } | undefined;
     if (q.before !== undefined && q.before !== '') {
       const id = typeof q.before === 'string' && ENTRY_ID.test(q.before) ? q.before : '';
@@ -73,17 +74,16 @@ export function auditRoutes(options: { db: Database; pages: PageKit }): express.
       }
       before = { at: row.at, id: row.id };
     }
-    const { entries, older } = await readAudit(db.sql, page.workspaceId, { limit: AUDIT_PAGE_SIZE, before, actions: family ? AUDIT_FAMILIES[family] : undefined });
+    const { entries, older } = await readAudit(db.sql, page.workspaceId, { limit: AUDIT_PAGE_SIZE, before, actions: chosen?.prefixes });
     await page.send(200, {
       title: 'Audit log',
       html: views.render('audit', {
         entries,
-        filters: (['all', ...Object.keys(AUDIT_FAMILIES)] as Array<AuditFamily | 'all'>).map((f) => ({
-          label: FAMILY_LABELS[f],
-          href: link(f === 'all' ? undefined : f),
-          current: (family ?? 'all') === f,
-        })),
-        familyLabel: family ? FAMILY_LABELS[family] : '',
+        filters: [
+          { label: 'All', href: link(undefined), current: family === undefined },
+          ...[...families].map(([name, f]) => ({ label: f.label, href: link(name), current: family === name })),
+        ],
+        familyLabel: chosen?.label ?? '',
         older: older ? link(family, older) : '',
         newest: before ? link(family) : '',
         pageSize: AUDIT_PAGE_SIZE,

@@ -1,5 +1,6 @@
 import type { ServiceModule } from '../../server/module.ts';
 import { keysAdmin } from './admin.ts';
+import { keysAuditWords } from './audit.ts';
 import { KEYS_CSS, keysNavigation, keysRoutes } from './pages.ts';
 
 /**
@@ -14,4 +15,5 @@ export const keys: ServiceModule<'keys'> = {
   navigation: () => keysNavigation,
   stylesheet: KEYS_CSS,
   admin: keysAdmin,
+  audit: keysAuditWords,
 };

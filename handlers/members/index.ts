@@ -1,4 +1,5 @@
 import type { ServiceModule } from '../../server/module.ts';
+import { membersAuditWords } from './audit.ts';
 import { MEMBERS_CSS, membersNavigation, membersRoutes } from './pages.ts';
 
 /**
@@ -11,4 +12,5 @@ export const members: ServiceModule<'members'> = {
   routes: (deps) => membersRoutes({ ...deps, baseUrl: deps.config.publicUrl }),
   navigation: () => membersNavigation,
   stylesheet: MEMBERS_CSS,
+  audit: membersAuditWords,
 };

@@ -1,5 +1,6 @@
 import type { ServiceModule } from '../../server/module.ts';
 import { webhooksAdmin } from './admin.ts';
+import { webhooksAuditWords } from './audit.ts';
 import { DELIVER_WORKER, fanoutConsumer, RETENTION_MS } from './delivery.ts';
 import { webhookHandlers } from './handlers.ts';
 import { webhookNavigation, webhookRoutes, webhookStylesheet } from './pages.ts';
@@ -31,4 +32,5 @@ export const webhooks: ServiceModule<'webhooks'> = {
   navigation: () => webhookNavigation,
   stylesheet: webhookStylesheet,
   admin: webhooksAdmin,
+  audit: webhooksAuditWords,
 };
