@@ -1,8 +1,13 @@
 import type { Sql } from '../database.ts';
-import type { DbAppRow, DbBundleRow } from '../rows.ts';
+import type { DbAppRow, DbBundleRow, DbMemberRow } from '../rows.ts';
 
 export function listBundles(sql: Sql, workspaceId: string): Promise<DbBundleRow[]> {
   return sql.all<DbBundleRow>(`SELECT * FROM bundles WHERE workspace_id = ? ORDER BY name, id`, [workspaceId]);
+}
+
+/** A member of the workspace by id (any state), if any. */
+export function findWorkspaceMember(sql: Sql, workspaceId: string, memberId: string): Promise<DbMemberRow | undefined> {
+  return sql.one<DbMemberRow>(`SELECT * FROM members WHERE workspace_id = ? AND id = ?`, [workspaceId, memberId]);
 }
 
 export function listApps(sql: Sql, workspaceId: string): Promise<DbAppRow[]> {

@@ -11,7 +11,7 @@
 import type express from 'express';
 import type { Request, Response } from 'express';
 import type { Database } from '../../db/database.ts';
-import { findWorkspaceMember } from '../../db/queries/members.ts';
+import { findWorkspaceMember } from '../../db/queries/workspaces.ts';
 import type { MemberPage, NavEntry, PageKit } from '../../server/pages.ts';
 import { listMailbox, type MailboxSummary, readMailbox } from '../../server/mailer/mailbox.ts';
 

@@ -9,6 +9,7 @@ import { MEMBERS_CSS, membersNavigation, membersRoutes } from './pages.ts';
 export const members: ServiceModule<'members'> = {
   namespace: 'members',
   handlers: {},
+  migrations: new URL('./migrations/', import.meta.url),
   routes: (deps) => membersRoutes({ ...deps, baseUrl: deps.config.publicUrl }),
   navigation: () => membersNavigation,
   stylesheet: MEMBERS_CSS,

@@ -31,7 +31,6 @@ import {
   findInvitation,
   findInvitationByHash,
   findMemberByEmail,
-  findWorkspaceMember,
   insertInvitation,
   insertMember,
   listOpenInvitations,
@@ -41,9 +40,9 @@ import {
   revokeOpenInvitationsFor,
   setMemberDisabled,
   setMemberRole,
-} from '../../db/queries/members.ts';
+} from './queries.ts';
 import { insertSession, revokeSessions } from '../../db/queries/sessions.ts';
-import { bumpAuthVersion } from '../../db/queries/workspaces.ts';
+import { bumpAuthVersion, findWorkspaceMember } from '../../db/queries/workspaces.ts';
 import type { MemberRole } from '../../db/rows.ts';
 import { memberRoleNames } from '../../generated/catalogue.ts';
 import { type AuditActor, recordAudit } from '../../server/audit.ts';

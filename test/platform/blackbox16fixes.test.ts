@@ -9,7 +9,7 @@ import { sha256Hex } from '../../server/ids.ts';
 import { createSigninLink } from '../../server/signin.ts';
 import { redactUrl } from '../../server/logger.ts';
 import { describeAction, isolateLabel, readAudit, recordAudit } from '../../server/audit.ts';
-import { insertInvitation } from '../../db/queries/members.ts';
+import { insertInvitation } from '../../handlers/members/queries.ts';
 import { acme } from '../support/fixtures.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 

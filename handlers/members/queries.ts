@@ -1,6 +1,6 @@
-/** Members and invitations of a workspace, for the Members settings page (handlers/members/). */
-import type { Sql } from '../database.ts';
-import type { DbMemberRow, MemberRole } from '../rows.ts';
+/** Members and invitations of a workspace, for the Members settings page (pages.ts). */
+import type { Sql } from '../../db/database.ts';
+import type { DbMemberRow, MemberRole } from '../../db/rows.ts';
 
 /** An invitation (table member_invitations). */
 export interface DbInvitationRow {
@@ -21,10 +21,6 @@ export interface DbInvitationRow {
 /** Every member of a workspace, oldest first. */
 export function listWorkspaceMembers(sql: Sql, workspaceId: string): Promise<DbMemberRow[]> {
   return sql.all<DbMemberRow>(`SELECT * FROM members WHERE workspace_id = ? ORDER BY created_at, id`, [workspaceId]);
-}
-
-export function findWorkspaceMember(sql: Sql, workspaceId: string, memberId: string): Promise<DbMemberRow | undefined> {
-  return sql.one<DbMemberRow>(`SELECT * FROM members WHERE workspace_id = ? AND id = ?`, [workspaceId, memberId]);
 }
 
 /** The member of the workspace with this address (compared without case), if any. */
