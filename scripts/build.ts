@@ -22,8 +22,8 @@ import type { AnyServiceModule } from '../server/module.ts';
 import { bundleOptions } from '../server/bundle.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-/** What tsconfig.build.json compiles, and the folders whose other files are copied beside. */
-const FOLDERS = ['db', 'server', 'handlers', 'generated'];
+/** What tsconfig.build.json compiles, and the folders whose other files are copied beside (docs/: the guides /docs/guides serves). */
+const FOLDERS = ['db', 'server', 'handlers', 'generated', 'docs'];
 /** Browser code: bundled, not compiled or copied. */
 const BROWSER_ONLY = ['handlers/analytics/dashboard-app'];
 const CONFIG = ['app.ts', 'tsconfig.json', 'tsconfig.build.json', 'package.json', 'package-lock.json', 'scripts/build.ts', 'scripts/start.ts', 'scripts/worker.ts', 'scripts/admin.ts', 'scripts/adminTable.ts'];

@@ -18,7 +18,7 @@
  *   and exits 1 at the end. The last lines say how many blocks ran and how many were marked not-run,
  *   with the reasons.
  *
- *   npm run docs:check [-- FILE.md ...]     (default: README.md and docs/*.md)
+ *   npm run docs:check [-- [--verbose] FILE.md ...]     (default: README.md and docs/*.md; --verbose prints each block's output)
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -151,7 +151,11 @@ function runBlock(source: string, state: string, work: string, env: NodeJS.Proce
 
 const quote = (s: string) => `'${s.replaceAll("'", "'\\''")}'`;
 
-export async function runDocsCheck(files: string[] = documentationFiles(), log: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<DocsReport> {
+export async function runDocsCheck(
+  files: string[] = documentationFiles(),
+  log: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+  verbose = false,
+): Promise<DocsReport> {
   const started = Date.now();
   const report: DocsReport = { ran: [], notRun: [], problems: brokenLinks(files), ms: 0 };
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'docs-check-'));
@@ -163,6 +167,7 @@ export async function runDocsCheck(files: string[] = documentationFiles(), log: 
     for (const file of files) {
       const state = path.join(work, `${file.replaceAll('/', '_')}.state`);
       fs.writeFileSync(state, '');
+      let failed = false; // later blocks of a file build on the earlier ones: after a failure they are checked, not run
       for (const fence of fencesOf(parse(fs.readFileSync(path.join(root, file), 'utf8')))) {
         const where = `${file}:${fence.line}`;
         if (!fence.lang) {
@@ -175,6 +180,7 @@ export async function runDocsCheck(files: string[] = documentationFiles(), log: 
           report.notRun.push({ file, line: fence.line, reason: fence.noRun });
           continue;
         }
+        if (failed) continue;
         const t0 = Date.now();
         const { code, output, prelude } = runBlock(fence.source, state, work, env);
         const ms = Date.now() - t0;
@@ -183,9 +189,10 @@ export async function runDocsCheck(files: string[] = documentationFiles(), log: 
         const ok = code === 0;
         report.ran.push({ file, line: fence.line, ms, ok, ...(ok ? {} : { output: text }) });
         log(`${ok ? 'ok  ' : 'FAIL'} ${where} (${(ms / 1000).toFixed(1)} s)`);
+        if (verbose && ok && text.trim()) log(text.trimEnd().replace(/^/gm, '  > '));
         if (!ok) {
           report.problems.push(`${where}: the block failed (exit ${code ?? 'killed'}):\n${fence.source.replace(/^/gm, '  | ')}\n${tail(text).replace(/^/gm, '  > ')}`);
-          break; // later blocks of this file build on this one
+          failed = true;
         }
       }
     }
@@ -204,7 +211,8 @@ export async function runDocsCheck(files: string[] = documentationFiles(), log: 
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const named = process.argv.slice(2);
-  const report = await runDocsCheck(named.length ? named.map((f) => path.relative(root, path.resolve(f))) : undefined);
+  const args = process.argv.slice(2);
+  const named = args.filter((a) => a !== '--verbose');
+  const report = await runDocsCheck(named.length ? named.map((f) => path.relative(root, path.resolve(f))) : undefined, undefined, args.includes('--verbose'));
   process.exit(report.problems.length === 0 ? 0 : 1);
 }

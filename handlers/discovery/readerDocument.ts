@@ -26,6 +26,8 @@ type Operation = Obj & { operationId: string };
 export interface ReaderDocumentOptions {
   /** The API's base URL for the samples, e.g. `https://ops.acme.example/v1`. */
   baseUrl: string;
+  /** The guides served at `/docs/guides/<name>` (guides.ts), listed in a guide of their own. */
+  guides?: readonly { name: string; title: string }[];
 }
 
 /** A guide: a tag of its own (no operations), shown in the "Guides" group. */
@@ -350,6 +352,10 @@ export function buildReaderDocument(source: unknown, options: ReaderDocumentOpti
   }
   // A section added to the document later is still shown, as a guide of its own.
   for (const [title, body] of parts) if (!used.has(title)) guideTags.push({ name: title, description: body, 'x-traitTag': true });
+  if (options.guides?.length) {
+    const list = options.guides.map((g) => `- [${g.title}](/docs/guides/${g.name})`).join('\n');
+    guideTags.push({ name: 'Running and operating the service', description: `How to run, operate and extend the service: [all guides](/docs/guides), each on a page of its own.\n\n${list}`, 'x-traitTag': true });
+  }
 
   for (const { path, method, op } of operations(doc)) {
     const described = [facts(op, doc), String(op.description ?? '')].filter(Boolean).join('\n\n');

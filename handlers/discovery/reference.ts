@@ -37,6 +37,7 @@ import path from 'node:path';
 import express, { type Request, type Response } from 'express';
 import { document } from '../../generated/document.ts';
 import type { ModuleDeps } from '../../server/module.ts';
+import { loadGuides } from './guides.ts';
 import { buildReaderDocument } from './readerDocument.ts';
 
 const require = createRequire(import.meta.url);
@@ -47,6 +48,7 @@ const REDOC_BUNDLE = Buffer.from(redocBundle.replaceAll(CDN_LOGO, 'data:,'));
 const ASSETS: Record<string, { file: string; type: string }> = {
   'docs-init.js': { file: new URL('./pages/docs-init.js', import.meta.url).pathname, type: 'text/javascript; charset=utf-8' },
   'docs.css': { file: new URL('./pages/docs.css', import.meta.url).pathname, type: 'text/css; charset=utf-8' },
+  'guides.css': { file: new URL('./pages/guides.css', import.meta.url).pathname, type: 'text/css; charset=utf-8' },
 };
 
 export const DOCS_POLICY =
@@ -54,8 +56,10 @@ export const DOCS_POLICY =
 
 export function referenceRoutes({ pages, config }: ModuleDeps): express.Router {
   const views = pages.views(new URL('./pages/', import.meta.url));
-  // Built once per process from the bundled document: the same bytes on every process.
-  const reader = JSON.stringify(buildReaderDocument(document, { baseUrl: `${config.publicUrl.replace(/\/+$/, '')}/v1` }));
+  // Built once per process from the bundled document and docs/: the same bytes on every process.
+  const guides = loadGuides();
+  const byName = new Map(guides.map((g) => [g.name, g]));
+  const reader = JSON.stringify(buildReaderDocument(document, { baseUrl: `${config.publicUrl.replace(/\/+$/, '')}/v1`, guides }));
   const router = pages.router();
   router.get('/docs', (_req: Request, res: Response) => {
     res.setHeader('Content-Security-Policy', DOCS_POLICY);
@@ -65,6 +69,17 @@ export function referenceRoutes({ pages, config }: ModuleDeps): express.Router {
       styles: ['/docs/assets/docs.css'],
       html: views.render('docs', {}),
     });
+  });
+  router.get('/docs/guides', (_req: Request, res: Response) => {
+    pages.send(res, 200, { title: 'Guides', bodyClass: 'guide-page', styles: ['/docs/assets/guides.css'], html: views.render('guides', { guides }) });
+  });
+  router.get('/docs/guides/:name', (req: Request<{ name: string }>, res: Response) => {
+    const guide = byName.get(req.params.name);
+    if (!guide) {
+      pages.notice(res, 404, 'No such guide', ['There is no guide at this address.'], undefined, { href: '/docs/guides', label: 'All guides' });
+      return;
+    }
+    pages.send(res, 200, { title: guide.title, bodyClass: 'guide-page', styles: ['/docs/assets/guides.css'], html: views.render('guide', { guide }) });
   });
   router.get('/docs/reference.json', (_req: Request, res: Response) => {
     res.setHeader('Cache-Control', 'public, max-age=300');

@@ -19,7 +19,7 @@ import { type CompiledBuild, compiledBuild, withoutTsxOrEsbuild } from '../suppo
 import { databases } from '../support/service.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const FOLDERS = ['db', 'server', 'handlers', 'generated'];
+const FOLDERS = ['db', 'server', 'handlers', 'generated', 'docs'];
 
 /** Every file under `dir`, relative to it. */
 const filesUnder = (dir: string) => (fs.readdirSync(dir, { recursive: true }) as string[]).filter((f) => fs.statSync(path.join(dir, f)).isFile());
@@ -78,7 +78,7 @@ describe('the compiled build (npm run build)', function () {
         assert.ok(fs.readFileSync(path.join(build.dist, rel)).equals(fs.readFileSync(path.join(root, rel))), `dist/${rel} is a copy of ${rel}`);
       }
     }
-    for (const bundle of ['handlers/analytics/dashboard-app.bundle/app.js', 'handlers/analytics/dashboard-app.bundle/app.css', 'handlers/signing/pages/viewer.bundle/viewer.js']) {
+    for (const bundle of ['handlers/analytics/dashboard-app.bundle/app.js', 'handlers/analytics/dashboard-app.bundle/app.css', 'handlers/signing/signer/pages/viewer.bundle/viewer.js']) {
       assert.ok(fs.statSync(path.join(build.dist, bundle)).size > 1000, `dist/${bundle}`);
     }
     // The compiled migrations (.js) are the sources' (.ts), by the names knex has recorded.
@@ -128,7 +128,7 @@ describe('the compiled build (npm run build)', function () {
           const served: Array<[string, string]> = [
             ['/dashboard/assets/app.js', 'handlers/analytics/dashboard-app.bundle/app.js'],
             ['/dashboard/assets/app.css', 'handlers/analytics/dashboard-app.bundle/app.css'],
-            ['/assets/signing/viewer.js', 'handlers/signing/pages/viewer.bundle/viewer.js'],
+            ['/assets/signing/viewer.js', 'handlers/signing/signer/pages/viewer.bundle/viewer.js'],
           ];
           for (const [route, file] of served) {
             const res = await fetch(`${base}${route}`);
