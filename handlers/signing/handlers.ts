@@ -10,8 +10,8 @@ import type { NamespaceHandlers } from '../../server/module.ts';
 import type { EffectReport } from '../../server/jobs.ts';
 import { answeredAfterEffects, type OperationContext } from '../../server/operation.ts';
 import { downloadName, downloadUrl, fileVisibleTo, findFile, keepFile } from '../documents/files.ts';
-import { prepareBankId } from './bankid.ts';
-import { declareRound, INVITE_JOB, type InviteJobPayload, type SigningRuntime, STILL_SENDING } from './mail.ts';
+import { prepareBankId } from './bankid/provider.ts';
+import { declareRound, INVITE_JOB, type InviteJobPayload, type SigningRuntime, STILL_SENDING } from './request/invitationMail.ts';
 import {
   appendEvent,
   type DbSigningEventRow,
@@ -28,8 +28,8 @@ import {
   type RequestReader,
   updateRequest,
 } from './queries.ts';
-import { cancelRequest, expireRequest } from './requests.ts';
-import { verifySignedDocument } from './verify.ts';
+import { cancelRequest, expireRequest } from './request/lifecycle.ts';
+import { verifySignedDocument } from './verify/verifyDocument.ts';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;

@@ -1,18 +1,18 @@
 import type { ServiceModule } from '../../server/module.ts';
-import { archiveJob } from './archive.ts';
-import { COMPLETED_MAIL_JOB, completedMailJob } from './completedMail.ts';
-import { bankIdJobs, bankIdRoutes } from './bankidFlow.ts';
-import { providerOf } from './bankid.ts';
-import { signingCreditAdmin } from './creditAdmin.ts';
-import { signingSettingsNavigation, signingSettingsRoutes } from './creditPage.ts';
+import { archiveJob } from './archive/archiveJob.ts';
+import { COMPLETED_MAIL_JOB, completedMailJob } from './archive/completedMail.ts';
+import { bankIdJobs, bankIdRoutes } from './bankid/flow.ts';
+import { providerOf } from './bankid/provider.ts';
+import { signingCreditAdmin } from './credit/creditAdmin.ts';
+import { signingSettingsNavigation, signingSettingsRoutes } from './credit/settingsPage.ts';
 import { signingHandlers } from './handlers.ts';
-import { signingJobs } from './jobs.ts';
-import { SIGN_PREFIX } from './links.ts';
+import { signingJobs } from './request/jobs.ts';
+import { SIGN_PREFIX } from './signer/links.ts';
 import { SIGNING_EVENT_KINDS } from './outboxEvents.ts';
-import { ARCHIVE_JOB } from './requests.ts';
+import { ARCHIVE_JOB } from './request/lifecycle.ts';
 import { type SigningSettings, signingSettings } from './settings.ts';
-import { signerRoutes, viewerBrowserBundle } from './signer.ts';
-import { verifyRoutes } from './verifyPage.ts';
+import { signerRoutes, viewerBrowserBundle } from './signer/signerPages.ts';
+import { verifyRoutes } from './verify/verifyPage.ts';
 
 /**
  * Signing: the operations (requests over uploaded PDFs, invitations and reminders by e-mail, deadline,

@@ -5,8 +5,8 @@
  * SIGNING_TSA_URL, handlers/signing/certificates.ts).
  */
 import type { ServiceEnv } from '../../server/config.ts';
-import { bankIdSettings, type BankIdSettings } from './bankid.ts';
-import { type SealSettings, sealSettingsFromEnv } from './certificates.ts';
+import { bankIdSettings, type BankIdSettings } from './bankid/provider.ts';
+import { type SealSettings, sealSettingsFromEnv } from './archive/sealSettings.ts';
 
 export interface SigningSettings extends BankIdSettings {
   readonly seal: SealSettings;

@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict';
 import { parse } from 'content-disposition';
 import { createFile, documentDisposition, downloadName, downloadUrl } from '../../handlers/documents/files.ts';
-import { mintSignerLink } from '../../handlers/signing/links.ts';
-import { recordOpened } from '../../handlers/signing/requests.ts';
-import { archiveFilename } from '../../handlers/signing/archiveFile.ts';
+import { mintSignerLink } from '../../handlers/signing/signer/links.ts';
+import { recordOpened } from '../../handlers/signing/request/lifecycle.ts';
+import { archiveFilename } from '../../handlers/signing/archive/registerArchive.ts';
 import { createBlobStore } from '../../server/storage.ts';
 import { databases, type TestService } from '../support/service.ts';
 import { type MailServer, signingService, signingWorkspace, startMailServer } from '../signing/requestSupport.ts';

@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { PDFDocument, PDFName, PDFString } from 'pdf-lib';
 import { checkStoredPdf, PdfUnreadable } from '../../handlers/documents/pdf.ts';
 import { DEFAULT_GUARD, PdfGuard, PdfGuardBusy } from '../../handlers/documents/pdfGuard.ts';
-import { buildArchive, type Evidence } from '../../handlers/signing/evidence.ts';
+import { buildArchive, type Evidence } from '../../handlers/signing/archive/evidence.ts';
 import { forEachDatabase } from '../support/service.ts';
 import { bombPdf, makePdf, onePagePdf, rawPdf } from './pdfs.ts';
 import { docsWorkspace, uploadFile } from './support.ts';

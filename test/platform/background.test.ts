@@ -3,7 +3,7 @@ import type { Sql } from '../../db/database.ts';
 import { jobsOfKind } from '../../db/queries/jobs.ts';
 import pino from 'pino';
 import { ATTEMPT_BACKOFF } from '../../handlers/webhooks/worker.ts';
-import { MAIL_RETRY } from '../../handlers/signing/mail.ts';
+import { MAIL_RETRY } from '../../handlers/signing/request/invitationMail.ts';
 import { claim, type ClaimQuery, failLeased, finishLeased, JOB_BACKOFF, type Lease, nextAttempt, renewLease, WorkPool } from '../../server/background.ts';
 import { PollLoop } from '../../server/workers.ts';
 import { killFixtureWhen, until } from '../support/process.ts';

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import { createFile, findFile, readFileBytes, type StoredFile } from '../../handlers/documents/files.ts';
 import { listRecipients } from '../../handlers/signing/queries.ts';
-import { recordOpened, recordSigned } from '../../handlers/signing/requests.ts';
+import { recordOpened, recordSigned } from '../../handlers/signing/request/lifecycle.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import { createBlobStore } from '../../server/storage.ts';
 import type { TestService } from '../support/service.ts';

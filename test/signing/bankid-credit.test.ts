@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { bankIdSettings, BANKID_UNAVAILABLE, prepareBankId } from '../../handlers/signing/bankid.ts';
-import { parsePersonalNumber, testPersonalNumber } from '../../handlers/signing/bankidTest.ts';
-import { getCredit, listCharges, setCredit } from '../../handlers/signing/credit.ts';
+import { bankIdSettings, BANKID_UNAVAILABLE, prepareBankId } from '../../handlers/signing/bankid/provider.ts';
+import { parsePersonalNumber, testPersonalNumber } from '../../handlers/signing/bankid/testProvider.ts';
+import { getCredit, listCharges, setCredit } from '../../handlers/signing/credit/credit.ts';
 import { announceBrowser, launchBrowser, signedInPage } from '../support/browser.ts';
 import { admin } from '../support/cli.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';

@@ -7,7 +7,7 @@
  * their role changed.
  */
 import assert from 'node:assert/strict';
-import { mintSignerLink } from '../../handlers/signing/links.ts';
+import { mintSignerLink } from '../../handlers/signing/signer/links.ts';
 import { changeDelegation, disableMember, replaceKey, revokeKey } from '../../server/admin.ts';
 import { put } from '../documents/support.ts';
 import { databases, type TestService } from '../support/service.ts';

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import type { Browser } from 'playwright-core';
-import { composeCompletedMail } from '../../handlers/signing/completedMail.ts';
+import { composeCompletedMail } from '../../handlers/signing/archive/completedMail.ts';
 import { announceBrowser, launchBrowser } from '../support/browser.ts';
 
 announceBrowser('the completed mail rendering test');

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { buildArchive } from '../../handlers/signing/evidence.ts';
+import { buildArchive } from '../../handlers/signing/archive/evidence.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
 import { archiveSpec, bytesOf, contractPdf, FIREFOX, pdfPages, pdfsig, putFile, requestRow, run, type Signer, signedRequest, writeTo } from './archiveKit.ts';
 

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import type { Browser } from 'playwright-core';
-import { composeMail } from '../../handlers/signing/mail.ts';
+import { composeMail } from '../../handlers/signing/request/invitationMail.ts';
 import type { DbSigningRecipientRow, DbSigningRequestRow } from '../../handlers/signing/queries.ts';
 import { announceBrowser, launchBrowser } from '../support/browser.ts';
 

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import pino from 'pino';
-import { INVITE_JOB } from '../../handlers/signing/mail.ts';
+import { INVITE_JOB } from '../../handlers/signing/request/invitationMail.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import { Idempotency } from '../../server/idempotency.ts';
 import { JobRunner } from '../../server/jobs.ts';

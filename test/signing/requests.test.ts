@@ -5,9 +5,9 @@
  * makes (recordSigned / recordDeclined called directly here; the page has its own tests).
  */
 import assert from 'node:assert/strict';
-import { resolveSignerLink } from '../../handlers/signing/links.ts';
-import { mailTiming } from '../../handlers/signing/mail.ts';
-import { recordDeclined, recordOpened, recordSigned } from '../../handlers/signing/requests.ts';
+import { resolveSignerLink } from '../../handlers/signing/signer/links.ts';
+import { mailTiming } from '../../handlers/signing/request/invitationMail.ts';
+import { recordDeclined, recordOpened, recordSigned } from '../../handlers/signing/request/lifecycle.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
 import { eventKinds, freePort, type MailServer, notices, putFile, runJobs, SLOW_MS, sha256, signingService, signingWorkspace, startMailServer, tokenIn } from './requestSupport.ts';

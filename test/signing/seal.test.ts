@@ -20,9 +20,9 @@ import {
   loadStoredCertificate,
   type SealCertificate,
   type StoredCertificate,
-} from '../../handlers/signing/certificate.ts';
-import { seal, SealError } from '../../handlers/signing/seal.ts';
-import { tokenProblem, TimestampUnavailableError } from '../../handlers/signing/timestamp.ts';
+} from '../../handlers/signing/archive/sealCertificate.ts';
+import { seal, SealError } from '../../handlers/signing/archive/seal.ts';
+import { tokenProblem, TimestampUnavailableError } from '../../handlers/signing/archive/timestamp.ts';
 import { run, startTsa, type LocalTsa } from './tsa.ts';
 
 const SIGNED_AT = new Date('2026-11-24T09:30:00Z');

@@ -4,11 +4,11 @@
  * archive_file_id / archive_sha256, the event archive.completed and the "completed" mails, all in the
  * caller's transaction with the request's row locked.
  */
-import type { Sql } from '../../db/database.ts';
-import type { JobQueue } from '../../server/jobs.ts';
-import { createFile, type StoredFile } from '../documents/files.ts';
+import type { Sql } from '../../../db/database.ts';
+import type { JobQueue } from '../../../server/jobs.ts';
+import { createFile, type StoredFile } from '../../documents/files.ts';
 import { enqueueCompletedMails } from './completedMail.ts';
-import { appendEvent, type DbSigningRequestRow, updateRequest } from './queries.ts';
+import { appendEvent, type DbSigningRequestRow, updateRequest } from '../queries.ts';
 
 /** The archive's file name: the original's, ` (signed)` before `.pdf`, within 255 characters. */
 export function archiveFilename(original: string): string {

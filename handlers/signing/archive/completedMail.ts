@@ -11,12 +11,12 @@
  * of an address (5xx) is logged and not retried. The link is minted when the mail is sent, so it is
  * valid 7 days from then.
  */
-import type { Sql } from '../../db/database.ts';
-import type { JobDefinition, JobQueue } from '../../server/jobs.ts';
-import { MailUnavailableError, mailTemplates } from '../../server/mailer.ts';
-import { downloadUrl, findFile } from '../documents/files.ts';
-import { humanTime, type SigningRuntime, senderOf } from './mail.ts';
-import { type DbSigningRequestRow, findMember, findRequestById, keyCreator, listRecipients } from './queries.ts';
+import type { Sql } from '../../../db/database.ts';
+import type { JobDefinition, JobQueue } from '../../../server/jobs.ts';
+import { MailUnavailableError, mailTemplates } from '../../../server/mailer.ts';
+import { downloadUrl, findFile } from '../../documents/files.ts';
+import { humanTime, type SigningRuntime, senderOf } from '../request/invitationMail.ts';
+import { type DbSigningRequestRow, findMember, findRequestById, keyCreator, listRecipients } from '../queries.ts';
 
 export const COMPLETED_MAIL_JOB = 'signing.completed-mail';
 /** How long the archive's link in the mail works. */

@@ -6,9 +6,9 @@
  * signed or declined; otherwise it has ended, with the reason the signer's page shows.
  */
 import crypto from 'node:crypto';
-import type { Sql } from '../../db/database.ts';
-import { sha256Hex } from '../../server/ids.ts';
-import { type DbSigningRecipientRow, type DbSigningRequestRow, findLink, findRecipient, findRequestById, insertLink, listRecipients } from './queries.ts';
+import type { Sql } from '../../../db/database.ts';
+import { sha256Hex } from '../../../server/ids.ts';
+import { type DbSigningRecipientRow, type DbSigningRequestRow, findLink, findRecipient, findRequestById, insertLink, listRecipients } from '../queries.ts';
 
 /** The path prefix of signers' links (the module's `secretPaths`: the request log cuts what follows). */
 export const SIGN_PREFIX = '/sign/';

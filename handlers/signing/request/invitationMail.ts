@@ -12,14 +12,14 @@
  * a mail still in flight then keeps going in its job, which records the outcome when the server answers.
  */
 import type { Logger } from 'pino';
-import type { Sql } from '../../db/database.ts';
-import type { JobQueue } from '../../server/jobs.ts';
-import { type BackoffSchedule, nextAttempt } from '../../server/background.ts';
-import { type Mailer, MailUnavailableError, mailTemplates } from '../../server/mailer.ts';
-import type { ModuleDeps } from '../../server/module.ts';
-import { mintSignerLink, signerUrl } from './links.ts';
-import type { SigningSettings } from './settings.ts';
-import { appendEvent, type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, updateRecipient, workspaceName } from './queries.ts';
+import type { Sql } from '../../../db/database.ts';
+import type { JobQueue } from '../../../server/jobs.ts';
+import { type BackoffSchedule, nextAttempt } from '../../../server/background.ts';
+import { type Mailer, MailUnavailableError, mailTemplates } from '../../../server/mailer.ts';
+import type { ModuleDeps } from '../../../server/module.ts';
+import { mintSignerLink, signerUrl } from '../signer/links.ts';
+import type { SigningSettings } from '../settings.ts';
+import { appendEvent, type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, updateRecipient, workspaceName } from '../queries.ts';
 
 /** The job that sends a queued invitation or reminder again. */
 export const INVITE_JOB = 'signing.invite';

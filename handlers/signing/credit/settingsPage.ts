@@ -9,10 +9,10 @@
 import fs from 'node:fs';
 import type express from 'express';
 import type { Request, Response } from 'express';
-import type { ModuleDeps } from '../../server/module.ts';
-import type { NavEntry } from '../../server/pages.ts';
-import { timeInWords } from '../../server/pages/format.ts';
-import { type BankIdSettings, providerOf } from './bankid.ts';
+import type { ModuleDeps } from '../../../server/module.ts';
+import type { NavEntry } from '../../../server/pages.ts';
+import { timeInWords } from '../../../server/pages/format.ts';
+import { type BankIdSettings, providerOf } from '../bankid/provider.ts';
 import { BANKID_PRICE, getCredit, listCharges } from './credit.ts';
 
 export const SIGNING_SETTINGS_PATH = '/settings/signing';
@@ -20,14 +20,14 @@ export const SIGNING_SETTINGS_PATH = '/settings/signing';
 export const CHARGES_SHOWN = 20;
 export const BANKID_STYLESHEET_PATH = '/assets/signing-bankid.css';
 
-const BANKID_CSS = fs.readFileSync(new URL('./bankidPages/bankid.css', import.meta.url));
+const BANKID_CSS = fs.readFileSync(new URL('../bankid/pages/bankid.css', import.meta.url));
 
 export const signingSettingsNavigation: NavEntry[] = [{ label: 'Signing', path: SIGNING_SETTINGS_PATH, order: 70, section: 'settings', summary: 'Signing credit for BankID requests, the provider in use, and recent charges.' }];
 
 /** Mounts the settings page and the bankid pages' stylesheet on a page router. */
 export function signingSettingsRoutes(router: express.Router, deps: ModuleDeps<BankIdSettings>): void {
   const { db, pages } = deps;
-  const views = pages.views(new URL('./bankidPages/', import.meta.url));
+  const views = pages.views(new URL('./pages/', import.meta.url));
 
   router.get(SIGNING_SETTINGS_PATH, async (req: Request, res: Response) => {
     const page = await pages.member(req, res);

@@ -3,9 +3,9 @@
  * Credit is what a workspace may spend on bankid requests (credit.ts); only an operator changes it.
  */
 import type { Command } from 'commander';
-import type { Sql } from '../../db/database.ts';
-import { AdminError } from '../../server/admin.ts';
-import type { AdminDeps } from '../../server/module.ts';
+import type { Sql } from '../../../db/database.ts';
+import { AdminError } from '../../../server/admin.ts';
+import type { AdminDeps } from '../../../server/module.ts';
 import { addCredit, BANKID_PRICE, CreditError, getCredit, listCharges, setCredit } from './credit.ts';
 
 const RECENT_CHARGES = 20;

@@ -5,8 +5,8 @@
  * request: `signing_charges` has the request id as its primary key, and an idempotent retry of the
  * creating command is answered from its receipt without running the handler again.
  */
-import type { Sql } from '../../db/database.ts';
-import { conflict } from '../../server/errors.ts';
+import type { Sql } from '../../../db/database.ts';
+import { conflict } from '../../../server/errors.ts';
 
 /** Credit one bankid request costs. */
 export const BANKID_PRICE = 1;

@@ -4,8 +4,8 @@
  * (unsigned attribute of the CMS, PAdES B-T) when a timestamp authority is configured.
  */
 import { PDF } from '@libpdf/core';
-import { PdfGuardBusy } from '../documents/pdf.ts';
-import { assertUsableAt, type SealCertificate } from './certificate.ts';
+import { PdfGuardBusy } from '../../documents/pdf.ts';
+import { assertUsableAt, type SealCertificate } from './sealCertificate.ts';
 import { timestampAuthority, TimestampUnavailableError, type TimestampClientOptions } from './timestamp.ts';
 
 export interface SealOptions {

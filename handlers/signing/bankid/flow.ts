@@ -32,20 +32,20 @@ import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type express from 'express';
 import type { Request, Response } from 'express';
-import type { Sql } from '../../db/database.ts';
-import { newId } from '../../server/ids.ts';
-import type { JobDefinition, JobQueue } from '../../server/jobs.ts';
-import type { ModuleDeps } from '../../server/module.ts';
-import { sameOrigin } from '../../server/pages.ts';
-import { BlobExists, type BlobInfo } from '../../server/storage.ts';
-import { findFile, readFileBytes, type StoredFile } from '../documents/files.ts';
-import { type BankIdSettings, providerOf, ProviderRefusal, type ProviderSigner, type SigningProvider } from './bankid.ts';
-import { testPersonalNumber } from './bankidTest.ts';
-import { registerArchive } from './archiveFile.ts';
-import { BANKID_STYLESHEET_PATH } from './creditPage.ts';
-import { resolveSignerLink } from './links.ts';
-import { type DbSigningRecipientRow, type DbSigningRequestRow, findRequestById } from './queries.ts';
-import { recordSigned } from './requests.ts';
+import type { Sql } from '../../../db/database.ts';
+import { newId } from '../../../server/ids.ts';
+import type { JobDefinition, JobQueue } from '../../../server/jobs.ts';
+import type { ModuleDeps } from '../../../server/module.ts';
+import { sameOrigin } from '../../../server/pages.ts';
+import { BlobExists, type BlobInfo } from '../../../server/storage.ts';
+import { findFile, readFileBytes, type StoredFile } from '../../documents/files.ts';
+import { type BankIdSettings, providerOf, ProviderRefusal, type ProviderSigner, type SigningProvider } from './provider.ts';
+import { testPersonalNumber } from './testProvider.ts';
+import { registerArchive } from '../archive/registerArchive.ts';
+import { BANKID_STYLESHEET_PATH } from '../credit/settingsPage.ts';
+import { resolveSignerLink } from '../signer/links.ts';
+import { type DbSigningRecipientRow, type DbSigningRequestRow, findRequestById } from '../queries.ts';
+import { recordSigned } from '../request/lifecycle.ts';
 
 /** How long a provider order may take from start to return. */
 export const ORDER_TTL_MS = 30 * 60_000;
@@ -181,7 +181,7 @@ type Live = Extract<Awaited<ReturnType<typeof resolveSignerLink>>, { state: 'liv
 /** The signer's bankid routes (mounted on the module's page router). */
 export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSettings>): void {
   const { db, clock, pages, storage, logger, config } = deps;
-  const views = pages.views(new URL('./bankidPages/', import.meta.url));
+  const views = pages.views(new URL('./pages/', import.meta.url));
   const provider = providerOf(deps.settings);
 
   const paths = (token: string) => ({

@@ -13,12 +13,12 @@
  * `reminders.stopped` with the reason). The request itself stays valid: its signers' links work, and a
  * caller who may manage it can still remind by hand (signing.RemindSigners).
  */
-import type { Sql } from '../../db/database.ts';
-import { type AtUseVerdict, judgeAtUse } from '../../server/atUse.ts';
-import type { JobDefinition } from '../../server/jobs.ts';
-import { applyOutcome, INVITE_JOB, type InviteJobPayload, mailRecipient, type Round, type SigningRuntime } from './mail.ts';
-import { appendEvent, type DbSigningRequestRow, findRecipient, findRequestById, overdueRequests, recipientsDueReminder, updateRecipient, updateRequest } from './queries.ts';
-import { expireRequest } from './requests.ts';
+import type { Sql } from '../../../db/database.ts';
+import { type AtUseVerdict, judgeAtUse } from '../../../server/atUse.ts';
+import type { JobDefinition } from '../../../server/jobs.ts';
+import { applyOutcome, INVITE_JOB, type InviteJobPayload, mailRecipient, type Round, type SigningRuntime } from './invitationMail.ts';
+import { appendEvent, type DbSigningRequestRow, findRecipient, findRequestById, overdueRequests, recipientsDueReminder, updateRecipient, updateRequest } from '../queries.ts';
+import { expireRequest } from './lifecycle.ts';
 
 export const EXPIRE_JOB = 'signing.expire';
 export const REMIND_JOB = 'signing.remind';

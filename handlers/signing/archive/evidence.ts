@@ -9,8 +9,8 @@
  */
 import Bowser from 'bowser';
 import { PDF, type PDFPage, rgb } from '@libpdf/core';
-import { checkStoredPdf, PdfGuardBusy } from '../documents/pdf.ts';
-import { TextDrawer, type TextStyle } from './text.ts';
+import { checkStoredPdf, PdfGuardBusy } from '../../documents/pdf.ts';
+import { TextDrawer, type TextStyle } from './pdfText.ts';
 
 export interface EvidenceSigner {
   name: string;

@@ -27,11 +27,11 @@
 import fs from 'node:fs';
 import type { Readable } from 'node:stream';
 import type { Request, Response, Router } from 'express';
-import { envNumber, type ServiceEnv } from '../../server/config.ts';
-import type { ModuleDeps } from '../../server/module.ts';
-import { sameOrigin } from '../../server/pages.ts';
-import { timeInWords } from '../../server/pages/format.ts';
-import { bindVerifyStorage, verifyDocument, type Verification } from './verify.ts';
+import { envNumber, type ServiceEnv } from '../../../server/config.ts';
+import type { ModuleDeps } from '../../../server/module.ts';
+import { sameOrigin } from '../../../server/pages.ts';
+import { timeInWords } from '../../../server/pages/format.ts';
+import { bindVerifyStorage, verifyDocument, type Verification } from './verifyDocument.ts';
 
 /** The largest file the page takes (the documents module's file limit). */
 export const VERIFY_MAX_BYTES = 50 * 1024 * 1024;

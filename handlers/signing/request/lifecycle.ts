@@ -4,10 +4,10 @@
  * the caller's transaction, locks the request's row first (so two last signers, or a signature and a
  * cancel, are serial) and writes the history event and the sender's inbox notice with the change.
  */
-import type { Sql } from '../../db/database.ts';
-import { notify, type Notice } from '../../server/inbox.ts';
-import type { JobQueue } from '../../server/jobs.ts';
-import { type EndedReason, endedReason } from './links.ts';
+import type { Sql } from '../../../db/database.ts';
+import { notify, type Notice } from '../../../server/inbox.ts';
+import type { JobQueue } from '../../../server/jobs.ts';
+import { type EndedReason, endedReason } from '../signer/links.ts';
 import {
   appendEvent,
   type DbSigningRecipientRow,
@@ -18,7 +18,7 @@ import {
   listRecipients,
   updateRecipient,
   updateRequest,
-} from './queries.ts';
+} from '../queries.ts';
 
 /** The job that builds and seals the archive of a completed request (handlers/signing/archive.ts), keyed by the request id. */
 export const ARCHIVE_JOB = 'signing.archive';

@@ -13,13 +13,13 @@
 import { createHash, webcrypto, X509Certificate } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
-import type { Database, Sql } from '../../db/database.ts';
-import { notFound } from '../../server/errors.ts';
-import type { Handler } from '../../server/operation.ts';
-import type { BlobStore } from '../../server/storage.ts';
-import { fileVisibleTo, findFile, readFileBytes } from '../documents/files.ts';
-import type { RequestStatus } from './queries.ts';
-import { tokenProblem } from './timestamp.ts';
+import type { Database, Sql } from '../../../db/database.ts';
+import { notFound } from '../../../server/errors.ts';
+import type { Handler } from '../../../server/operation.ts';
+import type { BlobStore } from '../../../server/storage.ts';
+import { fileVisibleTo, findFile, readFileBytes } from '../../documents/files.ts';
+import type { RequestStatus } from '../queries.ts';
+import { tokenProblem } from '../archive/timestamp.ts';
 
 export interface TimestampReport {
   present: true;

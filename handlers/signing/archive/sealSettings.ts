@@ -5,10 +5,10 @@
  * of the deployment seals with the same one.
  */
 import fs from 'node:fs';
-import type { Database, Sql } from '../../db/database.ts';
-import type { Clock } from '../../server/clock.ts';
-import type { ServiceEnv } from '../../server/config.ts';
-import { CertificateError, createServiceCertificate, loadPkcs12, loadStoredCertificate, type SealCertificate, type StoredCertificate } from './certificate.ts';
+import type { Database, Sql } from '../../../db/database.ts';
+import type { Clock } from '../../../server/clock.ts';
+import type { ServiceEnv } from '../../../server/config.ts';
+import { CertificateError, createServiceCertificate, loadPkcs12, loadStoredCertificate, type SealCertificate, type StoredCertificate } from './sealCertificate.ts';
 
 export interface SealSettings {
   /** RFC 3161 timestamp authority (SIGNING_TSA_URL); null: seals carry the service's own time only (PAdES B-B). */

@@ -9,9 +9,9 @@
  * valid and `pdfsig` lists one valid signature per signer.
  */
 import { createHash } from 'node:crypto';
-import { createServiceCertificate, loadStoredCertificate } from './certificate.ts';
-import { ProviderRefusal, type ProviderCompleteInput, type ProviderCompleteResult, type ProviderStartInput, type ProviderStartResult, type SigningProvider } from './bankid.ts';
-import { seal } from './seal.ts';
+import { createServiceCertificate, loadStoredCertificate } from '../archive/sealCertificate.ts';
+import { ProviderRefusal, type ProviderCompleteInput, type ProviderCompleteResult, type ProviderStartInput, type ProviderStartResult, type SigningProvider } from './provider.ts';
+import { seal } from '../archive/seal.ts';
 
 /** A personal number as the test page takes it: 12 digits, an optional `-` or `+` before the last four. */
 const PERSONAL_NUMBER = /^(\d{8})[-+]?(\d{4})$/;

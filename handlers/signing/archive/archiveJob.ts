@@ -17,17 +17,17 @@
  * doubling, at most an hour); a later success clears the error.
  */
 import { createHash } from 'node:crypto';
-import type { Sql } from '../../db/database.ts';
-import { findFile, readFileBytes } from '../documents/files.ts';
-import type { JobDefinition } from '../../server/jobs.ts';
-import type { ModuleDeps } from '../../server/module.ts';
-import { newBlobId } from '../../server/storage.ts';
-import { archiveBankIdRequest } from './bankidFlow.ts';
-import { sealingCertificate, type SealSettings } from './certificates.ts';
-import { registerArchive } from './archiveFile.ts';
+import type { Sql } from '../../../db/database.ts';
+import { findFile, readFileBytes } from '../../documents/files.ts';
+import type { JobDefinition } from '../../../server/jobs.ts';
+import type { ModuleDeps } from '../../../server/module.ts';
+import { newBlobId } from '../../../server/storage.ts';
+import { archiveBankIdRequest } from '../bankid/flow.ts';
+import { sealingCertificate, type SealSettings } from './sealSettings.ts';
+import { registerArchive } from './registerArchive.ts';
 import { buildArchive, type Evidence } from './evidence.ts';
-import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, updateRequest } from './queries.ts';
-import { ARCHIVE_JOB, type ArchiveJobPayload } from './requests.ts';
+import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, updateRequest } from '../queries.ts';
+import { ARCHIVE_JOB, type ArchiveJobPayload } from '../request/lifecycle.ts';
 import { seal } from './seal.ts';
 
 export { ARCHIVE_JOB };

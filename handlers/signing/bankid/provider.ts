@@ -14,11 +14,11 @@
  * on the recipient). When the last signer has signed, the provider's PDF is the archive, unmodified.
  * The flow itself (orders, the working PDF, recording the signature) is in bankidFlow.ts.
  */
-import type { Sql } from '../../db/database.ts';
-import type { ServiceEnv } from '../../server/config.ts';
-import { invalidInput } from '../../server/errors.ts';
-import { BANKID_PRICE, chargeOnce } from './credit.ts';
-import { testProvider } from './bankidTest.ts';
+import type { Sql } from '../../../db/database.ts';
+import type { ServiceEnv } from '../../../server/config.ts';
+import { invalidInput } from '../../../server/errors.ts';
+import { BANKID_PRICE, chargeOnce } from '../credit/credit.ts';
+import { testProvider } from './testProvider.ts';
 
 /** The signer a provider signs for (as the request names them; a real eID answers the person's own name). */
 export interface ProviderSigner {

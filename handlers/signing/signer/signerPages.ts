@@ -31,17 +31,17 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import express, { type Request, type Response } from 'express';
-import type { Sql } from '../../db/database.ts';
-import { type BrowserBundle, bundleFiles } from '../../server/bundle.ts';
-import type { ModuleDeps } from '../../server/module.ts';
-import { sameOrigin } from '../../server/pages.ts';
-import { timeInWords, untilInWords } from '../../server/pages/format.ts';
-import { bidiControlProblem } from '../../server/text.cjs';
-import { documentDisposition, downloadName, findFile } from '../documents/files.ts';
-import type { SigningProvider } from './bankid.ts';
-import { type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, workspaceName } from './queries.ts';
+import type { Sql } from '../../../db/database.ts';
+import { type BrowserBundle, bundleFiles } from '../../../server/bundle.ts';
+import type { ModuleDeps } from '../../../server/module.ts';
+import { sameOrigin } from '../../../server/pages.ts';
+import { timeInWords, untilInWords } from '../../../server/pages/format.ts';
+import { bidiControlProblem } from '../../../server/text.cjs';
+import { documentDisposition, downloadName, findFile } from '../../documents/files.ts';
+import type { SigningProvider } from '../bankid/provider.ts';
+import { type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, workspaceName } from '../queries.ts';
 import { type EndedReason, resolveSignerLink } from './links.ts';
-import { recordDeclined, recordOpened, recordSigned } from './requests.ts';
+import { recordDeclined, recordOpened, recordSigned } from '../request/lifecycle.ts';
 
 /** The limits of the forms (also said on the page and in the README). */
 export const TYPED_NAME_MAX = 200;
