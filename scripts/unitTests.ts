@@ -34,6 +34,7 @@ export const NOT_UNIT: Record<string, string> = {
   'test/client/package.test.ts': 'npm pack and a compile of the client',
   'test/mcp/conformance.test.ts': 'the MCP conformance runner',
   'test/platform/compiledBuild.test.ts': 'npm run build and the compiled service',
+  'test/platform/docsBlocks.test.ts': 'npm start and the shell blocks of README.md and docs/ (the admin CLI, curl)',
   'test/platform/deploy.test.ts': 'the service and worker as processes',
   'test/platform/background.test.ts': 'a process that dies mid-job',
   'test/documents/scan.test.ts': 'clamd',

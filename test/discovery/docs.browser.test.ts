@@ -12,6 +12,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import YAML from 'yaml';
 import { catalogue } from '../../generated/catalogue.ts';
 import { document } from '../../generated/document.ts';
+import { loadGuides } from '../../handlers/discovery/guides.ts';
 import { buildReaderDocument, errorCodes } from '../../handlers/discovery/readerDocument.ts';
 import { announceBrowser, launchBrowser } from '../support/browser.ts';
 import { forEachDatabase } from '../support/service.ts';
@@ -79,7 +80,7 @@ forEachDatabase('API reference', (svc) => {
     const reader = JSON.parse(text) as Obj;
     // Built from the bundled document and the configuration only (no state of the process): every
     // process serving the page answers these same bytes.
-    assert.equal(text, JSON.stringify(buildReaderDocument(document, { baseUrl: ((reader.servers as { url: string }[])[0]!.url) })));
+    assert.equal(text, JSON.stringify(buildReaderDocument(document, { baseUrl: ((reader.servers as { url: string }[])[0]!.url), guides: loadGuides() })));
     assert.equal(await (await fetch(`${svc().origin}/docs/reference.json`)).text(), text);
 
     const ops = operationsOf(reader);

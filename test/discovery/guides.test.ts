@@ -28,7 +28,7 @@ describe('the guides of docs/ (rendering)', () => {
     assert.equal(operations.title, 'Operations: configuration, production, the compiled build');
     assert.ok(operations.sections.some((s) => s.slug === 'configuration'));
     // GitHub's anchors: code spans by their text, punctuation dropped.
-    assert.match(guides.find((g) => g.name === 'dashboard-and-members')!.html, /<h2 id="api-keys-settingskeys">API keys \(<code>\/settings\/keys<\/code>\)<\/h2>/);
+    assert.match(guides.find((g) => g.name === 'dashboard-and-members')!.html, /<h3 id="api-keys-settingskeys">API keys \(<code>\/settings\/keys<\/code>\)<\/h3>/);
   });
 
   it('escapes raw HTML, refuses script links, rewrites links for the service and shows why a block is not run', () => {
