@@ -79,7 +79,7 @@ export function referenceRoutes({ pages, config }: ModuleDeps): express.Router {
       pages.notice(res, 404, 'No such guide', ['There is no guide at this address.'], undefined, { href: '/docs/guides', label: 'All guides' });
       return;
     }
-    pages.send(res, 200, { title: guide.title, bodyClass: 'guide-page', styles: ['/docs/assets/guides.css'], html: views.render('guide', { guide }) });
+    pages.send(res, 200, { title: guide.title, bodyClass: 'guide-page', styles: ['/docs/assets/guides.css'], html: views.render('guide', { guide, ...splitTitle(guide.html) }) });
   });
   router.get('/docs/reference.json', (_req: Request, res: Response) => {
     res.setHeader('Cache-Control', 'public, max-age=300');
@@ -100,4 +100,10 @@ export function referenceRoutes({ pages, config }: ModuleDeps): express.Router {
     fs.createReadStream(asset.file).pipe(res);
   });
   return router;
+}
+
+/** A guide's rendered title (its first element, when it is the `h1`) apart from the rest, so its contents go between. */
+function splitTitle(html: string): { head: string; rest: string } {
+  const end = html.startsWith('<h1') ? html.indexOf('</h1>') : -1;
+  return end < 0 ? { head: '', rest: html } : { head: html.slice(0, end + 5), rest: html.slice(end + 5) };
 }
