@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { bankIdSettings, BANKID_UNAVAILABLE, prepareBankId } from '../../handlers/signing/bankid/provider.ts';
-import { parsePersonalNumber, testPersonalNumber } from '../../handlers/signing/bankid/testProvider.ts';
+import { parsePersonalNumber, testPersonalNumber } from '../../handlers/signing/bankid/personalNumber.ts';
 import { getCredit, listCharges, setCredit } from '../../handlers/signing/credit/credit.ts';
 import { announceBrowser, launchBrowser, signedInPage } from '../support/browser.ts';
 import { admin } from '../support/cli.ts';

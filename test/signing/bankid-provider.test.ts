@@ -9,7 +9,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
-import { testPersonalNumber } from '../../handlers/signing/bankid/testProvider.ts';
+import { testPersonalNumber } from '../../handlers/signing/bankid/personalNumber.ts';
 import { getCredit, listCharges, setCredit } from '../../handlers/signing/credit/credit.ts';
 import { mintSignerLink } from '../../handlers/signing/signer/links.ts';
 import { verifyDocument } from '../../handlers/signing/verify/verifyDocument.ts';

@@ -1,5 +1,5 @@
 /**
- * The "completed" mail (handlers/signing/completedMail.ts) through a real SMTP server: when the signed
+ * The "completed" mail (handlers/signing/archive/completedMail.ts) through a real SMTP server: when the signed
  * archive is ready, every recipient and the sender get exactly one mail with a download link of the
  * archive (its bytes are the archive: same SHA-256), valid 7 days on the service's clock, and the
  * address of the verification page; sent by jobs enqueued with the archive, retried while the mail
@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import type { ParsedMail } from 'mailparser';
 import pino from 'pino';
 import { archiveRequest } from '../../handlers/signing/archive/archiveJob.ts';
-import { testPersonalNumber } from '../../handlers/signing/bankid/testProvider.ts';
+import { testPersonalNumber } from '../../handlers/signing/bankid/personalNumber.ts';
 import { sealSettingsFromEnv } from '../../handlers/signing/archive/sealSettings.ts';
 import { COMPLETED_MAIL_JOB } from '../../handlers/signing/archive/completedMail.ts';
 import { setCredit } from '../../handlers/signing/credit/credit.ts';

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { ServiceClient } from '../../generated/client.ts';
-import { testPersonalNumber } from '../../handlers/signing/bankid/testProvider.ts';
+import { testPersonalNumber } from '../../handlers/signing/bankid/personalNumber.ts';
 import { setCredit } from '../../handlers/signing/credit/credit.ts';
 import { announceBrowser, launchBrowser } from '../support/browser.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';

@@ -1,5 +1,5 @@
 /**
- * The bankid signer's flow through the configured provider (bankid.ts), on the signer's link:
+ * The bankid signer's flow through the configured provider (provider.ts), on the signer's link:
  *
  *   POST /sign/<token>/bankid/start          with the review page's agreement (`agree=yes`), opens a
  *                                            provider order for this recipient (30 min) and follows the
@@ -29,6 +29,7 @@
  * order this recipient opened, still open and not expired.
  */
 import { createHash } from 'node:crypto';
+import fs from 'node:fs';
 import type { Readable } from 'node:stream';
 import type express from 'express';
 import type { Request, Response } from 'express';
@@ -39,19 +40,23 @@ import type { ModuleDeps } from '../../../server/module.ts';
 import { sameOrigin } from '../../../server/pages.ts';
 import { BlobExists, type BlobInfo } from '../../../server/storage.ts';
 import { findFile, readFileBytes, type StoredFile } from '../../documents/files.ts';
-import { type BankIdSettings, providerOf, ProviderRefusal, type ProviderSigner, type SigningProvider } from './provider.ts';
-import { testPersonalNumber } from './testProvider.ts';
 import { registerArchive } from '../archive/registerArchive.ts';
-import { BANKID_STYLESHEET_PATH } from '../credit/settingsPage.ts';
-import { resolveSignerLink } from '../signer/links.ts';
 import { type DbSigningRecipientRow, type DbSigningRequestRow, findRequestById } from '../queries.ts';
 import { recordSigned } from '../request/lifecycle.ts';
+import { resolveSignerLink } from '../signer/links.ts';
+import { testPersonalNumber } from './personalNumber.ts';
+import { type BankIdSettings, providerOf, type ProviderInfo, ProviderRefusal, type ProviderSigner } from './provider.ts';
 
 /** How long a provider order may take from start to return. */
 export const ORDER_TTL_MS = 30 * 60_000;
 const ORDER_ID = /^spo_[0-9a-z]{24}$/;
 const USER_AGENT_MAX = 1000;
 const PARAM_MAX = 2000;
+
+/** The bankid pages' stylesheet (these pages and the settings page, credit/settingsPage.ts). */
+export const BANKID_STYLESHEET_PATH = '/assets/signing-bankid.css';
+const PAGES_DIR = new URL('./pages/', import.meta.url);
+const BANKID_CSS = fs.readFileSync(new URL('bankid.css', PAGES_DIR));
 
 interface DbOrderRow {
   id: string;
@@ -178,11 +183,18 @@ export function bankIdJobs(deps: Pick<ModuleDeps, 'db' | 'clock' | 'storage' | '
 
 type Live = Extract<Awaited<ReturnType<typeof resolveSignerLink>>, { state: 'live' }>;
 
-/** The signer's bankid routes (mounted on the module's page router). */
+/** The signer's bankid routes and the bankid pages' stylesheet (mounted on the module's page router). */
 export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSettings>): void {
   const { db, clock, pages, storage, logger, config } = deps;
-  const views = pages.views(new URL('./pages/', import.meta.url));
+  const views = pages.views(PAGES_DIR);
   const provider = providerOf(deps.settings);
+
+  router.get(BANKID_STYLESHEET_PATH, (_req: Request, res: Response) => {
+    res.setHeader('Content-Type', 'text/css; charset=utf-8');
+    res.setHeader('Cache-Control', 'no-cache');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.status(200).send(BANKID_CSS);
+  });
 
   const paths = (token: string) => ({
     pagesPath: `/sign/${token}/bankid`,
@@ -197,7 +209,7 @@ export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSett
     pages.send(res, status, { title, bodyClass: 'bankid', styles: [BANKID_STYLESHEET_PATH], html });
   }
 
-  function attempt(res: Response, status: number, token: string, p: SigningProvider | null, heading: string, paragraphs: string[], retry: boolean): void {
+  function attempt(res: Response, status: number, token: string, p: ProviderInfo | null, heading: string, paragraphs: string[], retry: boolean): void {
     const at = paths(token);
     send(res, status, heading, views.render('attempt', { test: p?.test ?? false, providerName: p?.name ?? 'BankID', heading, paragraphs, retry, startUrl: at.start, backUrl: at.review }));
   }
@@ -257,7 +269,7 @@ export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSett
     const at = paths(token);
     let started;
     try {
-      started = await provider.start({
+      started = await (await provider.load()).start({
         orderId,
         requestId: request.id,
         title: request.title,
@@ -339,7 +351,7 @@ export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSett
       const document = await workingDocument(request);
       let result;
       try {
-        result = await provider.complete({
+        result = await (await provider.load()).complete({
           orderId: order.id,
           providerRef: order.provider_ref,
           requestId: request.id,

@@ -6,25 +6,22 @@
  * whoever may read the request's title here (owners and admins for requests that are not private, and
  * the member who sent it), else only the request id.
  */
-import fs from 'node:fs';
 import type express from 'express';
 import type { Request, Response } from 'express';
 import type { ModuleDeps } from '../../../server/module.ts';
 import type { NavEntry } from '../../../server/pages.ts';
 import { timeInWords } from '../../../server/pages/format.ts';
+import { BANKID_STYLESHEET_PATH } from '../bankid/flow.ts';
 import { type BankIdSettings, providerOf } from '../bankid/provider.ts';
 import { BANKID_PRICE, getCredit, listCharges } from './credit.ts';
 
 export const SIGNING_SETTINGS_PATH = '/settings/signing';
 /** Charges listed on the page, newest first. */
 export const CHARGES_SHOWN = 20;
-export const BANKID_STYLESHEET_PATH = '/assets/signing-bankid.css';
-
-const BANKID_CSS = fs.readFileSync(new URL('../bankid/pages/bankid.css', import.meta.url));
 
 export const signingSettingsNavigation: NavEntry[] = [{ label: 'Signing', path: SIGNING_SETTINGS_PATH, order: 70, section: 'settings', summary: 'Signing credit for BankID requests, the provider in use, and recent charges.' }];
 
-/** Mounts the settings page and the bankid pages' stylesheet on a page router. */
+/** Mounts the settings page on a page router (its stylesheet is the bankid pages', served by bankid/flow.ts). */
 export function signingSettingsRoutes(router: express.Router, deps: ModuleDeps<BankIdSettings>): void {
   const { db, pages } = deps;
   const views = pages.views(new URL('./pages/', import.meta.url));
@@ -62,12 +59,5 @@ export function signingSettingsRoutes(router: express.Router, deps: ModuleDeps<B
         }),
       }),
     });
-  });
-
-  router.get(BANKID_STYLESHEET_PATH, (_req: Request, res: Response) => {
-    res.setHeader('Content-Type', 'text/css; charset=utf-8');
-    res.setHeader('Cache-Control', 'no-cache');
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    res.status(200).send(BANKID_CSS);
   });
 }

@@ -22,7 +22,7 @@
  * Dead links: an unknown token answers 404, an ended one 410, each with a page saying why (signed,
  * declined, cancelled, expired or the deadline passed, completed). Bad form input re-renders the page
  * with 400 and the message; every post that acts answers 303 (post/redirect/get). A bankid request's
- * sign step posts to `/sign/<token>/bankid/start` (the provider's flow, bankidFlow.ts) instead of the
+ * sign step posts to `/sign/<token>/bankid/start` (the provider's flow, bankid/flow.ts) instead of the
  * typed name.
  */
 import fs from 'node:fs';
@@ -38,7 +38,7 @@ import { sameOrigin } from '../../../server/pages.ts';
 import { timeInWords, untilInWords } from '../../../server/pages/format.ts';
 import { bidiControlProblem } from '../../../server/text.cjs';
 import { documentDisposition, downloadName, findFile } from '../../documents/files.ts';
-import type { SigningProvider } from '../bankid/provider.ts';
+import type { ProviderInfo } from '../bankid/provider.ts';
 import { type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, workspaceName } from '../queries.ts';
 import { type EndedReason, resolveSignerLink } from './links.ts';
 import { recordDeclined, recordOpened, recordSigned } from '../request/lifecycle.ts';
@@ -141,7 +141,7 @@ function sizeInWords(bytes: number): string {
 type Live = Extract<Awaited<ReturnType<typeof resolveSignerLink>>, { state: 'live' }>;
 type Ended = Extract<Awaited<ReturnType<typeof resolveSignerLink>>, { state: 'ended' }>;
 
-export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: SigningProvider | null } = {}): express.Router {
+export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: ProviderInfo | null } = {}): express.Router {
   const { db, clock, pages, storage, logger } = deps;
   const views = pages.views(PAGES_DIR);
   const router = pages.router();
