@@ -26,7 +26,7 @@ RUN npm run build
 # ones (the browser bundles were made by the build). The client package's workspace link goes too
 # (the service does not import it). Then load the whole compiled service once with plain node, so a
 # runtime dependency pruned by mistake fails the build, not the start.
-# The evidence pages' Noto fonts come in every weight; only 400Regular is drawn (handlers/signing/text.ts):
+# The evidence pages' Noto fonts come in every weight; only 400Regular is drawn (handlers/signing/archive/pdfText.ts):
 # the others (about 140 MB) are dropped.
 RUN npm prune --omit=dev --no-audit --no-fund \
  && rm -rf node_modules/@workspace-operations \

@@ -1,6 +1,6 @@
 /**
  * The signed archive's cost: a 100-page PDF (BENCH_ARCHIVE_PAGES) with two signers, archived as the
- * `signing.archive` job does it (handlers/signing/archive.ts: read the original from the blob store,
+ * `signing.archive` job does it (handlers/signing/archive/archiveJob.ts: read the original from the blob store,
  * evidence pages, one PAdES seal, store the archive and register it), on SQLite in a temporary folder,
  * BENCH_ARCHIVE_RUNS times (default 5) after one warm-up run (the warm-up also makes the installation's
  * RSA-3072 certificate, once per installation, and is reported apart). With SIGNING_TSA_URL set, each

@@ -1,5 +1,5 @@
 /**
- * The archive's seal (handlers/signing/seal.ts) checked by poppler's `pdfsig` and `qpdf --check`, the real
+ * The archive's seal (handlers/signing/archive/seal.ts) checked by poppler's `pdfsig` and `qpdf --check`, the real
  * tools a recipient or an auditor uses: valid, covering the whole file, broken by one changed byte; the RFC 3161
  * signature timestamp from a local `openssl ts` responder, verified with `openssl ts -verify`; the installation's
  * own certificate and an operator's PKCS#12. No database: runs once.

@@ -142,7 +142,7 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
   if (request.archive_file_id) return { outcome: 'done', fileId: request.archive_file_id };
   if (request.status !== 'completed') return { outcome: 'skipped', fileId: null };
   if (request.signature_method === 'bankid') {
-    // bankid: the provider's signed PDF is the archive, unmodified (bankidFlow.ts registers it when the last signer signs).
+    // bankid: the provider's signed PDF is the archive, unmodified (bankid/flow.ts registers it when the last signer signs).
     let bankIdSql: Sql | null = null;
     const done = await db.tx((sql) => {
       bankIdSql = sql;

@@ -4,7 +4,7 @@
  * verification page. Rendered from `mail/completed.{text,html}.eta`.
  *
  * Sent through the job queue, never from the transaction that registers the archive: that transaction
- * (archive.ts for standard, bankidFlow.ts for bankid) enqueues one `signing.completed-mail` job per
+ * (archiveJob.ts for standard, bankid/flow.ts for bankid) enqueues one `signing.completed-mail` job per
  * party, keyed by the request id and the address, so each party is mailed once even when the archive
  * is registered by a retried job; the mail's own failures are retried by the job kit with its backoff
  * (1 s doubling, at most an hour apart) and never hold up or undo the archive. A permanent refusal

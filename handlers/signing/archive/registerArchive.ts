@@ -1,6 +1,6 @@
 /**
  * Registering a request's signed archive, whichever way it was made (the sealed evidence archive of
- * archive.ts, or the provider's signed PDF of bankidFlow.ts): the file (the source's owner and scope),
+ * archiveJob.ts, or the provider's signed PDF of bankid/flow.ts): the file (the source's owner and scope),
  * archive_file_id / archive_sha256, the event archive.completed and the "completed" mails, all in the
  * caller's transaction with the request's row locked.
  */

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * bankid signing (handlers/signing/credit.ts, bankid.ts): each workspace's signing credit, set by an
+ * bankid signing (handlers/signing/credit/credit.ts, bankid/provider.ts): each workspace's signing credit, set by an
  * operator (`npm run admin -- signing credit set|add`), and one charge per bankid request (the request
  * id is the key, so a request is never charged twice); the provider orders a signer starts, and the
  * working PDF of a request (the provider's output after the latest signature, which the next signer's

@@ -4,7 +4,7 @@
  * deadline, `signing.remind` (every 15 minutes) sends the automatic reminders (at most 3 per
  * recipient). Mails go out outside any transaction; their outcome is recorded in one afterwards. The first
  * attempt of an invitation or a reminder round is a `signing.invite` job its command declared
- * (handlers/signing/mail.ts, `declareRound`), run right after the command commits.
+ * (handlers/signing/request/invitationMail.ts, `declareRound`), run right after the command commits.
  *
  * Automatic reminders speak for the credential and member that made the request, judged when each is
  * due (seed 5.6, server/atUse.ts): once that key is revoked (and no replacing key carries on), the

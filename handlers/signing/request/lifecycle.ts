@@ -20,7 +20,7 @@ import {
   updateRequest,
 } from '../queries.ts';
 
-/** The job that builds and seals the archive of a completed request (handlers/signing/archive.ts), keyed by the request id. */
+/** The job that builds and seals the archive of a completed request (handlers/signing/archive/archiveJob.ts), keyed by the request id. */
 export const ARCHIVE_JOB = 'signing.archive';
 
 /** The payload of a `signing.archive` job. */
