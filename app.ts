@@ -13,6 +13,7 @@ import { documents } from './handlers/documents/index.ts';
 import { inbox } from './handlers/inbox/index.ts';
 import { keys } from './handlers/keys/index.ts';
 import { mailbox } from './handlers/mailbox/index.ts';
+import { mcp } from './handlers/mcp/index.ts';
 import { members } from './handlers/members/index.ts';
 import { signin } from './handlers/signin/index.ts';
 import { signing } from './handlers/signing/index.ts';
@@ -20,22 +21,21 @@ import { webhooks } from './handlers/webhooks/index.ts';
 import { workspace } from './handlers/workspace/index.ts';
 import { registerWorkspaceSections } from './server/admin.ts';
 import { registerAuditWords } from './server/audit.ts';
-import { connectionsAuditWords } from './server/mcp/audit.ts';
 import type { AnyServiceModule } from './server/module.ts';
 import { buildService, type ServiceDeps } from './server/service.ts';
 
 /**
- * The namespaces (each with its operations) and the platform features (members, keys, the audit log,
- * sign-in by e-mail, the development mailbox: pages, jobs and commands without operations of their own).
+ * The namespaces (each with its operations) and the platform features (sign-in by e-mail, members, API
+ * keys, the audit log, the development mailbox, agent access over MCP: pages, jobs, commands and
+ * credentials, without operations of their own).
  */
-export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks, documents, signing, signin, members, keys, audit, mailbox] as const;
+export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks, documents, signing, signin, members, keys, audit, mailbox, mcp] as const;
 
 // The modules' sections of the workspace file (`automations:`), for every caller of the admin functions.
 registerWorkspaceSections(modules.flatMap((m: AnyServiceModule) => (m.workspaceFile ? [m.workspaceFile] : [])));
 
-// What the modules say of the audit entries they record, for every reader of the log (the page, `audit list`);
-// agent connections' words come from server/mcp until MCP is a module of its own.
-registerAuditWords([...modules.flatMap((m: AnyServiceModule) => (m.audit ? [m.audit] : [])), connectionsAuditWords]);
+// What the modules say of the audit entries they record, for every reader of the log (the page, `audit list`).
+registerAuditWords(modules.flatMap((m: AnyServiceModule) => (m.audit ? [m.audit] : [])));
 
 /** Every module's migrations folder, for `db.migrate(migrations)` in every process that opens the database. */
 export const migrations = modules.flatMap((m: AnyServiceModule) => (m.migrations ? [m.migrations] : []));

@@ -17,7 +17,6 @@ import { skipOutboxEvent } from '../server/outbox.ts';
 import { listOutboxConsumers } from '../db/queries/outbox.ts';
 import { createSigninLink, revokeSession, SigninError } from '../server/signin.ts';
 import { formatTable } from './adminTable.ts';
-import { connectionsAdmin } from '../server/mcp/connectionsAdmin.ts';
 import { limitsAdmin } from '../server/limitsAdmin.ts';
 
 // `--json` may stand anywhere before a `--` (commander would refuse it after a command name).
@@ -206,7 +205,6 @@ outbox
   );
 
 const adminDeps: AdminDeps = { withDb, clock: systemClock };
-connectionsAdmin(program, adminDeps);
 limitsAdmin(program, adminDeps);
 for (const m of modules) m.admin?.(program, adminDeps);
 

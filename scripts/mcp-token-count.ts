@@ -1,7 +1,7 @@
 /**
  * `npm run mcp:tokens`: how much of a model's context the `tools/list` answer of a connection takes,
  * for a full grant, a read-only full grant and each one-toolset grant (every operation of the
- * catalogue granted, then narrowed by server/mcp/tools.ts `toolsFor`, exactly as a connection is).
+ * catalogue granted, then narrowed by handlers/mcp/tools.ts `toolsFor`, exactly as a connection is).
  *
  * Measured: `JSON.stringify({ tools })`, the `result` of the `tools/list` answer a client receives
  * (the JSON-RPC envelope adds about 40 characters). Tokens: gpt-tokenizer's `o200k_base` encoding
@@ -14,7 +14,7 @@
  * `--json` prints the rows as JSON instead of the table.
  */
 import { encode } from 'gpt-tokenizer/encoding/o200k_base';
-import { allToolDefinitions, type McpTool, toolsetNames, toolsFor } from '../server/mcp/tools.ts';
+import { allToolDefinitions, type McpTool, toolsetNames, toolsFor } from '../handlers/mcp/tools.ts';
 
 export interface TokenRow {
   grant: string;

@@ -305,7 +305,7 @@ export function mcpToolsModule(tools: McpToolDefinition[], toolsets: McpToolset[
   return `
 /**
  * One MCP tool per catalogued operation, built from the document by scripts/mcp-tools.ts (rules:
- * openapi/EXTENSIONS.md, *MCP tools*). Sorted by tool name. Read it through server/mcp/tools.ts
+ * openapi/EXTENSIONS.md, *MCP tools*). Sorted by tool name. Read it through handlers/mcp/tools.ts
  * (\`toolsFor\`), which picks the tools of a connection's grants.
  */
 

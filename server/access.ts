@@ -25,14 +25,15 @@ export function delegableMembers(credential: Credential): MemberInfo[] {
  */
 export function authorize(credential: Credential, entry: CatalogueEntry, actAsHeader: string | undefined): MemberInfo | null {
   const session = credential.kind === 'session';
-  const connection = credential.connection;
-  const holder = connection ? 'This connection' : 'This key';
+  // A module's kind of credential is named in refusals by its noun (`This connection`), a personal one by its member's role.
+  const noun = credential.noun ?? 'key';
+  const holder = `This ${noun}`;
   if (session && !entry.sessions) throw forbidden(`A sign-in session may not call ${entry.id}: only operations whose security lists SessionCookie.`);
   if (entry.listed && !credential.operations.has(entry.id)) throw forbidden(`${holder} is not granted ${entry.id}.`);
   if (entry.resource !== null) {
     const held = credential.resources.get(entry.resource);
     const missing = entry.access.filter((a) => !held?.has(a));
-    if (missing.length) throw forbidden(`${session || connection?.access === 'personal' ? "The member's role" : holder} lacks ${missing.join(' and ')} access on ${entry.resource}.`);
+    if (missing.length) throw forbidden(`${session || credential.personal ? "The member's role" : holder} lacks ${missing.join(' and ')} access on ${entry.resource}.`);
   }
   if (actAsHeader === undefined) {
     if (entry.actAs === 'required') throw invalidInput(`${entry.id} runs as a member: send Service-Act-As.`);
@@ -43,8 +44,8 @@ export function authorize(credential: Credential, entry: CatalogueEntry, actAsHe
   const delegated = credential.delegation === 'all' || (credential.delegation === 'selected' && credential.delegates.has(actAsHeader));
   if (!member || member.disabled || !delegated) {
     // One message for all three causes, so the header cannot probe other workspaces' member ids.
-    if (connection?.access === 'personal') throw forbidden('A personal connection acts only as the member who approved it: send no Service-Act-As, or that member.');
-    throw forbidden(`Service-Act-As names a member ${connection ? 'this connection' : 'this key'} may not act for (see GET /v1/delegation/members).`);
+    if (credential.personal) throw forbidden(`A personal ${noun} acts only as the member who approved it: send no Service-Act-As, or that member.`);
+    throw forbidden(`Service-Act-As names a member this ${noun} may not act for (see GET /v1/delegation/members).`);
   }
   return member;
 }

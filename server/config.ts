@@ -30,13 +30,6 @@ export interface ServiceConfig {
   trustProxy: boolean | number | string;
   /** Bearer token that `GET /metrics` requires; null (METRICS_TOKEN unset) turns metrics off. */
   metricsToken: string | null;
-  /**
-   * Origins (scheme://host[:port]) whose browser pages may call `/v1/mcp` besides PUBLIC_URL's own
-   * (MCP_ALLOWED_ORIGINS, comma-separated, e.g. a browser MCP client such as the Inspector); a request
-   * with another `Origin` header is refused (403, DNS rebinding). Requests without `Origin` (desktop
-   * and command-line clients) are not affected.
-   */
-  mcpAllowedOrigins: string[];
   /** How often the change-event consumers (the outbox) look for new events (ms); events wait for the next poll. */
   outboxPollMs: number;
   /** How often the job runner looks for due jobs (ms); jobs enqueued by this process's commands and consumers wake it at once. */
@@ -81,7 +74,8 @@ export function envNumber(env: ServiceEnv, name: string, fallback: number, min: 
   return value;
 }
 
-function originsFrom(name: string, raw: string | undefined): string[] {
+/** Origins (scheme://host[:port], comma-separated) from the environment; throws a readable error on anything else. */
+export function originsFrom(name: string, raw: string | undefined): string[] {
   const out: string[] = [];
   for (const item of (raw ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
     let url: URL;
@@ -124,7 +118,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     logLevel: env.LOG_LEVEL || 'info',
     trustProxy: trustProxyFrom(env.TRUST_PROXY),
     metricsToken: env.METRICS_TOKEN?.trim() || null,
-    mcpAllowedOrigins: originsFrom('MCP_ALLOWED_ORIGINS', env.MCP_ALLOWED_ORIGINS),
     outboxPollMs: envNumber(env, 'OUTBOX_POLL_MS', 250, 10),
     jobsPollMs: envNumber(env, 'JOBS_POLL_MS', 1000, 10),
     outboxRetentionDays: envNumber(env, 'OUTBOX_RETENTION_DAYS', 30, 30),

@@ -133,31 +133,34 @@ function withoutSecretParts(url: string, unmatched: boolean): string {
 
 /**
  * The request URL as logged: when the path, normalised as a router or a lenient proxy may see it, falls
- * under a prefix that carries a secret token (`/signin/`, `/mailbox/` and each module's `secretPaths`,
- * e.g. `/files/`), everything after the prefix is cut, whatever spelling the request used (`;params`
- * included). A URL that does not decode is not logged at all. On every URL, the value of a query
+ * under a prefix that carries a secret token (`/signin/` and each module's `secretPaths`, e.g.
+ * `/files/`, `/mailbox/`), everything after the prefix is cut, whatever spelling the request used
+ * (`;params` included); under a prefix of `queries` (each module's `secretQueries`, e.g. `/oauth/`), the
+ * whole query string is cut. A URL that does not decode is not logged at all. On every URL, the value of a query
  * parameter that carries a credential (by its name: `api_key`, `token`, `password`, `code`, …; or by
  * its value: a `wso_…` key, a token-like run) is cut, and a path segment holding a key too. A request
  * no route answered (`unmatched`: a mistyped or mangled link) has every segment that looks like a token
  * (43+ base64url characters) cut as well.
  */
-export function redactUrl(url: string, secretPrefixes: readonly string[] = [SIGNIN_PREFIX], unmatched = false): string {
+export function redactUrl(url: string, secret: SecretUrlParts | readonly string[] = [SIGNIN_PREFIX], unmatched = false): string {
+  const { paths, queries = [] } = Array.isArray(secret) ? { paths: secret as readonly string[] } : (secret as SecretUrlParts);
   const routed = routedPath(url);
   if (routed === null) return '[undecodable url]';
-  for (const prefix of [...secretPrefixes, ...PLATFORM_SECRET_PREFIXES]) {
+  for (const prefix of paths) {
     const p = prefix.toLowerCase();
     if (routed.startsWith(p)) return `${prefix}[redacted]`;
   }
-  // The authorization server's requests: no query string (state, PKCE challenges, a code a client misplaces).
-  if (routed.startsWith('/oauth/') || routed.startsWith('/.well-known/')) {
+  // Paths whose query string is secret as a whole (the authorization server's: state, PKCE challenges, a code a client misplaces).
+  if (queries.some((q) => routed.startsWith(q.toLowerCase()))) {
     const cut = url.search(/[?#]/);
     if (cut >= 0) return `${withoutSecretParts(url.slice(0, cut), unmatched)}?[redacted]`;
   }
   return withoutSecretParts(url, unmatched);
 }
 
-/**
- * The platform's paths whose rest is cut like a sign-in link: the authorization server's interaction
- * ids (server/oauth) and the development mailbox's mail ids (handlers/mailbox/pages.ts).
- */
-const PLATFORM_SECRET_PREFIXES = ['/oauth/authorize/', '/oauth/consent/', '/mailbox/'];
+/** What the request log cuts: path prefixes whose rest is a secret (`/signin/`, `/files/`), and prefixes whose query string is (`/oauth/`). */
+export interface SecretUrlParts {
+  readonly paths: readonly string[];
+  readonly queries?: readonly string[];
+}
+

@@ -14,7 +14,10 @@ import type { EgressClient } from './egress.ts';
 import type { InternalCalls } from './internalCalls.ts';
 import type { JobDefinition, JobQueue } from './jobs.ts';
 import type { Mailer } from './mailer.ts';
+import type { ExecuteOperation } from './execute.ts';
 import type { Handler } from './operation.ts';
+import type { RequestCredential } from './platform.ts';
+import type { ContractValidator } from './validation.ts';
 import type { EventKindDeclaration } from './events.ts';
 import type { EventConsumer } from './outbox.ts';
 import type { NavEntry, PageKit } from './pages.ts';
@@ -51,6 +54,11 @@ export interface ModuleDeps<Settings = unknown> {
   readonly settings: Settings;
   /** The event kinds every module declares (`ServiceModule.events`), by name: what webhooks and automation offer. */
   readonly eventKinds: ReadonlyMap<string, EventKindDeclaration>;
+  /**
+   * The one execution path of operations (validation, grants, act-as, idempotency, the handlers), for a
+   * module that serves operations another way than /v1 (MCP tools), and the document's validator.
+   */
+  readonly operations: { readonly execute: ExecuteOperation; readonly validator: ContractValidator };
 }
 
 /**
@@ -102,6 +110,13 @@ export interface ServiceModule<NS extends string = string, Settings = undefined>
   config?(env: ServiceEnv): Settings;
   /** Pages and other routes outside /v1/operations, mounted at the root. */
   routes?(deps: ModuleDeps<Settings>): Router;
+  /** API routes answered before the /v1 operations router (`/v1/mcp`, its resource metadata). */
+  apiRoutes?(deps: ModuleDeps<Settings>): Router;
+  /**
+   * Its kind of credential on /v1 requests, tried before API keys and sessions (an MCP connection's
+   * access token on the discovery operations); register the kind itself with `deps.credentials.registerKind`.
+   */
+  requestCredential?(deps: ModuleDeps<Settings>): RequestCredential;
   /** Its entries of the navigation bar on every member page (label, path, badge, who sees it). */
   navigation?(deps: ModuleDeps<Settings>): NavEntry[];
   /**
@@ -109,6 +124,8 @@ export interface ServiceModule<NS extends string = string, Settings = undefined>
    * for signers' links): the request log cuts everything after the prefix, however the path is spelled.
    */
   readonly secretPaths?: readonly string[];
+  /** Path prefixes whose query string is secret as a whole (`/oauth/`: state, PKCE challenges): the request log cuts it. */
+  readonly secretQueries?: readonly string[];
   /** Its CSS file, appended to the one stylesheet of every page. */
   readonly stylesheet?: URL;
   /** Browser scripts its pages load, bundled into its compiled folder by `npm run build` (server/bundle.ts). */

@@ -15,12 +15,10 @@ import { errorMiddleware, invalidInput, invalidJson, methodNotAllowed, noteError
 import { Idempotency } from './idempotency.ts';
 import { InternalCalls } from './internalCalls.ts';
 import type { JobQueue } from './jobs.ts';
-import { redactUrl, requestScope, SIGNIN_PREFIX } from './logger.ts';
+import { redactUrl, requestScope, type SecretUrlParts, SIGNIN_PREFIX } from './logger.ts';
 import { distance } from './suggest.ts';
 import type { HandlerMap } from './operation.ts';
 import { Metrics } from './metrics.ts';
-import { mcpResource, MCP_PATH, protectedResourceRoutes } from './mcp/resource.ts';
-import { discoveryConnectionCredential, type McpLogFields, mcpRoutes } from './mcp/transport.ts';
 import { PageKit, sessionTokenOf } from './pages.ts';
 import { checkOrigin, signinRoutes } from './signin.ts';
 import { ContractValidator } from './validation.ts';
@@ -30,9 +28,27 @@ interface Locals {
   entry: CatalogueEntry;
   /** The error answered (`{error, message}`), for the request's log line. */
   error: { code: string; message: string };
-  /** Set by /v1/mcp for the request's log line. */
-  mcp: McpLogFields;
+  /** Set by a module's API route (`/v1/mcp`) for the request's log line. */
+  log: RequestLogNote;
 }
+
+/**
+ * What a module's API route (mounted with `mountApi`) says of a request for its log line and metrics:
+ * the metric's operation label (`mcp`), the URL as it may be logged (never a token), and fields of its
+ * own (`connection`, `tool`, `operation`), filled while the request runs.
+ */
+export interface RequestLogNote {
+  metric: string;
+  url: string;
+  fields: { operation?: string } & Record<string, string | undefined>;
+}
+
+/**
+ * A module's way to authenticate a /v1 request before API keys and sessions (an MCP connection's access
+ * token on the two discovery operations): the credential, or undefined when the request is not its kind.
+ * `route` is `METHOD /path` under /v1.
+ */
+export type RequestCredential = (req: Request, route: string) => Promise<Credential | undefined>;
 
 export interface PlatformOptions {
   db: Database;
@@ -48,6 +64,8 @@ export interface PlatformOptions {
   endpoints: () => Record<string, { queued: number; refused: number }>;
   /** Path prefixes whose rest is a secret token (the modules' `secretPaths`): cut from the request log. */
   secretPaths?: readonly string[];
+  /** Path prefixes whose query string is cut whole from the request log (the modules' `secretQueries`). */
+  secretQueries?: readonly string[];
 }
 
 /** HSTS for answers that came over https through a trusted proxy: one year, this host only (the operator's proxy may add more). */
@@ -82,7 +100,7 @@ function noRoute(method: string, path: string): never {
  * not the secret; sign-in link tokens are cut from the URL, and from a 404 or 405 (no route: a mangled
  * link) whatever looks like a token). Sets Request-Id, and HSTS when `hsts`.
  */
-function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secretPaths: readonly string[]) {
+function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secret: SecretUrlParts) {
   return (req: Request, res: Response<unknown, Partial<Locals>>, next: NextFunction) => {
     const started = process.hrtime.bigint();
     const id = crypto.randomUUID();
@@ -90,19 +108,18 @@ function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secretPaths
     if (hsts && req.secure) res.setHeader('Strict-Transport-Security', HSTS);
     res.on('finish', () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      // MCP requests (/v1/mcp): the connection, and for a tool call its tool and operation; the URL without its query (never a token).
-      const mcp = res.locals.mcp;
-      metrics.observe(res.locals.entry?.id ?? (mcp ? 'mcp' : 'other'), res.statusCode, seconds);
+      // A module's API route (e.g. /v1/mcp) says what to log: its metric label, its URL (never a token), its own fields.
+      const note = res.locals.log;
+      metrics.observe(res.locals.entry?.id ?? note?.metric ?? 'other', res.statusCode, seconds);
       logger.info(
         {
           request_id: id,
-          req: { id, method: req.method, url: mcp ? (req.originalUrl.includes('?') ? `${MCP_PATH}?[redacted]` : MCP_PATH) : redactUrl(req.originalUrl, secretPaths, res.statusCode === 404 || res.statusCode === 405) },
+          req: { id, method: req.method, url: note ? note.url : redactUrl(req.originalUrl, secret, res.statusCode === 404 || res.statusCode === 405) },
           res: { statusCode: res.statusCode },
           key: res.locals.credential?.kind === 'key' ? res.locals.credential.keyId : undefined,
           session: res.locals.credential?.kind === 'session' ? res.locals.credential.keyId : undefined,
-          connection: mcp?.connection,
-          tool: mcp?.tool,
-          operation: res.locals.entry?.id ?? mcp?.operation,
+          ...note?.fields,
+          operation: res.locals.entry?.id ?? note?.fields.operation,
           // 4xx and 5xx: what the caller was told, beside the request id (never more than the body said).
           ...(res.locals.error ? { error: res.locals.error.code, error_message: res.locals.error.message } : {}),
           ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
@@ -118,9 +135,9 @@ function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secretPaths
  * The /v1 router every operation goes through: authentication with the rate limit, operation lookup,
  * JSON body, validation, grants and act-as, then the handler (queries) or the idempotency layer (commands).
  */
-function operationsRouter(options: PlatformOptions, parts: { credentials: CredentialStore; execute: ExecuteOperation; validator: ContractValidator }): express.Router {
+function operationsRouter(options: PlatformOptions, parts: { credentials: CredentialStore; execute: ExecuteOperation; validator: ContractValidator; requestCredentials: readonly RequestCredential[] }): express.Router {
   const { config, logger } = options;
-  const { credentials, execute, validator } = parts;
+  const { credentials, execute, validator, requestCredentials } = parts;
 
   /** Sends a JSON body, checking it against the document first in development and tests. */
   const send = (res: Response<unknown, Locals>, status: number, body: unknown) => {
@@ -146,9 +163,11 @@ function operationsRouter(options: PlatformOptions, parts: { credentials: Creden
     // Node keeps only the first of two Authorization headers in req.headers: a second one is refused, not ignored.
     if (headerCount(req, 'authorization') > 1) throw invalidInput(TWO_AUTHORIZATION_HEADERS);
     const authorization = req.headers.authorization;
-    // An MCP connection's access token learns what it may call and whom it may act for (GET /operations, /delegation/members).
-    const connection = await discoveryConnectionCredential(req, { db: options.db, clock: options.clock, credentials, resource: mcpResource(config.publicUrl) }, `${req.method} ${req.path}`);
-    if (connection) return connection;
+    // A module's kind of credential first (an MCP connection's access token on GET /operations and /delegation/members).
+    for (const resolve of requestCredentials) {
+      const credential = await resolve(req, `${req.method} ${req.path}`);
+      if (credential) return credential;
+    }
     const session = authorization === undefined ? sessionTokenOf(req) : undefined;
     if (session === undefined) return credentials.authenticate(authorization);
     checkOrigin(req);
@@ -191,9 +210,7 @@ function operationsRouter(options: PlatformOptions, parts: { credentials: Creden
 export function createPlatform(options: PlatformOptions) {
   const { db, clock, config, logger, handlers } = options;
   const metrics = new Metrics(config.metricsToken, { db, clock, endpoints: options.endpoints });
-  // The MCP endpoint's resource identifier: its access tokens must be issued for it.
-  const resource = mcpResource(config.publicUrl);
-  const credentials = new CredentialStore(db, clock, { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst }, resource);
+  const credentials = new CredentialStore(db, clock, { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst });
   const idempotency = new Idempotency(db, clock, config.idempotencyLockTimeoutMs);
   const validator = new ContractValidator(dereferenced, catalogue);
   const execute = createExecutor({ db, clock, config, handlers, jobs: options.jobs, idempotency, validator, afterCommand: options.afterCommand });
@@ -206,7 +223,7 @@ export function createPlatform(options: PlatformOptions) {
   // Only a trusted proxy can say the request came over https (X-Forwarded-Proto).
   const hsts = config.trustProxy !== false;
 
-  app.use(requestLog(logger, metrics, hsts, [SIGNIN_PREFIX, ...(options.secretPaths ?? [])]));
+  app.use(requestLog(logger, metrics, hsts, { paths: [SIGNIN_PREFIX, ...(options.secretPaths ?? [])], queries: options.secretQueries ?? [] }));
 
   // Answers of /v1 are per credential: never stored by a cache, never sniffed as another type.
   app.use('/v1', (_req, res, next) => {
@@ -242,12 +259,11 @@ export function createPlatform(options: PlatformOptions) {
     }
   });
 
-  // Agent access: the protected resource metadata (RFC 9728) and /v1/mcp, before the operations router.
-  app.use(protectedResourceRoutes(resource));
-  app.use(
-    mcpRoutes({ config, logger, credentials, db, clock, execute, resource, validator: config.validateResponses ? validator : undefined, version: String(document.info.version) }),
-  );
-  app.use('/v1', operationsRouter(options, { credentials, execute, validator }));
+  // Modules' API routes (agent access: /v1/mcp and its resource metadata), before the operations router.
+  const apiRoutes = express.Router();
+  app.use(apiRoutes);
+  const requestCredentials: RequestCredential[] = [];
+  app.use('/v1', operationsRouter(options, { credentials, execute, validator, requestCredentials }));
   app.use(signinRoutes({ db, clock, logger, pages }));
   app.get('/assets/page.css', pages.css);
   return {
@@ -256,8 +272,16 @@ export function createPlatform(options: PlatformOptions) {
     pages,
     /** Operations called by the service itself (automation actions), with the same validation and handlers. */
     calls: new InternalCalls(db, clock, config, handlers, validator, options.jobs),
+    /** Runs an operation for a credential as /v1 does (validation, grants, idempotency): for a module serving operations another way (MCP). */
+    execute,
+    /** The document's validator (responses are checked against it in development and tests: `config.validateResponses`). */
+    validator,
     /** Adds a module's routes (pages) after the platform's own. */
     mount: (router: express.Router) => void app.use(router),
+    /** Adds a module's API routes (`/v1/mcp`), answered before the /v1 operations router. */
+    mountApi: (router: express.Router) => void apiRoutes.use(router),
+    /** Adds a module's kind of credential to /v1 requests, tried before API keys and sessions. */
+    addRequestCredential: (resolve: RequestCredential) => void requestCredentials.push(resolve),
     /** Ends the chain: unknown endpoints and the documented error body. Call after every mount. */
     finish: () => {
       app.use((req, _res, next) => next(notFound(`No such endpoint ${req.method} ${req.path}.`)));

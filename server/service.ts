@@ -7,9 +7,6 @@ import type { ServiceConfig } from './config.ts';
 import { EgressClient } from './egress.ts';
 import { JobRunner } from './jobs.ts';
 import { createMailer, mailStartupLine, pruneMailboxJob } from './mailer.ts';
-import { consentRoutes } from './mcp/consent.ts';
-import { connectionsNavigation, connectionsRoutes, MCP_CSS } from './mcp/connectionsPage.ts';
-import { createOAuthServer } from './oauth/index.ts';
 import type { AnyServiceModule, ModuleDeps, RawEndpoint } from './module.ts';
 import type { HandlerMap } from './operation.ts';
 import type { EventKindDeclaration } from './events.ts';
@@ -41,7 +38,8 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     jobs.committed(sql);
   };
   const secretPaths = modules.flatMap((m) => m.secretPaths ?? []);
-  const platform = createPlatform({ ...deps, handlers, jobs, endpoints: () => byNamespace, afterCommand, secretPaths });
+  const secretQueries = modules.flatMap((m) => m.secretQueries ?? []);
+  const platform = createPlatform({ ...deps, handlers, jobs, endpoints: () => byNamespace, afterCommand, secretPaths, secretQueries });
   // The workers are built from the modules below; what a module is given wakes them once they exist.
   let workers: Workers | null = null;
   const wakeWorker = { wake: (name: string) => workers?.wake(name) };
@@ -51,28 +49,24 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   const mailLine = mailStartupLine(deps.config.mail);
   deps.logger[mailLine.level](mailLine.fields, mailLine.message);
   const storage = createBlobStore(deps.db, deps.clock, deps.config.storage);
-  // The OAuth authorization server of the MCP endpoint (issue 17): one per process, its records in the database.
-  const oauth = createOAuthServer({ ...deps, egress, pages: platform.pages });
   const eventKinds = new Map<string, EventKindDeclaration>();
   for (const e of modules.flatMap((m) => m.events ?? [])) {
     if (eventKinds.has(e.kind)) throw new Error(`two modules declare the event kind ${e.kind}`);
     eventKinds.set(e.kind, e);
   }
-  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, mailer, storage, jobs, eventKinds };
+  const operations = { execute: platform.execute, validator: platform.validator };
+  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, mailer, storage, jobs, eventKinds, operations };
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
   for (const m of modules) Object.assign(handlers, typeof m.handlers === 'function' ? (m.handlers as (deps: ModuleDeps) => object)(moduleDeps(m)) : m.handlers);
   platform.pages.compose(deps, [
     ...modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })),
-    { navigation: connectionsNavigation, stylesheet: MCP_CSS },
   ]);
+  // Modules' API routes (before /v1's operations), their kinds of credential on /v1, then their pages.
+  for (const m of modules) if (m.apiRoutes) platform.mountApi(m.apiRoutes(moduleDeps(m)));
+  for (const m of modules) if (m.requestCredential) platform.addRequestCredential(m.requestCredential(moduleDeps(m)));
   for (const m of modules) if (m.routes) platform.mount(m.routes(moduleDeps(m)));
-  // Agent access: the OAuth server's routes (/oauth/*, its discovery documents), its consent page
-  // (/oauth/consent/<uid>) and the agent connections settings page.
-  platform.mount(oauth.routes());
-  platform.mount(consentRoutes({ ...deps, pages: platform.pages, credentials: platform.credentials, oauth }));
-  platform.mount(connectionsRoutes({ ...deps, pages: platform.pages, oauth }));
   // `GET /`, scoped links, and the HTML 404 / 405 pages outside /v1: after every module's pages.
   platform.mount(platform.pages.routes());
   platform.finish();
@@ -104,7 +98,6 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
   outbox = new OutboxRunner(deps.db, deps.clock, deps.logger, consumers, { onCommit: (sql) => jobs.committed(sql) });
   jobs.define('mailbox.prune', pruneMailboxJob(deps.db, deps.clock, deps.logger));
   jobs.define('outbox.prune', pruneOutboxJob(deps.db, deps.clock, deps.logger, deps.config.outboxRetentionDays * 86_400_000));
-  jobs.define('oauth.prune', oauth.pruneJob());
 
   const loops: Record<string, BackgroundWorker> = {};
   for (const m of modules) {

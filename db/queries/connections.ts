@@ -1,5 +1,5 @@
 /**
- * MCP connections (issue 17): what a member approved on the consent page (server/mcp/consent.ts), the
+ * MCP connections (issue 17): what a member approved on the consent page (handlers/mcp/consent.ts), the
  * OAuth account of its tokens. Tables `mcp_connections` and `mcp_connection_delegates`
  * (db/migrations/20261230000000_agent_access.ts, `member_role` from 20261230000100).
  */

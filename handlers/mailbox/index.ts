@@ -63,4 +63,6 @@ export const mailbox: ServiceModule<'mailbox', MailboxSettings> = {
   navigation: (deps) => (served(deps) ? mailboxNavigation : []),
   stylesheet: MAILBOX_CSS,
   admin: mailAdmin,
+  // A mail's id is cut from the request log like a sign-in link.
+  secretPaths: ['/mailbox/'],
 };

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { disableMember } from '../../server/admin.ts';
-import { mcpResource } from '../../server/mcp/resource.ts';
+import { mcpResource } from '../../handlers/mcp/resource.ts';
 import { acme } from '../support/fixtures.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 import { insertConnection, mcpUrl, mintAccessToken, rawPost, revokeToken } from './tokens.ts';

@@ -11,13 +11,13 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { sha256Hex } from '../../server/ids.ts';
-import { mcpResource } from '../../server/mcp/resource.ts';
+import { mcpResource } from '../../handlers/mcp/resource.ts';
 import { acme } from '../support/fixtures.ts';
 import { databases, forEachDatabase, type TestService } from '../support/service.ts';
 import { authorize, pkce, REDIRECT, register, startAuthServer, token as tokenRequest } from '../oauth/support.ts';
 import { insertConnection, mintAccessToken, rawPost } from './tokens.ts';
 
-/** The documented freshness window of a proof's iat (server/mcp/dpop.ts DPOP_IAT_WINDOW_S). */
+/** The documented freshness window of a proof's iat (handlers/mcp/dpop.ts DPOP_IAT_WINDOW_S). */
 const DPOP_IAT_WINDOW_S = 300;
 const LIST = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
 const HEADERS = { 'MCP-Protocol-Version': '2025-11-25' };

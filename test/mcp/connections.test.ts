@@ -1,5 +1,5 @@
 /**
- * MCP connections (server/mcp/connections.ts) on both databases: the operations frozen at approval
+ * MCP connections (handlers/mcp/connections.ts) on both databases: the operations frozen at approval
  * (personal: the member's role ∩ toolsets ∩ queries when read-only; workspace: the chosen grants ∩
  * toolsets), the choices refused in words, revocation (its grant's records deleted in the same
  * transaction, `connection.revoked`, refused twice, a plain member only their own personal ones), and
@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { AdminError, type ApplyResult } from '../../server/admin.ts';
 import { type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
-import { connectionEnded, createConnection, findConnectionForAuth, listConnections, memberOperations, revokeConnection } from '../../server/mcp/connections.ts';
+import { connectionEnded, createConnection, findConnectionForAuth, listConnections, memberOperations, revokeConnection } from '../../handlers/mcp/connections.ts';
 import { acme } from '../support/fixtures.ts';
 import { forEachDatabase } from '../support/service.ts';
 

@@ -1,6 +1,6 @@
 /**
- * The consent page (server/mcp/consent.ts) and the agent connections page (server/mcp/connectionsPage.ts)
- * in headless Chromium against the real authorization server (server/oauth), on both databases: a
+ * The consent page (handlers/mcp/consent.ts) and the agent connections page (handlers/mcp/connectionsPage.ts)
+ * in headless Chromium against the real authorization server (handlers/mcp/oauth), on both databases: a
  * client registered by DCR starts the authorization code flow with PKCE S256 and the resource; a
  * signed-out browser is sent to sign in (same browser) and comes back; a plain member approves personal
  * access (toolsets narrowed) and cannot choose workspace access; an admin approves workspace access
@@ -20,8 +20,8 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { type ApplyResult, setApiKeyAccess } from '../../server/admin.ts';
 import { readAudit } from '../../server/audit.ts';
 import { sha256Hex } from '../../server/ids.ts';
-import { memberOperations, narrowOperations } from '../../server/mcp/connections.ts';
-import { toolsFor } from '../../server/mcp/tools.ts';
+import { memberOperations, narrowOperations } from '../../handlers/mcp/connections.ts';
+import { toolsFor } from '../../handlers/mcp/tools.ts';
 import { createSigninLink } from '../../server/signin.ts';
 import { announceBrowser, launchBrowser, signedInPage } from '../support/browser.ts';
 import { admin } from '../support/cli.ts';

@@ -13,7 +13,7 @@
 import assert from 'node:assert/strict';
 import type { ApplyResult } from '../../server/admin.ts';
 import { sha256Hex } from '../../server/ids.ts';
-import { mcpResource } from '../../server/mcp/resource.ts';
+import { mcpResource } from '../../handlers/mcp/resource.ts';
 import { acme } from '../support/fixtures.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
 import { freePort } from '../support/smtp.ts';

@@ -36,7 +36,7 @@ import {
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { ApplyResult } from '../../server/admin.ts';
 import { mailConfigFromEnv } from '../../server/mailer.ts';
-import { toolsFor } from '../../server/mcp/tools.ts';
+import { toolsFor } from '../../handlers/mcp/tools.ts';
 import { announceBrowser, launchBrowser } from '../support/browser.ts';
 import { acme, createPipeline } from '../support/fixtures.ts';
 import { testCertificates } from '../support/receiver.ts';

@@ -6,7 +6,7 @@
  * (generated/dereferenced.ts) gets one more operation (`customers.GetDealForecast`, a copy of
  * `customers.GetDeal` under a new id), the generator (scripts/mcp-tools.ts `buildMcpTools` and
  * `mcpToolsModule`, what `npm run generate` runs) writes the extended generated/mcpTools.ts into a
- * temporary folder, next to a copy of server/mcp/tools.ts, which is then imported: the same selection
+ * temporary folder, next to a copy of handlers/mcp/tools.ts, which is then imported: the same selection
  * code on the extended catalogue. The old connections' answers (a full grant frozen before the
  * addition, a personal connection with toolsets and a read-only one) are compared byte for byte; a
  * connection approved after the addition with every operation does see the new tool (so the
@@ -24,7 +24,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { catalogue } from '../../generated/catalogue.ts';
 import { dereferenced } from '../../generated/dereferenced.ts';
 import { buildMcpTools, mcpToolsModule, type ToolSource } from '../../scripts/mcp-tools.ts';
-import * as current from '../../server/mcp/tools.ts';
+import * as current from '../../handlers/mcp/tools.ts';
 import { acme } from '../support/fixtures.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
 import { freePort } from '../support/smtp.ts';
@@ -52,14 +52,14 @@ async function extendedCatalogue(dir: string): Promise<Tools> {
   assert.deepEqual(problems, []);
   assert.ok(built.tools.some((t) => t.operationId === NEW_ID), 'the generator made no tool for the added operation');
   fs.mkdirSync(path.join(dir, 'generated'), { recursive: true });
-  fs.mkdirSync(path.join(dir, 'server', 'mcp'), { recursive: true });
+  fs.mkdirSync(path.join(dir, 'handlers', 'mcp'), { recursive: true });
   fs.writeFileSync(path.join(dir, 'generated', 'mcpTools.ts'), '// extended catalogue (test)\n' + mcpToolsModule(built.tools, built.toolsets));
-  const source = fs.readFileSync(path.join(root, 'server', 'mcp', 'tools.ts'), 'utf8');
+  const source = fs.readFileSync(path.join(root, 'handlers', 'mcp', 'tools.ts'), 'utf8');
   // The copy must need nothing but the generated module, or it would not be the same code on another catalogue.
   const imports = [...source.matchAll(/from '([^']+)'/g)].map((m) => m[1]);
-  assert.deepEqual([...new Set(imports)], ['../../generated/mcpTools.ts'], 'server/mcp/tools.ts imports more than generated/mcpTools.ts: extend this test');
-  fs.writeFileSync(path.join(dir, 'server', 'mcp', 'tools.ts'), source);
-  return (await import(pathToFileURL(path.join(dir, 'server', 'mcp', 'tools.ts')).href)) as Tools;
+  assert.deepEqual([...new Set(imports)], ['../../generated/mcpTools.ts'], 'handlers/mcp/tools.ts imports more than generated/mcpTools.ts: extend this test');
+  fs.writeFileSync(path.join(dir, 'handlers', 'mcp', 'tools.ts'), source);
+  return (await import(pathToFileURL(path.join(dir, 'handlers', 'mcp', 'tools.ts')).href)) as Tools;
 }
 
 describe('MCP contract freeze: an operation added to the catalogue never changes an approved connection', () => {

@@ -10,7 +10,7 @@ import type { Database } from '../../db/database.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import type { Clock } from '../../server/clock.ts';
 import { newId, sha256Hex } from '../../server/ids.ts';
-import { MCP_SCOPE, mcpResource } from '../../server/mcp/resource.ts';
+import { MCP_SCOPE, mcpResource } from '../../handlers/mcp/resource.ts';
 
 export interface ConnectionSpec {
   access: 'personal' | 'workspace';

@@ -6,7 +6,7 @@
 import crypto from 'node:crypto';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { newId, sha256Hex } from '../../server/ids.ts';
-import { mcpResource } from '../../server/mcp/resource.ts';
+import { mcpResource } from '../../handlers/mcp/resource.ts';
 import type { TestService } from '../support/service.ts';
 
 export interface ConnectionSpec {

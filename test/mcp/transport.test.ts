@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { Client } from '@modelcontextprotocol/client';
 import { disableMember } from '../../server/admin.ts';
-import { derivedIdempotencyKey } from '../../server/mcp/server.ts';
+import { derivedIdempotencyKey } from '../../handlers/mcp/server.ts';
 import { acme } from '../support/fixtures.ts';
 import { forEachDatabase, type TestService } from '../support/service.ts';
 import { connectClient, type Era, insertConnection, mcpUrl, mintAccessToken, modern, rawPost } from './tokens.ts';
@@ -356,7 +356,7 @@ forEachDatabase(
       assert.equal((await rawPost(svc(), initialize, { Authorization: `Bearer ${otherToken}` })).status, 401);
     });
   },
-  { mcpAllowedOrigins: ['https://inspector.example'] },
+  { env: { MCP_ALLOWED_ORIGINS: 'https://inspector.example' } },
 );
 
 forEachDatabase(

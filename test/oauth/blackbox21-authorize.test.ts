@@ -9,8 +9,8 @@
  * - a request without `scope` gets the default `mcp`; one without `mcp` (only `openid`) is invalid_scope.
  */
 import assert from 'node:assert/strict';
-import { revokeConnection } from '../../server/mcp/connections.ts';
-import { FAILED_DOCUMENT_TTL_MS, OAUTH_LIMITS } from '../../server/oauth/index.ts';
+import { revokeConnection } from '../../handlers/mcp/connections.ts';
+import { FAILED_DOCUMENT_TTL_MS, OAUTH_LIMITS } from '../../handlers/mcp/oauth/index.ts';
 import { type Receiver, startReceiver, testCertificates } from '../support/receiver.ts';
 import { databases } from '../support/service.ts';
 import { authorize, type Answer, Browser, pkce, REDIRECT, register, startAuthServer, type TestAuthServer, token } from './support.ts';

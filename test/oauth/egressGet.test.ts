@@ -6,8 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { EgressClient, type EgressPolicy } from '../../server/egress.ts';
-import { redactUrl, SIGNIN_PREFIX } from '../../server/logger.ts';
+import { redactUrl } from '../../server/logger.ts';
 import { fakeDns, refused, strict } from '../support/egress.ts';
+import { serviceSecretUrls } from '../support/secretUrls.ts';
 import { type Receiver, startReceiver, testCertificates } from '../support/receiver.ts';
 
 describe('egress: get', () => {
@@ -78,7 +79,7 @@ describe('egress: get', () => {
 });
 
 describe('request log: the authorization server\'s URLs', () => {
-  const redact = (url: string) => redactUrl(url, [SIGNIN_PREFIX]);
+  const redact = (url: string) => redactUrl(url, serviceSecretUrls);
   it('cuts query strings under /oauth/ and the well-known documents, and interaction ids', () => {
     assert.equal(redact('/oauth/authorize?client_id=mcl_x&code_challenge=abc&state=s'), '/oauth/authorize?[redacted]');
     assert.equal(redact('/oauth/token?code=secretcode'), '/oauth/token?[redacted]');

@@ -1,5 +1,5 @@
 /**
- * The authorization server of the MCP endpoint (server/oauth), end to end over HTTP on both databases:
+ * The authorization server of the MCP endpoint (handlers/mcp/oauth), end to end over HTTP on both databases:
  * discovery documents, dynamic registration (public and confidential clients), client id metadata
  * documents fetched through the egress from a local HTTPS server, PKCE, RFC 9207 `iss`, RFC 8707
  * resource binding and its guard, refresh rotation and replay, revocation, the interaction hand-over
@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { sha256Hex } from '../../server/ids.ts';
-import { canonicalResource } from '../../server/oauth/index.ts';
+import { canonicalResource } from '../../handlers/mcp/oauth/index.ts';
 import { type Receiver, startReceiver, testCertificates } from '../support/receiver.ts';
 import { databases } from '../support/service.ts';
 import { authorize, Browser, pkce, REDIRECT, register, startAuthServer, startSecondProcess, type TestAuthServer, token } from './support.ts';

@@ -4,7 +4,7 @@
  * URLs (no query string, no interaction id).
  */
 import assert from 'node:assert/strict';
-import { OAUTH_LIMITS } from '../../server/oauth/index.ts';
+import { OAUTH_LIMITS } from '../../handlers/mcp/oauth/index.ts';
 import { forEachDatabase } from '../support/service.ts';
 
 forEachDatabase('oauth: in the service', (ctx) => {

@@ -1,5 +1,5 @@
 /**
- * A test authorization server: the real OAuth server (server/oauth) on its own express app, on the
+ * A test authorization server: the real OAuth server (handlers/mcp/oauth) on its own express app, on the
  * database of the run, with a minimal test-only approval page at /oauth/consent/<uid> (JSON details,
  * POST .../approve creates a connection row and calls `approve`, POST .../deny calls `deny`), and a
  * browser-like HTTP client that keeps cookies by path and follows nothing by itself.
@@ -15,7 +15,7 @@ import { FakeClock } from '../../server/clock.ts';
 import { loadConfig } from '../../server/config.ts';
 import { EgressClient, type EgressPolicy, STRICT_EGRESS_POLICY } from '../../server/egress.ts';
 import { newId } from '../../server/ids.ts';
-import { createOAuthServer, type OAuthServer } from '../../server/oauth/index.ts';
+import { createOAuthServer, type OAuthServer } from '../../handlers/mcp/oauth/index.ts';
 import { capturedLogger } from '../support/service.ts';
 
 export interface TestAuthServer {
@@ -42,7 +42,7 @@ export async function startAuthServer(databaseUrl: string, egressPolicy: EgressP
   const egress = new EgressClient(egressPolicy);
   const oauth = createOAuthServer({ db, clock, logger, config: { ...loadConfig({}), publicUrl: origin, egress: egressPolicy }, egress });
   app.use(oauth.routes());
-  // The test-only stand-in for the consent page (server/mcp/consent.ts in the service).
+  // The test-only stand-in for the consent page (handlers/mcp/consent.ts in the service).
   app.get('/oauth/consent/:uid', async (req, res) => {
     const details = await oauth.interaction(req, res);
     res.status(details ? 200 : 404).json(details);

@@ -7,8 +7,9 @@
  */
 import assert from 'node:assert/strict';
 import { prettyLine } from '../../server/logFormat.ts';
-import { redactUrl, SIGNIN_PREFIX } from '../../server/logger.ts';
+import { redactUrl } from '../../server/logger.ts';
 import { acme } from '../support/fixtures.ts';
+import { serviceSecretUrls } from '../support/secretUrls.ts';
 import { forEachDatabase } from '../support/service.ts';
 
 const requestLines = (logs: string) =>
@@ -62,7 +63,7 @@ forEachDatabase('Issue 21: credentials in query strings never reach the request 
   });
 
   it('cuts credential query parameters from every URL it logs, keeps ordinary ones, and cuts /mailbox/<id> like a sign-in link', () => {
-    const redact = (url: string, unmatched = false) => redactUrl(url, [SIGNIN_PREFIX], unmatched);
+    const redact = (url: string, unmatched = false) => redactUrl(url, serviceSecretUrls, unmatched);
     const key = `wso_${'a'.repeat(24)}_${'B'.repeat(43)}`;
     assert.equal(redact(`/v1/operations/x?api_key=${key}`), '/v1/operations/x?api_key=[redacted]');
     assert.equal(redact(`/v1/operations/x?API-KEY=short`), '/v1/operations/x?API-KEY=[redacted]');

@@ -1,6 +1,6 @@
 /**
  * The MCP tools generated from the document (generated/mcpTools.ts, built by scripts/mcp-tools.ts;
- * rules in openapi/EXTENSIONS.md, *MCP tools*) and their selection per connection (server/mcp/tools.ts).
+ * rules in openapi/EXTENSIONS.md, *MCP tools*) and their selection per connection (handlers/mcp/tools.ts).
  *
  * The full `tools/list` answer is compared with the committed snapshot test/fixtures/mcp-tools.snapshot.json:
  * any change to a tool (a name, a description, a schema, an annotation) fails here until the snapshot is
@@ -21,7 +21,7 @@ import { dereferenced } from '../../generated/dereferenced.ts';
 import { IDEMPOTENCY_ARGUMENT, mcpTools, mcpToolsets } from '../../generated/mcpTools.ts';
 import { buildMcpTools, type ToolSource } from '../../scripts/mcp-tools.ts';
 import { createAjv } from '../../server/ajv.cjs';
-import { allToolDefinitions, toolByName, toolDefinitionsFor, toolsFor, toolsetNames } from '../../server/mcp/tools.ts';
+import { allToolDefinitions, toolByName, toolDefinitionsFor, toolsFor, toolsetNames } from '../../handlers/mcp/tools.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const SNAPSHOT = path.join(root, 'test/fixtures/mcp-tools.snapshot.json');
@@ -34,7 +34,7 @@ const tool = (name: string) => {
   return def.tool;
 };
 
-describe('MCP tools (generated/mcpTools.ts, server/mcp/tools.ts)', () => {
+describe('MCP tools (generated/mcpTools.ts, handlers/mcp/tools.ts)', () => {
   it('the full tools/list equals the committed snapshot (UPDATE_MCP_SNAPSHOT=1 to update it)', () => {
     const actual = JSON.stringify({ tools: toolsFor(allIds) }, null, 2) + '\n';
     if (process.env.UPDATE_MCP_SNAPSHOT) fs.writeFileSync(SNAPSHOT, actual);

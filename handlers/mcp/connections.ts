@@ -32,11 +32,11 @@ import {
 import { bumpAuthVersion } from '../../db/queries/workspaces.ts';
 import type { MemberRole } from '../../db/rows.ts';
 import { type Access, type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
-import { AdminError, apiKeyAccessOf, type DelegationSpec, expandOperationGrants, grantableResourceTypes } from '../admin.ts';
-import { type AuditActor, OPERATOR, recordAudit } from '../audit.ts';
-import type { Clock } from '../clock.ts';
-import { newId } from '../ids.ts';
-import { roleAllows } from '../roles.ts';
+import { AdminError, apiKeyAccessOf, type DelegationSpec, expandOperationGrants, grantableResourceTypes } from '../../server/admin.ts';
+import { type AuditActor, OPERATOR, recordAudit } from '../../server/audit.ts';
+import type { Clock } from '../../server/clock.ts';
+import { newId } from '../../server/ids.ts';
+import { roleAllows } from '../../server/roles.ts';
 import { toolsetNames } from './tools.ts';
 
 export type { ConnectionAccess, DbConnectionForAuth };

@@ -10,15 +10,17 @@ import { createMcpHandler, isLegacyRequest, type McpHandlerRequestOptions, WebSt
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import { contentTypeProblem, readJsonObject } from '../body.ts';
+import { contentTypeProblem, readJsonObject } from '../../server/body.ts';
 import type { Database } from '../../db/database.ts';
-import type { Clock } from '../clock.ts';
-import type { ServiceConfig } from '../config.ts';
-import { AccessTokenError, type Credential, type CredentialStore, headerCount, TOKEN_MALFORMED, TOKEN_UNKNOWN, type TokenSender, TWO_AUTHORIZATION_HEADERS } from '../credentials.ts';
-import { forbidden, invalidInput, invalidJson, invalidKey, noteError, requestIdOf, ServiceError, toServiceError } from '../errors.ts';
-import type { ExecuteOperation } from '../execute.ts';
-import { sessionTokenOf } from '../pages.ts';
-import type { ContractValidator } from '../validation.ts';
+import type { Clock } from '../../server/clock.ts';
+import type { ServiceConfig } from '../../server/config.ts';
+import { type Credential, headerCount, TWO_AUTHORIZATION_HEADERS } from '../../server/credentials.ts';
+import { AccessTokenError, type ConnectionCredentials, connectionInfoOf, TOKEN_MALFORMED, TOKEN_UNKNOWN, type TokenSender } from './credential.ts';
+import { forbidden, invalidInput, invalidJson, invalidKey, noteError, requestIdOf, ServiceError, toServiceError } from '../../server/errors.ts';
+import type { ExecuteOperation } from '../../server/execute.ts';
+import { sessionTokenOf } from '../../server/pages.ts';
+import type { RequestLogNote } from '../../server/platform.ts';
+import type { ContractValidator } from '../../server/validation.ts';
 import { DpopProofError, verifyDpopProof } from './dpop.ts';
 import { bearerChallenge, dpopChallenge, MCP_PATH, MCP_SCOPE, type McpResource } from './resource.ts';
 import { type McpCallContext, mcpServerFactory, SERVED_PROTOCOL_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION } from './server.ts';
@@ -40,6 +42,7 @@ const isLoopback = (host: string) => LOOPBACK.has(host.toLowerCase()) || host.to
 
 /** What the request log line says of an MCP request (never a token). */
 export interface McpLogFields {
+  [field: string]: string | undefined;
   connection?: string;
   tool?: string;
   operation?: string;
@@ -48,7 +51,10 @@ export interface McpLogFields {
 export interface McpTransportDeps {
   config: ServiceConfig;
   logger: Logger;
-  credentials: CredentialStore;
+  /** Origins besides PUBLIC_URL's whose browser pages may call `/v1/mcp` (MCP_ALLOWED_ORIGINS). */
+  allowedOrigins: readonly string[];
+  /** MCP connections' access tokens (the kind of credential this feature adds to the kernel's store). */
+  connections: ConnectionCredentials;
   /** The database DPoP proofs' jti are recorded in, and the clock their iat is judged by. */
   db: Database;
   clock: Clock;
@@ -64,14 +70,14 @@ export interface McpTransportDeps {
  * development). Origin: absent (desktop and command-line clients), PUBLIC_URL's origin, one of
  * MCP_ALLOWED_ORIGINS, or (loopback PUBLIC_URL) a loopback origin. Returns the refusal, or null.
  */
-export function hostOriginProblem(req: Request, config: ServiceConfig): string | null {
+export function hostOriginProblem(req: Request, config: Pick<ServiceConfig, 'publicUrl'>, allowedOrigins: readonly string[]): string | null {
   const publicUrl = new URL(config.publicUrl);
   const local = isLoopback(publicUrl.hostname);
   const host = req.hostname;
   if (!host || (host.toLowerCase() !== publicUrl.hostname && !(local && isLoopback(host)))) return FORBIDDEN_HOST;
   const origin = req.headers.origin;
   if (origin === undefined) return null;
-  if (origin === publicUrl.origin || config.mcpAllowedOrigins.includes(origin)) return null;
+  if (origin === publicUrl.origin || allowedOrigins.includes(origin)) return null;
   try {
     const o = new URL(origin);
     if (local && isLoopback(o.hostname) && (o.protocol === 'http:' || o.protocol === 'https:')) return null;
@@ -110,7 +116,7 @@ async function withServedRevisions(response: globalThis.Response): Promise<globa
 }
 
 /**
- * How a request sent its access token, for CredentialStore.authenticateAccessToken: `bearer`, or `dpop`
+ * How a request sent its access token, for ConnectionCredentials.authenticateAccessToken: `bearer`, or `dpop`
  * with the check of its one `DPoP` proof header against `htu` (the URL of the request from PUBLIC_URL).
  * Throws AccessTokenError (invalid_dpop_proof) for `DPoP` without exactly one proof header.
  */
@@ -147,7 +153,7 @@ export const CONNECTION_DISCOVERY_ROUTES: ReadonlySet<string> = new Set(['GET /d
  */
 export async function discoveryConnectionCredential(
   req: Request,
-  deps: Pick<McpTransportDeps, 'db' | 'clock' | 'credentials' | 'resource'>,
+  deps: Pick<McpTransportDeps, 'db' | 'clock' | 'connections' | 'resource'>,
   route: string,
 ): Promise<Credential | undefined> {
   if (!CONNECTION_DISCOVERY_ROUTES.has(route)) return undefined;
@@ -157,7 +163,7 @@ export async function discoveryConnectionCredential(
   const token = match[2]!;
   try {
     const htu = `${deps.resource.issuer}${new URL(req.originalUrl, deps.resource.issuer).pathname}`;
-    return await deps.credentials.authenticateAccessToken(token, tokenSender(req, deps, scheme, token, htu));
+    return await deps.connections.authenticateAccessToken(token, tokenSender(req, deps, scheme, token, htu));
   } catch (err) {
     if (!(err instanceof AccessTokenError)) throw err;
     // Not an access token this service knows: answered as any other bad API key (401 invalid_key).
@@ -170,7 +176,7 @@ export async function discoveryConnectionCredential(
 
 /** The routes of `/v1/mcp` (mount before the /v1 operations router). */
 export function mcpRoutes(deps: McpTransportDeps): express.Router {
-  const { config, logger, credentials, resource } = deps;
+  const { config, logger, connections, resource } = deps;
   const factory = mcpServerFactory({ execute: deps.execute, logger, validator: deps.validator, version: deps.version });
   // 2026-07-28 traffic: the SDK's per-request entry, one JSON body per answer. `auto` answers exactly as `json`
   // here (it streams only when a handler sends a message before its result, and ours send none), without the
@@ -229,14 +235,16 @@ export function mcpRoutes(deps: McpTransportDeps): express.Router {
     const token = (scheme[2] ?? '').trim();
     if (token.startsWith('wso_')) throw new AccessTokenError(401, 'invalid_token', API_KEY_REFUSED);
     if (token.startsWith('wss_')) throw new AccessTokenError(401, 'invalid_token', SESSION_REFUSED);
-    return credentials.authenticateAccessToken(token, tokenSender(req, deps, name, token, resource.resource));
+    return connections.authenticateAccessToken(token, tokenSender(req, deps, name, token, resource.resource));
   };
 
   const router = express.Router();
   router.all(MCP_PATH, async (req: Request, res: Response) => {
     const log: McpLogFields = {};
-    (res.locals as { mcp?: McpLogFields }).mcp = log;
-    const problem = hostOriginProblem(req, config);
+    // The request's log line: the metric `mcp`, the URL without its query (never a token), the connection, tool and operation.
+    const note: RequestLogNote = { metric: 'mcp', url: req.originalUrl.includes('?') ? `${MCP_PATH}?[redacted]` : MCP_PATH, fields: log };
+    (res.locals as { log?: RequestLogNote }).log = note;
+    const problem = hostOriginProblem(req, config, deps.allowedOrigins);
     if (problem) return refuse(res, 403, 'forbidden', problem);
     const origin = req.headers.origin;
     if (origin !== undefined) {
@@ -281,7 +289,7 @@ export function mcpRoutes(deps: McpTransportDeps): express.Router {
     // AuthInfo is pass-through for the SDK (it verifies nothing); the token itself is never handed on.
     (req as Request & { auth?: unknown }).auth = {
       token: '[redacted]',
-      clientId: credential.connection?.clientId ?? '',
+      clientId: connectionInfoOf(credential)?.clientId ?? '',
       scopes: [MCP_SCOPE],
       extra: { mcp: call },
     };

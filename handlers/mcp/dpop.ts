@@ -18,7 +18,7 @@ import crypto from 'node:crypto';
 import { calculateJwkThumbprint, decodeProtectedHeader, EmbeddedJWK, jwtVerify, type JWTPayload } from 'jose';
 import type { Database } from '../../db/database.ts';
 import { recordDpopProof } from '../../db/queries/dpop.ts';
-import { sha256Hex } from '../ids.ts';
+import { sha256Hex } from '../../server/ids.ts';
 
 /** Proof signing algorithms accepted, the authorization server's `dpop_signing_alg_values_supported` too. */
 export const DPOP_ALGS = ['ES256', 'Ed25519', 'EdDSA'];

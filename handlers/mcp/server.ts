@@ -1,6 +1,6 @@
 /**
  * The MCP server one `/v1/mcp` request gets (the SDK's low-level `Server`, one per request, no
- * session): `tools/list` answers the connection's tools (server/mcp/tools.ts, generated from the
+ * session): `tools/list` answers the connection's tools (handlers/mcp/tools.ts, generated from the
  * document), `tools/call` runs the tool's operation through the one execution path HTTP uses
  * (server/execute.ts): the same validation, grants, act-as, idempotency, handlers and errors.
  */
@@ -8,11 +8,12 @@ import crypto from 'node:crypto';
 import { type CallToolResult, type McpRequestContext, ProtocolError, ProtocolErrorCode, Server, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/server';
 import type { Logger } from 'pino';
 import { type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
-import type { Credential } from '../credentials.ts';
-import { ServiceError } from '../errors.ts';
-import type { ExecuteOperation } from '../execute.ts';
-import { canonicalJson } from '../ids.ts';
-import type { ContractValidator } from '../validation.ts';
+import type { Credential } from '../../server/credentials.ts';
+import { ServiceError } from '../../server/errors.ts';
+import type { ExecuteOperation } from '../../server/execute.ts';
+import { canonicalJson } from '../../server/ids.ts';
+import type { ContractValidator } from '../../server/validation.ts';
+import { connectionInfoOf } from './credential.ts';
 import { type McpTool, type McpToolDefinition, toolByName, toolsFor } from './tools.ts';
 
 /** The argument of a command that carries its Idempotency-Key. */
@@ -41,7 +42,7 @@ export interface McpServerDeps {
 /**
  * Every protocol revision `/v1/mcp` serves, newest first: 2026-07-28 (the SDK's per-request entry; the SDK
  * does not export its list of modern revisions) and the 2025-era ones it negotiates through `initialize`.
- * `server/discover` and the `-32022` refusal name them all (server/mcp/transport.ts).
+ * `server/discover` and the `-32022` refusal name them all (handlers/mcp/transport.ts).
  */
 export const SERVED_PROTOCOL_VERSIONS: readonly string[] = ['2026-07-28', ...SUPPORTED_PROTOCOL_VERSIONS];
 /** The JSON-RPC error code of an unsupported protocol revision (2026-07-28). */
@@ -71,7 +72,7 @@ const toolLists = new WeakMap<Credential, McpTool[]>();
 export function connectionTools(credential: Credential): McpTool[] {
   let tools = toolLists.get(credential);
   if (!tools) {
-    const c = credential.connection;
+    const c = connectionInfoOf(credential);
     tools = toolsFor(credential.operations, c ? { toolsets: c.toolsets, readOnly: c.readOnly } : {});
     toolLists.set(credential, tools);
   }

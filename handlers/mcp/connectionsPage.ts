@@ -1,6 +1,6 @@
 /**
  * The agent connections settings page (`/settings/connections`): the workspace's MCP connections
- * (server/mcp/connections.ts) in words: client, access (personal: whom it acts as; workspace: its
+ * (handlers/mcp/connections.ts) in words: client, access (personal: whom it acts as; workspace: its
  * operations, resource access and delegation, as the API keys page says them), toolsets, read-only,
  * who approved it and when, last use, and its state (active, ended because its member was disabled or
  * changed role, revoked). Never a token.
@@ -15,13 +15,13 @@ import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import { listWorkspaceMembers } from '../../db/queries/credentials.ts';
 import type { MemberRole } from '../../db/rows.ts';
-import { AdminError } from '../admin.ts';
-import type { Clock } from '../clock.ts';
-import type { ServiceConfig } from '../config.ts';
-import { grantsInWords, namespaceLabel, resourcesInWords } from '../pages/grantWords.ts';
-import type { OAuthServer } from '../oauth/index.ts';
-import type { MemberPage, NavEntry, PageKit } from '../pages.ts';
-import { timeInWords } from '../pages/format.ts';
+import { AdminError } from '../../server/admin.ts';
+import type { Clock } from '../../server/clock.ts';
+import type { ServiceConfig } from '../../server/config.ts';
+import { grantsInWords, namespaceLabel, resourcesInWords } from '../../server/pages/grantWords.ts';
+import type { OAuthServer } from './oauth/index.ts';
+import type { MemberPage, NavEntry, PageKit } from '../../server/pages.ts';
+import { timeInWords } from '../../server/pages/format.ts';
 import { type Connection, connectionEnded, listConnections, revokeConnection } from './connections.ts';
 import { mcpResource } from './resource.ts';
 

@@ -6,8 +6,8 @@
  */
 import type { Command } from 'commander';
 import { listWorkspaceMembers } from '../../db/queries/credentials.ts';
-import { AdminError } from '../admin.ts';
-import type { AdminDeps } from '../module.ts';
+import { AdminError } from '../../server/admin.ts';
+import type { AdminDeps } from '../../server/module.ts';
 import { listConnections, revokeConnection } from './connections.ts';
 import { connectionInWords } from './connectionsPage.ts';
 

@@ -1,4 +1,4 @@
-import type { AuditSentenceParts, AuditWords } from '../audit.ts';
+import type { AuditSentenceParts, AuditWords } from '../../server/audit.ts';
 
 const connection = ({ label, id, idNote, quoted }: AuditSentenceParts) => (label ? `the MCP connection ${quoted(label)}${idNote}` : `the MCP connection ${id}`.trim());
 

@@ -20,9 +20,9 @@
  *   grant is revoked and the call fails with invalid_grant).
  */
 import type { Adapter, AdapterPayload, errors as OidcErrors } from 'oidc-provider';
-import type { Database } from '../../db/database.ts';
-import type { Clock } from '../clock.ts';
-import { sha256Hex } from '../ids.ts';
+import type { Database } from '../../../db/database.ts';
+import type { Clock } from '../../../server/clock.ts';
+import { sha256Hex } from '../../../server/ids.ts';
 
 /** Stands for the record's id inside a stored payload. */
 const ID_MARKER = '${oauth-record-id}';

@@ -15,7 +15,7 @@
  *   answers invalid_target itself for anything else: oidc-provider consumes a refresh token before it
  *   checks the resource, so a client that sent `.../v1/mcp/` would otherwise see its retry taken for a
  *   replay and lose the grant.
- * - Interactions go to /oauth/consent/<uid> (the consent page, server/mcp/consent.ts), which calls
+ * - Interactions go to /oauth/consent/<uid> (the consent page, handlers/mcp/consent.ts), which calls
  *   `interaction`, `approve` and `deny` here; every approval asks again (no silent re-use of a grant),
  *   and a browser whose provider session names a connection revoked since is sent there too.
  * - /oauth/authorize: rate limited per client address (OAUTH_LIMITS.authorize); without `scope` it asks
@@ -35,17 +35,17 @@ import { LRUCache } from 'lru-cache';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair } from 'jose';
 import type { ClientInstance, KoaContextish, OIDCProviderError, default as Provider } from 'oidc-provider';
 import type { Logger } from 'pino';
-import type { Database } from '../../db/database.ts';
-import { serviceSecret } from '../../db/queries/secrets.ts';
-import { takeSigninFormToken } from '../../db/queries/signinByEmail.ts';
-import type { Clock } from '../clock.ts';
-import type { ServiceConfig } from '../config.ts';
-import type { EgressClient } from '../egress.ts';
-import { randomIdPart, sha256Hex } from '../ids.ts';
-import type { JobDefinition } from '../jobs.ts';
-import { DPOP_ALGS } from '../mcp/dpop.ts';
-import { MCP_SCOPE, mcpResource } from '../mcp/resource.ts';
-import type { PageKit } from '../pages.ts';
+import type { Database } from '../../../db/database.ts';
+import { serviceSecret } from '../../../db/queries/secrets.ts';
+import { takeSigninFormToken } from '../../../db/queries/signinByEmail.ts';
+import type { Clock } from '../../../server/clock.ts';
+import type { ServiceConfig } from '../../../server/config.ts';
+import type { EgressClient } from '../../../server/egress.ts';
+import { randomIdPart, sha256Hex } from '../../../server/ids.ts';
+import type { JobDefinition } from '../../../server/jobs.ts';
+import { DPOP_ALGS } from '../dpop.ts';
+import { MCP_SCOPE, mcpResource } from '../resource.ts';
+import type { PageKit } from '../../../server/pages.ts';
 import { CLIENT_SECRET_PREFIX, deleteGrantRecords, knexAdapterFor, pruneRecords, pruneUnusedClients } from './adapter.ts';
 
 
@@ -369,7 +369,7 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
         clientAuthSigningAlgValues: ['RS256', 'PS256', 'ES256', 'EdDSA'],
         idTokenSigningAlgValues: ['ES256'],
         requestObjectSigningAlgValues: ['RS256', 'PS256', 'ES256', 'EdDSA'],
-        // DPoP (RFC 9449): the algorithms /v1/mcp verifies proofs with (server/mcp/dpop.ts), one list.
+        // DPoP (RFC 9449): the algorithms /v1/mcp verifies proofs with (handlers/mcp/dpop.ts), one list.
         dPoPSigningAlgValues: DPOP_ALGS,
       },
       pkce: { required: () => true },

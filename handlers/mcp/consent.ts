@@ -1,7 +1,7 @@
 /**
  * The consent page of the authorization server (`GET /oauth/consent/<uid>`, `POST` the same): where a
  * signed-in member approves or denies an MCP client's request (oidc-provider's interaction, handed
- * over by server/oauth/ through `OAuthServer.interaction` / `approve` / `deny`).
+ * over by handlers/mcp/oauth/ through `OAuthServer.interaction` / `approve` / `deny`).
  *
  * - Shows the client's name, its client id (and who published it, for a metadata-document client),
  *   the address it sends the browser back to (host in bold), what it asks for, and who is approving.
@@ -9,7 +9,7 @@
  *   (owners and admins only: a plain member's choice is disabled and a forged post is refused with
  *   403) takes operations and resource access from the API keys' grants chooser and optional
  *   delegation. Toolsets (namespaces; by default every one the member may use) and read-only narrow
- *   both. The operations are frozen when the connection is made (server/mcp/connections.ts).
+ *   both. The operations are frozen when the connection is made (handlers/mcp/connections.ts).
  * - Approve: the connection is made and `connection.approved` recorded in one transaction, then the
  *   authorization server finishes the interaction (the browser goes back to the client with a code).
  *   Deny: the client gets `access_denied`.
@@ -23,14 +23,14 @@ import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
 import { listWorkspaceMembers } from '../../db/queries/credentials.ts';
-import { AdminError, grantableResourceTypes } from '../admin.ts';
-import type { Clock } from '../clock.ts';
-import type { CredentialStore } from '../credentials.ts';
-import { ServiceError } from '../errors.ts';
-import { ChooserRefusal, type ChooserSelection, delegationChooserHtml, delegationFromForm, formStrings, grantsChooserHtml, operationsFromForm, resourcesFromForm, selectionFromForm } from '../pages/grants.ts';
-import { namespaceLabel } from '../pages/grantWords.ts';
-import type { InteractionDetails, OAuthServer } from '../oauth/index.ts';
-import { type MemberPage, type PageKit, sessionTokenOf, signinLink } from '../pages.ts';
+import { AdminError, grantableResourceTypes } from '../../server/admin.ts';
+import type { Clock } from '../../server/clock.ts';
+import type { CredentialStore } from '../../server/credentials.ts';
+import { ServiceError } from '../../server/errors.ts';
+import { ChooserRefusal, type ChooserSelection, delegationChooserHtml, delegationFromForm, formStrings, grantsChooserHtml, operationsFromForm, resourcesFromForm, selectionFromForm } from '../../server/pages/grants.ts';
+import { namespaceLabel } from '../../server/pages/grantWords.ts';
+import type { InteractionDetails, OAuthServer } from './oauth/index.ts';
+import { type MemberPage, type PageKit, sessionTokenOf, signinLink } from '../../server/pages.ts';
 import { createConnection, memberOperations, revokeConnection, WORKSPACE_ACCESS_OFF } from './connections.ts';
 import { allToolDefinitions, toolsetNames } from './tools.ts';
 import { mcpToolsets } from '../../generated/mcpTools.ts';
