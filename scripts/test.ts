@@ -13,6 +13,7 @@
  * build), so no long one is left for the end. TEST_JOBS=1 runs every file in this process, in name
  * order, as does a run of named files or with TEST_TIMINGS (whose per-file wall times need it).
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -62,6 +63,12 @@ const sorted = named.length
       .sort()
       .map((f) => path.join(root, f));
 const files = jobs > 1 ? longestFirst(sorted) : sorted;
+// Tests that run `npm start` (the docs check, the service as a process) rebuild a stale dist/ first; two files
+// doing it at once would race for dist/, so a parallel run brings it up to date once, before any file starts.
+if (jobs > 1) {
+  const built = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/build.ts'), '--if-stale'], { cwd: root, stdio: 'inherit' });
+  if (built.status !== 0) process.exit(built.status ?? 1);
+}
 for (const f of files) mocha.addFile(path.resolve(f));
 if (jobs === 1) await mocha.loadFilesAsync();
 
