@@ -17,6 +17,7 @@ import type { Mailer } from './mailer.ts';
 import type { ExecuteOperation } from './execute.ts';
 import type { Handler } from './operation.ts';
 import type { RequestCredential } from './platform.ts';
+import type { ProvidedService, Services } from './services.ts';
 import type { ContractValidator } from './validation.ts';
 import type { EventKindDeclaration } from './events.ts';
 import type { EventConsumer } from './outbox.ts';
@@ -59,6 +60,8 @@ export interface ModuleDeps<Settings = unknown> {
    * module that serves operations another way than /v1 (MCP tools), and the document's validator.
    */
   readonly operations: { readonly execute: ExecuteOperation; readonly validator: ContractValidator };
+  /** What other modules provide (`ServiceModule.provides`), asked for by reference: `services.get(documentFiles)`. */
+  readonly services: Services;
 }
 
 /**
@@ -108,6 +111,11 @@ export interface ServiceModule<NS extends string = string, Settings = undefined>
    * and the README's configuration table; the platform names none of them.
    */
   config?(env: ServiceEnv): Settings;
+  /**
+   * The services it provides to other modules (`provide(ref, impl)`, references in handlers/interfaces/):
+   * made before any module's handlers, pages or jobs, so every module may ask for them in its factories.
+   */
+  provides?(deps: ModuleDeps<Settings>): readonly ProvidedService[];
   /** Pages and other routes outside /v1/operations, mounted at the root. */
   routes?(deps: ModuleDeps<Settings>): Router;
   /** API routes answered before the /v1 operations router (`/v1/mcp`, its resource metadata). */

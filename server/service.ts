@@ -12,6 +12,7 @@ import type { HandlerMap } from './operation.ts';
 import type { EventKindDeclaration } from './events.ts';
 import { type EventConsumer, OutboxRunner, pruneOutboxJob } from './outbox.ts';
 import { createPlatform } from './platform.ts';
+import { ServiceRegistry } from './services.ts';
 import { createBlobStore } from './storage.ts';
 import { type BackgroundWorker, Workers } from './workers.ts';
 
@@ -55,10 +56,13 @@ export function buildService(deps: ServiceDeps, modules: readonly AnyServiceModu
     eventKinds.set(e.kind, e);
   }
   const operations = { execute: platform.execute, validator: platform.validator };
-  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, mailer, storage, jobs, eventKinds, operations };
+  const services = new ServiceRegistry();
+  const shared = { ...deps, credentials: platform.credentials, pages: platform.pages, calls: platform.calls, workers: wakeWorker, egress, mailer, storage, jobs, eventKinds, operations, services };
   // Each module's settings are read once, here, so a bad value stops the process at start.
   const depsOf = new Map(modules.map((m): [AnyServiceModule, ModuleDeps] => [m, { ...shared, settings: m.config?.(deps.config.env) }]));
   const moduleDeps = (m: AnyServiceModule): ModuleDeps => depsOf.get(m)!;
+  // What modules provide each other, before anything of theirs is made.
+  for (const m of modules) if (m.provides) services.add(m.namespace, m.provides(moduleDeps(m)));
   for (const m of modules) Object.assign(handlers, typeof m.handlers === 'function' ? (m.handlers as (deps: ModuleDeps) => object)(moduleDeps(m)) : m.handlers);
   platform.pages.compose(deps, [
     ...modules.map((m) => ({ navigation: m.navigation?.(moduleDeps(m)), stylesheet: m.stylesheet })),

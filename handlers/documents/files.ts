@@ -1,6 +1,7 @@
 /**
- * The documents module's files, for every module that uses them (signing reads uploaded files and stores
- * its archives here). The one cross-module seam of documents: these five functions and StoredFile.
+ * The documents module's files: what its operations and pages use, and the service other modules ask for
+ * (`documentFiles`, handlers/interfaces/documentFiles.ts: signing reads uploaded files and stores its
+ * archives here), made by `documentFilesService`.
  *
  * A file is immutable: its bytes are a blob of deps.storage (`blobId`), its facts a document_files row.
  * A file made while acting for member M is M's private file (`ownerMemberId` M); without a member it is a
@@ -11,22 +12,10 @@ import type { Sql } from '../../db/database.ts';
 import { newId } from '../../server/ids.ts';
 import type { SecretSource } from '../../server/signedToken.ts';
 import type { BlobStore } from '../../server/storage.ts';
+import type { DocumentFiles, DownloadGrant, StoredFile } from '../interfaces/documentFiles.ts';
 import { readToken, signToken } from './tokens.ts';
 
-export interface StoredFile {
-  id: string;
-  workspaceId: string;
-  ownerMemberId: string | null;
-  createdByKeyId: string | null;
-  filename: string;
-  contentType: string;
-  size: number;
-  sha256: string;
-  pageCount: number;
-  blobId: string;
-  source: 'upload' | 'signing_archive';
-  createdAt: number;
-}
+export type { StoredFile } from '../interfaces/documentFiles.ts';
 
 /** A document_files row as the drivers return it (bigints may come back as strings on PostgreSQL). */
 export interface DbDocumentFileRow {
@@ -118,14 +107,7 @@ export interface DownloadClaims {
   r?: string | null;
 }
 
-/** Who asked for a download URL: it works only while they still may (checked at use, server/atUse.ts). */
-export interface DownloadGrant {
-  /** The operation that issued it. */
-  operation: string;
-  credentialId: string | null;
-  memberId: string | null;
-  role: string | null;
-}
+export type { DownloadGrant } from '../interfaces/documentFiles.ts';
 
 /** A signed, expiring download URL of this service: GET (and HEAD) `/files/<token>`, attachment; default 15 min. */
 export async function downloadUrl(
@@ -179,4 +161,19 @@ export function documentDisposition(kind: 'attachment' | 'inline', name: string)
   const ascii = exact.replace(/[^\x20-\x7e]/g, '?').replace(/"/g, "'");
   const extended = ascii !== exact || /%[0-9A-Fa-f]{2}/.test(exact) ? `; filename*=${encodeExtended(exact)}` : '';
   return `${kind}; filename="${ascii}"${extended}`;
+}
+
+/** The `documentFiles` service this module provides to others (handlers/interfaces/documentFiles.ts). */
+export function documentFilesService(storage: BlobStore, pdf: Pick<DocumentFiles, 'checkStoredPdf' | 'isBusy'>): DocumentFiles {
+  return {
+    find: findFile,
+    visibleTo: fileVisibleTo,
+    create: createFile,
+    keep: keepFile,
+    readBytes: (file) => readFileBytes(storage, file),
+    downloadUrl,
+    downloadName,
+    disposition: documentDisposition,
+    ...pdf,
+  };
 }

@@ -1,10 +1,14 @@
 import { envNumber, type ServiceEnv } from '../../server/config.ts';
 import type { ServiceModule } from '../../server/module.ts';
+import { provide } from '../../server/services.ts';
+import { documentFiles } from '../interfaces/documentFiles.ts';
 import { parseClamavUrl } from './clamav.ts';
 import { cleanupDocuments } from './cleanup.ts';
 import type { DocumentsSettings } from './deps.ts';
+import { documentFilesService } from './files.ts';
 import { DOCUMENT_EVENT_KINDS, documentHandlers } from './handlers.ts';
 import { limitsNavigation, limitsRoutes } from './limitsPage.ts';
+import { storedPdfChecks } from './pdf.ts';
 import { documentRoutes, partEndpoint } from './routes.ts';
 
 /**
@@ -22,8 +26,8 @@ export function documentsConfig(env: ServiceEnv): DocumentsSettings {
 
 /**
  * Documents: PDF uploads in parts (resumable, checksummed, scanned: handlers.ts, the part and download
- * URLs in routes.ts), the files they become (files.ts, which signing uses too), and the hourly
- * cleanup of uploads that expired.
+ * URLs in routes.ts), the files they become (files.ts; other modules ask for them as the `documentFiles`
+ * service, handlers/interfaces/documentFiles.ts), and the hourly cleanup of uploads that expired.
  */
 export const documents: ServiceModule<'documents', DocumentsSettings> = {
   namespace: 'documents',
@@ -31,6 +35,7 @@ export const documents: ServiceModule<'documents', DocumentsSettings> = {
   config: documentsConfig,
   migrations: new URL('./migrations/', import.meta.url),
   secretPaths: ['/files/'],
+  provides: (deps) => [provide(documentFiles, documentFilesService(deps.storage, storedPdfChecks))],
   events: DOCUMENT_EVENT_KINDS,
   routes: (deps) => {
     const router = documentRoutes(deps);

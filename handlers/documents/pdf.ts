@@ -4,7 +4,7 @@
  * without a user password, is within the size and page limits and carries no active content
  * (pdfInspect.ts). Every refusal is a plain reason; nothing here throws on bad input but PdfGuardBusy.
  */
-import { pdfGuard } from './pdfGuard.ts';
+import { PdfGuardBusy, pdfGuard } from './pdfGuard.ts';
 import type { PdfInspection } from './pdfInspect.ts';
 
 export type { PdfInspection } from './pdfInspect.ts';
@@ -80,3 +80,9 @@ export async function checkStoredPdf(bytes: Uint8Array, maxPages: number): Promi
   if (!out.ok) throw new PdfUnreadable(out.reason);
   return { pages: out.pages };
 }
+
+/** The PDF checks other modules get with the `documentFiles` service (handlers/interfaces/documentFiles.ts). */
+export const storedPdfChecks = {
+  checkStoredPdf,
+  isBusy: (err: unknown): boolean => err instanceof PdfGuardBusy,
+};

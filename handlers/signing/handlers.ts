@@ -9,7 +9,7 @@ import { isMailAddress } from '../../server/mailer.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { EffectReport } from '../../server/jobs.ts';
 import { answeredAfterEffects, type OperationContext } from '../../server/operation.ts';
-import { downloadName, downloadUrl, fileVisibleTo, findFile, keepFile } from '../documents/files.ts';
+import { filesOf } from './files.ts';
 import { prepareBankId } from './bankid/provider.ts';
 import { declareRound, INVITE_JOB, type InviteJobPayload, type SigningRuntime, STILL_SENDING } from './request/invitationMail.ts';
 import {
@@ -198,7 +198,7 @@ async function reread(sql: Sql, workspaceId: string, id: string) {
 
 /** The operations, made once per process from the module's dependencies (the mailer, the bankid settings). */
 export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signing'> => ({
-  'signing.VerifySignedDocument': verifySignedDocument,
+  'signing.VerifySignedDocument': verifySignedDocument(filesOf(deps)),
   'signing.RequestFileSignatures': answeredAfterEffects<'signing.RequestFileSignatures'>({
     // The invitations are declared in the transaction and sent right after it commits; the answer reports their first attempt.
     answer: async (_input, ctx, stored, effects) => {
@@ -223,12 +223,12 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
         throw invalidInput(`signers: ${input.signers.length} signers; this workspace allows at most ${limits.recipients_per_request} per request.`);
       }
       const memberId = ctx.member?.id ?? null;
-      const file = await findFile(ctx.sql, ctx.workspaceId, input.file_id);
+      const file = await filesOf(deps).find(ctx.sql, ctx.workspaceId, input.file_id);
       const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
-      if (!file || !fileVisibleTo(file, memberId)) throw missing();
+      if (!file || !filesOf(deps).visibleTo(file, memberId)) throw missing();
       await spendMail(ctx, input.signers.length);
       // The original stays as long as the request: the documents retention never removes a kept file.
-      if (!(await keepFile(ctx.sql, ctx.workspaceId, file.id))) throw missing();
+      if (!(await filesOf(deps).keep(ctx.sql, ctx.workspaceId, file.id))) throw missing();
 
       const id = newId('sr');
       const method = input.signature_method ?? 'standard';
@@ -425,12 +425,12 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
           : `Signing request ${request.id} is ${request.status}: there is a signed document only once every recipient has signed.`,
       );
     }
-    const file = await findFile(ctx.sql, ctx.workspaceId, fileId);
+    const file = await filesOf(deps).find(ctx.sql, ctx.workspaceId, fileId);
     if (!file) throw notFound(`The ${input.version} document of signing request ${request.id} is not available.`);
     // The URL works only while this caller still may ask for it (checked at use by the /files/ route).
     const grant = { operation: 'signing.GetSigningDocument', credentialId: ctx.credential.kind === 'system' ? null : ctx.credential.keyId, memberId: ctx.member?.id ?? null, role: ctx.member?.role ?? null };
-    const filename = downloadName(file.filename);
-    const link = await downloadUrl(ctx.sql, ctx.config.publicUrl, file, ctx.now, { filename, grant });
+    const filename = filesOf(deps).downloadName(file.filename);
+    const link = await filesOf(deps).downloadUrl(ctx.sql, ctx.config.publicUrl, file, ctx.now, { filename, grant });
     return { signing_request_id: request.id, version: input.version, url: link.url, filename, expires_at: link.expiresAt, sha256: file.sha256, size: file.size };
   },
 });

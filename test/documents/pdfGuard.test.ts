@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { PDFDocument, PDFName, PDFString } from 'pdf-lib';
-import { checkStoredPdf, PdfUnreadable } from '../../handlers/documents/pdf.ts';
+import { checkStoredPdf, PdfUnreadable, storedPdfChecks } from '../../handlers/documents/pdf.ts';
 import { DEFAULT_GUARD, PdfGuard, PdfGuardBusy } from '../../handlers/documents/pdfGuard.ts';
 import { buildArchive, type Evidence } from '../../handlers/signing/archive/evidence.ts';
 import { forEachDatabase } from '../support/service.ts';
@@ -136,7 +136,7 @@ describe('documents: the PDF guard for stored files and its limits (issue 21)', 
     const bomb = bombPdf(768);
     await assert.rejects(checkStoredPdf(bomb, 500), (err: unknown) => err instanceof PdfUnreadable && /expand to more than 48 MiB/.test(err.reason));
     // buildArchive reads the original before it looks at the evidence.
-    await assert.rejects(buildArchive(bomb, {} as Evidence), /the original PDF cannot be read: the PDF is too large to check/);
+    await assert.rejects(buildArchive(bomb, {} as Evidence, storedPdfChecks), /the original PDF cannot be read: the PDF is too large to check/);
   });
 
   it('stops a parse at its deadline, and answers PdfGuardBusy when every thread is busy and the queue is full', async () => {

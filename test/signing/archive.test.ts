@@ -23,6 +23,7 @@ import { findFile } from '../../handlers/documents/files.ts';
 import { archiveRequest } from '../../handlers/signing/archive/archiveJob.ts';
 import { installationCertificate, sealingCertificate, sealSettingsFromEnv } from '../../handlers/signing/archive/sealSettings.ts';
 import { createServiceCertificate, loadStoredCertificate } from '../../handlers/signing/archive/sealCertificate.ts';
+import { storedPdfChecks } from '../../handlers/documents/pdf.ts';
 import { buildArchive, deviceSummary, utc } from '../../handlers/signing/archive/evidence.ts';
 import { seal } from '../../handlers/signing/archive/seal.ts';
 import { inspectSeal } from '../../handlers/signing/verify/verifyDocument.ts';
@@ -353,7 +354,7 @@ describe('signing: evidence pages for awkward input', () => {
         events: Array.from({ length: 60 }, (_, i) => ({ occurredAt: Date.UTC(2026, 0, 1, 0, i), kind: i % 2 ? 'reminder.sent' : 'unknown.kind', recipient: null, data: { note: 'y'.repeat(300), n: i } })),
         sealedBy: 'CN=Test',
         verifyUrl: 'https://x.test/verify',
-      });
+      }, storedPdfChecks);
       assert.ok(built.appended && built.evidencePages >= 3, `evidence pages: ${built.evidencePages}`);
       const file = await writeTo(dir, 'awkward.pdf', built.bytes);
       assert.equal(await pdfPages(file), 1 + built.evidencePages);
@@ -408,7 +409,7 @@ describe('signing: archives of PDFs written other ways keep their pages', () => 
           events: [],
           sealedBy: 'CN=Variant seal',
           verifyUrl: 'https://x.test/verify',
-        });
+        }, storedPdfChecks);
         assert.equal(built.decrypted, name === 'owner-encrypted', name);
         if (built.appended) assert.ok(Buffer.from(built.bytes.subarray(0, bytes.length)).equals(Buffer.from(bytes)), `${name}: starts with the original`);
         const sealed = await seal(built.bytes, { certificate, reason: 'variant', signedAt: new Date() });

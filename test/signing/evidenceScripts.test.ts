@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { storedPdfChecks } from '../../handlers/documents/pdf.ts';
 import { buildArchive } from '../../handlers/signing/archive/evidence.ts';
 import { databases, startTestService, type TestService } from '../support/service.ts';
 import { archiveSpec, bytesOf, contractPdf, FIREFOX, pdfPages, pdfsig, putFile, requestRow, run, type Signer, signedRequest, writeTo } from './archiveKit.ts';
@@ -97,7 +98,7 @@ describe('signing: evidence text with no bundled font', () => {
         events: [],
         sealedBy: 'CN=Test',
         verifyUrl: 'https://x.test/verify',
-      });
+      }, storedPdfChecks);
       const file = await writeTo(dir, 'nofont.pdf', built.bytes);
       assert.equal(await pdfPages(file), 1 + built.evidencePages);
       const text = await evidenceText(file, 2);

@@ -18,7 +18,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Sql } from '../../../db/database.ts';
-import { findFile, readFileBytes } from '../../documents/files.ts';
+import { filesOf } from '../files.ts';
 import type { JobDefinition } from '../../../server/jobs.ts';
 import type { ModuleDeps } from '../../../server/module.ts';
 import { newBlobId } from '../../../server/storage.ts';
@@ -146,20 +146,21 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
     let bankIdSql: Sql | null = null;
     const done = await db.tx((sql) => {
       bankIdSql = sql;
-      return archiveBankIdRequest(sql, deps.jobs, request.id, clock.now());
+      return archiveBankIdRequest(sql, deps.jobs, filesOf(deps), request.id, clock.now());
     });
     if (bankIdSql) deps.jobs.committed(bankIdSql);
     return done ? { outcome: 'done', fileId: done.fileId } : { outcome: 'skipped', fileId: null };
   }
   try {
-    const source = await findFile(db.sql, request.workspace_id, request.source_file_id);
+    const files = filesOf(deps);
+    const source = await files.find(db.sql, request.workspace_id, request.source_file_id);
     if (!source) throw new Error(`the source file ${request.source_file_id} is missing`);
-    const original = await readFileBytes(storage, source);
+    const original = await files.readBytes(source);
     if (createHash('sha256').update(original).digest('hex') !== request.source_sha256) throw new Error(`the source file ${source.id} does not have the SHA-256 the request was made over`);
     const certificate = await sealingCertificate(db, clock, settings, deps.config.publicUrl);
     const t0 = performance.now();
     const evidence = await evidenceOf(db.sql, request, source, certificate.subject, new URL('/verify', deps.config.publicUrl).toString());
-    const built = await buildArchive(original, evidence);
+    const built = await buildArchive(original, evidence, files);
     const t1 = performance.now();
     const sealed = await seal(built.bytes, {
       certificate,
@@ -182,6 +183,7 @@ export async function archiveRequest(deps: ModuleDeps<unknown>, settings: SealSe
       const file = await registerArchive(
         sql,
         deps.jobs,
+        files,
         current,
         { source, blob, pageCount: pages, event: { pages, evidence_pages: built.evidencePages, timestamped: Boolean(settings.tsaUrl) } },
         now,

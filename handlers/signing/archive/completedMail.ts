@@ -14,7 +14,7 @@
 import type { Sql } from '../../../db/database.ts';
 import type { JobDefinition, JobQueue } from '../../../server/jobs.ts';
 import { MailUnavailableError, mailTemplates } from '../../../server/mailer.ts';
-import { downloadUrl, findFile } from '../../documents/files.ts';
+import { filesOf } from '../files.ts';
 import { humanTime, type SigningRuntime, senderOf } from '../request/invitationMail.ts';
 import { type DbSigningRequestRow, findMember, findRequestById, keyCreator, listRecipients } from '../queries.ts';
 
@@ -102,10 +102,11 @@ export async function sendCompletedMail(deps: SigningRuntime, job: CompletedMail
   const { db, clock, config, logger } = deps;
   const request = await findRequestById(db.sql, job.requestId);
   if (!request || request.workspace_id !== job.workspaceId || !request.archive_file_id) return 'skipped';
-  const file = await findFile(db.sql, request.workspace_id, request.archive_file_id);
+  const files = filesOf(deps);
+  const file = await files.find(db.sql, request.workspace_id, request.archive_file_id);
   if (!file) return 'skipped';
   const now = clock.now();
-  const link = await downloadUrl(db.sql, config.publicUrl, file, now, { ttlMs: COMPLETED_LINK_TTL_MS, filename: file.filename });
+  const link = await files.downloadUrl(db.sql, config.publicUrl, file, now, { ttlMs: COMPLETED_LINK_TTL_MS, filename: file.filename });
   const who = await senderOf(db.sql, request);
   const signers = (await listRecipients(db.sql, request.id)).map((r) => ({ name: r.name, signedAt: r.signed_at === null ? null : humanTime(Number(r.signed_at)) }));
   const mail = composeCompletedMail({

@@ -9,7 +9,7 @@
  */
 import Bowser from 'bowser';
 import { PDF, type PDFPage, rgb } from '@libpdf/core';
-import { checkStoredPdf, PdfGuardBusy } from '../../documents/pdf.ts';
+import type { DocumentFiles } from '../files.ts';
 import { TextDrawer, type TextStyle } from './pdfText.ts';
 
 export interface EvidenceSigner {
@@ -251,14 +251,14 @@ class Writer {
   }
 }
 
-async function open(original: Uint8Array): Promise<{ pdf: PDF; decrypted: boolean }> {
+async function open(original: Uint8Array, checks: Pick<DocumentFiles, 'checkStoredPdf' | 'isBusy'>): Promise<{ pdf: PDF; decrypted: boolean }> {
   let pdf: PDF;
   try {
     // The guarded parse first (a checking thread, the parse limits): a file that would exhaust them is refused here, not parsed below.
-    await checkStoredPdf(original, Number.MAX_SAFE_INTEGER);
+    await checks.checkStoredPdf(original, Number.MAX_SAFE_INTEGER);
     pdf = await PDF.load(original);
   } catch (err) {
-    if (err instanceof PdfGuardBusy) throw err;
+    if (checks.isBusy(err)) throw err;
     throw new EvidenceError(`the original PDF cannot be read${err instanceof Error ? `: ${err.message}` : ''}`);
   }
   if (!pdf.isEncrypted) return { pdf, decrypted: false };
@@ -281,8 +281,8 @@ async function open(original: Uint8Array): Promise<{ pdf: PDF; decrypted: boolea
 }
 
 /** The original followed by evidence pages (unsealed; seal.ts seals the result). */
-export async function buildArchive(original: Uint8Array, evidence: Evidence): Promise<BuiltArchive> {
-  const { pdf, decrypted } = await open(original);
+export async function buildArchive(original: Uint8Array, evidence: Evidence, checks: Pick<DocumentFiles, 'checkStoredPdf' | 'isBusy'>): Promise<BuiltArchive> {
+  const { pdf, decrypted } = await open(original, checks);
   const originalPages = pdf.getPageCount();
   const text = await TextDrawer.create(pdf);
   const w = new Writer(pdf, text, `Evidence of electronic signature · ${evidence.requestId}`);

@@ -6,7 +6,7 @@
  */
 import type { Sql } from '../../../db/database.ts';
 import type { JobQueue } from '../../../server/jobs.ts';
-import { createFile, type StoredFile } from '../../documents/files.ts';
+import type { DocumentFiles, StoredFile } from '../files.ts';
 import { enqueueCompletedMails } from './completedMail.ts';
 import { appendEvent, type DbSigningRequestRow, updateRequest } from '../queries.ts';
 
@@ -19,12 +19,13 @@ export function archiveFilename(original: string): string {
 export async function registerArchive(
   sql: Sql,
   jobs: Pick<JobQueue, 'enqueue'>,
+  files: Pick<DocumentFiles, 'create'>,
   request: DbSigningRequestRow,
   archive: { source: StoredFile; blob: { id: string; size: number; sha256: string }; pageCount: number; event: Record<string, unknown> },
   now: number,
 ): Promise<StoredFile> {
   const { source, blob } = archive;
-  const file = await createFile(
+  const file = await files.create(
     sql,
     {
       workspaceId: request.workspace_id,

@@ -4,7 +4,6 @@
  * (unsigned attribute of the CMS, PAdES B-T) when a timestamp authority is configured.
  */
 import { PDF } from '@libpdf/core';
-import { PdfGuardBusy } from '../../documents/pdf.ts';
 import { assertUsableAt, type SealCertificate } from './sealCertificate.ts';
 import { timestampAuthority, TimestampUnavailableError, type TimestampClientOptions } from './timestamp.ts';
 
@@ -41,7 +40,6 @@ export async function seal(pdf: Uint8Array, options: SealOptions): Promise<Uint8
     // before it was parsed there, within its limits) with the evidence pages this service wrote after it.
     doc = await PDF.load(pdf);
   } catch (err) {
-    if (err instanceof PdfGuardBusy) throw err;
     throw new SealError(`the file is not a PDF that can be read${err instanceof Error ? `: ${err.message}` : ''}`);
   }
   if (doc.isEncrypted) throw new SealError('the PDF is encrypted; an encrypted file cannot be sealed');

@@ -39,7 +39,7 @@ import type { JobDefinition, JobQueue } from '../../../server/jobs.ts';
 import type { ModuleDeps } from '../../../server/module.ts';
 import { sameOrigin } from '../../../server/pages.ts';
 import { BlobExists, type BlobInfo } from '../../../server/storage.ts';
-import { findFile, readFileBytes, type StoredFile } from '../../documents/files.ts';
+import { type DocumentFiles, filesOf, type StoredFile } from '../files.ts';
 import { registerArchive } from '../archive/registerArchive.ts';
 import { type DbSigningRecipientRow, type DbSigningRequestRow, findRequestById } from '../queries.ts';
 import { recordSigned } from '../request/lifecycle.ts';
@@ -114,18 +114,19 @@ const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest(
  * locked. Idempotent: a request that has its archive answers it unchanged. Null when the request is
  * not a completed bankid request with a working PDF (nothing to archive).
  */
-export async function archiveBankIdRequest(sql: Sql, jobs: Pick<JobQueue, 'enqueue'>, requestId: string, now: number): Promise<{ fileId: string; sha256: string } | null> {
+export async function archiveBankIdRequest(sql: Sql, jobs: Pick<JobQueue, 'enqueue'>, files: Pick<DocumentFiles, 'find' | 'create'>, requestId: string, now: number): Promise<{ fileId: string; sha256: string } | null> {
   const request = await findRequestById(sql, requestId, true);
   if (!request || request.signature_method !== 'bankid' || request.status !== 'completed') return null;
   if (request.archive_file_id && request.archive_sha256) return { fileId: request.archive_file_id, sha256: request.archive_sha256 };
   const working = await findWorking(sql, requestId);
   if (!working) return null;
-  const source = await findFile(sql, request.workspace_id, request.source_file_id);
+  const source = await files.find(sql, request.workspace_id, request.source_file_id);
   if (!source) return null;
   // Signatures are incremental updates: no page is added.
   const file = await registerArchive(
     sql,
     jobs,
+    files,
     request,
     { source, blob: { id: working.blob_id, size: working.size, sha256: working.sha256 }, pageCount: source.pageCount, event: { size: working.size, signature_method: 'bankid', signatures: working.signatures } },
     now,
@@ -243,9 +244,9 @@ export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSett
   async function workingDocument(request: DbSigningRequestRow): Promise<WorkingDocument> {
     const working = await findWorking(db.sql, request.id);
     if (working) return { bytes: await streamBytes(await storage.get(working.blob_id)), sha256: working.sha256, signatures: working.signatures, blobId: working.blob_id };
-    const source = (await findFile(db.sql, request.workspace_id, request.source_file_id)) as StoredFile | null;
+    const source = (await filesOf(deps).find(db.sql, request.workspace_id, request.source_file_id)) as StoredFile | null;
     if (!source) throw new Error(`the source file of ${request.id} is missing`);
-    return { bytes: await readFileBytes(storage, source), sha256: source.sha256, signatures: 0, blobId: null };
+    return { bytes: await filesOf(deps).readBytes(source), sha256: source.sha256, signatures: 0, blobId: null };
   }
 
   const signerOf = (r: DbSigningRecipientRow): ProviderSigner => ({ recipientId: r.id, name: r.name, email: r.email });
@@ -407,7 +408,7 @@ export function bankIdRoutes(router: express.Router, deps: ModuleDeps<BankIdSett
           [blob.id, blob.sha256, blob.size, document.signatures + 1, now, request.id],
         );
         await sql.run(`UPDATE signing_provider_orders SET status = 'completed', completed_at = ? WHERE id = ?`, [now, order.id]);
-        if (signed.completed) await archiveBankIdRequest(sql, deps.jobs, request.id, now);
+        if (signed.completed) await archiveBankIdRequest(sql, deps.jobs, filesOf(deps), request.id, now);
         return { kind: 'signed' as const, previous: current?.blob_id ?? null };
       });
       for (const sql of used) deps.jobs.committed(sql);

@@ -52,7 +52,7 @@ export const STILL_SENDING = 'the mail server did not answer in time; sending ag
 const templates = mailTemplates(new URL('./mail/', import.meta.url));
 
 /** What the operations and jobs need of the module's dependencies. */
-export type SigningRuntime = Pick<ModuleDeps<SigningSettings>, 'db' | 'mailer' | 'logger' | 'clock' | 'config' | 'jobs' | 'settings' | 'credentials'>;
+export type SigningRuntime = Pick<ModuleDeps<SigningSettings>, 'db' | 'mailer' | 'logger' | 'clock' | 'config' | 'jobs' | 'settings' | 'credentials' | 'services'>;
 const DATE = new Intl.DateTimeFormat('en-GB', { timeZone: 'UTC', weekday: 'long', day: 'numeric', month: 'long', year: 'numeric', hour: '2-digit', minute: '2-digit', hour12: false });
 /** A deadline as people read it: `Friday 25 December 2026, 12:00 UTC`. */
 export const humanTime = (ms: number) => `${DATE.format(new Date(ms)).replace(' at ', ', ')} UTC`;

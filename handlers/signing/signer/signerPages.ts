@@ -37,7 +37,7 @@ import type { ModuleDeps } from '../../../server/module.ts';
 import { sameOrigin } from '../../../server/pages.ts';
 import { timeInWords, untilInWords } from '../../../server/pages/format.ts';
 import { bidiControlProblem } from '../../../server/text.cjs';
-import { documentDisposition, downloadName, findFile } from '../../documents/files.ts';
+import { filesOf } from '../files.ts';
 import type { ProviderInfo } from '../bankid/provider.ts';
 import { type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, workspaceName } from '../queries.ts';
 import { type EndedReason, resolveSignerLink } from './links.ts';
@@ -196,7 +196,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Prov
   async function pageData(link: Live) {
     const { request, recipient } = link;
     const { sender, workspace } = await who(request);
-    const file = await findFile(db.sql, request.workspace_id, request.source_file_id);
+    const file = await filesOf(deps).find(db.sql, request.workspace_id, request.source_file_id);
     const now = clock.now();
     return {
       token: '',
@@ -208,7 +208,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Prov
       deadline: timeInWords(request.deadline_at),
       deadlineIso: new Date(request.deadline_at).toISOString(),
       deadlineIn: dueInWords(request.deadline_at - now),
-      filename: downloadName(file?.filename ?? 'document.pdf'),
+      filename: filesOf(deps).downloadName(file?.filename ?? 'document.pdf'),
       pageCount: file?.pageCount ?? 0,
       size: sizeInWords(file?.size ?? 0),
       method: request.signature_method,
@@ -294,7 +294,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Prov
     const link = await live(req, res);
     if (!link) return;
     if (link.recipient.status === 'pending') return res.redirect(303, `/sign/${req.params.token}`);
-    const file = await findFile(db.sql, link.request.workspace_id, link.request.source_file_id);
+    const file = await filesOf(deps).find(db.sql, link.request.workspace_id, link.request.source_file_id);
     if (!file || file.sha256 !== link.request.source_sha256) {
       logger.error({ requestId: link.request.id }, 'signing: the source file of a request is missing or changed');
       return pages.notice(res, 500, 'The document is not available', ['The document of this request cannot be read. Tell the sender; nothing was recorded.']);
@@ -306,7 +306,7 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Prov
     res.setHeader('Content-Type', 'application/pdf');
     res.setHeader('X-Content-Type-Options', 'nosniff');
     res.setHeader('X-Robots-Tag', 'noindex, nofollow');
-    res.setHeader('Content-Disposition', documentDisposition(disposition, file.filename));
+    res.setHeader('Content-Disposition', filesOf(deps).disposition(disposition, file.filename));
     res.setHeader('Content-Length', String(file.size));
     res.setHeader('Cache-Control', 'no-store');
     res.status(200);

@@ -13,11 +13,10 @@
 import { createHash, webcrypto, X509Certificate } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
-import type { Database, Sql } from '../../../db/database.ts';
+import type { Sql } from '../../../db/database.ts';
 import { notFound } from '../../../server/errors.ts';
 import type { Handler } from '../../../server/operation.ts';
-import type { BlobStore } from '../../../server/storage.ts';
-import { fileVisibleTo, findFile, readFileBytes } from '../../documents/files.ts';
+import type { DocumentFiles } from '../files.ts';
 import type { RequestStatus } from '../queries.ts';
 import { tokenProblem } from '../archive/timestamp.ts';
 
@@ -195,21 +194,11 @@ export async function verifyDocument(sql: Sql, bytes: Uint8Array, workspaceId: s
   return { sha256, seal, signing_request };
 }
 
-// Handlers are a static map called with an OperationContext: the blob store of the service built on a
-// database is recorded when its routes are built (verifyPage.ts) and found here by `ctx.db`.
-const stores = new WeakMap<Database, BlobStore>();
-
-export function bindVerifyStorage(db: Database, storage: BlobStore): void {
-  stores.set(db, storage);
-}
-
 /** signing.VerifySignedDocument: the check of a stored file the caller can see (see the operation's description). */
-export const verifySignedDocument: Handler<'signing.VerifySignedDocument'> = async (input, ctx) => {
-  const file = await findFile(ctx.sql, ctx.workspaceId, input.file_id);
-  if (!file || !fileVisibleTo(file, ctx.member?.id ?? null)) throw notFound(`No file ${input.file_id} is visible to this credential.`);
-  const storage = stores.get(ctx.db);
-  if (!storage) throw new Error('the signing module was not built for this database (its routes were not mounted)');
-  const bytes = await readFileBytes(storage, file);
+export const verifySignedDocument = (files: Pick<DocumentFiles, 'find' | 'visibleTo' | 'readBytes'>): Handler<'signing.VerifySignedDocument'> => async (input, ctx) => {
+  const file = await files.find(ctx.sql, ctx.workspaceId, input.file_id);
+  if (!file || !files.visibleTo(file, ctx.member?.id ?? null)) throw notFound(`No file ${input.file_id} is visible to this credential.`);
+  const bytes = await files.readBytes(file);
   const result = await verifyDocument(ctx.sql, bytes, ctx.workspaceId);
   return { file_id: file.id, ...result };
 };

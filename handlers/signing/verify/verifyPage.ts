@@ -31,7 +31,7 @@ import { envNumber, type ServiceEnv } from '../../../server/config.ts';
 import type { ModuleDeps } from '../../../server/module.ts';
 import { sameOrigin } from '../../../server/pages.ts';
 import { timeInWords } from '../../../server/pages/format.ts';
-import { bindVerifyStorage, verifyDocument, type Verification } from './verifyDocument.ts';
+import { verifyDocument, type Verification } from './verifyDocument.ts';
 
 /** The largest file the page takes (the documents module's file limit). */
 export const VERIFY_MAX_BYTES = 50 * 1024 * 1024;
@@ -210,7 +210,6 @@ export function verifyRoutes(deps: ModuleDeps<unknown>): Router {
   const limits = verifyReadLimits(deps.config.env);
   const reading = new PerAddress();
   const checking = new PerAddress();
-  bindVerifyStorage(db, deps.storage);
 
   const send = (res: Response, status: number, data: Record<string, unknown>) =>
     pages.send(res, status, {
