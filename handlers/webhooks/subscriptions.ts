@@ -19,7 +19,7 @@ import { judgeAccess } from './access.ts';
 import { ATTEMPT_TIMEOUT_MS, RESPONSE_BODY_BYTES } from './delivery.ts';
 import type { Sql } from '../../db/database.ts';
 import { decideProposal, type DbWebhookSubscriptionRow, findProposal, findSubscription, insertSubscription, type SigningContract } from './queries.ts';
-import { newSigningSecret, signedHeaders } from './signing.ts';
+import { newSigningSecret, signedHeaders } from './signatures.ts';
 
 /** A refusal a person can act on (the page or the CLI shows its message). */
 export class WebhookActionError extends Error {

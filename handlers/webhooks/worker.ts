@@ -38,7 +38,7 @@ import {
   subscriptionForAttempt,
   takeWindowSlot,
 } from './queries.ts';
-import { signedHeaders } from './signing.ts';
+import { signedHeaders } from './signatures.ts';
 
 /** Attempts in flight in one process, at most. */
 export const MAX_IN_FLIGHT = 64;

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { verifyLegacyWebhook, verifyWebhook, WebhookVerificationError, type WebhookVerificationFailure } from '../../client/src/index.ts';
-import { signedHeaders } from '../../handlers/webhooks/signing.ts';
+import { signedHeaders } from '../../handlers/webhooks/signatures.ts';
 
 /** Hex HMAC-SHA256 of `data` keyed with the secret's text, computed by the openssl CLI (data on stdin, so bytes are exact). */
 function opensslHmac(secret: string, data: string | Uint8Array): string {
