@@ -5,18 +5,16 @@
  * default (`default`). Prints every limit after the change and which ones are the workspace's own.
  */
 import type { Command } from 'commander';
+import { commandGroup } from './adminCli.ts';
 import { AdminError } from './admin.ts';
 import { DEFAULT_LIMITS, LIMIT_BOUNDS, LIMIT_NAMES, type LimitName, LimitsError, setWorkspaceLimits } from './limits.ts';
 import type { AdminDeps } from './module.ts';
-
-const group = (program: Command, name: string, description: string) =>
-  program.commands.find((c) => c.name() === name) ?? program.command(name).description(description);
 
 const flag = (name: LimitName) => name.replace(/_/g, '-');
 const camel = (name: LimitName) => name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
 
 export function limitsAdmin(program: Command, deps: AdminDeps): void {
-  const cmd = group(program, 'workspace', 'workspaces')
+  const cmd = commandGroup(program, 'workspace', 'workspaces')
     .command('limits')
     .requiredOption('--workspace <id>', 'workspace id (ws_...)')
     .description("print a workspace's limits, or set some (a whole number, or `default`)");

@@ -3,15 +3,10 @@ import type { Command } from 'commander';
 import { findAuditRow } from '../../db/queries/audit.ts';
 import { AdminError } from '../../server/admin.ts';
 import { auditFamilies, readAudit } from '../../server/audit.ts';
+import { existingWorkspace, limitOption } from '../../server/adminCli.ts';
 import type { AdminDeps } from '../../server/module.ts';
 
 const ACTION_PREFIX = /^[a-z][a-z_.]{0,63}$/;
-
-function limitOf(raw: string): number {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 500) throw new AdminError(`--limit must be a whole number from 1 to 500 (got "${raw}")`);
-  return n;
-}
 
 /** Adds the `audit` commands to the admin CLI. */
 export function auditAdmin(program: Command, deps: AdminDeps): void {
@@ -24,7 +19,7 @@ export function auditAdmin(program: Command, deps: AdminDeps): void {
     .option('--action <prefix>', 'only actions starting with this (e.g. key. or member.role_changed), or a family: keys, members, webhooks, connections')
     .description("a workspace's audit log, newest first: id, time (UTC), who, action, what happened in words, subject")
     .action((o: { workspace: string; limit: string; before?: string; action?: string }) => {
-      const limit = limitOf(o.limit);
+      const limit = limitOption(o.limit);
       const action = o.action?.trim().toLowerCase();
       const family = action === undefined ? undefined : auditFamilies().get(action);
       if (action !== undefined && !family && !ACTION_PREFIX.test(action)) {
@@ -32,8 +27,7 @@ export function auditAdmin(program: Command, deps: AdminDeps): void {
       }
       const actions = action === undefined ? undefined : family ? family.prefixes : [action];
       return deps.withDb(async (db) => {
-        const ws = await db.sql.one<{ id: string }>(`SELECT id FROM workspaces WHERE id = ?`, [o.workspace]);
-        if (!ws) throw new AdminError(`no workspace ${o.workspace} (see npm run admin -- workspace list)`);
+        await existingWorkspace(db.sql, o.workspace);
         let before: { at: number; id: string } | undefined;
         if (o.before !== undefined) {
           const row = await findAuditRow(db.sql, o.workspace, o.before.trim());

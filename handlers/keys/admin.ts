@@ -5,16 +5,13 @@
  * implementation) and are recorded in the audit log with the operator as actor.
  */
 import type { Command } from 'commander';
+import { commandGroup } from '../../server/adminCli.ts';
 import type { ApiKeyAccess } from '../../db/rows.ts';
 import { AdminError, changeDelegation, setApiKeyAccess } from '../../server/admin.ts';
 import type { AdminDeps } from '../../server/module.ts';
 
-/** The group named `name` of the program, made when no other file made it yet. */
-const group = (program: Command, name: string, description: string) =>
-  program.commands.find((c) => c.name() === name) ?? program.command(name).description(description);
-
 export function keysAdmin(program: Command, deps: AdminDeps): void {
-  group(program, 'workspace', 'workspaces')
+  commandGroup(program, 'workspace', 'workspaces')
     .command('api-keys')
     .requiredOption('--workspace <id>', 'workspace id (ws_...)')
     .option('--on', 'keys may be made and used')
@@ -28,7 +25,7 @@ export function keysAdmin(program: Command, deps: AdminDeps): void {
         return setApiKeyAccess(db, deps.clock, o.workspace, chosen[0]!);
       }),
     );
-  group(program, 'key', 'API keys')
+  commandGroup(program, 'key', 'API keys')
     .command('delegation')
     .requiredOption('--id <id>', 'key id (ak_...)')
     .requiredOption('--to <who>', 'none, all, or comma-separated member ids')

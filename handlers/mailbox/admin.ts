@@ -1,14 +1,9 @@
 /** `npm run admin -- mail list | show`: operators read the whole development mailbox, every mail with its live links (the page `/mailbox` hides links in mail not addressed to its viewer). */
 import type { Command } from 'commander';
 import { AdminError } from '../../server/admin.ts';
+import { limitOption } from '../../server/adminCli.ts';
 import type { AdminDeps } from '../../server/module.ts';
 import { listMailbox, readMailbox } from '../../server/mailer/mailbox.ts';
-
-function limitOf(raw: string): number {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 500) throw new AdminError(`--limit must be a whole number from 1 to 500 (got "${raw}")`);
-  return n;
-}
 
 /** Adds the `mail` commands to the admin CLI. */
 export function mailAdmin(program: Command, deps: AdminDeps): void {
@@ -21,7 +16,7 @@ export function mailAdmin(program: Command, deps: AdminDeps): void {
     .option('--limit <n>', 'at most this many, newest first (1-500)', '20')
     .description('mail in the development mailbox, newest first: id, time, recipients, subject (kept 7 days)')
     .action((o: { workspace?: string; to?: string; tag?: string; limit: string }) => {
-      const limit = limitOf(o.limit);
+      const limit = limitOption(o.limit);
       return deps.withDb((db) => listMailbox(db, { workspaceId: o.workspace, to: o.to?.trim(), tag: o.tag, limit }));
     });
   mail

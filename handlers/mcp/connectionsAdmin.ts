@@ -5,6 +5,7 @@
  * the same transaction; recorded in the audit log with the operator as actor).
  */
 import type { Command } from 'commander';
+import { commandGroup, existingWorkspace } from '../../server/adminCli.ts';
 import { listWorkspaceMembers } from '../../db/queries/credentials.ts';
 import { AdminError } from '../../server/admin.ts';
 import type { AdminDeps } from '../../server/module.ts';
@@ -13,20 +14,15 @@ import { connectionInWords } from './connectionsPage.ts';
 
 const CONNECTION_ID = /^mc_[0-9a-z]{1,40}$/;
 
-/** The group named `name` of the program, made when no other file made it yet. */
-const group = (program: Command, name: string, description: string) =>
-  program.commands.find((c) => c.name() === name) ?? program.command(name).description(description);
-
 export function connectionsAdmin(program: Command, deps: AdminDeps): void {
-  const connection = group(program, 'connection', 'MCP connections (agents approved on the consent page)');
+  const connection = commandGroup(program, 'connection', 'MCP connections (agents approved on the consent page)');
   connection
     .command('list')
     .requiredOption('--workspace <id>', 'workspace id (ws_...)')
     .description("a workspace's MCP connections: client, access, grants, toolsets, who approved, last use, state (never a token)")
     .action((o: { workspace: string }) =>
       deps.withDb(async (db) => {
-        const ws = await db.sql.one<{ id: string }>(`SELECT id FROM workspaces WHERE id = ?`, [o.workspace]);
-        if (!ws) throw new AdminError(`no workspace ${o.workspace} (see npm run admin -- workspace list)`);
+        await existingWorkspace(db.sql, o.workspace);
         const members = await listWorkspaceMembers(db.sql, o.workspace);
         const byId = new Map(members.map((m) => [m.id, { name: m.name, role: m.role, disabled: m.disabled_at !== null }]));
         return (await listConnections(db.sql, o.workspace)).map((c) => {

@@ -5,15 +5,11 @@
 import type { Command } from 'commander';
 import type { Sql } from '../../../db/database.ts';
 import { AdminError } from '../../../server/admin.ts';
+import { existingWorkspace } from '../../../server/adminCli.ts';
 import type { AdminDeps } from '../../../server/module.ts';
 import { addCredit, BANKID_PRICE, CreditError, getCredit, listCharges, setCredit } from './credit.ts';
 
 const RECENT_CHARGES = 20;
-
-async function existingWorkspace(sql: Sql, id: string): Promise<void> {
-  const ws = await sql.one(`SELECT id FROM workspaces WHERE id = ?`, [id]);
-  if (!ws) throw new AdminError(`no workspace ${id} (npm run admin -- workspace list)`);
-}
 
 /** A whole number from the command line, or a readable refusal. */
 function wholeNumber(raw: string, what: string): number {
