@@ -121,7 +121,7 @@ export interface AuditSentenceParts {
   list(items: string[]): string;
 }
 
-const families = new Map<string, AuditFamily>();
+let families = new Map<string, AuditFamily>();
 const sentences = new Map<string, AuditSentence>();
 
 /** Adds the modules' audit words (app.ts, once per process); two modules describing one action or family is an error. */
@@ -136,10 +136,12 @@ export function registerAuditWords(all: readonly AuditWords[]): void {
       sentences.set(action, sentence);
     }
   }
+  // Kept by label (the order of the modules in app.ts does not show), sorted here rather than at each read.
+  families = new Map([...families].sort(([, a], [, b]) => a.label.localeCompare(b.label, 'en')));
 }
 
-/** The families a reader filters by, by label (the order of the modules in app.ts does not show). */
-export const auditFamilies = (): ReadonlyMap<string, AuditFamily> => new Map([...families].sort(([, a], [, b]) => a.label.localeCompare(b.label, 'en')));
+/** The families a reader filters by, by label. */
+export const auditFamilies = (): ReadonlyMap<string, AuditFamily> => families;
 
 /** One entry as a reader sees it. */
 export interface AuditView {
