@@ -5,23 +5,22 @@
  * for operators and the first start); opening it once starts a 12-hour session held in the
  * `wso_session` cookie, which the /v1 platform accepts as a member credential (credentials.ts).
  */
-import crypto from 'node:crypto';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.ts';
-import { consumeSigninLink, deleteEndedSignins, findMemberForSignin, findSigninLink, insertSession, insertSigninLink, revokeSessions } from '../db/queries/sessions.ts';
+import { deleteEndedSessions, findMemberForSignin, insertSession, revokeSessions } from '../db/queries/sessions.ts';
 import { type AuditActor, OPERATOR, recordAudit } from './audit.ts';
 import type { Clock } from './clock.ts';
 import { newSessionSecret, sessionIdOf } from './credentials.ts';
 import { ServiceError } from './errors.ts';
 import { sha256Hex } from './ids.ts';
+import { deleteExpiredLinks, SIGNIN_PURPOSE, storeOneTimeLink, useOneTimeLink } from './links.ts';
 import { HOW_TO_SIGN_IN, isLocalPath, type PageKit, SESSION_COOKIE, sameOrigin, sessionTokenOf, signinLink } from './pages.ts';
 
 export { SESSION_COOKIE };
 
 export const LINK_TTL_MS = 15 * 60_000;
 export const SESSION_TTL_MS = 12 * 3_600_000;
-const LINK_TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
 /** A readable refusal of a sign-in request (unknown member, bad `next`); the CLI prints it on one line. */
 export class SigninError extends Error {}
@@ -65,12 +64,14 @@ export async function createSigninLink(db: Database, clock: Clock, request: Sign
   const member = await findMemberForSignin(db.sql, request.memberId);
   if (!member || member.workspace_id !== request.workspaceId) throw new SigninError(`no member ${request.memberId} in workspace ${request.workspaceId}`);
   if (member.disabled_at !== null) throw new SigninError(`member ${request.memberId} is disabled`);
-  const token = crypto.randomBytes(32).toString('base64url');
   const now = clock.now();
   const expiresAt = now + LINK_TTL_MS;
-  await db.tx(async (sql) => {
-    await deleteEndedSignins(sql, now - ENDED_RETENTION_MS);
-    await insertSigninLink(sql, { token_hash: sha256Hex(token), workspace_id: member.workspace_id, member_id: member.id, next, created_at: now, expires_at: expiresAt });
+  const token = await db.tx(async (sql) => {
+    await deleteExpiredLinks(sql, now - ENDED_RETENTION_MS);
+    await deleteEndedSessions(sql, now - ENDED_RETENTION_MS);
+    return storeOneTimeLink(sql, {
+      workspaceId: member.workspace_id, purpose: SIGNIN_PURPOSE, subject: member.id, next, createdAt: now, expiresAt, sessionTtlMs: SESSION_TTL_MS,
+    });
   });
   const prefix = base.pathname.replace(/\/+$/, '');
   return { url: `${base.origin}${prefix}/signin/${token}`, workspace_id: member.workspace_id, member_id: member.id, next, expires_at: expiresAt };
@@ -86,14 +87,12 @@ export type SigninOutcome =
  * disabled since: 410.
  */
 export async function useSigninLink(db: Database, clock: Clock, token: string): Promise<SigninOutcome> {
-  if (!LINK_TOKEN.test(token)) return { ok: false, status: 404 };
-  const hash = sha256Hex(token);
   const now = clock.now();
   return db.tx(async (sql): Promise<SigninOutcome> => {
-    const link = await consumeSigninLink(sql, hash, now);
-    if (!link) return { ok: false, status: (await findSigninLink(sql, hash)) ? 410 : 404 };
-    const member = await findMemberForSignin(sql, link.member_id);
-    if (!member || member.disabled_at !== null) return { ok: false, status: 410 };
+    const link = await useOneTimeLink(sql, 'signin', token, now);
+    if (typeof link === 'number') return { ok: false, status: link };
+    const member = await findMemberForSignin(sql, link.subject);
+    if (!member || member.workspace_id !== link.workspace_id || member.disabled_at !== null) return { ok: false, status: 410 };
     const { sessionId, secret, secretHash } = newSessionSecret();
     const expiresAt = now + SESSION_TTL_MS;
     await insertSession(sql, {

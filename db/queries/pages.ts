@@ -22,18 +22,6 @@ export function takePageHold(sql: Sql, sessionId: string, path: string, now: num
   return sql.one(`DELETE FROM page_holds WHERE session_id = ? AND path = ? AND expires_at > ? RETURNING sealed`, [sessionId, path, now]);
 }
 
-export interface DbScopedLinkRow {
-  token_hash: string;
-  workspace_id: string;
-  purpose: string;
-  subject: string;
-  next: string;
-  session_ttl_ms: number;
-  created_at: number;
-  expires_at: number;
-  used_at: number | null;
-}
-
 export interface DbScopedSessionRow {
   id: string;
   secret_hash: string;
@@ -43,26 +31,6 @@ export interface DbScopedSessionRow {
   created_at: number;
   expires_at: number;
   revoked_at: number | null;
-}
-
-export async function insertScopedLink(sql: Sql, row: Omit<DbScopedLinkRow, 'used_at'>): Promise<void> {
-  await sql.run(
-    `INSERT INTO scoped_links (token_hash, workspace_id, purpose, subject, next, session_ttl_ms, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-    [row.token_hash, row.workspace_id, row.purpose, row.subject, row.next, row.session_ttl_ms, row.created_at, row.expires_at],
-  );
-}
-
-export function findScopedLink(sql: Sql, tokenHash: string): Promise<DbScopedLinkRow | undefined> {
-  return sql.one(`SELECT * FROM scoped_links WHERE token_hash = ?`, [tokenHash]);
-}
-
-/** Marks the link used if it is unused and unexpired, in one statement (one of two concurrent uses wins). */
-export function consumeScopedLink(sql: Sql, tokenHash: string, now: number): Promise<DbScopedLinkRow | undefined> {
-  return sql.one(
-    `UPDATE scoped_links SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?
-     RETURNING token_hash, workspace_id, purpose, subject, next, session_ttl_ms, created_at, expires_at, used_at`,
-    [now, tokenHash, now],
-  );
 }
 
 export async function insertScopedSession(sql: Sql, row: Omit<DbScopedSessionRow, 'revoked_at'>): Promise<void> {
@@ -80,8 +48,7 @@ export function revokeScopedSessions(sql: Sql, workspaceId: string, purpose: str
   return sql.run(`UPDATE scoped_sessions SET revoked_at = ? WHERE workspace_id = ? AND purpose = ? AND subject = ? AND revoked_at IS NULL`, [now, workspaceId, purpose, subject]);
 }
 
-/** Deletes links and scoped sessions that ended before `before`. */
-export async function deleteEndedScoped(sql: Sql, before: number): Promise<void> {
-  await sql.run(`DELETE FROM scoped_links WHERE expires_at < ?`, [before]);
+/** Deletes scoped sessions that ended (expired or revoked) before `before`. */
+export async function deleteEndedScopedSessions(sql: Sql, before: number): Promise<void> {
   await sql.run(`DELETE FROM scoped_sessions WHERE expires_at < ? OR revoked_at < ?`, [before, before]);
 }

@@ -2,17 +2,6 @@ import type { Sql } from '../database.ts';
 import type { DbMemberRow, DbRateLimitRow, MemberRole } from '../rows.ts';
 import { takeGcraToken } from './credentials.ts';
 
-/** A one-time sign-in link (table signin_links). */
-export interface DbSigninLinkRow {
-  token_hash: string;
-  workspace_id: string;
-  member_id: string;
-  next: string;
-  created_at: number;
-  expires_at: number;
-  used_at: number | null;
-}
-
 /** A member's sign-in session (table member_sessions). */
 export interface DbMemberSessionRow {
   id: string;
@@ -26,28 +15,6 @@ export interface DbMemberSessionRow {
   created_at: number;
   expires_at: number;
   revoked_at: number | null;
-}
-
-export async function insertSigninLink(sql: Sql, row: Omit<DbSigninLinkRow, 'used_at'>): Promise<void> {
-  await sql.run(`INSERT INTO signin_links (token_hash, workspace_id, member_id, next, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`, [
-    row.token_hash, row.workspace_id, row.member_id, row.next, row.created_at, row.expires_at,
-  ]);
-}
-
-/**
- * Marks the link used if it is still unused and unexpired, in one statement, so that of two
- * concurrent uses (any processes) exactly one gets the row back.
- */
-export function consumeSigninLink(sql: Sql, tokenHash: string, now: number): Promise<DbSigninLinkRow | undefined> {
-  return sql.one<DbSigninLinkRow>(
-    `UPDATE signin_links SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?
-     RETURNING token_hash, workspace_id, member_id, next, created_at, expires_at, used_at`,
-    [now, tokenHash, now],
-  );
-}
-
-export function findSigninLink(sql: Sql, tokenHash: string): Promise<DbSigninLinkRow | undefined> {
-  return sql.one<DbSigninLinkRow>(`SELECT * FROM signin_links WHERE token_hash = ?`, [tokenHash]);
 }
 
 /** The member with the workspace's current auth version. */
@@ -108,14 +75,9 @@ export function takeSessionRateLimitToken(
   );
 }
 
-/**
- * Deletes links that expired, and sessions that ended (expired or revoked), before `before`, with the
- * sessions' rate-limit buckets. Returns how many links and sessions went.
- */
-export async function deleteEndedSignins(sql: Sql, before: number): Promise<{ links: number; sessions: number }> {
-  const links = await sql.run(`DELETE FROM signin_links WHERE expires_at < ?`, [before]);
+/** Deletes sessions that ended (expired or revoked) before `before`, with their rate-limit buckets; returns how many. */
+export async function deleteEndedSessions(sql: Sql, before: number): Promise<number> {
   const ended = `SELECT id FROM member_sessions WHERE expires_at < ? OR revoked_at < ?`;
   await sql.run(`DELETE FROM rate_limits WHERE bucket IN (${ended})`, [before, before]);
-  const sessions = await sql.run(`DELETE FROM member_sessions WHERE id IN (${ended})`, [before, before]);
-  return { links, sessions };
+  return sql.run(`DELETE FROM member_sessions WHERE id IN (${ended})`, [before, before]);
 }

@@ -26,7 +26,7 @@ import type { MemberPage, NavEntry, PageKit } from '../../server/pages.ts';
 import { timeInWords } from '../../server/pages/format.ts';
 import { bidiControlProblem } from '../../server/text.cjs';
 import { ChooserRefusal as Refusal, delegationChooserHtml, delegationFromForm, grantsChooserHtml, operationsFromForm, resourcesFromForm } from '../../server/pages/grants.ts';
-import { delegationInWords, grantsInWords, operationChoices, resourceLabel, resourcesInWords } from '../../server/pages/grantWords.ts';
+import { delegationInWords, grantsInWords, resourcesInWords } from '../../server/pages/grantWords.ts';
 
 export const KEYS_PATH = '/settings/keys';
 const COPY_JS_PATH = '/assets/keys-copy.js';

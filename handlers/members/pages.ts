@@ -21,7 +21,6 @@
  *   12-hour session and redirects to `/` (the address's other open invitations are closed). Used, expired or revoked: 410 pointing to /signin; an address
  *   that is already a member of the workspace: 409 pointing to /signin.
  */
-import crypto from 'node:crypto';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
@@ -48,7 +47,8 @@ import { memberRoleNames } from '../../generated/catalogue.ts';
 import { type AuditActor, recordAudit } from '../../server/audit.ts';
 import type { Clock } from '../../server/clock.ts';
 import { newSessionSecret } from '../../server/credentials.ts';
-import { newId, sha256Hex } from '../../server/ids.ts';
+import { newId } from '../../server/ids.ts';
+import { isLinkToken, linkTokenHash, newLinkToken } from '../../server/links.ts';
 import { isMailAddress, type Mailer, mailTemplates } from '../../server/mailer.ts';
 import { invitationBucket, mailBuckets, takeAll, workspaceLimits } from '../../server/limits.ts';
 import { type MemberPage, type NavEntry, type PageKit, SESSION_COOKIE, signinLink } from '../../server/pages.ts';
@@ -59,7 +59,6 @@ import { signedOutForms } from '../../server/pages/signedOutForms.ts';
 export const MEMBERS_PATH = '/settings/members';
 export const INVITE_PREFIX = '/signin/invite/';
 export const INVITATION_TTL_MS = 7 * 24 * 3_600_000;
-const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 const ID = /^[a-z]{2}_[0-9A-Za-z]{1,40}$/;
 
 /** The navigation entry: everyone signed in (plain members read the list). */
@@ -188,7 +187,7 @@ export function membersRoutes(options: MembersOptions): express.Router {
     const invites = invitationBucket(page.workspaceId, limits);
     const over = await takeAll(db.sql, [{ ...invites, label: `${limits.member_invitations_per_hour} invitations an hour` }, ...mailBuckets(page.workspaceId, limits)], 1, now, 'No invitation was made');
     if (over) throw new Refusal(`${over.message} (Settings, Usage and limits shows the limits.)`);
-    const token = crypto.randomBytes(32).toString('base64url');
+    const token = newLinkToken();
     const invitationId = newId('iv');
     // One open invitation per address (compared without case): a new one replaces the open ones, in the
     // same transaction (a double submit, a second tab, another case, another role), so only the newest link works.
@@ -197,7 +196,7 @@ export function membersRoutes(options: MembersOptions): express.Router {
       if (page.member.role !== 'owner' && open.some((i) => i.role === 'owner')) throw new Refusal(`${email} has an open invitation as owner: only an owner may replace it.`);
       if (open.length) await revokeOpenInvitationsFor(sql, page.workspaceId, email, page.member.id, now);
       await insertInvitation(sql, {
-        id: invitationId, token_hash: sha256Hex(token), workspace_id: page.workspaceId, email, role, invited_by: page.member.id, created_at: now, expires_at: now + INVITATION_TTL_MS,
+        id: invitationId, token_hash: linkTokenHash(token), workspace_id: page.workspaceId, email, role, invited_by: page.member.id, created_at: now, expires_at: now + INVITATION_TTL_MS,
       });
       const details = open.length ? { email, role, replaces: open.map((i) => i.id) } : { email, role };
       await recordAudit(sql, { workspaceId: page.workspaceId, actor: actorOf(page), action: 'member.invited', subject: { type: 'invitation', id: invitationId, label: email }, details, at: now });
@@ -287,8 +286,8 @@ export function membersRoutes(options: MembersOptions): express.Router {
 
   /** The invitation of a link, when it can still be used. */
   const open = async (token: string) => {
-    if (!TOKEN.test(token)) return 404 as const;
-    const inv = await findInvitationByHash(db.sql, sha256Hex(token));
+    if (!isLinkToken(token)) return 404 as const;
+    const inv = await findInvitationByHash(db.sql, linkTokenHash(token));
     if (!inv) return 404 as const;
     if (inv.used_at !== null || inv.revoked_at !== null || Number(inv.expires_at) <= clock.now() || inv.inviter_disabled_at !== null) return 410 as const;
     return inv;

@@ -9,15 +9,15 @@
  */
 import crypto from 'node:crypto';
 import type { Database } from '../../db/database.ts';
-import { consumeScopedLink, deleteEndedScoped, type DbScopedLinkRow, findScopedLink, findScopedSession, insertScopedLink, insertScopedSession } from '../../db/queries/pages.ts';
+import { deleteEndedScopedSessions, findScopedSession, insertScopedSession } from '../../db/queries/pages.ts';
 import type { Clock } from '../clock.ts';
 import { randomIdPart, sha256Hex } from '../ids.ts';
+import { type DbOneTimeLinkRow, deleteExpiredLinks, inspectOneTimeLink, SIGNIN_PURPOSE, storeOneTimeLink, useOneTimeLink } from '../links.ts';
 import { isLocalPath } from './paths.ts';
 
 export const SCOPED_COOKIE = 'wso_scoped';
 /** The link's path below the origin: `/signin/scoped/<token>`. */
 export const SCOPED_LINK_PREFIX = '/signin/scoped/';
-export const LINK_TOKEN = /^[A-Za-z0-9_-]{43}$/;
 const SESSION_TOKEN = /^wsp_([0-9a-z]{24})_[A-Za-z0-9_-]{43}$/;
 const PURPOSE = /^[a-z][a-z0-9]*\.[a-z][a-zA-Z0-9.-]*$/;
 /** A link may wait at most this long (signers are often sent links days ahead). */
@@ -52,23 +52,16 @@ export interface ScopedLinkRequest {
 
 /** Mints a one-time link (256-bit random token, only its hash stored). Drops links and sessions ended more than a day ago. */
 export async function createScopedLink(db: Database, clock: Clock, r: ScopedLinkRequest): Promise<{ url: string; expiresAt: number }> {
-  if (!PURPOSE.test(r.purpose)) throw new Error(`scoped link: purpose must be <namespace>.<what> (got ${r.purpose})`);
+  if (!PURPOSE.test(r.purpose) || r.purpose === SIGNIN_PURPOSE) throw new Error(`scoped link: purpose must be <namespace>.<what> (got ${r.purpose})`);
   if (!isLocalPath(r.next)) throw new Error('scoped link: next must be a path of this service');
   if (!(r.linkTtlMs > 0 && r.linkTtlMs <= MAX_LINK_TTL_MS) || !(r.sessionTtlMs > 0 && r.sessionTtlMs <= MAX_SESSION_TTL_MS)) throw new Error('scoped link: TTLs out of bounds');
   if (r.subject === '' || r.subject.length > 200) throw new Error('scoped link: subject must be 1 to 200 characters');
-  const token = crypto.randomBytes(32).toString('base64url');
   const now = clock.now();
-  await db.tx(async (sql) => {
-    await deleteEndedScoped(sql, now - ENDED_RETENTION_MS);
-    await insertScopedLink(sql, {
-      token_hash: sha256Hex(token),
-      workspace_id: r.workspaceId,
-      purpose: r.purpose,
-      subject: r.subject,
-      next: r.next,
-      session_ttl_ms: r.sessionTtlMs,
-      created_at: now,
-      expires_at: now + r.linkTtlMs,
+  const token = await db.tx(async (sql) => {
+    await deleteExpiredLinks(sql, now - ENDED_RETENTION_MS);
+    await deleteEndedScopedSessions(sql, now - ENDED_RETENTION_MS);
+    return storeOneTimeLink(sql, {
+      workspaceId: r.workspaceId, purpose: r.purpose, subject: r.subject, next: r.next, createdAt: now, expiresAt: now + r.linkTtlMs, sessionTtlMs: r.sessionTtlMs,
     });
   });
   const base = new URL(r.baseUrl);
@@ -76,21 +69,16 @@ export async function createScopedLink(db: Database, clock: Clock, r: ScopedLink
 }
 
 /** What a link is, without using it: 404 unknown, 410 used or expired. */
-export async function inspectScopedLink(db: Database, clock: Clock, token: string): Promise<DbScopedLinkRow | 404 | 410> {
-  if (!LINK_TOKEN.test(token)) return 404;
-  const link = await findScopedLink(db.sql, sha256Hex(token));
-  if (!link) return 404;
-  return link.used_at !== null || Number(link.expires_at) <= clock.now() ? 410 : link;
+export function inspectScopedLink(db: Database, clock: Clock, token: string): Promise<DbOneTimeLinkRow | 404 | 410> {
+  return inspectOneTimeLink(db.sql, 'scoped', token, clock.now());
 }
 
 /** Uses a link and starts its session, in one transaction (of two concurrent uses, one wins). */
 export async function openScopedLink(db: Database, clock: Clock, token: string): Promise<{ ok: true; token: string; next: string; ttlMs: number } | { ok: false; status: 404 | 410 }> {
-  if (!LINK_TOKEN.test(token)) return { ok: false, status: 404 };
-  const hash = sha256Hex(token);
   const now = clock.now();
   return db.tx(async (sql) => {
-    const link = await consumeScopedLink(sql, hash, now);
-    if (!link) return { ok: false as const, status: (await findScopedLink(sql, hash)) ? (410 as const) : (404 as const) };
+    const link = await useOneTimeLink(sql, 'scoped', token, now);
+    if (typeof link === 'number') return { ok: false as const, status: link };
     const idPart = randomIdPart();
     const secret = `wsp_${idPart}_${crypto.randomBytes(32).toString('base64url')}`;
     const ttlMs = Number(link.session_ttl_ms);

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,6 +53,8 @@ describe('database connections [postgres]', function () {
  * its name, whichever folder holds it now; no table loses a row; the release's read answers are still
  * given (fields may be added, none lost or changed); and writes that lean on its constraints still work.
  */
+/** The token of a sign-in link stored by the previous release (a made-up 43-character base64url string). */
+const MAILED_TOKEN = 'Mailed-before-the-upgrade_0123456789abcdefg';
 const RELEASE = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/previous-release');
 interface ReleaseData {
   release: string;
@@ -119,6 +122,16 @@ for (const database of databases) {
     before(async () => {
       const url = database.url();
       rowsBefore = await restoreRelease(url, data);
+      // A sign-in link mailed before the upgrade (its token known only to its member's inbox).
+      const raw = openDatabase(url);
+      try {
+        const member = (await raw.sql.one<{ id: string; workspace_id: string }>('SELECT id, workspace_id FROM members ORDER BY id'))!;
+        await raw.sql.run('INSERT INTO signin_links (token_hash, workspace_id, member_id, next, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)', [
+          crypto.createHash('sha256').update(MAILED_TOKEN).digest('hex'), member.workspace_id, member.id, '/dashboard', run.madeAt, run.madeAt + 15 * 60_000,
+        ]);
+      } finally {
+        await raw.close();
+      }
       svc = await startTestService(url); // migrates, as every process does at start
       svc.clock.set(run.madeAt + 60_000);
     });
@@ -164,6 +177,13 @@ for (const database of databases) {
         assert.equal(res.status, 200, `${read.operation}: ${JSON.stringify(res.body)}`);
         assertHolds(res.body, read.response, read.operation);
       }
+    });
+
+    it('keeps a sign-in link mailed before the upgrade working once, from the one store of one-time links', async () => {
+      const first = await fetch(`${svc.origin}/signin/${MAILED_TOKEN}`, { redirect: 'manual' });
+      assert.equal(first.status, 303);
+      assert.equal(first.headers.get('location'), '/dashboard');
+      assert.equal((await fetch(`${svc.origin}/signin/${MAILED_TOKEN}`, { redirect: 'manual' })).status, 410);
     });
 
     it("writes on the release's records, its constraints still holding", async () => {

@@ -5,6 +5,7 @@
  * never member pages or the API; it expires; only hashes are stored; tokens never reach the log.
  * A small probe module stands in for the module that will use it (documents and signing).
  */
+import crypto from 'node:crypto';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http, { type Server } from 'node:http';
@@ -85,7 +86,7 @@ for (const database of databases) {
     });
 
     const rows = async () => ({
-      links: await db.sql.all(`SELECT * FROM scoped_links ORDER BY created_at, token_hash`),
+      links: await db.sql.all(`SELECT * FROM one_time_links ORDER BY created_at, token_hash`),
       sessions: await db.sql.all(`SELECT * FROM scoped_sessions ORDER BY id`),
     });
 
@@ -186,6 +187,30 @@ for (const database of databases) {
         createScopedLink(db, clock, { workspaceId: ws.workspace_id, purpose: 'probe.sign', subject: 's', next: '/probe/sign', baseUrl: origin, linkTtlMs: DAY, sessionTtlMs: 2 * DAY }),
         /TTLs out of bounds/,
       );
+      await assert.rejects(
+        createScopedLink(db, clock, { workspaceId: ws.workspace_id, purpose: 'signin', subject: 's', next: '/probe/sign', baseUrl: origin, linkTtlMs: DAY, sessionTtlMs: HOUR }),
+        /purpose must be/,
+      );
+    });
+
+    it('keeps sign-in and scoped links in one store, and neither kind opens as the other', async () => {
+      const ws = await applyWorkspace(db, clock, acme());
+      const scoped = await createScopedLink(db, clock, { workspaceId: ws.workspace_id, purpose: 'probe.sign', subject: 's', next: '/probe/sign', baseUrl: origin, linkTtlMs: DAY, sessionTtlMs: HOUR });
+      const signin = await createSigninLink(db, clock, { workspaceId: ws.workspace_id, memberId: ws.members.olga!, baseUrl: origin });
+      const scopedToken = scoped.url.split('/').pop()!;
+      const signinToken = signin.url.split('/').pop()!;
+      const stored = (await rows()).links as { purpose: string; subject: string; token_hash: string }[];
+      const hashOf = (token: string) => crypto.createHash('sha256').update(token).digest('hex');
+      const ours = stored.filter((l) => l.token_hash === hashOf(scopedToken) || l.token_hash === hashOf(signinToken));
+      assert.deepEqual(ours.map((l) => [l.purpose, l.subject]).sort(), [['probe.sign', 's'], ['signin', ws.members.olga!]]);
+      assert.equal(JSON.stringify(stored).includes(scopedToken) || JSON.stringify(stored).includes(signinToken), false, 'only hashes are stored');
+      // A scoped token at the sign-in path, and a sign-in token at the scoped path: unknown, and not used up.
+      assert.equal((await fetch(`${origin}/signin/${scopedToken}`, { redirect: 'manual' })).status, 404);
+      assert.equal((await fetch(`${origin}/signin/scoped/${signinToken}`)).status, 404);
+      assert.equal((await fetch(`${origin}/signin/scoped/${signinToken}`, { method: 'POST', redirect: 'manual', headers: { Origin: origin } })).status, 404);
+      assert.equal((await fetch(scoped.url)).status, 200, 'the scoped link is still unused');
+      assert.equal((await fetch(signin.url, { redirect: 'manual' })).status, 303, 'the sign-in link still works once');
+      assert.equal((await fetch(signin.url, { redirect: 'manual' })).status, 410);
     });
   });
 }

@@ -98,13 +98,13 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
       (await svc().db.sql.one(`SELECT 1 AS x FROM ${table} WHERE ${column} = ?`, [value])) !== undefined;
     svc().clock.advance(24 * HOUR);
     await link(svc(), ws);
-    assert.equal(await exists('signin_links', 'token_hash', hashOf(unused.url)), true, 'expired less than a day ago: kept');
+    assert.equal(await exists('one_time_links', 'token_hash', hashOf(unused.url)), true, 'expired less than a day ago: kept');
     svc().clock.advance(12 * HOUR + 1);
     const fresh = await link(svc(), ws);
-    assert.equal(await exists('signin_links', 'token_hash', hashOf(unused.url)), false);
+    assert.equal(await exists('one_time_links', 'token_hash', hashOf(unused.url)), false);
     assert.equal(await exists('member_sessions', 'id', sessionId), false);
     assert.equal(await exists('rate_limits', 'bucket', sessionId), false, "the session's rate-limit bucket went too");
-    assert.equal(await exists('signin_links', 'token_hash', hashOf(fresh.url)), true);
+    assert.equal(await exists('one_time_links', 'token_hash', hashOf(fresh.url)), true);
     assert.equal((await open(unused.url)).status, 404, 'a deleted link is unknown');
   });
 

@@ -28,7 +28,6 @@
  * another origin; the return accepts them (a provider on another site posts back), and takes only an
  * order this recipient opened, still open and not expired.
  */
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import type { Readable } from 'node:stream';
 import type express from 'express';
@@ -105,8 +104,6 @@ async function streamBytes(stream: Readable): Promise<Buffer> {
   for await (const chunk of stream) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks);
 }
-
-const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 
 /**
  * Registers the request's last provider output as its archive (the file, archive_file_id and

@@ -1,22 +1,19 @@
 /**
- * Signers' links: `${PUBLIC_URL}/sign/<token>`, one or more per recipient (every invitation and
+ * Signers' links: `${PUBLIC_URL}/sign/<token>` (the token format of server/links.ts), one or more per recipient (every invitation and
  * reminder mails a fresh one; older ones keep working). The token is 256 random bits in base64url
  * (43 characters); only its SHA-256 is stored (signing_links), so the database never holds a working
  * link. A link is live while its request is pending and before its deadline, and its recipient has not
  * signed or declined; otherwise it has ended, with the reason the signer's page shows.
  */
-import crypto from 'node:crypto';
 import type { Sql } from '../../../db/database.ts';
-import { sha256Hex } from '../../../server/ids.ts';
+import { isLinkToken, linkTokenHash, newLinkToken } from '../../../server/links.ts';
 import { type DbSigningRecipientRow, type DbSigningRequestRow, findLink, findRecipient, findRequestById, insertLink, listRecipients } from '../queries.ts';
 
 /** The path prefix of signers' links (the module's `secretPaths`: the request log cuts what follows). */
 export const SIGN_PREFIX = '/sign/';
 
-const TOKEN = /^[A-Za-z0-9_-]{43}$/;
-
 /** SHA-256 (hex) of a link token: what signing_links stores. */
-export const tokenHash = sha256Hex;
+export const tokenHash = linkTokenHash;
 
 /** The URL of a link token on this service. */
 export const signerUrl = (publicUrl: string, token: string) => `${publicUrl.replace(/\/+$/, '')}${SIGN_PREFIX}${token}`;
@@ -26,7 +23,7 @@ export const signerUrl = (publicUrl: string, token: string) => `${publicUrl.repl
  * URL is `signerUrl(PUBLIC_URL, token)`. Only the token's SHA-256 is stored; never log the token.
  */
 export async function mintSignerLink(sql: Sql, link: { recipientId: string; requestId: string }, now: number): Promise<string> {
-  const token = crypto.randomBytes(32).toString('base64url');
+  const token = newLinkToken();
   await insertLink(sql, { token_hash: tokenHash(token), recipient_id: link.recipientId, request_id: link.requestId, created_at: now });
   return token;
 }
@@ -60,7 +57,7 @@ export function endedReason(request: DbSigningRequestRow, recipient: DbSigningRe
 
 /** Resolves a link token (from the URL) to its recipient and request, live or ended (reads only; records nothing). */
 export async function resolveSignerLink(sql: Sql, token: string, now: number): Promise<ResolvedLink> {
-  if (!TOKEN.test(token)) return { state: 'unknown' };
+  if (!isLinkToken(token)) return { state: 'unknown' };
   const link = await findLink(sql, tokenHash(token));
   if (!link) return { state: 'unknown' };
   const [request, recipient] = await Promise.all([findRequestById(sql, link.request_id), findRecipient(sql, link.recipient_id)]);
