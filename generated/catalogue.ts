@@ -546,7 +546,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Assemble, check and scan an upload, answering its file"
@@ -563,7 +563,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Start an upload of a PDF in parts"
@@ -580,7 +580,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Read an upload and which of its parts have arrived"
@@ -597,7 +597,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Get a short-lived URL to PUT one part's bytes"
@@ -614,7 +614,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "List stored files, newest first"
@@ -631,7 +631,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Cancel a pending signing request"
@@ -648,7 +648,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Get a download link for a request's document"
@@ -665,7 +665,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Read a signing request"
@@ -682,7 +682,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Read a signing request's history, oldest first"
@@ -716,7 +716,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Remind the signers who have not signed"
@@ -733,7 +733,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Ask people to sign a file"
@@ -750,7 +750,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Move a signing request's deadline"
@@ -767,7 +767,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": null,
     "access": [],
     "summary": "Check a file's seal and find its signing request"

@@ -10966,7 +10966,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "size",
         "part_size",
         "part_count",
-        "sha256"
+        "sha256",
+        "private"
       ],
       "path": [],
       "query": []
@@ -10975,7 +10976,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "documents_CreateUpload",
       "title": "Start an upload of a PDF in parts",
-      "description": "Starts an upload of one PDF file sent in parts, answering the upload (`upload_id`, its parts and\n`expires_at`). The flow: `CreateUpload`, then for each part `documents.GetUploadPart` (a\nshort-lived URL) and a `PUT` of the part's raw bytes to that URL, in any order and in parallel,\nthen `documents.CompleteUpload`, which assembles, checks and scans the file and answers its\n`file_id`. `documents.GetUpload` shows which parts have arrived, so an interrupted upload resumes\nby sending only the missing ones.\n\nLimits: `size` (the whole file) 1 byte to 50 MiB (52,428,800 bytes); `content_type` must be\n`application/pdf`; `filename` 1 to 255 characters, without control characters (U+0000 to U+001F,\nU+007F) and without `/` or `\\` (it is the name downloads are saved under). Parts: give\n`part_size` (1 MiB to 16 MiB, 1,048,576 to 16,777,216 bytes; default 5 MiB, 5,242,880) or\n`part_count` (1 to 100), not both (`400 invalid_input`). Every part has `part_size` bytes except\nthe last, which holds the rest (a file smaller than `part_size` is one part of its own size). With\n`part_count`, `part_size` is `ceil(size / part_count)`; it must be at most 16 MiB and, when there\nis more than one part, at least 1 MiB, and it must give exactly `part_count` parts; otherwise\n`400 invalid_input` says which bound. An upload has at most 100 parts.\n\n`sha256` (optional, 64 lower-case hex): the whole file's SHA-256; `CompleteUpload` refuses\nassembled bytes with another digest. Each part's own digest can be bound when asking for its URL.\n\nThe upload expires 24 hours after creation (`expires_at`): until then it can be completed; after\nthat it is gone (`404 not_found`), and a recurring job (`documents.cleanup`, hourly) removes\nuploads that were never completed together with the bytes of their parts. The file a completed\nupload became stays.\n\nLimits per workspace (the operator sets them, `npm run admin -- workspace limits`; owners and\nadmins read them with their usage on `/settings/limits`):\n- Open uploads per credential (not completed, rejected or expired; every member it acts for\n  counted together): 20 by default. Past it: `429 rate_limited` with `Retry-After`, the seconds\n  until the credential's first open upload expires; complete or let one expire. Nothing is made.\n- Stored bytes: the workspace's files (uploads and signed archives) plus the declared `size` of\n  its open uploads, 5 GiB (5,368,709,120 bytes) by default. An upload that would pass it is\n  `413 invalid_input` saying how much is stored and the limit. Nothing is made.\n- Part PUTs: 120 a minute for the uploads of one credential (all at once, then one every half\n  second); past it the part URL answers `429 rate_limited` with `Retry-After` before reading the\n  body, and nothing is stored (send the part again after the wait; the URL still works).\n\nRetention: an uploaded file that no signing request uses is removed, with its bytes, 30 days\nafter it was made (the hourly `documents.cleanup`); a file becomes kept for good when a signing\nrequest is made from it (`signing.RequestFileSignatures`), and signed archives are never\nremoved. Download links of a removed file answer `404`.\n\nIsolation: an upload belongs to the credential that created it and to the member it acted for\n(`Service-Act-As`, or none). `GetUpload`, `GetUploadPart` and `CompleteUpload` from another key,\nor from the same key acting for another member (or for none), answer `404 not_found`. An upload\nmade while acting for a member becomes that member's private file; without a member, a\nworkspace file. Part URLs (`GetUploadPart`) carry the credential, the member and the member's\nrole, and are judged again at every `PUT` (seed 5.6: revocation and permission changes reach later\nuse): a revoked key, a disabled member, a key that may no longer act for that member, or a changed\nrole makes the `PUT` `403 forbidden` (`{error, message}` saying which) and nothing is stored.",
+      "description": "Starts an upload of one PDF file sent in parts, answering the upload (`upload_id`, its parts and\n`expires_at`). The flow: `CreateUpload`, then for each part `documents.GetUploadPart` (a\nshort-lived URL) and a `PUT` of the part's raw bytes to that URL, in any order and in parallel,\nthen `documents.CompleteUpload`, which assembles, checks and scans the file and answers its\n`file_id`. `documents.GetUpload` shows which parts have arrived, so an interrupted upload resumes\nby sending only the missing ones.\n\nLimits: `size` (the whole file) 1 byte to 50 MiB (52,428,800 bytes); `content_type` must be\n`application/pdf`; `filename` 1 to 255 characters, without control characters (U+0000 to U+001F,\nU+007F) and without `/` or `\\` (it is the name downloads are saved under). Parts: give\n`part_size` (1 MiB to 16 MiB, 1,048,576 to 16,777,216 bytes; default 5 MiB, 5,242,880) or\n`part_count` (1 to 100), not both (`400 invalid_input`). Every part has `part_size` bytes except\nthe last, which holds the rest (a file smaller than `part_size` is one part of its own size). With\n`part_count`, `part_size` is `ceil(size / part_count)`; it must be at most 16 MiB and, when there\nis more than one part, at least 1 MiB, and it must give exactly `part_count` parts; otherwise\n`400 invalid_input` says which bound. An upload has at most 100 parts.\n\n`sha256` (optional, 64 lower-case hex): the whole file's SHA-256; `CompleteUpload` refuses\nassembled bytes with another digest. Each part's own digest can be bound when asking for its URL.\n\nThe upload expires 24 hours after creation (`expires_at`): until then it can be completed; after\nthat it is gone (`404 not_found`), and a recurring job (`documents.cleanup`, hourly) removes\nuploads that were never completed together with the bytes of their parts. The file a completed\nupload became stays.\n\nLimits per workspace (the operator sets them, `npm run admin -- workspace limits`; owners and\nadmins read them with their usage on `/settings/limits`):\n- Open uploads per credential (not completed, rejected or expired; every member it acts for\n  counted together): 20 by default. Past it: `429 rate_limited` with `Retry-After`, the seconds\n  until the credential's first open upload expires; complete or let one expire. Nothing is made.\n- Stored bytes: the workspace's files (uploads and signed archives) plus the declared `size` of\n  its open uploads, 5 GiB (5,368,709,120 bytes) by default. An upload that would pass it is\n  `413 invalid_input` saying how much is stored and the limit. Nothing is made.\n- Part PUTs: 120 a minute for the uploads of one credential (all at once, then one every half\n  second); past it the part URL answers `429 rate_limited` with `Retry-After` before reading the\n  body, and nothing is stored (send the part again after the wait; the URL still works).\n\nRetention: an uploaded file that no signing request uses is removed, with its bytes, 30 days\nafter it was made (the hourly `documents.cleanup`); a file becomes kept for good when a signing\nrequest is made from it (`signing.RequestFileSignatures`), and signed archives are never\nremoved. Download links of a removed file answer `404`.\n\nIsolation: an upload belongs to the credential that created it and to the member it acted for\n(`Service-Act-As`, or none). `GetUpload`, `GetUploadPart` and `CompleteUpload` from another key,\nor from the same key acting for another member (or for none), answer `404 not_found`. An upload\nmade while acting for a member becomes that member's private file; without a member, a\nworkspace file. Part URLs (`GetUploadPart`) carry the credential, the member and the member's\nrole, and are judged again at every `PUT` (seed 5.6: revocation and permission changes reach later\nuse): a revoked key, a disabled member, a key that may no longer act for that member, or a changed\nrole makes the `PUT` `403 forbidden` (`{error, message}` saying which) and nothing is stored.\n`private: false` (acting for a member) makes a workspace file instead: the upload stays the\nmember's to send and complete, the file it becomes is the workspace's.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -11017,6 +11018,10 @@ export const mcpTools: readonly McpToolDefinition[] = [
             "maxLength": 64,
             "description": "A SHA-256 digest as 64 lower-case hexadecimal characters."
           },
+          "private": {
+            "type": "boolean",
+            "description": "Acting for a member: `true` (the default) makes the file that member's private file;\n`false` makes it a workspace file (the Documents page's default), so requests sent from\nit are visible to the workspace's owners and admins. Without a member only `false` is\naccepted (a workspace file); `true` is `400 invalid_input`.\n"
+          },
           "idempotency_key": {
             "type": "string",
             "minLength": 1,
@@ -11047,7 +11052,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expires_at",
           "created_at",
           "file_id",
-          "rejection_reason"
+          "rejection_reason",
+          "private"
         ],
         "properties": {
           "upload_id": {
@@ -11141,6 +11147,9 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "string",
               "null"
             ]
+          },
+          "private": {
+            "type": "boolean"
           }
         }
       },
@@ -11200,7 +11209,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expires_at",
           "created_at",
           "file_id",
-          "rejection_reason"
+          "rejection_reason",
+          "private"
         ],
         "properties": {
           "upload_id": {
@@ -11294,6 +11304,9 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "string",
               "null"
             ]
+          },
+          "private": {
+            "type": "boolean"
           }
         }
       },
@@ -12304,7 +12317,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "signing_ListSigningRequests",
       "title": "List the signing requests the caller may read, newest first",
-      "description": "The signing requests of the workspace that the caller may read, newest first (by `created_at`,\nthen id), each as `signing.GetSigningRequest` answers it. `status` (optional) keeps one state:\n`pending`, `completed`, `cancelled` or `expired` (a request a recipient declined is `cancelled`).\n\nOnly readable requests are listed, under exactly the rule of `signing.GetSigningRequest` (a request\nyou cannot read is never counted, never hinted at):\n- without `Service-Act-As`: the requests this key created whose source is not private;\n- acting for a member (a key with delegation, or a member's sign-in session, which always acts\n  for its own member and may call this listing but none of the signing commands): the requests\n  that member sent (made acting for them, private ones included), the requests where the\n  member's e-mail address is a recipient (compared without case, private ones included), and for\n  owners and admins every request of the workspace that is not private;\n- a private request (its source is a member's private file) is listed only for its owner and for\n  the recipients who are members.\n\nPaging: `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor` back as `cursor` with\nthe same `status`, the same key and the same `Service-Act-As`: a cursor from a listing with\nanother filter or caller, or one that was changed, is `400 invalid_input`. Requests created after\nthe first page was read do not appear on later pages (start again from the first page to see\nthem); a request whose state changes between pages may be missed or shown with its new state.\nReading changes nothing.",
+      "description": "The signing requests of the workspace that the caller may read, newest first (by `created_at`,\nthen id), each as `signing.GetSigningRequest` answers it. `status` (optional) keeps one state:\n`pending`, `completed`, `cancelled` or `expired` (a request a recipient declined is `cancelled`).\n\nOnly readable requests are listed, under exactly the rule of `signing.GetSigningRequest` (a request\nyou cannot read is never counted, never hinted at):\n- without `Service-Act-As`: the requests this key created whose source is not private;\n- acting for a member (a key with delegation, or a member's sign-in session, which always acts\n  for its own member): the requests\n  that member sent (made acting for them, private ones included), the requests where the\n  member's e-mail address is a recipient (compared without case, private ones included), and for\n  owners and admins every request of the workspace that is not private;\n- a private request (its source is a member's private file) is listed only for its owner and for\n  the recipients who are members.\n\nPaging: `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor` back as `cursor` with\nthe same `status`, the same key and the same `Service-Act-As`: a cursor from a listing with\nanother filter or caller, or one that was changed, is `400 invalid_input`. Requests created after\nthe first page was read do not appear on later pages (start again from the first page to see\nthem); a request whose state changes between pages may be missed or shown with its new state.\nReading changes nothing.",
       "inputSchema": {
         "type": "object",
         "properties": {

@@ -1298,7 +1298,7 @@ export interface paths {
          *     you cannot read is never counted, never hinted at):
          *     - without `Service-Act-As`: the requests this key created whose source is not private;
          *     - acting for a member (a key with delegation, or a member's sign-in session, which always acts
-         *       for its own member and may call this listing but none of the signing commands): the requests
+         *       for its own member): the requests
          *       that member sent (made acting for them, private ones included), the requests where the
          *       member's e-mail address is a recipient (compared without case, private ones included), and for
          *       owners and admins every request of the workspace that is not private;
@@ -1591,6 +1591,8 @@ export interface paths {
          *     role, and are judged again at every `PUT` (seed 5.6: revocation and permission changes reach later
          *     use): a revoked key, a disabled member, a key that may no longer act for that member, or a changed
          *     role makes the `PUT` `403 forbidden` (`{error, message}` saying which) and nothing is stored.
+         *     `private: false` (acting for a member) makes a workspace file instead: the upload stays the
+         *     member's to send and complete, the file it becomes is the workspace's.
          */
         post: operations["documents.CreateUpload"];
         delete?: never;
@@ -3422,6 +3424,8 @@ export interface components {
             file_id: string | null;
             /** @description Why the scan refused the file, in plain words (the refusal's message was `The file was refused: <rejection_reason>.`); null unless `rejected`. */
             rejection_reason: string | null;
+            /** @description Whether the file it becomes is the private file of the member it was made for (see `documents.CreateUpload`'s `private`); false for a workspace file. */
+            private: boolean;
         };
         /**
          * @description A stored file: an uploaded PDF that passed the scan (`source: upload`) or a signed archive
@@ -6843,6 +6847,13 @@ export interface operations {
                     /** @description Number of parts instead of `part_size`. Not with `part_size`. */
                     part_count?: number;
                     sha256?: components["schemas"]["Sha256"];
+                    /**
+                     * @description Acting for a member: `true` (the default) makes the file that member's private file;
+                     *     `false` makes it a workspace file (the Documents page's default), so requests sent from
+                     *     it are visible to the workspace's owners and admins. Without a member only `false` is
+                     *     accepted (a workspace file); `true` is `400 invalid_input`.
+                     */
+                    private?: boolean;
                 };
             };
         };
@@ -6886,7 +6897,8 @@ export interface operations {
                      *       "expires_at": 1795399200000,
                      *       "created_at": 1795312800000,
                      *       "file_id": null,
-                     *       "rejection_reason": null
+                     *       "rejection_reason": null,
+                     *       "private": false
                      *     }
                      */
                     "application/json": components["schemas"]["Upload"];
@@ -6964,7 +6976,8 @@ export interface operations {
                      *       "expires_at": 1795399200000,
                      *       "created_at": 1795312800000,
                      *       "file_id": null,
-                     *       "rejection_reason": null
+                     *       "rejection_reason": null,
+                     *       "private": false
                      *     }
                      */
                     "application/json": components["schemas"]["Upload"];

@@ -142,8 +142,8 @@ function buildCatalogue(doc: JsonObject): CatalogueEntry[] {
       if (Array.isArray(security) && security.some((req) => !isObject(req) || Object.keys(req).length !== 1 || !['ApiKey', 'SessionCookie'].includes(Object.keys(req)[0]!))) {
         fail(where, 'security may list only ApiKey and SessionCookie, each alone');
       }
-      if (sessions && listed && (kind !== 'query' || actAs === 'none')) {
-        fail(where, 'only a query that can run as a member may list SessionCookie (a browser cookie must never reach a command)');
+      if (sessions && listed && actAs === 'none') {
+        fail(where, 'only an operation that can run as a member may list SessionCookie (a session always acts as its member)');
       }
       const idem = headers.get('Idempotency-Key');
       if (kind === 'command' && (!idem || idem.required !== true)) fail(where, 'commands declare the required Idempotency-Key parameter');

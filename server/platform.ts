@@ -11,7 +11,7 @@ import type { ServiceConfig } from './config.ts';
 import { contentTypeProblem, readJsonObject } from './body.ts';
 import { type Credential, CredentialStore, headerCount, TWO_AUTHORIZATION_HEADERS } from './credentials.ts';
 import { createExecutor, type ExecuteOperation } from './execute.ts';
-import { errorMiddleware, invalidInput, invalidJson, methodNotAllowed, noteError, notFound, requestIdOf, toServiceError } from './errors.ts';
+import { errorMiddleware, forbidden, invalidInput, invalidJson, methodNotAllowed, noteError, notFound, requestIdOf, toServiceError } from './errors.ts';
 import { Idempotency } from './idempotency.ts';
 import { InternalCalls } from './internalCalls.ts';
 import type { JobQueue } from './jobs.ts';
@@ -179,6 +179,10 @@ function operationsRouter(options: PlatformOptions, parts: { credentials: Creden
     const credential = (res.locals.credential = await authenticate(req));
     const entry = byRoute.get(`${req.method} ${req.path}`) ?? noRoute(req.method, req.path);
     res.locals.entry = entry;
+    // A command on a sign-in session comes from this service's pages only: a browser sends Origin on every POST.
+    if (credential.kind === 'session' && entry.kind === 'command' && entry.sessions && req.headers.origin === undefined) {
+      throw forbidden(`A sign-in session may call ${entry.id} only from this service's pages: the request must carry an Origin header naming this service.`);
+    }
     let input: unknown;
     if (entry.method === 'post') {
       const problem = contentTypeProblem(req, req.is('application/json'));

@@ -163,7 +163,7 @@ async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upl
   const blob = await store.put(null, [bytes], { contentType: u.content_type, maxBytes: size });
   const file = await createFile(
     ctx.sql,
-    { workspaceId: u.workspace_id, ownerMemberId: u.member_id, createdByKeyId: u.created_by_key_id, filename: u.filename, contentType: u.content_type, size, sha256, pageCount: scan.pages, blobId: blob.id, source: 'upload' },
+    { workspaceId: u.workspace_id, ownerMemberId: u.shared ? null : u.member_id, createdByKeyId: u.created_by_key_id, filename: u.filename, contentType: u.content_type, size, sha256, pageCount: scan.pages, blobId: blob.id, source: 'upload' },
     ctx.now,
   );
   if (!(await markCompleted(ctx.sql, u.id, file.id, ctx.now))) {
@@ -182,7 +182,7 @@ async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upl
     subjectType: 'upload',
     subjectId: u.id,
     // A member's private file (uploaded acting for them) is theirs alone: no rule or webhook sees it.
-    private: u.member_id !== null,
+    private: u.member_id !== null && !u.shared,
     actorKeyId: ctx.credential.kind === 'system' ? null : ctx.credential.keyId,
     actorMemberId: ctx.member?.id ?? null,
     occurredAt: ctx.now,
@@ -239,12 +239,14 @@ export const documentHandlers = (deps: DocumentsDeps): NamespaceHandlers<'docume
   'documents.CreateUpload': async (input, ctx) => {
     if (BAD_FILENAME.test(input.filename)) throw invalidInput('filename: must not contain control characters (U+0000 to U+001F, U+007F), / or \\.');
     const { partSize: ps, partCount } = partLayout(input.size, input.part_size, input.part_count);
+    if (input.private === true && !ctx.member) throw invalidInput('private: a private file is a member\'s own: send Service-Act-As (or leave private out for a workspace file).');
     await checkRoom(ctx, input.size);
     const row: DbUploadRow = {
       id: newId('up'),
       workspace_id: ctx.workspaceId,
       created_by_key_id: ctx.credential.keyId,
       member_id: ctx.member?.id ?? null,
+      shared: ctx.member !== null && input.private === false,
       state: 'open',
       filename: input.filename,
       content_type: input.content_type,

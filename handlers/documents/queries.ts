@@ -9,6 +9,8 @@ export interface DbUploadRow {
   workspace_id: string;
   created_by_key_id: string;
   member_id: string | null;
+  /** Made acting for a member but a workspace file once completed (`private: false`). */
+  shared: boolean | number;
   state: UploadState;
   filename: string;
   content_type: string;
@@ -44,9 +46,9 @@ const forUpdate = (sql: Sql) => (sql.dialect === 'pg' ? ' FOR UPDATE' : '');
 
 export async function insertUpload(sql: Sql, u: DbUploadRow): Promise<void> {
   await sql.run(
-    `INSERT INTO document_uploads (id, workspace_id, created_by_key_id, member_id, state, filename, content_type, size, part_size, part_count, sha256, file_id, rejection_reason, created_at, updated_at, expires_at, completed_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    [u.id, u.workspace_id, u.created_by_key_id, u.member_id, u.state, u.filename, u.content_type, u.size, u.part_size, u.part_count, u.sha256, u.file_id, u.rejection_reason, u.created_at, u.updated_at, u.expires_at, u.completed_at],
+    `INSERT INTO document_uploads (id, workspace_id, created_by_key_id, member_id, shared, state, filename, content_type, size, part_size, part_count, sha256, file_id, rejection_reason, created_at, updated_at, expires_at, completed_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [u.id, u.workspace_id, u.created_by_key_id, u.member_id, Boolean(u.shared), u.state, u.filename, u.content_type, u.size, u.part_size, u.part_count, u.sha256, u.file_id, u.rejection_reason, u.created_at, u.updated_at, u.expires_at, u.completed_at],
   );
 }
 

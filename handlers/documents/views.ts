@@ -32,6 +32,7 @@ export function uploadView(u: DbUploadRow, parts: readonly DbUploadPartRow[]): U
     created_at: Number(u.created_at),
     file_id: u.file_id,
     rejection_reason: u.rejection_reason,
+    private: u.member_id !== null && !u.shared,
   };
 }
 

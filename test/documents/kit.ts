@@ -25,6 +25,7 @@ async function seedDocuments(seed: Seed): Promise<Record<string, string>> {
     workspace_id: seed.ws.workspace_id,
     created_by_key_id: seed.key.id,
     member_id: null,
+    shared: false,
     state: 'open',
     filename: 'contract.pdf',
     content_type: 'application/pdf',

@@ -14,6 +14,9 @@ const FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefo
 const SAFARI = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_0) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Safari/605.1.15';
 const HOUR = 3_600_000;
 
+/** What a member's sign-in session may call (the operations whose security lists SessionCookie). */
+const SESSION_OPERATIONS = ['analytics.GetSiteAnalyticsBreakdown', 'analytics.GetSiteAnalyticsRealtime', 'analytics.GetSiteAnalyticsSummary', 'analytics.GetWorkspaceAnalyticsSummary', 'documents.CompleteUpload', 'documents.CreateUpload', 'documents.GetUpload', 'documents.GetUploadPart', 'documents.ListDocuments', 'signing.CancelSigningRequest', 'signing.GetSigningDocument', 'signing.GetSigningRequest', 'signing.ListSigningEvents', 'signing.ListSigningRequests', 'signing.RemindSigners', 'signing.RequestFileSignatures', 'signing.UpdateSigningDeadline', 'signing.VerifySignedDocument', 'workspace.ListApps', 'workspace.ListBundles'];
+
 const originOf = (svc: TestService) => svc.baseUrl.replace(/\/v1$/, '');
 
 async function link(svc: TestService, ws: { workspace_id: string; members: Record<string, string> }, member = 'olga', next?: string) {
@@ -174,15 +177,7 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.equal((await api.analytics.GetSiteAnalyticsRealtime({ bundle_id: bundle })).data!.visitors, 2);
     assert.deepEqual((await api.workspace.ListBundles({})).data!.items.map((b) => b.content_id), [bundle]);
     // Discovery lists what a session may call; delegation lists only the member itself.
-    assert.deepEqual((await api.listOperations()).data!.items.map((o) => o.id), [
-      'analytics.GetSiteAnalyticsBreakdown',
-      'analytics.GetSiteAnalyticsRealtime',
-      'analytics.GetSiteAnalyticsSummary',
-      'analytics.GetWorkspaceAnalyticsSummary',
-      'signing.ListSigningRequests',
-      'workspace.ListApps',
-      'workspace.ListBundles',
-    ]);
+    assert.deepEqual((await api.listOperations()).data!.items.map((o) => o.id), SESSION_OPERATIONS);
     assert.deepEqual((await api.listDelegationMembers()).data!.items, [{ id: ws.members.olga!, name: 'Olga Owner' }]);
     // Service-Act-As is not needed; naming the member itself is harmless.
     assert.equal((await call(svc(), 'workspace.ListBundles', cookie, {}, { 'Service-Act-As': ws.members.olga! })).status, 200);
@@ -204,6 +199,34 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.equal(withKey.status, 200);
   });
 
+  it("calls the documents and signing commands only with this service's Origin (403 without one or from another)", async () => {
+    const file = acme();
+    file.keys!.docs = { name: 'Documents', operations: ['documents.*'] };
+    const ws = await svc().apply(file);
+    const cookie = await signIn(svc(), ws);
+    const upload = { filename: 'contract.pdf', content_type: 'application/pdf', size: 1000 };
+    const bare = await call(svc(), 'documents.CreateUpload', cookie, upload, { 'Idempotency-Key': crypto.randomUUID() });
+    assert.equal(bare.status, 403);
+    assert.match(bare.body.message, /only from this service's pages: the request must carry an Origin header/);
+    const foreign = await call(svc(), 'documents.CreateUpload', cookie, upload, { 'Idempotency-Key': crypto.randomUUID(), Origin: 'https://evil.example' });
+    assert.equal(foreign.status, 403);
+    const own = await call(svc(), 'documents.CreateUpload', cookie, upload, { 'Idempotency-Key': crypto.randomUUID(), Origin: originOf(svc()) });
+    assert.equal(own.status, 200, JSON.stringify(own.body));
+    // The session acts as its member: the upload is the member's private file unless it says private: false.
+    assert.equal(own.body.private, true);
+    const shared = await call(svc(), 'documents.CreateUpload', cookie, { ...upload, private: false }, { 'Idempotency-Key': crypto.randomUUID(), Origin: originOf(svc()) });
+    assert.equal(shared.body.private, false);
+    // Without a member, a private file is refused; a key's upload is a workspace file as before.
+    const key = () => ({ Authorization: `Bearer ${ws.keys.docs!.secret}`, 'Idempotency-Key': crypto.randomUUID() });
+    const keyPrivate = await svc().post('documents.CreateUpload', { ...upload, private: true }, key());
+    assert.equal(keyPrivate.status, 400);
+    assert.match(keyPrivate.body.message, /private: a private file is a member's own/);
+    assert.equal((await svc().post('documents.CreateUpload', upload, key())).body.private, false);
+    // Queries need no Origin (a GET-like read changes nothing); a cookie command other than these stays refused.
+    assert.equal((await call(svc(), 'signing.ListSigningRequests', cookie, {})).status, 200);
+    assert.equal((await call(svc(), 'customers.CreateSalesPipeline', cookie, createPipeline(), { 'Idempotency-Key': crypto.randomUUID(), Origin: originOf(svc()) })).status, 403);
+  });
+
   it('may call exactly the operations whose security in the document lists SessionCookie', async () => {
     const ws = await svc().apply(acme());
     const cookie = await signIn(svc(), ws);
@@ -212,10 +235,10 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
       .flatMap(([, item]) => Object.values(item))
       .filter((op) => op['x-service-kind'] !== 'collection' && op['x-service-listed'] !== false);
     const allowed = listedOps.filter((op) => (op.security ?? rootSecurity).some((req) => 'SessionCookie' in req)).map((op) => op.operationId).sort();
-    assert.deepEqual(allowed, ['analytics.GetSiteAnalyticsBreakdown', 'analytics.GetSiteAnalyticsRealtime', 'analytics.GetSiteAnalyticsSummary', 'analytics.GetWorkspaceAnalyticsSummary', 'signing.ListSigningRequests', 'workspace.ListApps', 'workspace.ListBundles']);
+    assert.deepEqual(allowed, SESSION_OPERATIONS);
     for (const op of listedOps) {
       const kind = op['x-service-kind'];
-      const res = await call(svc(), op.operationId, cookie, {}, kind === 'command' ? { 'Idempotency-Key': crypto.randomUUID() } : {});
+      const res = await call(svc(), op.operationId, cookie, {}, kind === 'command' ? { 'Idempotency-Key': crypto.randomUUID(), Origin: originOf(svc()) } : {});
       // An empty body may be invalid (400: the request is checked before the grant); what matters
       // is that an allowed operation is never refused for the credential, and no other one runs.
       if (allowed.includes(op.operationId)) assert.notEqual(res.status, 403, op.operationId);
