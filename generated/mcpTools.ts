@@ -12307,6 +12307,11 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "arguments": {
       "body": [
         "status",
+        "search",
+        "sent_by",
+        "recipient",
+        "created_from",
+        "created_to",
         "limit",
         "cursor"
       ],
@@ -12317,7 +12322,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "signing_ListSigningRequests",
       "title": "List the signing requests the caller may read, newest first",
-      "description": "The signing requests of the workspace that the caller may read, newest first (by `created_at`,\nthen id), each as `signing.GetSigningRequest` answers it. `status` (optional) keeps one state:\n`pending`, `completed`, `cancelled` or `expired` (a request a recipient declined is `cancelled`).\n\nOnly readable requests are listed, under exactly the rule of `signing.GetSigningRequest` (a request\nyou cannot read is never counted, never hinted at):\n- without `Service-Act-As`: the requests this key created whose source is not private;\n- acting for a member (a key with delegation, or a member's sign-in session, which always acts\n  for its own member): the requests\n  that member sent (made acting for them, private ones included), the requests where the\n  member's e-mail address is a recipient (compared without case, private ones included), and for\n  owners and admins every request of the workspace that is not private;\n- a private request (its source is a member's private file) is listed only for its owner and for\n  the recipients who are members.\n\nPaging: `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor` back as `cursor` with\nthe same `status`, the same key and the same `Service-Act-As`: a cursor from a listing with\nanother filter or caller, or one that was changed, is `400 invalid_input`. Requests created after\nthe first page was read do not appear on later pages (start again from the first page to see\nthem); a request whose state changes between pages may be missed or shown with its new state.\nReading changes nothing.",
+      "description": "The signing requests of the workspace that the caller may read, newest first (by `created_at`,\nthen id), each as `signing.GetSigningRequest` answers it. `status` (optional) keeps one state:\n`pending`, `completed`, `cancelled` or `expired` (a request a recipient declined is `cancelled`).\n\nOnly readable requests are listed, under exactly the rule of `signing.GetSigningRequest` (a request\nyou cannot read is never counted, never hinted at):\n- without `Service-Act-As`: the requests this key created whose source is not private;\n- acting for a member (a key with delegation, or a member's sign-in session, which always acts\n  for its own member): the requests\n  that member sent (made acting for them, private ones included), the requests where the\n  member's e-mail address is a recipient (compared without case, private ones included), and for\n  owners and admins every request of the workspace that is not private;\n- a private request (its source is a member's private file) is listed only for its owner and for\n  the recipients who are members.\n\nFilters narrow what the caller may read, never widen it; all given filters apply together:\n`search` (text in the title or a recipient's name or address, letters compared without case:\nASCII letters on every database, others as the database folds them), `sent_by` (a member id:\nrequests sent acting for that member), `recipient` (an e-mail address among the recipients),\n`created_from` and `created_to` (Unix milliseconds, inclusive). The service's Documents page\nuses exactly these.\n\nPaging: `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor` back as `cursor` with\nthe same filters, the same key and the same `Service-Act-As`: a cursor from a listing with\nother filters or another caller, or one that was changed, is `400 invalid_input`. Requests created after\nthe first page was read do not appear on later pages (start again from the first page to see\nthem); a request whose state changes between pages may be missed or shown with its new state.\nReading changes nothing.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -12330,6 +12335,37 @@ export const mcpTools: readonly McpToolDefinition[] = [
               "expired"
             ],
             "description": "Only requests in this state; all states when absent."
+          },
+          "search": {
+            "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "Only requests whose title, or one of whose recipients' names or e-mail addresses,\ncontains this text (letters compared without case; leading and trailing spaces ignored).\n"
+          },
+          "sent_by": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 40,
+            "description": "Only requests sent by this member (made acting for them; `mb_...`)."
+          },
+          "recipient": {
+            "type": "string",
+            "minLength": 3,
+            "maxLength": 320,
+            "description": "Only requests where this e-mail address is a recipient (compared without case)."
+          },
+          "created_from": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 8640000000000000,
+            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+          },
+          "created_to": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 8640000000000000,
+            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
           },
           "limit": {
             "type": "integer",

@@ -1305,9 +1305,16 @@ export interface paths {
          *     - a private request (its source is a member's private file) is listed only for its owner and for
          *       the recipients who are members.
          *
+         *     Filters narrow what the caller may read, never widen it; all given filters apply together:
+         *     `search` (text in the title or a recipient's name or address, letters compared without case:
+         *     ASCII letters on every database, others as the database folds them), `sent_by` (a member id:
+         *     requests sent acting for that member), `recipient` (an e-mail address among the recipients),
+         *     `created_from` and `created_to` (Unix milliseconds, inclusive). The service's Documents page
+         *     uses exactly these.
+         *
          *     Paging: `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor` back as `cursor` with
-         *     the same `status`, the same key and the same `Service-Act-As`: a cursor from a listing with
-         *     another filter or caller, or one that was changed, is `400 invalid_input`. Requests created after
+         *     the same filters, the same key and the same `Service-Act-As`: a cursor from a listing with
+         *     other filters or another caller, or one that was changed, is `400 invalid_input`. Requests created after
          *     the first page was read do not appear on later pages (start again from the first page to see
          *     them); a request whose state changes between pages may be missed or shown with its new state.
          *     Reading changes nothing.
@@ -6338,6 +6345,18 @@ export interface operations {
                      * @enum {string}
                      */
                     status?: "pending" | "completed" | "cancelled" | "expired";
+                    /**
+                     * Format: display-text
+                     * @description Only requests whose title, or one of whose recipients' names or e-mail addresses,
+                     *     contains this text (letters compared without case; leading and trailing spaces ignored).
+                     */
+                    search?: string;
+                    /** @description Only requests sent by this member (made acting for them; `mb_...`). */
+                    sent_by?: string;
+                    /** @description Only requests where this e-mail address is a recipient (compared without case). */
+                    recipient?: string;
+                    created_from?: components["schemas"]["UnixMillis"];
+                    created_to?: components["schemas"]["UnixMillis"];
                     limit?: components["schemas"]["PageLimit"];
                     cursor?: components["schemas"]["PageCursor"];
                 };

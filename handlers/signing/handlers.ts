@@ -44,7 +44,7 @@ export const REMIND_INTERVAL_MS = HOUR;
 const SEQ_CURSOR = { s: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER } } as const;
 const MISMATCH = 'cursor belongs to the history of another signing request; send the same signing_request_id.';
 const TIME_CURSOR = { t: positionField.millis, i: { type: 'string', maxLength: 40 } } as const;
-const LIST_MISMATCH = 'cursor belongs to a listing with another status filter or another caller; send the same status and Service-Act-As as for the first page.';
+const LIST_MISMATCH = 'cursor belongs to a listing with other filters or another caller; send the same filters and Service-Act-As as for the first page.';
 
 const n = (v: number | null) => (v === null ? null : Number(v));
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -299,7 +299,9 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
   'signing.ListSigningRequests': async (input, ctx) => {
     const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
     const status = input.status ?? null;
-    const filters = [ctx.workspaceId, status, ctx.credential.keyId, ctx.member?.id ?? null];
+    const search = input.search?.trim().toLowerCase() || null;
+    const narrow = { search, sentBy: input.sent_by ?? null, recipient: input.recipient?.toLowerCase() ?? null, createdFrom: input.created_from ?? null, createdTo: input.created_to ?? null };
+    const filters = [ctx.workspaceId, status, ctx.credential.keyId, ctx.member?.id ?? null, narrow.search, narrow.sentBy, narrow.recipient, narrow.createdFrom, narrow.createdTo];
     let after = input.cursor ? await decodeCursor(ctx, input.cursor, TIME_CURSOR, filters, LIST_MISMATCH) : null;
     if (ctx.credential.kind === 'system') return { items: [], has_more: false, next_cursor: null };
     const email = ctx.member ? await memberAddress(ctx) : undefined;
@@ -311,7 +313,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
     const positions: Array<{ t: number; i: string }> = [];
     for (;;) {
       const batch = limit + 1 - visible.length;
-      const rows = await listRequestsPage(ctx.sql, ctx.workspaceId, reader, { status, after, now: ctx.now }, batch);
+      const rows = await listRequestsPage(ctx.sql, ctx.workspaceId, reader, { status, after, now: ctx.now, ...narrow }, batch);
       const recipients = await recipientsOfRequests(ctx.sql, rows.map((r) => r.id));
       for (const row of rows) {
         const rs = recipients.get(row.id) ?? [];

@@ -252,7 +252,19 @@ export async function listRequestsPage(
   sql: Sql,
   workspaceId: string,
   reader: RequestReader,
-  filter: { status: RequestStatus | null; after: { t: number; i: string } | null; now: number },
+  filter: {
+    status: RequestStatus | null;
+    after: { t: number; i: string } | null;
+    now: number;
+    /** Lower-case text found in the title or a recipient's name or address. */
+    search?: string | null;
+    /** Only requests this member sent (made acting for them). */
+    sentBy?: string | null;
+    /** Only requests where this address (lower-case) is a recipient. */
+    recipient?: string | null;
+    createdFrom?: number | null;
+    createdTo?: number | null;
+  },
   limit: number,
 ): Promise<DbSigningRequestRow[]> {
   const params: Array<string | number | boolean> = [workspaceId];
@@ -287,6 +299,27 @@ export async function listRequestsPage(
       }
     }
     where += ` AND (${seen.join(' OR ')})`;
+  }
+  if (filter.search) {
+    const like = `%${filter.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    where += ` AND (LOWER(r.title) LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM signing_recipients c WHERE c.request_id = r.id AND (LOWER(c.name) LIKE ? ESCAPE '\\' OR LOWER(c.email) LIKE ? ESCAPE '\\')))`;
+    params.push(like, like, like);
+  }
+  if (filter.sentBy) {
+    where += ' AND r.owner_member_id = ?';
+    params.push(filter.sentBy);
+  }
+  if (filter.recipient) {
+    where += ' AND EXISTS (SELECT 1 FROM signing_recipients c WHERE c.request_id = r.id AND LOWER(c.email) = ?)';
+    params.push(filter.recipient);
+  }
+  if (filter.createdFrom != null) {
+    where += ' AND r.created_at >= ?';
+    params.push(filter.createdFrom);
+  }
+  if (filter.createdTo != null) {
+    where += ' AND r.created_at <= ?';
+    params.push(filter.createdTo);
   }
   if (filter.after) {
     where += ' AND (r.created_at < ? OR (r.created_at = ? AND r.id < ?))';

@@ -134,7 +134,7 @@ for (const database of databases) {
       const wrongStatus = await other().signing.ListSigningRequests({ status: 'cancelled', cursor });
       assert.equal(wrongStatus.response.status, 400);
       assert.equal(wrongStatus.error!.error, 'invalid_input');
-      assert.match(wrongStatus.error!.message, /another status filter or another caller/);
+      assert.match(wrongStatus.error!.message, /other filters or another caller/);
       const noStatus = await other().signing.ListSigningRequests({ cursor });
       assert.equal(noStatus.response.status, 400);
       const otherCaller = await sender().signing.ListSigningRequests({ status: 'pending', cursor });
@@ -149,6 +149,44 @@ for (const database of databases) {
         const res = await other().signing.ListSigningRequests(body as never);
         assert.equal(res.response.status, 400, JSON.stringify(body));
         assert.equal(res.error!.error, 'invalid_input');
+      }
+    });
+
+    it('search, sender, recipient and date filters narrow what the caller may read; cursors keep them', async () => {
+      const make = async (client: Client, title: string, signers: Array<{ email: string; name: string }>) => {
+        const { file } = await putFile(svc, ws.workspace_id);
+        const res = await client.signing.RequestFileSignatures({ file_id: file.id, title, signers });
+        assert.equal(res.response.status, 200, JSON.stringify(res.error));
+        svc.clock.advance(MINUTE);
+        return { id: res.data!.signing_request_id, at: res.data!.created_at };
+      };
+      const nda = await make(sender(ws.members.ada), 'Mutual NDA 100% final', [{ email: 'Zed@Partner.test', name: 'Zed Partner' }]);
+      const lease = await make(sender(ws.members.bob), 'Office lease', [{ email: 'landlord@example.test', name: 'Lena Landlord' }]);
+      const ndaTwo = await make(sender(ws.members.bob), 'NDA_two', [{ email: 'zed@partner.test', name: 'Zed' }]);
+      const olga = sender(ws.members.olga);
+      const ids = async (body: Record<string, unknown>) => {
+        const res = await olga.signing.ListSigningRequests(body as never);
+        assert.equal(res.response.status, 200, JSON.stringify(res.error));
+        return res.data!.items.map((r) => r.signing_request_id);
+      };
+      assert.deepEqual(await ids({ search: 'nda' }), [ndaTwo.id, nda.id], 'title, without case');
+      assert.deepEqual(await ids({ search: '  LENA  ' }), [lease.id], "a recipient's name, spaces trimmed");
+      assert.deepEqual(await ids({ search: 'partner.TEST' }), [ndaTwo.id, nda.id], "a recipient's address");
+      assert.deepEqual(await ids({ search: '100%' }), [nda.id], '% is a character, not a wildcard');
+      assert.deepEqual(await ids({ search: 'A_t' }), [ndaTwo.id], '_ is a character, not a wildcard');
+      assert.deepEqual(await ids({ search: 'nda', sent_by: ws.members.bob }), [ndaTwo.id], 'filters apply together');
+      assert.deepEqual(await ids({ recipient: 'ZED@partner.test' }), [ndaTwo.id, nda.id]);
+      assert.deepEqual(await ids({ created_from: lease.at, created_to: ndaTwo.at, search: 'a' }), [ndaTwo.id, lease.id]);
+      // A filter never widens: Cleo (a member) sees none of these.
+      assert.deepEqual((await sender(ws.members.cleo).signing.ListSigningRequests({ search: 'nda' })).data!.items, []);
+      const first = await olga.signing.ListSigningRequests({ search: 'nda', limit: 1 });
+      assert.equal(first.data!.has_more, true);
+      const next = await olga.signing.ListSigningRequests({ search: 'nda', limit: 1, cursor: first.data!.next_cursor! });
+      assert.deepEqual(next.data!.items.map((r) => r.signing_request_id), [nda.id]);
+      const changed = await olga.signing.ListSigningRequests({ search: 'lease', limit: 1, cursor: first.data!.next_cursor! });
+      assert.equal(changed.response.status, 400);
+      for (const body of [{ search: '' }, { search: 'x'.repeat(201) }, { sent_by: '' }, { created_from: -1 }, { recipient: 'a' }]) {
+        assert.equal((await olga.signing.ListSigningRequests(body as never)).response.status, 400, JSON.stringify(body));
       }
     });
 
