@@ -4666,6 +4666,10 @@ export const document = {
                       "cancel_reason": null,
                       "expired_at": null,
                       "invitation_failures": [],
+                      "sender": {
+                        "member_id": null,
+                        "key_id": "ak_9x7v3c5b6n0z2a4s8d2k4m1q"
+                      },
                       "recipients": [
                         {
                           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
@@ -9003,7 +9007,8 @@ export const document = {
           "cancel_reason",
           "expired_at",
           "invitation_failures",
-          "recipients"
+          "recipients",
+          "sender"
         ],
         "properties": {
           "signing_request_id": {
@@ -9093,6 +9098,25 @@ export const document = {
             "items": {
               "$ref": "#/components/schemas/SigningRecipient"
             }
+          },
+          "sender": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": [
+              "member_id",
+              "key_id"
+            ],
+            "description": "Who sent it. `member_id`: the member it was sent for (a key acting for them, a connection, or\ntheir own sign-in session on the Documents page); null when a key sent it with workspace access.\n`key_id`: the API key that sent it (`ak_...`), null when it was sent otherwise (a member's\nsession or an MCP connection). A request a key sent without a member is shown on the pages\nunder that key, with the key's creator as its sender; its completion and decline notices go to\nthat creator, or to the workspace's owners and admins when the key has no member creator.\n",
+            "properties": {
+              "member_id": {
+                "type": "string",
+                "nullable": true
+              },
+              "key_id": {
+                "type": "string",
+                "nullable": true
+              }
+            }
           }
         },
         "example": {
@@ -9115,6 +9139,10 @@ export const document = {
           "invitation_failures": [
             "bo@unknown-domain.example"
           ],
+          "sender": {
+            "member_id": "mb_2a4s8d2k4m1q9x7v3c5b6n0z",
+            "key_id": "ak_9x7v3c5b6n0z2a4s8d2k4m1q"
+          },
           "recipients": [
             {
               "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",

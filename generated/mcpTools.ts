@@ -11627,7 +11627,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "cancel_reason",
           "expired_at",
           "invitation_failures",
-          "recipients"
+          "recipients",
+          "sender"
         ],
         "properties": {
           "signing_request_id": {
@@ -11814,6 +11815,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 }
               }
             }
+          },
+          "sender": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": [
+              "member_id",
+              "key_id"
+            ],
+            "properties": {
+              "member_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              },
+              "key_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              }
+            }
           }
         }
       },
@@ -11972,7 +11995,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "cancel_reason",
           "expired_at",
           "invitation_failures",
-          "recipients"
+          "recipients",
+          "sender"
         ],
         "properties": {
           "signing_request_id": {
@@ -12157,6 +12181,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "null"
                   ]
                 }
+              }
+            }
+          },
+          "sender": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": [
+              "member_id",
+              "key_id"
+            ],
+            "properties": {
+              "member_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              },
+              "key_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
               }
             }
           }
@@ -12415,7 +12461,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "cancel_reason",
                 "expired_at",
                 "invitation_failures",
-                "recipients"
+                "recipients",
+                "sender"
               ],
               "properties": {
                 "signing_request_id": {
@@ -12602,6 +12649,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       }
                     }
                   }
+                },
+                "sender": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "member_id",
+                    "key_id"
+                  ],
+                  "properties": {
+                    "member_id": {
+                      "type": [
+                        "string",
+                        "null"
+                      ]
+                    },
+                    "key_id": {
+                      "type": [
+                        "string",
+                        "null"
+                      ]
+                    }
+                  }
                 }
               }
             }
@@ -12691,7 +12760,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "cancel_reason",
           "expired_at",
           "invitation_failures",
-          "recipients"
+          "recipients",
+          "sender"
         ],
         "properties": {
           "signing_request_id": {
@@ -12876,6 +12946,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "null"
                   ]
                 }
+              }
+            }
+          },
+          "sender": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": [
+              "member_id",
+              "key_id"
+            ],
+            "properties": {
+              "member_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              },
+              "key_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
               }
             }
           }
@@ -13016,7 +13108,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "cancel_reason",
           "expired_at",
           "invitation_failures",
-          "recipients"
+          "recipients",
+          "sender"
         ],
         "properties": {
           "signing_request_id": {
@@ -13203,6 +13296,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 }
               }
             }
+          },
+          "sender": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": [
+              "member_id",
+              "key_id"
+            ],
+            "properties": {
+              "member_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              },
+              "key_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              }
+            }
           }
         }
       },
@@ -13282,7 +13397,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "cancel_reason",
           "expired_at",
           "invitation_failures",
-          "recipients"
+          "recipients",
+          "sender"
         ],
         "properties": {
           "signing_request_id": {
@@ -13467,6 +13583,28 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "null"
                   ]
                 }
+              }
+            }
+          },
+          "sender": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": [
+              "member_id",
+              "key_id"
+            ],
+            "properties": {
+              "member_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              },
+              "key_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
               }
             }
           }

@@ -3217,6 +3217,10 @@ export interface components {
          *       "invitation_failures": [
          *         "bo@unknown-domain.example"
          *       ],
+         *       "sender": {
+         *         "member_id": "mb_2a4s8d2k4m1q9x7v3c5b6n0z",
+         *         "key_id": "ak_9x7v3c5b6n0z2a4s8d2k4m1q"
+         *       },
          *       "recipients": [
          *         {
          *           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
@@ -3290,6 +3294,18 @@ export interface components {
             /** @description Addresses whose latest invitation failed for good; empty when all were sent (or are still queued). */
             invitation_failures: string[];
             recipients: components["schemas"]["SigningRecipient"][];
+            /**
+             * @description Who sent it. `member_id`: the member it was sent for (a key acting for them, a connection, or
+             *     their own sign-in session on the Documents page); null when a key sent it with workspace access.
+             *     `key_id`: the API key that sent it (`ak_...`), null when it was sent otherwise (a member's
+             *     session or an MCP connection). A request a key sent without a member is shown on the pages
+             *     under that key, with the key's creator as its sender; its completion and decline notices go to
+             *     that creator, or to the workspace's owners and admins when the key has no member creator.
+             */
+            sender: {
+                member_id: string | null;
+                key_id: string | null;
+            };
         };
         /**
          * @description One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,
@@ -6390,6 +6406,10 @@ export interface operations {
                      *           "cancel_reason": null,
                      *           "expired_at": null,
                      *           "invitation_failures": [],
+                     *           "sender": {
+                     *             "member_id": null,
+                     *             "key_id": "ak_9x7v3c5b6n0z2a4s8d2k4m1q"
+                     *           },
                      *           "recipients": [
                      *             {
                      *               "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",

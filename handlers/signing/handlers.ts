@@ -87,6 +87,7 @@ export function requestView(r: DbSigningRequestRow, recipients: readonly DbSigni
     expired_at: n(r.expired_at),
     invitation_failures: failures ? [...failures] : recipients.filter((c) => c.invitation_status === 'failed').map((c) => c.email),
     recipients: recipients.map(recipientView),
+    sender: { member_id: r.owner_member_id, key_id: r.created_by_key_id?.startsWith('ak_') ? r.created_by_key_id : null },
   };
 }
 

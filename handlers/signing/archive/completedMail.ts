@@ -34,8 +34,9 @@ const templates = mailTemplates(new URL('./mail/', import.meta.url));
 
 /**
  * Who gets the completed mail: every recipient, and the sender: the member the request was sent for,
- * or else the member who created the key that sent it, each only while an active member. An address
- * is mailed once (a sender who is also a recipient gets one mail).
+ * or else the member who created the key that sent it, each only while an active member; a request a
+ * key with no member creator sent (one the operator made) goes to the workspace's active owners and
+ * admins instead. An address is mailed once (a sender who is also a recipient gets one mail).
  */
 export async function completedMailParties(sql: Sql, request: DbSigningRequestRow): Promise<Array<{ to: string; name: string; role: 'recipient' | 'sender' }>> {
   const parties: Array<{ to: string; name: string; role: 'recipient' | 'sender' }> = [];
@@ -48,7 +49,16 @@ export async function completedMailParties(sql: Sql, request: DbSigningRequestRo
   for (const r of await listRecipients(sql, request.id)) add(r.email, r.name, 'recipient');
   const memberId = request.owner_member_id ?? (request.created_by_key_id ? await keyCreator(sql, request.created_by_key_id) : null);
   const member = memberId ? await findMember(sql, request.workspace_id, memberId) : undefined;
-  if (member && member.disabled_at === null) add(member.email, member.name, 'sender');
+  if (member && member.disabled_at === null) {
+    add(member.email, member.name, 'sender');
+  } else if (memberId === null && !request.private) {
+    // A key the operator made (no member creator) sent it: its workspace's owners and admins stand for the sender.
+    const admins = await sql.all<{ email: string; name: string }>(
+      `SELECT email, name FROM members WHERE workspace_id = ? AND role IN ('owner', 'admin') AND disabled_at IS NULL ORDER BY created_at, id`,
+      [request.workspace_id],
+    );
+    for (const a of admins) add(a.email, a.name, 'sender');
+  }
   return parties;
 }
 
