@@ -13,6 +13,7 @@ import { signingSettingsNavigation, signingSettingsRoutes } from './credit/setti
 import { archiveJob } from './archive/archiveJob.ts';
 import { COMPLETED_MAIL_JOB, completedMailJob } from './archive/completedMail.ts';
 import { verifyRoutes } from './verify/verifyPage.ts';
+import { SENDER_CSS, senderNavigation, senderRoutes } from './sender/senderPages.ts';
 
 /**
  * Signing: the operations (requests over uploaded PDFs, invitations and reminders by e-mail, deadline,
@@ -39,6 +40,9 @@ import { verifyRoutes } from './verify/verifyPage.ts';
  *                      RFC 3161 timestamp (timestamp.ts) and certificate (sealCertificate.ts: making and
  *                      opening one; sealSettings.ts: which one seals, and which TSA), the registration
  *                      of the file (registerArchive.ts) and the "completed" mails (completedMail.ts, mail/)
+ *   sender/            the sender's Documents pages (senderPages.ts, pages/, send.js, sender.css): the
+ *                      requests a member may see, sending a PDF, a request's timeline and its actions,
+ *                      all through the operations with the member's own session
  *   verify/            anyone checks a file: the check (verifyDocument.ts, also the operation
  *                      signing.VerifySignedDocument) and the public /verify page (verifyPage.ts, pages/)
  */
@@ -56,8 +60,10 @@ export const signing: ServiceModule<'signing', SigningSettings> = {
     bankIdRoutes(router, deps);
     signingSettingsRoutes(router, deps);
     router.use(verifyRoutes(deps));
+    router.use(senderRoutes(deps));
     return router;
   },
-  navigation: () => signingSettingsNavigation,
+  navigation: () => [...senderNavigation, ...signingSettingsNavigation],
+  stylesheet: SENDER_CSS,
   admin: signingCreditAdmin,
 };

@@ -238,6 +238,11 @@ export async function keyCreator(sql: Sql, keyId: string): Promise<string | null
   return (await sql.one<{ created_by: string | null }>(`SELECT created_by FROM api_keys WHERE id = ?`, [keyId]))?.created_by ?? null;
 }
 
+/** The workspace's API keys, revoked ones included (a request names the key that sent it). */
+export function keyNames(sql: Sql, workspaceId: string): Promise<Array<{ id: string; name: string; created_by: string | null }>> {
+  return sql.all(`SELECT id, name, created_by FROM api_keys WHERE workspace_id = ?`, [workspaceId]);
+}
+
 /** Who lists requests (signing.ListSigningRequests): the key alone, or a member with their role and e-mail. */
 export type RequestReader =
   | { readonly kind: 'key'; readonly keyId: string }

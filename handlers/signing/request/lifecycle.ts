@@ -34,6 +34,9 @@ export type SignerOutcome<T = object> = ({ readonly ok: true } & T) | { readonly
 
 const utc = (ms: number) => new Date(ms).toISOString().replace('T', ' ').replace(/:\d\d\.\d+Z$/, ' UTC');
 
+/** The request's page on the Documents pages (handlers/signing/sender/): where a notice's "Open" goes. */
+export const requestPagePath = (requestId: string) => `/documents/requests/${requestId}`;
+
 /**
  * Writes a notice to the sender's inbox: the member the request was sent for; else the member who
  * created the key (if still active); else the workspace's owners and admins. A private request's
@@ -138,7 +141,8 @@ export async function recordSigned(sql: Sql, deps: { readonly jobs: JobQueue }, 
     {
       kind: 'signing.completed',
       title: `Signed by everyone: ${request.title}`,
-      body: `All ${pair.all.length} signer${pair.all.length === 1 ? '' : 's'} signed "${request.title}" (${request.id}). The signed archive is being prepared; signing.GetSigningDocument with version "signed" returns it once file_id is set.`,
+      body: `All ${pair.all.length} signer${pair.all.length === 1 ? '' : 's'} signed "${request.title}" (${request.id}). The signed archive is being prepared: the request's page offers it for download once it is ready (signing.GetSigningDocument with version "signed" returns it once file_id is set).`,
+      link: requestPagePath(request.id),
       sourceId: request.id,
     },
     input.now,
@@ -170,6 +174,7 @@ export async function recordDeclined(sql: Sql, input: { recipientId: string; rea
       kind: 'signing.declined',
       title: `Declined: ${request.title}`,
       body: `${recipient.name} (${recipient.email}) declined to sign "${request.title}" (${request.id})${reason ? `: "${reason}"` : ' without giving a reason'}. The request is cancelled and its links no longer work; to ask again, create a new request.`,
+      link: requestPagePath(request.id),
       sourceId: request.id,
     },
     input.now,
@@ -200,6 +205,7 @@ export async function expireRequest(sql: Sql, requestId: string, now: number): P
       kind: 'signing.expired',
       title: `Expired: ${request.title}`,
       body: `The deadline of "${request.title}" (${request.id}) passed at ${utc(Number(request.deadline_at))} with ${signed} of ${recipients.length} signed. Its links no longer work; to ask again, create a new request.`,
+      link: requestPagePath(request.id),
       sourceId: request.id,
     },
     now,

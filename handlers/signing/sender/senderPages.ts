@@ -1,0 +1,409 @@
+/**
+ * The sender's pages (the Documents entry of the bar): a member uploads a PDF, sends it for signing,
+ * follows each request and acts on it, in the browser, on the same operations as the API.
+ *
+ * - `GET /documents`: the requests the member may read (seed 4.8: what they sent or must sign; owners
+ *   and admins also every request of the workspace that is not private), newest first, with status
+ *   chips, filters (state, who, dates) and search by title or signer: `signing.ListSigningRequests`
+ *   with exactly the filters the API takes. Paged by its cursor.
+ * - `GET /documents/new`: drag and drop (or choose) a PDF; the browser uploads it in parts through
+ *   the documents operations with the member's session (send.js: resumable, with progress), then the
+ *   form sends it (`POST /documents/send`: `signing.RequestFileSignatures`).
+ * - `GET /documents/requests/<id>`: the request, each recipient's timeline, its history
+ *   (`signing.ListSigningEvents`), downloads of the original and the signed archive, the verification
+ *   page; for its sender (or an owner or admin, when it is not private): remind, change the deadline,
+ *   cancel after a confirmation page.
+ *
+ * Every read and change goes through `callAsMember` (server/pages/calls.ts): the one execution path,
+ * with the member's own access, so a page can do nothing the API refuses. Forms are CSRF-protected
+ * (`pages.protectForm`) and carry an idempotency key, so a double click acts once; each post answers
+ * 303 back to a page (post/redirect/get) with its outcome held for one view.
+ */
+import fs from 'node:fs';
+import express, { type Request, type Response } from 'express';
+import { listWorkspaceMembers } from '../../../db/queries/credentials.ts';
+import type { ModuleDeps } from '../../../server/module.ts';
+import type { MemberPage } from '../../../server/pages.ts';
+import type { NavEntry } from '../../../server/pages.ts';
+import { callAsMember, formKey, IDEMPOTENCY_FIELD, newFormKey, type PageCallResult } from '../../../server/pages/calls.ts';
+import { timeInWords, untilInWords } from '../../../server/pages/format.ts';
+import type { components } from '../../../generated/openapi.ts';
+import { providerOf } from '../bankid/provider.ts';
+import type { SigningSettings } from '../settings.ts';
+import { keyNames } from '../queries.ts';
+import { DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, MIN_DEADLINE_MS } from '../handlers.ts';
+
+type SigningRequest = components['schemas']['SigningRequest'];
+type SigningEvent = components['schemas']['SigningEvent'];
+
+export const DOCUMENTS_PATH = '/documents';
+const NEW_PATH = '/documents/new';
+const SEND_JS_PATH = '/documents/assets/send.js';
+const SEND_JS = fs.readFileSync(new URL('./send.js', import.meta.url));
+const REQUEST_ID = /^sr_[0-9a-z]{1,40}$/;
+const MEMBER_ID = /^mb_[0-9a-z]{1,40}$/;
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+/** Signer rows the form offers (the operation takes up to 10). */
+const MAX_SIGNERS = 10;
+/** History events shown on a request's page (one page of the listing). */
+const HISTORY_LIMIT = 100;
+
+export const senderNavigation: NavEntry[] = [{ label: 'Documents', path: DOCUMENTS_PATH, order: 15 }];
+export const SENDER_CSS = new URL('./sender.css', import.meta.url);
+
+/** A request's page. */
+export const requestPath = (id: string) => `${DOCUMENTS_PATH}/requests/${id}`;
+
+const STATUS_WORDS: Record<string, string> = { pending: 'Waiting for signatures', completed: 'Completed', cancelled: 'Cancelled', expired: 'Expired' };
+const RECIPIENT_WORDS: Record<string, string> = { pending: 'Not opened yet', opened: 'Opened', signed: 'Signed', declined: 'Declined' };
+const EVENT_WORDS: Record<string, string> = {
+  'request.created': 'Request created',
+  'invitation.sent': 'Invitation sent',
+  'invitation.failed': 'Invitation failed',
+  'reminder.sent': 'Reminder sent',
+  'reminders.stopped': 'Automatic reminders stopped',
+  'recipient.opened': 'Opened',
+  'recipient.signed': 'Signed',
+  'recipient.declined': 'Declined',
+  'deadline.changed': 'Deadline changed',
+  'request.cancelled': 'Cancelled',
+  'request.expired': 'Expired',
+  'request.completed': 'Signed by everyone',
+  'archive.completed': 'Signed archive ready',
+  'archive.failed': 'Signed archive failed',
+};
+
+/** What a post holds for the next view of the page it redirects to. */
+interface Held {
+  flash?: string;
+  problem?: string;
+}
+
+/** A refusal worded for the page: the operation's message, with a first capital and a full stop. */
+function sentence(message: string): string {
+  const m = message.trim();
+  return m.charAt(0).toUpperCase() + m.slice(1) + (/[.!?]$/.test(m) ? '' : '.');
+}
+
+const field = (body: Record<string, unknown>, name: string): string => (typeof body[name] === 'string' ? (body[name] as string) : '');
+
+/** `YYYY-MM-DD` as the Unix ms of that day's start (or end) in UTC, or null. */
+function dayMs(value: string, end: boolean): number | null {
+  if (!DAY.test(value)) return null;
+  const ms = Date.parse(`${value}T${end ? '23:59:59.999' : '00:00:00.000'}Z`);
+  return Number.isFinite(ms) ? ms : null;
+}
+
+/** `YYYY-MM-DDTHH:MM` (a datetime-local input, read as UTC) as Unix ms, or null. */
+function minuteMs(value: string): number | null {
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}$/.test(value)) return null;
+  const ms = Date.parse(`${value}:00.000Z`);
+  return Number.isFinite(ms) ? ms : null;
+}
+
+const toMinute = (ms: number) => new Date(ms).toISOString().slice(0, 16);
+
+export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router {
+  const { db, clock, pages, logger } = deps;
+  const execute = deps.operations.execute;
+  const router = pages.router();
+  const views = pages.views(new URL('./pages', import.meta.url));
+  const bankid = providerOf(deps.settings) !== null;
+  const call = <T>(page: MemberPage, id: string, input: unknown, key?: string): Promise<PageCallResult<T>> => callAsMember<T>(execute, page, id, input, key);
+
+  /** Member and key names of the workspace, for "sent by". */
+  async function names(workspaceId: string) {
+    const [members, keys] = await Promise.all([listWorkspaceMembers(db.sql, workspaceId), keyNames(db.sql, workspaceId)]);
+    const member = new Map(members.map((m) => [m.id, m.name]));
+    const key = new Map(keys.map((k) => [k.id, k]));
+    return {
+      members: members.filter((m) => m.disabled_at === null),
+      sender(r: SigningRequest): string {
+        const viaKey = r.sender.key_id ? key.get(r.sender.key_id) : undefined;
+        if (r.sender.member_id) return (member.get(r.sender.member_id) ?? r.sender.member_id) + (viaKey ? ` (through the key ${viaKey.name})` : '');
+        if (viaKey) return `the key ${viaKey.name}` + (viaKey.created_by ? `, created by ${member.get(viaKey.created_by) ?? viaKey.created_by}` : ', made by the operator');
+        return 'the service';
+      },
+    };
+  }
+
+  /** Whether the member may change the request (the operations decide; this only hides forms that would be refused). */
+  const mayManage = (page: MemberPage, r: SigningRequest) => r.sender.member_id === page.member.id || (page.manage && !r.private);
+
+  function summary(r: SigningRequest, now: number) {
+    const signed = r.recipients.filter((c) => c.status === 'signed').length;
+    return {
+      id: r.signing_request_id,
+      title: r.title,
+      status: r.status,
+      statusWords: STATUS_WORDS[r.status] ?? r.status,
+      signed,
+      total: r.recipients.length,
+      recipients: r.recipients.map((c) => ({ name: c.name, email: c.email, status: c.status, words: RECIPIENT_WORDS[c.status] ?? c.status })),
+      created: timeInWords(r.created_at),
+      due: r.status === 'pending' ? `due ${untilInWords(r.deadline_at - now)} (${timeInWords(r.deadline_at)})` : '',
+      failures: r.invitation_failures,
+      private: r.private,
+    };
+  }
+
+  router.get(SEND_JS_PATH, (_req: Request, res: Response) => {
+    res.setHeader('Cache-Control', 'no-cache');
+    res.type('text/javascript; charset=utf-8').send(SEND_JS);
+  });
+
+  router.get(DOCUMENTS_PATH, async (req: Request, res: Response) => {
+    const page = await pages.member(req, res);
+    if (!page) return;
+    const q = req.query as Record<string, unknown>;
+    const one = (name: string) => (typeof q[name] === 'string' ? (q[name] as string) : '');
+    const status = ['pending', 'completed', 'cancelled', 'expired'].includes(one('status')) ? one('status') : '';
+    const search = one('q').trim().slice(0, 200);
+    const who = one('who');
+    const from = one('from');
+    const to = one('to');
+    const input: Record<string, unknown> = { limit: 25 };
+    if (status) input.status = status;
+    if (search) input.search = search;
+    if (who === 'mine') input.sent_by = page.member.id;
+    else if (who === 'tome') input.recipient = (await db.sql.one<{ email: string }>(`SELECT email FROM members WHERE id = ?`, [page.member.id]))?.email;
+    else if (MEMBER_ID.test(who)) input.sent_by = who;
+    const fromMs = dayMs(from, false);
+    const toMs = dayMs(to, true);
+    if (fromMs !== null) input.created_from = fromMs;
+    if (toMs !== null) input.created_to = toMs;
+    if (one('cursor')) input.cursor = one('cursor');
+    const listed = await call<{ items: SigningRequest[]; has_more: boolean; next_cursor: string | null }>(page, 'signing.ListSigningRequests', input);
+    const who_ = await names(page.workspaceId);
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries({ status, q: search, who, from, to })) if (v) params.set(k, v);
+    const filtered = params.size > 0;
+    const next = listed.ok && listed.body.next_cursor ? `${DOCUMENTS_PATH}?${new URLSearchParams([...params, ['cursor', listed.body.next_cursor]])}` : '';
+    const held = ((await page.take()) ?? {}) as Held;
+    await page.send(listed.ok ? 200 : listed.status === 400 ? 400 : listed.status, {
+      title: 'Documents',
+      html: views.render('documents', {
+        flash: held.flash ?? '',
+        problem: listed.ok ? (held.problem ?? '') : sentence(listed.message),
+        items: listed.ok ? listed.body.items.map((r) => ({ ...summary(r, clock.now()), sender: who_.sender(r) })) : [],
+        filters: { status, q: search, who, from, to },
+        filtered,
+        firstPage: !one('cursor'),
+        next,
+        members: page.manage ? who_.members.map((m) => ({ id: m.id, name: m.name })) : [],
+        statuses: Object.entries(STATUS_WORDS).map(([value, label]) => ({ value, label })),
+      }),
+    });
+  });
+
+  /** The send page, with what a refused post kept. */
+  async function sendPage(page: MemberPage, status: number, kept: { problem?: string; fileId?: string; filename?: string; title?: string; message?: string; signers?: Array<{ name: string; email: string }>; deadline?: string; method?: string; private?: boolean } = {}) {
+    const signers = kept.signers?.length ? kept.signers : [{ name: '', email: '' }];
+    await page.send(status, {
+      title: 'Send a document for signing',
+      scripts: [SEND_JS_PATH],
+      html: views.render('new', {
+        csrf: page.csrf,
+        idem: newFormKey(),
+        idemField: IDEMPOTENCY_FIELD,
+        problem: kept.problem ?? '',
+        fileId: kept.fileId ?? '',
+        filename: kept.filename ?? '',
+        title: kept.title ?? '',
+        message: kept.message ?? '',
+        signers,
+        maxSigners: MAX_SIGNERS,
+        deadline: kept.deadline ?? toMinute(clock.now() + DEFAULT_DEADLINE_MS),
+        deadlineMin: toMinute(clock.now() + MIN_DEADLINE_MS + 60_000),
+        deadlineMax: toMinute(clock.now() + MAX_DEADLINE_MS),
+        bankid,
+        method: kept.method ?? 'standard',
+        private: kept.private ?? false,
+      }),
+    });
+  }
+
+  router.get(NEW_PATH, async (req: Request, res: Response) => {
+    const page = await pages.member(req, res);
+    if (!page) return;
+    await sendPage(page, 200);
+  });
+
+  router.post('/documents/send', pages.protectForm, async (req: Request, res: Response) => {
+    const page = await pages.member(req, res);
+    if (!page) return;
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const list = (name: string) => {
+      const v = body[name];
+      return (Array.isArray(v) ? v : v === undefined ? [] : [v]).map((x) => (typeof x === 'string' ? x : '')).slice(0, MAX_SIGNERS + 1);
+    };
+    const names_ = list('signer_name');
+    const emails = list('signer_email');
+    const signers = names_.map((name, i) => ({ name: name.trim(), email: (emails[i] ?? '').trim() })).filter((s) => s.name || s.email);
+    const kept = {
+      fileId: field(body, 'file_id'),
+      filename: field(body, 'filename').slice(0, 255),
+      title: field(body, 'title').trim(),
+      message: field(body, 'message'),
+      signers,
+      deadline: field(body, 'deadline'),
+      method: field(body, 'signature_method') === 'bankid' ? 'bankid' : 'standard',
+      private: field(body, 'private') === 'on',
+    };
+    const refuse = (problem: string) => sendPage(page, 400, { ...kept, problem });
+    if (!kept.fileId) return refuse('Choose a PDF and wait until it is uploaded, then send.');
+    if (!signers.length) return refuse('Add at least one signer: a name and an e-mail address.');
+    if (signers.length > MAX_SIGNERS) return refuse(`A request has at most ${MAX_SIGNERS} signers.`);
+    const missing = signers.findIndex((s) => !s.name || !s.email);
+    if (missing >= 0) return refuse(`Signer ${missing + 1} needs both a name and an e-mail address.`);
+    const deadline = kept.deadline ? minuteMs(kept.deadline) : null;
+    if (kept.deadline && deadline === null) return refuse('The deadline is not a date and time (YYYY-MM-DD HH:MM, UTC).');
+    const input: Record<string, unknown> = { file_id: kept.fileId, signers, signature_method: kept.method };
+    if (kept.title) input.title = kept.title;
+    if (kept.message.trim()) input.message = kept.message;
+    if (deadline !== null) input.deadline_at = deadline;
+    const made = await call<SigningRequest>(page, 'signing.RequestFileSignatures', input, formKey(body));
+    if (!made.ok) return refuse(sentence(made.message));
+    const r = made.body;
+    logger.info({ workspace_id: page.workspaceId, signing_request_id: r.signing_request_id }, 'signing request sent from the Documents page');
+    const failed = r.invitation_failures;
+    await page.hold(requestPath(r.signing_request_id), {
+      flash: `Sent "${r.title}" to ${r.recipients.length} signer${r.recipients.length === 1 ? '' : 's'}.`,
+      ...(failed.length ? { problem: `The invitation to ${failed.join(', ')} could not be delivered. Check the address, or use Remind once the problem is fixed.` } : {}),
+    } satisfies Held);
+    res.redirect(303, requestPath(r.signing_request_id));
+  });
+
+  /** The request of a page's path, read as the member; null after a 404 (or other refusal) page. */
+  async function readRequest(page: MemberPage, id: string): Promise<SigningRequest | null> {
+    if (!REQUEST_ID.test(id)) {
+      await page.notice(404, 'No such request', ['There is no signing request at this address that you may see.']);
+      return null;
+    }
+    const got = await call<SigningRequest>(page, 'signing.GetSigningRequest', { signing_request_id: id });
+    if (!got.ok) {
+      await page.notice(got.status === 404 ? 404 : got.status, got.status === 404 ? 'No such request' : 'Not available', [
+        got.status === 404 ? 'There is no signing request at this address that you may see.' : sentence(got.message),
+      ]);
+      return null;
+    }
+    return got.body;
+  }
+
+  router.get('/documents/requests/:id', async (req: Request<{ id: string }>, res: Response) => {
+    const page = await pages.member(req, res);
+    if (!page) return;
+    const r = await readRequest(page, req.params.id);
+    if (!r) return;
+    const now = clock.now();
+    const history = await call<{ items: SigningEvent[]; has_more: boolean }>(page, 'signing.ListSigningEvents', { signing_request_id: r.signing_request_id, limit: HISTORY_LIMIT });
+    const who = await names(page.workspaceId);
+    const held = ((await page.take()) ?? {}) as Held;
+    const manage = mayManage(page, r) && r.status === 'pending';
+    const pendingCount = r.recipients.filter((c) => c.status === 'pending' || c.status === 'opened').length;
+    await page.send(200, {
+      title: r.title,
+      html: views.render('request', {
+        csrf: page.csrf,
+        idem: newFormKey(),
+        idemField: IDEMPOTENCY_FIELD,
+        flash: held.flash ?? '',
+        problem: held.problem ?? '',
+        r: { ...summary(r, now), sender: who.sender(r), message: r.message ?? '', method: r.signature_method === 'bankid' ? 'BankID' : 'Typed name', deadline: timeInWords(r.deadline_at), deadlineValue: toMinute(r.deadline_at) },
+        endedWhy:
+          r.status === 'cancelled' ? (r.cancel_reason ? `Cancelled ${timeInWords(r.cancelled_at ?? now)}: ${r.cancel_reason}` : `Cancelled ${timeInWords(r.cancelled_at ?? now)}.`)
+          : r.status === 'expired' ? `Expired ${timeInWords(r.expired_at ?? r.deadline_at)}, before everyone signed.`
+          : r.status === 'completed' ? `Completed ${timeInWords(r.completed_at ?? now)}.` : '',
+        archive: r.status !== 'completed' ? 'none' : r.file_id ? 'ready' : r.archive_error ? 'failed' : 'preparing',
+        archiveError: r.archive_error ?? '',
+        recipients: r.recipients.map((c) => ({
+          name: c.name,
+          email: c.email,
+          status: c.status,
+          words: RECIPIENT_WORDS[c.status] ?? c.status,
+          steps: [
+            c.invited_at !== null ? { what: c.invitation === 'failed' ? 'Invitation failed' : 'Invited', at: timeInWords(c.invited_at), bad: c.invitation === 'failed' } : null,
+            c.invitation === 'failed' && c.invitation_error ? { what: c.invitation_error, at: '', bad: true } : null,
+            c.last_reminded_at !== null ? { what: 'Last reminded', at: timeInWords(c.last_reminded_at), bad: false } : null,
+            c.opened_at !== null ? { what: 'Opened', at: timeInWords(c.opened_at), bad: false } : null,
+            c.signed_at !== null ? { what: 'Signed', at: timeInWords(c.signed_at), bad: false } : null,
+            c.declined_at !== null ? { what: c.decline_reason ? `Declined: “${c.decline_reason}”` : 'Declined', at: timeInWords(c.declined_at), bad: true } : null,
+          ].filter((s) => s !== null),
+        })),
+        history: history.ok
+          ? history.body.items.map((e) => ({ what: EVENT_WORDS[e.kind] ?? e.kind, who: e.recipient ? e.recipient.name : '', at: timeInWords(e.occurred_at) }))
+          : [],
+        historyMore: history.ok && history.body.has_more,
+        manage,
+        pendingCount,
+        deadlineMin: toMinute(now + MIN_DEADLINE_MS + 60_000),
+        deadlineMax: toMinute(now + MAX_DEADLINE_MS),
+      }),
+    });
+  });
+
+  /** One action on a request: reads it, runs the operation as the member, holds the outcome, back to the page. */
+  const action = (work: (page: MemberPage, r: SigningRequest, body: Record<string, unknown>) => Promise<Held>) =>
+    async (req: Request<{ id: string }>, res: Response) => {
+      const page = await pages.member(req, res);
+      if (!page) return;
+      const r = await readRequest(page, req.params.id);
+      if (!r) return;
+      const outcome = await work(page, r, (req.body ?? {}) as Record<string, unknown>);
+      await page.hold(requestPath(r.signing_request_id), outcome);
+      res.redirect(303, requestPath(r.signing_request_id));
+    };
+
+  router.post('/documents/requests/:id/remind', pages.protectForm, action(async (page, r, body) => {
+    const done = await call<SigningRequest>(page, 'signing.RemindSigners', { signing_request_id: r.signing_request_id }, formKey(body));
+    if (!done.ok) return { problem: sentence(done.message) };
+    const failed = done.body.invitation_failures;
+    return failed.length ? { flash: 'Reminders sent.', problem: `The reminder to ${failed.join(', ')} could not be delivered.` } : { flash: 'Reminders sent to everyone who has not signed yet.' };
+  }));
+
+  router.post('/documents/requests/:id/deadline', pages.protectForm, action(async (page, r, body) => {
+    const at = minuteMs(field(body, 'deadline'));
+    if (at === null) return { problem: 'The new deadline is not a date and time (YYYY-MM-DD HH:MM, UTC).' };
+    const done = await call<SigningRequest>(page, 'signing.UpdateSigningDeadline', { signing_request_id: r.signing_request_id, deadline_at: at }, formKey(body));
+    return done.ok ? { flash: `The deadline is now ${timeInWords(done.body.deadline_at)}.` } : { problem: sentence(done.message) };
+  }));
+
+  router.get('/documents/requests/:id/cancel', async (req: Request<{ id: string }>, res: Response) => {
+    const page = await pages.member(req, res);
+    if (!page) return;
+    const r = await readRequest(page, req.params.id);
+    if (!r) return;
+    if (r.status !== 'pending' || !mayManage(page, r)) {
+      await page.notice(409, 'This request cannot be cancelled', [r.status !== 'pending' ? `It is ${STATUS_WORDS[r.status]?.toLowerCase() ?? r.status} already.` : 'Only its sender, or an owner or admin, may cancel it.']);
+      return;
+    }
+    await page.send(200, {
+      title: `Cancel ${r.title}?`,
+      html: views.render('cancel', { csrf: page.csrf, idem: newFormKey(), idemField: IDEMPOTENCY_FIELD, id: r.signing_request_id, title: r.title, pending: r.recipients.filter((c) => c.status !== 'signed').length }),
+    });
+  });
+
+  router.post('/documents/requests/:id/cancel', pages.protectForm, action(async (page, r, body) => {
+    if (field(body, 'confirm') !== 'yes') return { problem: 'Nothing was cancelled: confirm on the cancel page first.' };
+    const reason = field(body, 'reason').trim().slice(0, 500);
+    const done = await call<SigningRequest>(page, 'signing.CancelSigningRequest', { signing_request_id: r.signing_request_id, ...(reason ? { reason } : {}) }, formKey(body));
+    return done.ok ? { flash: 'The request is cancelled: its links no longer work.' } : { problem: sentence(done.message) };
+  }));
+
+  router.get('/documents/requests/:id/download/:version', async (req: Request<{ id: string; version: string }>, res: Response) => {
+    const page = await pages.member(req, res);
+    if (!page) return;
+    const version = req.params.version;
+    if (version !== 'original' && version !== 'signed') return page.notice(404, 'No such download', ['Download the original or the signed document.']);
+    if (!REQUEST_ID.test(req.params.id)) return page.notice(404, 'No such request', ['There is no signing request at this address that you may see.']);
+    const got = await call<{ url: string }>(page, 'signing.GetSigningDocument', { signing_request_id: req.params.id, version });
+    if (!got.ok) return page.notice(got.status, got.status === 404 ? 'Not available' : 'Not ready', [sentence(got.message)]);
+    // The link is a secret for this member: sent only as this redirect, never shown on a page or logged.
+    // The URL names the service's public origin; the browser is on this service already (a proxy may name it otherwise).
+    const url = new URL(got.body.url);
+    res.setHeader('Referrer-Policy', 'no-referrer');
+    res.redirect(303, `${url.pathname}${url.search}`);
+  });
+
+  return router;
+}
