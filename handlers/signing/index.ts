@@ -12,6 +12,7 @@ import { signingCreditAdmin } from './credit/creditAdmin.ts';
 import { signingSettingsNavigation, signingSettingsRoutes } from './credit/settingsPage.ts';
 import { archiveJob } from './archive/archiveJob.ts';
 import { COMPLETED_MAIL_JOB, completedMailJob } from './archive/completedMail.ts';
+import { DECLINED_MAIL_JOB, declinedMailJob } from './request/declinedMail.ts';
 import { verifyRoutes } from './verify/verifyPage.ts';
 import { SENDER_CSS, senderNavigation, senderRoutes } from './sender/senderPages.ts';
 
@@ -54,7 +55,7 @@ export const signing: ServiceModule<'signing', SigningSettings> = {
   secretPaths: [SIGN_PREFIX],
   browserBundles: [viewerBrowserBundle],
   events: SIGNING_EVENT_KINDS,
-  jobs: (deps) => ({ ...signingJobs(deps), ...bankIdJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal), [COMPLETED_MAIL_JOB]: completedMailJob(deps) }),
+  jobs: (deps) => ({ ...signingJobs(deps), ...bankIdJobs(deps), [ARCHIVE_JOB]: archiveJob(deps, deps.settings.seal), [COMPLETED_MAIL_JOB]: completedMailJob(deps), [DECLINED_MAIL_JOB]: declinedMailJob(deps) }),
   routes: (deps) => {
     const router = signerRoutes(deps, { bankid: providerOf(deps.settings) });
     bankIdRoutes(router, deps);

@@ -356,7 +356,7 @@ for (const database of databases) {
       const other = tokenIn(smtp.to('dc-b@example.test').at(-1)!.mail);
       const opened = await svc.db.tx((sql) => recordOpened(sql, { recipientId: created.recipients[0]!.recipient_id, now: svc.clock.now() }));
       assert.deepEqual(opened, { ok: true, first: true });
-      const declined = await svc.db.tx((sql) => recordDeclined(sql, { recipientId: created.recipients[0]!.recipient_id, reason: 'Clause 4 is wrong', now: svc.clock.now() }));
+      const declined = await svc.db.tx((sql) => recordDeclined(sql, { recipientId: created.recipients[0]!.recipient_id, reason: 'Clause 4 is wrong', now: svc.clock.now() }, svc.jobs));
       assert.deepEqual(declined, { ok: true });
       const read = (await api.signing.GetSigningRequest({ signing_request_id: created.signing_request_id }, { actAs: ws.members.ada })).data!;
       assert.equal(read.status, 'cancelled');
@@ -369,6 +369,19 @@ for (const database of databases) {
       const told = await notices(svc, ws.workspace_id, 'signing.declined');
       assert.deepEqual(told.map((n) => n.member_id), [ws.members.ada], 'the member it was sent for');
       assert.match(told[0]!.body, /Dana Decline \(dc-a@example\.test\) declined to sign "Services agreement" .*: "Clause 4 is wrong"/);
+      // The other signer and the sender are told by mail, after the commit; the reason goes to the sender only.
+      await runJobs(svc);
+      const declinedTo = (address: string) => smtp.to(address).filter((m) => /^Declined: "Services agreement"/.test(m.mail.subject ?? ''));
+      assert.equal(declinedTo('dc-a@example.test').length, 0, 'not the one who declined');
+      const bert = declinedTo('dc-b@example.test');
+      assert.equal(bert.length, 1);
+      assert.match(bert[0]!.mail.text!, /Dana Decline declined to sign "Services agreement", which .* sent you/);
+      assert.ok(!bert[0]!.mail.text!.includes('Clause 4'), "another signer is not told the decliner's reason");
+      const ada = declinedTo('ada@acme.test');
+      assert.equal(ada.length, 1, 'the sender');
+      assert.match(ada[0]!.mail.text!, /Their reason: "Clause 4 is wrong"/);
+      await runJobs(svc);
+      assert.equal(declinedTo('dc-b@example.test').length, 1, 'once');
     });
 
     it('expires pending requests at their deadline (the recurring job on the fake clock): links die, the sender is told', async () => {

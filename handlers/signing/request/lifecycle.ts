@@ -8,6 +8,7 @@ import type { Sql } from '../../../db/database.ts';
 import { notify, type Notice } from '../../../server/inbox.ts';
 import type { JobQueue } from '../../../server/jobs.ts';
 import { type EndedReason, endedReason } from '../signer/links.ts';
+import { enqueueDeclinedMails } from './declinedMail.ts';
 import {
   appendEvent,
   type DbSigningRecipientRow,
@@ -153,9 +154,10 @@ export async function recordSigned(sql: Sql, deps: { readonly jobs: JobQueue }, 
 /**
  * The recipient declined, with a reason: records it (`recipient.declined`), and the request ends
  * `cancelled` with cancel reason `declined by <name>` (`request.cancelled`): every link dies and the
- * sender gets an inbox notice. Refused when the link has ended.
+ * sender gets an inbox notice; the other recipients and the sender get a mail (declinedMail.ts, jobs
+ * declared in this transaction). Refused when the link has ended.
  */
-export async function recordDeclined(sql: Sql, input: { recipientId: string; reason: string; now: number }): Promise<SignerOutcome> {
+export async function recordDeclined(sql: Sql, input: { recipientId: string; reason: string; now: number }, jobs: Pick<JobQueue, 'enqueue'>): Promise<SignerOutcome> {
   const pair = await lockedPair(sql, input.recipientId);
   if (!pair) return { ok: false, reason: 'unknown' };
   const ended = refusal(pair, input.now);
@@ -179,6 +181,8 @@ export async function recordDeclined(sql: Sql, input: { recipientId: string; rea
     },
     input.now,
   );
+  // The other parties are told by mail, after commit (request/declinedMail.ts).
+  await enqueueDeclinedMails(sql, jobs, request, recipient);
   return { ok: true };
 }
 
