@@ -4353,6 +4353,13 @@ export const document = {
                           "format": "display-text",
                           "minLength": 1,
                           "maxLength": 200
+                        },
+                        "order": {
+                          "type": "integer",
+                          "minimum": 1,
+                          "maximum": 10,
+                          "default": 1,
+                          "description": "The signer's step in the signing order: signers with the same number sign in\nparallel; those of the lowest number are invited at once, each next number once\neveryone of the numbers before it has signed. All 1 (the default): everyone at once.\n"
                         }
                       }
                     }
@@ -4675,6 +4682,7 @@ export const document = {
                           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
                           "email": "ana.lind@example.com",
                           "name": "Ana Lind",
+                          "signing_order": 1,
                           "status": "opened",
                           "invitation": "sent",
                           "invitation_error": null,
@@ -8893,12 +8901,13 @@ export const document = {
       },
       "SigningRecipient": {
         "type": "object",
-        "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer).\nNever the signer's IP address, user agent or link.\n",
+        "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer),\nor `waiting`: not invited yet, because the signers of an earlier step of the signing order\n(`signing_order`, lowest first) have not all signed; the invitation goes out when they have.\nNever the signer's IP address, user agent or link.\n",
         "additionalProperties": false,
         "required": [
           "recipient_id",
           "email",
           "name",
+          "signing_order",
           "status",
           "invitation",
           "invitation_error",
@@ -8921,6 +8930,12 @@ export const document = {
             "type": "string",
             "format": "display-text"
           },
+          "signing_order": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 10,
+            "description": "The recipient's step in the signing order (same number, same step; 1 for everyone when the request has no order)."
+          },
           "status": {
             "type": "string",
             "enum": [
@@ -8935,7 +8950,8 @@ export const document = {
             "enum": [
               "sent",
               "queued",
-              "failed"
+              "failed",
+              "waiting"
             ]
           },
           "invitation_error": {
@@ -8974,6 +8990,7 @@ export const document = {
           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
           "email": "ana.lind@example.com",
           "name": "Ana Lind",
+          "signing_order": 1,
           "status": "opened",
           "invitation": "sent",
           "invitation_error": null,
@@ -9148,6 +9165,7 @@ export const document = {
               "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
               "email": "ana.lind@example.com",
               "name": "Ana Lind",
+              "signing_order": 1,
               "status": "pending",
               "invitation": "sent",
               "invitation_error": null,
@@ -9162,6 +9180,7 @@ export const document = {
               "recipient_id": "rcp_9x7v3c5b6n0z2a4s8d2k4m1q",
               "email": "bo@unknown-domain.example",
               "name": "Bo Ek",
+              "signing_order": 1,
               "status": "pending",
               "invitation": "failed",
               "invitation_error": "550 5.1.1 mailbox unavailable",

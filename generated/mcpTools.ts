@@ -11734,6 +11734,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "signing_order",
                 "status",
                 "invitation",
                 "invitation_error",
@@ -11754,6 +11755,11 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "signing_order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10
+                },
                 "status": {
                   "type": "string",
                   "enum": [
@@ -11768,7 +11774,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "enum": [
                     "sent",
                     "queued",
-                    "failed"
+                    "failed",
+                    "waiting"
                   ]
                 },
                 "invitation_error": {
@@ -12102,6 +12109,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "signing_order",
                 "status",
                 "invitation",
                 "invitation_error",
@@ -12122,6 +12130,11 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "signing_order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10
+                },
                 "status": {
                   "type": "string",
                   "enum": [
@@ -12136,7 +12149,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "enum": [
                     "sent",
                     "queued",
-                    "failed"
+                    "failed",
+                    "waiting"
                   ]
                 },
                 "invitation_error": {
@@ -12568,6 +12582,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "recipient_id",
                       "email",
                       "name",
+                      "signing_order",
                       "status",
                       "invitation",
                       "invitation_error",
@@ -12588,6 +12603,11 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "name": {
                         "type": "string"
                       },
+                      "signing_order": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 10
+                      },
                       "status": {
                         "type": "string",
                         "enum": [
@@ -12602,7 +12622,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                         "enum": [
                           "sent",
                           "queued",
-                          "failed"
+                          "failed",
+                          "waiting"
                         ]
                       },
                       "invitation_error": {
@@ -12867,6 +12888,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "signing_order",
                 "status",
                 "invitation",
                 "invitation_error",
@@ -12887,6 +12909,11 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "signing_order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10
+                },
                 "status": {
                   "type": "string",
                   "enum": [
@@ -12901,7 +12928,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "enum": [
                     "sent",
                     "queued",
-                    "failed"
+                    "failed",
+                    "waiting"
                   ]
                 },
                 "invitation_error": {
@@ -13036,6 +13064,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
                   "minLength": 1,
                   "maxLength": 200
+                },
+                "order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10,
+                  "default": 1,
+                  "description": "The signer's step in the signing order: signers with the same number sign in\nparallel; those of the lowest number are invited at once, each next number once\neveryone of the numbers before it has signed. All 1 (the default): everyone at once.\n"
                 }
               }
             }
@@ -13215,6 +13250,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "signing_order",
                 "status",
                 "invitation",
                 "invitation_error",
@@ -13235,6 +13271,11 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "signing_order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10
+                },
                 "status": {
                   "type": "string",
                   "enum": [
@@ -13249,7 +13290,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "enum": [
                     "sent",
                     "queued",
-                    "failed"
+                    "failed",
+                    "waiting"
                   ]
                 },
                 "invitation_error": {
@@ -13504,6 +13546,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "signing_order",
                 "status",
                 "invitation",
                 "invitation_error",
@@ -13524,6 +13567,11 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "signing_order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10
+                },
                 "status": {
                   "type": "string",
                   "enum": [
@@ -13538,7 +13586,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "enum": [
                     "sent",
                     "queued",
-                    "failed"
+                    "failed",
+                    "waiting"
                   ]
                 },
                 "invitation_error": {

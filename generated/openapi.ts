@@ -3148,12 +3148,15 @@ export interface components {
          *     `signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this
          *     signer (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or
          *     the mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4
-         *     hours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer).
+         *     hours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer),
+         *     or `waiting`: not invited yet, because the signers of an earlier step of the signing order
+         *     (`signing_order`, lowest first) have not all signed; the invitation goes out when they have.
          *     Never the signer's IP address, user agent or link.
          * @example {
          *       "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
          *       "email": "ana.lind@example.com",
          *       "name": "Ana Lind",
+         *       "signing_order": 1,
          *       "status": "opened",
          *       "invitation": "sent",
          *       "invitation_error": null,
@@ -3171,10 +3174,12 @@ export interface components {
             email: string;
             /** Format: display-text */
             name: string;
+            /** @description The recipient's step in the signing order (same number, same step; 1 for everyone when the request has no order). */
+            signing_order: number;
             /** @enum {string} */
             status: "pending" | "opened" | "signed" | "declined";
             /** @enum {string} */
-            invitation: "sent" | "queued" | "failed";
+            invitation: "sent" | "queued" | "failed" | "waiting";
             /** @description Why the latest mail is queued or failed (the mail server's answer); null once sent. */
             invitation_error: string | null;
             /** @description Unix ms when the invitation was taken by the mail server; null while queued or failed. */
@@ -3226,6 +3231,7 @@ export interface components {
          *           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
          *           "email": "ana.lind@example.com",
          *           "name": "Ana Lind",
+         *           "signing_order": 1,
          *           "status": "pending",
          *           "invitation": "sent",
          *           "invitation_error": null,
@@ -3240,6 +3246,7 @@ export interface components {
          *           "recipient_id": "rcp_9x7v3c5b6n0z2a4s8d2k4m1q",
          *           "email": "bo@unknown-domain.example",
          *           "name": "Bo Ek",
+         *           "signing_order": 1,
          *           "status": "pending",
          *           "invitation": "failed",
          *           "invitation_error": "550 5.1.1 mailbox unavailable",
@@ -6254,6 +6261,13 @@ export interface operations {
                         email: string;
                         /** Format: display-text */
                         name: string;
+                        /**
+                         * @description The signer's step in the signing order: signers with the same number sign in
+                         *     parallel; those of the lowest number are invited at once, each next number once
+                         *     everyone of the numbers before it has signed. All 1 (the default): everyone at once.
+                         * @default 1
+                         */
+                        order?: number;
                     }[];
                     /** Format: display-text */
                     title?: string;
@@ -6415,6 +6429,7 @@ export interface operations {
                      *               "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
                      *               "email": "ana.lind@example.com",
                      *               "name": "Ana Lind",
+                     *               "signing_order": 1,
                      *               "status": "opened",
                      *               "invitation": "sent",
                      *               "invitation_error": null,

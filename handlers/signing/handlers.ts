@@ -54,6 +54,7 @@ function recipientView(r: DbSigningRecipientRow) {
     recipient_id: r.id,
     email: r.email,
     name: r.name,
+    signing_order: Number(r.signing_order ?? 1),
     status: r.status,
     invitation: r.invitation_status,
     invitation_error: r.invitation_error,
@@ -261,14 +262,17 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       if (method === 'bankid') {
         await prepareBankId(ctx.sql, deps.settings, { workspaceId: ctx.workspaceId, requestId: id, now: ctx.now });
       }
+      // Signing order: the lowest number is invited now, each next one once everyone before it has signed.
+      const first = Math.min(...input.signers.map((s) => s.order ?? 1));
       const recipients: DbSigningRecipientRow[] = input.signers.map((s, position) => ({
         id: newId('rcp'),
         request_id: id,
         position,
+        signing_order: s.order ?? 1,
         email: s.email,
         name: s.name,
         status: 'pending',
-        invitation_status: 'queued',
+        invitation_status: (s.order ?? 1) === first ? 'queued' : 'waiting',
         invitation_error: null,
         invitation_attempts: 0,
         invited_at: null,
@@ -288,10 +292,10 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
         requestId: id,
         workspaceId: ctx.workspaceId,
         kind: 'request.created',
-        data: { title: request.title, signature_method: method, signers: recipients.length, deadline_at: deadline, private: Boolean(request.private) },
+        data: { title: request.title, signature_method: method, signers: recipients.length, deadline_at: deadline, private: Boolean(request.private), ...(first !== Math.max(...recipients.map((r) => r.signing_order)) ? { in_order: true } : {}) },
         at: ctx.now,
       });
-      await declareRound(ctx.sql, ctx.jobs, recipients, { reminder: false, automatic: false, message: request.message }, ctx.now);
+      await declareRound(ctx.sql, ctx.jobs, recipients.filter((r) => r.invitation_status === 'queued'), { reminder: false, automatic: false, message: request.message }, ctx.now);
       const after = await reread(ctx.sql, ctx.workspaceId, id);
       return requestView(after.request, after.recipients);
     },
@@ -368,8 +372,10 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
       if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request can be reminded.`);
       if (ctx.now >= Number(request.deadline_at)) throw conflict(`The deadline of signing request ${request.id} has passed (${iso(Number(request.deadline_at))}); extend it first.`);
-      const open = recipients.filter((r) => r.status === 'pending' || r.status === 'opened');
-      if (!open.length) throw conflict(`No recipient of signing request ${request.id} is left to sign.`);
+      const left = recipients.filter((r) => r.status === 'pending' || r.status === 'opened');
+      if (!left.length) throw conflict(`No recipient of signing request ${request.id} is left to sign.`);
+      // Recipients of a later step of the signing order are not invited yet: nothing to remind them of.
+      const open = left.filter((r) => r.invitation_status !== 'waiting');
       const lastMail = (r: DbSigningRecipientRow) => (r.invitation_status === 'sent' ? Math.max(Number(r.invited_at ?? 0), Number(r.last_reminded_at ?? 0)) : null);
       // A mail declared and not tried yet (queued, no attempt) is going out right now: not mailed twice.
       const sending = (r: DbSigningRecipientRow) => r.invitation_status === 'queued' && Number(r.invitation_attempts) === 0;

@@ -91,6 +91,7 @@ export async function seedRequest(seed: Seed, fileId: string, status: RequestSta
     id: recipientId,
     request_id: id,
     position: 0,
+    signing_order: 1,
     email: 'contract-signer@example.com',
     name: 'Contract Signer',
     status: done ? 'signed' : 'pending',

@@ -351,6 +351,62 @@ for (const database of databases) {
       assert.ok(told.some((n) => n.member_id === ws.members.olga && n.body.includes(done.signing_request_id)), 'the key creator is told');
     });
 
+    it('signing order: the first step is invited at once, the next when everyone before it signed; later steps are neither reminded nor told of a decline', async () => {
+      // As the signer's page does: sign in a transaction, then start what it declared.
+      const signed = async (id: string, now: number) => {
+        let used: Parameters<typeof svc.jobs.committed>[0] | undefined;
+        const outcome = await svc.db.tx((sql) => {
+          used = sql;
+          return recordSigned(sql, svc, { recipientId: id, typedName: 'x', ip: null, userAgent: null, now });
+        });
+        svc.jobs.committed(used!);
+        for (let i = 0; i < 200 && svc.jobs.running > 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+        return outcome;
+      };
+      const created = await create({
+        signers: [
+          { email: 'step1@example.test', name: 'First', order: 1 },
+          { email: 'step2a@example.test', name: 'Second A', order: 2 },
+          { email: 'step2b@example.test', name: 'Second B', order: 2 },
+          { email: 'step3@example.test', name: 'Third', order: 3 },
+        ],
+      });
+      await runJobs(svc);
+      assert.deepEqual(created.recipients.map((r) => [r.signing_order, r.invitation]), [[1, 'sent'], [2, 'waiting'], [2, 'waiting'], [3, 'waiting']]);
+      assert.equal(smtp.to('step1@example.test').length, 1);
+      for (const a of ['step2a@example.test', 'step2b@example.test', 'step3@example.test']) assert.equal(smtp.to(a).length, 0, `${a} is not invited yet`);
+      // A reminder reaches only who was invited.
+      svc.clock.advance(HOUR + 1);
+      const reminded = await api.signing.RemindSigners({ signing_request_id: created.signing_request_id });
+      assert.equal(reminded.response.status, 200, JSON.stringify(reminded.error));
+      await runJobs(svc);
+      assert.equal(smtp.to('step1@example.test').length, 2);
+      assert.equal(smtp.to('step2a@example.test').length, 0);
+      // Step 1 signs: both of step 2 are invited (after the commit), not step 3.
+      assert.ok((await signed(created.recipients[0]!.recipient_id, svc.clock.now())).ok);
+      await runJobs(svc);
+      assert.equal(smtp.to('step2a@example.test').length, 1);
+      assert.equal(smtp.to('step2b@example.test').length, 1);
+      assert.equal(smtp.to('step3@example.test').length, 0);
+      const read = (await api.signing.GetSigningRequest({ signing_request_id: created.signing_request_id })).data!;
+      assert.deepEqual(read.recipients.map((r) => r.invitation), ['sent', 'sent', 'sent', 'waiting']);
+      // One of step 2 signing is not enough; the second opens step 3.
+      assert.ok((await signed(created.recipients[1]!.recipient_id, svc.clock.now())).ok);
+      await runJobs(svc);
+      assert.equal(smtp.to('step3@example.test').length, 0);
+      // The other of step 2 declines instead: the request ends; step 3, never invited, is not told.
+      const declined = await svc.db.tx((sql) => recordDeclined(sql, { recipientId: created.recipients[2]!.recipient_id, reason: 'no', now: svc.clock.now() }, svc.jobs));
+      assert.deepEqual(declined, { ok: true });
+      await runJobs(svc);
+      assert.equal(smtp.to('step3@example.test').length, 0);
+      assert.equal(smtp.to('step1@example.test').filter((m) => /^Declined:/.test(m.mail.subject ?? '')).length, 1, 'who signed is told');
+      // Order numbers out of range are refused.
+      for (const order of [0, 11, 1.5]) {
+        const res = await api.signing.RequestFileSignatures({ file_id: (await putFile(svc, ws.workspace_id)).file.id, signers: [{ email: 'o@example.test', name: 'O', order }] } as never);
+        assert.equal(res.response.status, 400, String(order));
+      }
+    });
+
     it('a decline ends the request cancelled "declined by <name>", kills every link and tells the sender', async () => {
       const created = await create({ signers: [{ email: 'dc-a@example.test', name: 'Dana Decline' }, { email: 'dc-b@example.test', name: 'Bert' }] }, { actAs: ws.members.ada });
       const other = tokenIn(smtp.to('dc-b@example.test').at(-1)!.mail);
@@ -366,7 +422,7 @@ for (const database of databases) {
       const link = await resolveSignerLink(svc.db.sql, other, svc.clock.now());
       assert.equal(link.state === 'ended' && link.reason, 'declined');
       assert.deepEqual((await eventKinds(svc, created.signing_request_id)).slice(-3), ['recipient.opened', 'recipient.declined', 'request.cancelled']);
-      const told = await notices(svc, ws.workspace_id, 'signing.declined');
+      const told = (await notices(svc, ws.workspace_id, 'signing.declined')).filter((n) => n.body.includes(created.signing_request_id));
       assert.deepEqual(told.map((n) => n.member_id), [ws.members.ada], 'the member it was sent for');
       assert.match(told[0]!.body, /Dana Decline \(dc-a@example\.test\) declined to sign "Services agreement" .*: "Clause 4 is wrong"/);
       // The other signer and the sender are told by mail, after the commit; the reason goes to the sender only.

@@ -102,6 +102,7 @@ for (const database of databases) {
       await page.locator('.signer-row').nth(0).locator('input[name=signer_email]').fill('carla@client.test');
       await page.locator('.signer-row').nth(1).locator('input[name=signer_email]').fill('dan@dealer.test');
       await page.locator('textarea[name=message]').fill('Please sign before Friday.');
+      await page.locator('input[name=in_order]').check();
       await page.setViewportSize({ width: 390, height: 844 });
       assert.equal(await noSideways(page), true, 'the send page fits a phone');
       await shot(page, '1-send-phone');
@@ -119,8 +120,10 @@ for (const database of databases) {
       assert.equal(row!.owner_member_id, ws.members.olga);
       assert.equal(Boolean(row!.private), false);
       assert.equal(row!.message, 'Please sign before Friday.');
+      // One after another: Carla is invited now, Dan once she has signed.
+      assert.match((await page.locator('.recipient').nth(1).textContent())!, /Step 2[\s\S]*Dan Dealer[\s\S]*Waiting for their turn/);
       assert.equal(mailsTo('carla@client.test').length, 1);
-      assert.equal(mailsTo('dan@dealer.test').length, 1);
+      assert.equal(mailsTo('dan@dealer.test').length, 0);
       // Chromium logs the refused post's 400 as a console error: expected in this test, and only this one.
       assert.deepEqual(owner.problems, ['console: Failed to load resource: the server responded with a status of 400 (Bad Request)']);
       owner.problems.length = 0;
@@ -138,6 +141,9 @@ for (const database of databases) {
       await signer.check('#agree');
       await Promise.all([signer.waitForURL(/\/done$/), signer.getByRole('button', { name: 'Sign', exact: true }).click()]);
 
+      // Her signature invites Dan (mailed after the commit).
+      for (let i = 0; i < 100 && mailsTo('dan@dealer.test').length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(mailsTo('dan@dealer.test').length, 1, 'Dan is invited once Carla signed');
       svc.clock.advance(HOUR + 1);
       await page.reload();
       assert.match((await page.locator('.recipient').nth(0).textContent())!, /Signed[\s\S]*Opened[\s\S]*Signed/);

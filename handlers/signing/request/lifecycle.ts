@@ -9,6 +9,7 @@ import { notify, type Notice } from '../../../server/inbox.ts';
 import type { JobQueue } from '../../../server/jobs.ts';
 import { type EndedReason, endedReason } from '../signer/links.ts';
 import { enqueueDeclinedMails } from './declinedMail.ts';
+import { declareRound } from './invitationMail.ts';
 import {
   appendEvent,
   type DbSigningRecipientRow,
@@ -130,8 +131,14 @@ export async function recordSigned(sql: Sql, deps: { readonly jobs: JobQueue }, 
     ['pending', 'opened'],
   );
   await appendEvent(sql, { requestId: request.id, workspaceId: request.workspace_id, kind: 'recipient.signed', recipientId: recipient.id, data: { signature_method: request.signature_method }, at: input.now });
-  const remaining = pair.all.filter((r) => r.id !== recipient.id && r.status !== 'signed').length;
-  if (remaining > 0) return { ok: true, completed: false, request };
+  const unsigned = pair.all.filter((r) => r.id !== recipient.id && r.status !== 'signed');
+  if (unsigned.length > 0) {
+    // Signing order: once no one of an earlier step is left, the next step's recipients are invited (mailed after commit).
+    const step = Math.min(...unsigned.map((r) => Number(r.signing_order ?? 1)));
+    const next = unsigned.filter((r) => Number(r.signing_order ?? 1) === step && r.invitation_status === 'waiting');
+    if (next.length) await declareRound(sql, deps.jobs, next, { reminder: false, automatic: false, message: request.message }, input.now);
+    return { ok: true, completed: false, request };
+  }
   await updateRequest(sql, request.id, { status: 'completed', completed_at: input.now }, input.now);
   await appendEvent(sql, { requestId: request.id, workspaceId: request.workspace_id, kind: 'request.completed', data: { signers: pair.all.length }, at: input.now });
   const payload: ArchiveJobPayload = { requestId: request.id, workspaceId: request.workspace_id };

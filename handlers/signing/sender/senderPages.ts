@@ -139,7 +139,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
       statusWords: STATUS_WORDS[r.status] ?? r.status,
       signed,
       total: r.recipients.length,
-      recipients: r.recipients.map((c) => ({ name: c.name, email: c.email, status: c.status, words: RECIPIENT_WORDS[c.status] ?? c.status })),
+      recipients: r.recipients.map((c) => ({ name: c.name, email: c.email, status: c.invitation === 'waiting' ? 'waiting' : c.status, words: c.invitation === 'waiting' ? 'Waiting for their turn' : (RECIPIENT_WORDS[c.status] ?? c.status) })),
       created: timeInWords(r.created_at),
       due: r.status === 'pending' ? `due ${untilInWords(r.deadline_at - now)} (${timeInWords(r.deadline_at)})` : '',
       failures: r.invitation_failures,
@@ -197,7 +197,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
   });
 
   /** The send page, with what a refused post kept. */
-  async function sendPage(page: MemberPage, status: number, kept: { problem?: string; fileId?: string; filename?: string; title?: string; message?: string; signers?: Array<{ name: string; email: string }>; deadline?: string; method?: string; private?: boolean } = {}) {
+  async function sendPage(page: MemberPage, status: number, kept: { problem?: string; fileId?: string; filename?: string; title?: string; message?: string; signers?: Array<{ name: string; email: string }>; deadline?: string; method?: string; private?: boolean; inOrder?: boolean } = {}) {
     const signers = kept.signers?.length ? kept.signers : [{ name: '', email: '' }];
     await page.send(status, {
       title: 'Send a document for signing',
@@ -219,6 +219,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
         bankid,
         method: kept.method ?? 'standard',
         private: kept.private ?? false,
+        inOrder: kept.inOrder ?? false,
       }),
     });
   }
@@ -249,6 +250,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
       deadline: field(body, 'deadline'),
       method: field(body, 'signature_method') === 'bankid' ? 'bankid' : 'standard',
       private: field(body, 'private') === 'on',
+      inOrder: field(body, 'in_order') === 'on',
     };
     const refuse = (problem: string) => sendPage(page, 400, { ...kept, problem });
     if (!kept.fileId) return refuse('Choose a PDF and wait until it is uploaded, then send.');
@@ -258,7 +260,8 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
     if (missing >= 0) return refuse(`Signer ${missing + 1} needs both a name and an e-mail address.`);
     const deadline = kept.deadline ? minuteMs(kept.deadline) : null;
     if (kept.deadline && deadline === null) return refuse('The deadline is not a date and time (YYYY-MM-DD HH:MM, UTC).');
-    const input: Record<string, unknown> = { file_id: kept.fileId, signers, signature_method: kept.method };
+    // "One after another": each signer is a step of the signing order, in the order listed.
+    const input: Record<string, unknown> = { file_id: kept.fileId, signers: kept.inOrder ? signers.map((x, i) => ({ ...x, order: i + 1 })) : signers, signature_method: kept.method };
     if (kept.title) input.title = kept.title;
     if (kept.message.trim()) input.message = kept.message;
     if (deadline !== null) input.deadline_at = deadline;
@@ -316,12 +319,15 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
           : r.status === 'completed' ? `Completed ${timeInWords(r.completed_at ?? now)}.` : '',
         archive: r.status !== 'completed' ? 'none' : r.file_id ? 'ready' : r.archive_error ? 'failed' : 'preparing',
         archiveError: r.archive_error ?? '',
+        inOrder: new Set(r.recipients.map((c) => c.signing_order)).size > 1,
         recipients: r.recipients.map((c) => ({
           name: c.name,
           email: c.email,
-          status: c.status,
-          words: RECIPIENT_WORDS[c.status] ?? c.status,
+          order: c.signing_order,
+          status: c.invitation === 'waiting' ? 'waiting' : c.status,
+          words: c.invitation === 'waiting' ? 'Waiting for their turn' : (RECIPIENT_WORDS[c.status] ?? c.status),
           steps: [
+            c.invitation === 'waiting' && r.status === 'pending' ? { what: 'Invited once everyone of the earlier steps has signed', at: '', bad: false } : null,
             c.invited_at !== null ? { what: c.invitation === 'failed' ? 'Invitation failed' : 'Invited', at: timeInWords(c.invited_at), bad: c.invitation === 'failed' } : null,
             c.invitation === 'failed' && c.invitation_error ? { what: c.invitation_error, at: '', bad: true } : null,
             c.last_reminded_at !== null ? { what: 'Last reminded', at: timeInWords(c.last_reminded_at), bad: false } : null,

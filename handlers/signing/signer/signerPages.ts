@@ -364,7 +364,13 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Prov
     const reason = multiLine(field(req, 'reason'));
     const problem = reason === '' ? 'Say why you decline (the sender sees it).' : reason.length > DECLINE_REASON_MAX ? `Your reason may have at most ${DECLINE_REASON_MAX} characters (it has ${reason.length}).` : bidiControlProblem('reason', reason);
     if (problem) return review(res, token, link, 400, { reason: reason.slice(0, DECLINE_REASON_MAX), declineErrors: [problem] });
-    const declined = await db.tx((sql) => recordDeclined(sql, { recipientId: link.recipient.id, reason, now: clock.now() }, deps.jobs));
+    const used: Sql[] = [];
+    const declined = await db.tx((sql) => {
+      used.push(sql);
+      return recordDeclined(sql, { recipientId: link.recipient.id, reason, now: clock.now() }, deps.jobs);
+    });
+    // The declined mails were enqueued in that transaction: start them now rather than at the next poll.
+    for (const sql of used) deps.jobs.committed(sql);
     if (!declined.ok) return reEnded(req, res);
     res.redirect(303, `/sign/${token}/done`);
   });
