@@ -722,6 +722,23 @@ export const catalogue = [
     "summary": "Remind the signers who have not signed"
   },
   {
+    "id": "signing.ReplaceRecipient",
+    "namespace": "signing",
+    "name": "ReplaceRecipient",
+    "method": "post",
+    "path": "/operations/signing.ReplaceRecipient",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": true,
+    "resource": null,
+    "access": [],
+    "summary": "Replace a pending recipient's address (and name)"
+  },
+  {
     "id": "signing.RequestFileSignatures",
     "namespace": "signing",
     "name": "RequestFileSignatures",

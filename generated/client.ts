@@ -166,6 +166,9 @@ export function createClient(options: ServiceClientOptions) {
       /** Remind the signers who have not signed (command). */
       RemindSigners: (body: RequestBody<'signing.RemindSigners'>, call: CommandOptions = {}) =>
         raw.POST('/operations/signing.RemindSigners', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Replace a pending recipient's address (and name) (command). */
+      ReplaceRecipient: (body: RequestBody<'signing.ReplaceRecipient'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/signing.ReplaceRecipient', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
       /** Ask people to sign a file (command). */
       RequestFileSignatures: (body: RequestBody<'signing.RequestFileSignatures'>, call: CommandOptions = {}) =>
         raw.POST('/operations/signing.RequestFileSignatures', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),

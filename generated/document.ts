@@ -4968,6 +4968,127 @@ export const document = {
         }
       }
     },
+    "/operations/signing.ReplaceRecipient": {
+      "post": {
+        "operationId": "signing.ReplaceRecipient",
+        "summary": "Replace a pending recipient's address (and name)",
+        "description": "Replaces who signs in a recipient's place on pending request `signing_request_id`: recipient\n`recipient_id` gets the address `email` (and `name`, when given; the old name stays otherwise), as\nwhen the first address was mistyped or the person who signs changed. Only a recipient who has not\nsigned or declined can be replaced. At once, every link mailed to the old address stops working\n(it answers as an unknown link), the recipient starts again as `pending` (not opened), and, when\nthe recipient was invited already (its `invitation` is not `waiting`), a fresh invitation goes to\nthe new address after the commit; the answer reports its first attempt as `signing.RemindSigners`\ndoes (`invitation_failures`). A recipient still `waiting` for an earlier step of the signing order\nkeeps waiting and is invited at the new address when its step comes.\n\nThe change is in the request's history (`recipient.replaced`, with `previous_email` and\n`previous_name`) and in the workspace's audit log. `email` must be one address (no display name),\nnot the address of another recipient of the request (compared without case; `400 invalid_input`).\nThe same address as now changes nothing and sends nothing (`200`, the request as it is).\n\nWho may: as `signing.CancelSigningRequest` (the sender, and owners and admins on requests that are\nnot private). A request that is not pending, or a recipient who signed or declined, is `409\nconflict`; a recipient id that is not one of the request's is `404 not_found`. The invitation\ntakes one mail of the workspace's hourly and daily budgets (`429 rate_limited` with `Retry-After`\nand nothing changed when they are spent). Retrying with the same `Idempotency-Key` answers the\nfirst result and sends nothing again.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-mcp": {
+          "open_world": true
+        },
+        "deprecated": false,
+        "security": [
+          {
+            "ApiKey": []
+          },
+          {
+            "SessionCookie": []
+          }
+        ],
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "signing_request_id",
+                  "recipient_id",
+                  "email"
+                ],
+                "properties": {
+                  "signing_request_id": {
+                    "$ref": "#/components/schemas/SigningRequestId"
+                  },
+                  "recipient_id": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 40,
+                    "description": "The recipient to replace (`rcp_...`, from the request's `recipients`)."
+                  },
+                  "email": {
+                    "type": "string",
+                    "minLength": 3,
+                    "maxLength": 320,
+                    "description": "The new address (one address, no display name)."
+                  },
+                  "name": {
+                    "type": "string",
+                    "format": "display-text",
+                    "minLength": 1,
+                    "maxLength": 200,
+                    "description": "The new name; the recipient keeps the old one when absent."
+                  }
+                }
+              },
+              "example": {
+                "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+                "email": "ana.lind@example.org",
+                "name": "Ana Lind"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The request after the change.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SigningRequest"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
     "/operations/signing.UpdateSigningDeadline": {
       "post": {
         "operationId": "signing.UpdateSigningDeadline",
@@ -9196,7 +9317,7 @@ export const document = {
       },
       "SigningEvent": {
         "type": "object",
-        "description": "One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,\n`invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`, `reminder.sent`,\n`reminders.stopped` (automatic reminders turned off because the key or member that made the request\nlost its access; see `signing.RequestFileSignatures`), `deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,\n`archive.failed` (the first attempt to build the signed archive failed; it is retried, and the\nrequest's `archive_error` shows the latest reason; written once per request, not per retry),\n`archive.completed`. `recipient` names the signer it concerns (null for request-wide events).\n`data` holds the kind's details (e.g. `deadline.changed`: `previous_deadline_at`, `deadline_at`;\n`invitation.failed`: `error`; `reminders.stopped`: `reason`, `detail`; `request.cancelled`: `reason`, `declined`; `recipient.declined`:\n`reason`; `archive.failed`: `error`; `archive.completed`: `file_id`, `sha256`, `pages`). Never IP addresses, user agents, links, tokens or document contents.\n",
+        "description": "One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,\n`invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`,\n`recipient.replaced` (the sender gave the recipient another address; `data`: `previous_email`,\n`previous_name`), `reminder.sent`,\n`reminders.stopped` (automatic reminders turned off because the key or member that made the request\nlost its access; see `signing.RequestFileSignatures`), `deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,\n`archive.failed` (the first attempt to build the signed archive failed; it is retried, and the\nrequest's `archive_error` shows the latest reason; written once per request, not per retry),\n`archive.completed`. `recipient` names the signer it concerns (null for request-wide events).\n`data` holds the kind's details (e.g. `deadline.changed`: `previous_deadline_at`, `deadline_at`;\n`invitation.failed`: `error`; `reminders.stopped`: `reason`, `detail`; `request.cancelled`: `reason`, `declined`; `recipient.declined`:\n`reason`; `archive.failed`: `error`; `archive.completed`: `file_id`, `sha256`, `pages`). Never IP addresses, user agents, links, tokens or document contents.\n",
         "additionalProperties": false,
         "required": [
           "event_id",

@@ -13011,6 +13011,318 @@ export const mcpTools: readonly McpToolDefinition[] = [
     }
   },
   {
+    "operationId": "signing.ReplaceRecipient",
+    "namespace": "signing",
+    "kind": "command",
+    "arguments": {
+      "body": [
+        "signing_request_id",
+        "recipient_id",
+        "email",
+        "name"
+      ],
+      "path": [],
+      "query": []
+    },
+    "wrapsOutput": false,
+    "tool": {
+      "name": "signing_ReplaceRecipient",
+      "title": "Replace a pending recipient's address (and name)",
+      "description": "Replaces who signs in a recipient's place on pending request `signing_request_id`: recipient\n`recipient_id` gets the address `email` (and `name`, when given; the old name stays otherwise), as\nwhen the first address was mistyped or the person who signs changed. Only a recipient who has not\nsigned or declined can be replaced. At once, every link mailed to the old address stops working\n(it answers as an unknown link), the recipient starts again as `pending` (not opened), and, when\nthe recipient was invited already (its `invitation` is not `waiting`), a fresh invitation goes to\nthe new address after the commit; the answer reports its first attempt as `signing.RemindSigners`\ndoes (`invitation_failures`). A recipient still `waiting` for an earlier step of the signing order\nkeeps waiting and is invited at the new address when its step comes.\n\nThe change is in the request's history (`recipient.replaced`, with `previous_email` and\n`previous_name`) and in the workspace's audit log. `email` must be one address (no display name),\nnot the address of another recipient of the request (compared without case; `400 invalid_input`).\nThe same address as now changes nothing and sends nothing (`200`, the request as it is).\n\nWho may: as `signing.CancelSigningRequest` (the sender, and owners and admins on requests that are\nnot private). A request that is not pending, or a recipient who signed or declined, is `409\nconflict`; a recipient id that is not one of the request's is `404 not_found`. The invitation\ntakes one mail of the workspace's hourly and daily budgets (`429 rate_limited` with `Retry-After`\nand nothing changed when they are spent). Retrying with the same `Idempotency-Key` answers the\nfirst result and sends nothing again.",
+      "inputSchema": {
+        "type": "object",
+        "properties": {
+          "signing_request_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 40,
+            "description": "Id of a signing request (`sr_...`)."
+          },
+          "recipient_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 40,
+            "description": "The recipient to replace (`rcp_...`, from the request's `recipients`)."
+          },
+          "email": {
+            "type": "string",
+            "minLength": 3,
+            "maxLength": 320,
+            "description": "The new address (one address, no display name)."
+          },
+          "name": {
+            "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "The new name; the recipient keeps the old one when absent."
+          },
+          "idempotency_key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "Idempotency key of this call (1 to 200 characters): a retry with the same key and the same arguments answers the first result and does not act again; a revised call needs a new key. Optional: without it the server derives one from the call so a retried call does not act twice."
+          }
+        },
+        "required": [
+          "signing_request_id",
+          "recipient_id",
+          "email"
+        ],
+        "additionalProperties": false
+      },
+      "outputSchema": {
+        "type": "object",
+        "description": "A signing request. `status`: `pending` (waiting for signatures), `completed` (every recipient\nsigned; the signed archive is built in the background and `file_id` is null until it is ready),\n`cancelled` (by the sender, `signing.CancelSigningRequest`, or because a recipient declined: then\n`cancel_reason` is `declined by <name>`), `expired` (the deadline passed first: from the moment of\n`deadline_at` on, every read shows `expired` with `expired_at` = `deadline_at` and every change is\nrefused as for an expired request, whether or not the recurring expiry job has recorded it yet).\nOnly `pending` moves; the other three are final and every signer's link has ended. `source_file_id` is the file\nthe signers see, fixed at creation (its bytes never change). `invitation_failures` lists the\naddresses whose latest invitation or reminder failed for good (empty when every mail went out or\nis still queued).\n",
+        "additionalProperties": false,
+        "required": [
+          "signing_request_id",
+          "status",
+          "title",
+          "message",
+          "signature_method",
+          "source_file_id",
+          "file_id",
+          "archive_error",
+          "private",
+          "deadline_at",
+          "reminder_interval_days",
+          "created_at",
+          "completed_at",
+          "cancelled_at",
+          "cancel_reason",
+          "expired_at",
+          "invitation_failures",
+          "recipients",
+          "sender"
+        ],
+        "properties": {
+          "signing_request_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 40
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "pending",
+              "completed",
+              "cancelled",
+              "expired"
+            ]
+          },
+          "title": {
+            "type": "string"
+          },
+          "message": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "signature_method": {
+            "type": "string",
+            "enum": [
+              "standard",
+              "bankid"
+            ]
+          },
+          "source_file_id": {
+            "type": "string"
+          },
+          "file_id": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "archive_error": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "private": {
+            "type": "boolean"
+          },
+          "deadline_at": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 8640000000000000
+          },
+          "reminder_interval_days": {
+            "type": [
+              "integer",
+              "null"
+            ]
+          },
+          "created_at": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 8640000000000000
+          },
+          "completed_at": {
+            "type": [
+              "integer",
+              "null"
+            ]
+          },
+          "cancelled_at": {
+            "type": [
+              "integer",
+              "null"
+            ]
+          },
+          "cancel_reason": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "expired_at": {
+            "type": [
+              "integer",
+              "null"
+            ]
+          },
+          "invitation_failures": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          },
+          "recipients": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "recipient_id",
+                "email",
+                "name",
+                "signing_order",
+                "status",
+                "invitation",
+                "invitation_error",
+                "invited_at",
+                "last_reminded_at",
+                "opened_at",
+                "signed_at",
+                "declined_at",
+                "decline_reason"
+              ],
+              "properties": {
+                "recipient_id": {
+                  "type": "string"
+                },
+                "email": {
+                  "type": "string"
+                },
+                "name": {
+                  "type": "string"
+                },
+                "signing_order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10
+                },
+                "status": {
+                  "type": "string",
+                  "enum": [
+                    "pending",
+                    "opened",
+                    "signed",
+                    "declined"
+                  ]
+                },
+                "invitation": {
+                  "type": "string",
+                  "enum": [
+                    "sent",
+                    "queued",
+                    "failed",
+                    "waiting"
+                  ]
+                },
+                "invitation_error": {
+                  "type": [
+                    "string",
+                    "null"
+                  ]
+                },
+                "invited_at": {
+                  "type": [
+                    "integer",
+                    "null"
+                  ]
+                },
+                "last_reminded_at": {
+                  "type": [
+                    "integer",
+                    "null"
+                  ]
+                },
+                "opened_at": {
+                  "type": [
+                    "integer",
+                    "null"
+                  ]
+                },
+                "signed_at": {
+                  "type": [
+                    "integer",
+                    "null"
+                  ]
+                },
+                "declined_at": {
+                  "type": [
+                    "integer",
+                    "null"
+                  ]
+                },
+                "decline_reason": {
+                  "type": [
+                    "string",
+                    "null"
+                  ]
+                }
+              }
+            }
+          },
+          "sender": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": [
+              "member_id",
+              "key_id"
+            ],
+            "properties": {
+              "member_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              },
+              "key_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              }
+            }
+          }
+        }
+      },
+      "annotations": {
+        "title": "Replace a pending recipient's address (and name)",
+        "readOnlyHint": false,
+        "destructiveHint": true,
+        "idempotentHint": true,
+        "openWorldHint": true
+      }
+    }
+  },
+  {
     "operationId": "signing.RequestFileSignatures",
     "namespace": "signing",
     "kind": "command",
@@ -15129,6 +15441,7 @@ export const mcpToolsets: readonly McpToolset[] = [
       "signing_ListSigningEvents",
       "signing_ListSigningRequests",
       "signing_RemindSigners",
+      "signing_ReplaceRecipient",
       "signing_RequestFileSignatures",
       "signing_UpdateSigningDeadline",
       "signing_VerifySignedDocument"

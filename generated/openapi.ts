@@ -1396,6 +1396,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/operations/signing.ReplaceRecipient": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace a pending recipient's address (and name)
+         * @description Replaces who signs in a recipient's place on pending request `signing_request_id`: recipient
+         *     `recipient_id` gets the address `email` (and `name`, when given; the old name stays otherwise), as
+         *     when the first address was mistyped or the person who signs changed. Only a recipient who has not
+         *     signed or declined can be replaced. At once, every link mailed to the old address stops working
+         *     (it answers as an unknown link), the recipient starts again as `pending` (not opened), and, when
+         *     the recipient was invited already (its `invitation` is not `waiting`), a fresh invitation goes to
+         *     the new address after the commit; the answer reports its first attempt as `signing.RemindSigners`
+         *     does (`invitation_failures`). A recipient still `waiting` for an earlier step of the signing order
+         *     keeps waiting and is invited at the new address when its step comes.
+         *
+         *     The change is in the request's history (`recipient.replaced`, with `previous_email` and
+         *     `previous_name`) and in the workspace's audit log. `email` must be one address (no display name),
+         *     not the address of another recipient of the request (compared without case; `400 invalid_input`).
+         *     The same address as now changes nothing and sends nothing (`200`, the request as it is).
+         *
+         *     Who may: as `signing.CancelSigningRequest` (the sender, and owners and admins on requests that are
+         *     not private). A request that is not pending, or a recipient who signed or declined, is `409
+         *     conflict`; a recipient id that is not one of the request's is `404 not_found`. The invitation
+         *     takes one mail of the workspace's hourly and daily budgets (`429 rate_limited` with `Retry-After`
+         *     and nothing changed when they are spent). Retrying with the same `Idempotency-Key` answers the
+         *     first result and sends nothing again.
+         */
+        post: operations["signing.ReplaceRecipient"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/operations/signing.UpdateSigningDeadline": {
         parameters: {
             query?: never;
@@ -3316,7 +3356,9 @@ export interface components {
         };
         /**
          * @description One entry of a signing request's history. `kind`: `request.created`, `invitation.sent`,
-         *     `invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`, `reminder.sent`,
+         *     `invitation.failed`, `recipient.opened`, `recipient.signed`, `recipient.declined`,
+         *     `recipient.replaced` (the sender gave the recipient another address; `data`: `previous_email`,
+         *     `previous_name`), `reminder.sent`,
          *     `reminders.stopped` (automatic reminders turned off because the key or member that made the request
          *     lost its access; see `signing.RequestFileSignatures`), `deadline.changed`, `request.cancelled`, `request.expired`, `request.completed`,
          *     `archive.failed` (the first attempt to build the signed archive failed; it is retried, and the
@@ -6577,6 +6619,70 @@ export interface operations {
                     signing_request_id: components["schemas"]["SigningRequestId"];
                     /** Format: display-text */
                     message?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The request after the change. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SigningRequest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.ReplaceRecipient": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "signing_request_id": "sr_7d2k4m1q9x7v3c5b6n0z2a4s",
+                 *       "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
+                 *       "email": "ana.lind@example.org",
+                 *       "name": "Ana Lind"
+                 *     }
+                 */
+                "application/json": {
+                    signing_request_id: components["schemas"]["SigningRequestId"];
+                    /** @description The recipient to replace (`rcp_...`, from the request's `recipients`). */
+                    recipient_id: string;
+                    /** @description The new address (one address, no display name). */
+                    email: string;
+                    /**
+                     * Format: display-text
+                     * @description The new name; the recipient keeps the old one when absent.
+                     */
+                    name?: string;
                 };
             };
         };

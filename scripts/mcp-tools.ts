@@ -90,6 +90,7 @@ export const COMMAND_VERBS: Readonly<Record<string, { destructive: boolean; idem
   Recover: { destructive: false, idempotent: false },
   Reject: { destructive: false, idempotent: true },
   Remind: { destructive: false, idempotent: false },
+  Replace: { destructive: true, idempotent: true },
   Replay: { destructive: false, idempotent: false },
   Request: { destructive: false, idempotent: false },
   Restore: { destructive: false, idempotent: true },

@@ -5,6 +5,7 @@
  *  - `pending`: read, its history listed, reminded (200: the invitation is over an hour old), its
  *    deadline moved, its original downloaded;
  *  - `cancel`: cancelled by the 200 case;
+ *  - `replace`: its one signer given another address by ReplaceRecipient's 200 case;
  *  - `completed`: every command is refused (409: a completed request cannot be cancelled, reminded or
  *    given another deadline) and its signed document is not ready (409: the contract server runs no
  *    jobs, so its archive is never built);
@@ -81,6 +82,19 @@ module.exports = {
       const id = requestOf(t, kit, 'pending', { deadline_at: deadline });
       if (id) kit.expect(t, (body) => (body.deadline_at === deadline && body.status === 'pending' ? null : `expected deadline ${deadline}, got ${JSON.stringify(body)}`));
     },
+    'signing.ReplaceRecipient': (t, kit) => {
+      const seeded = made(kit);
+      if (!seeded) {
+        kit.setBody(t, { signing_request_id: kit.missingId('sr'), recipient_id: kit.missingId('rcp'), email: 'contract-replaced@example.com' });
+        if (isOwn(t, 200)) kit.skip(t, 'a deployment run has no request of its own, and a replacement would mail a real address.');
+        return;
+      }
+      kit.setBody(t, { signing_request_id: seeded.replace.request, recipient_id: seeded.replace.recipient, email: 'contract-replaced@example.com', name: 'Contract Replaced' });
+      kit.expect(t, (body) => {
+        const r = body.recipients.find((c) => c.recipient_id === seeded.replace.recipient);
+        return r && r.email === 'contract-replaced@example.com' && r.name === 'Contract Replaced' && r.status === 'pending' && r.invitation === 'sent' ? null : `expected the recipient at the new address and invited, got ${JSON.stringify(body)}`;
+      });
+    },
     'signing.CancelSigningRequest': (t, kit) => {
       const id = requestOf(t, kit, 'cancel', { reason: 'Contract tests' });
       if (id) kit.expect(t, (body) => (body.status === 'cancelled' && body.cancel_reason === 'Contract tests' ? null : `expected request ${id} cancelled, got ${JSON.stringify(body)}`));
@@ -123,6 +137,7 @@ module.exports = {
     'signing.RemindSigners': (t, kit) => kit.setBody(t, { signing_request_id: kit.missingId('sr') }),
     'signing.UpdateSigningDeadline': (t, kit) => kit.setBody(t, { signing_request_id: kit.missingId('sr'), deadline_at: Date.now() + 10 * DAY }),
     'signing.CancelSigningRequest': (t, kit) => kit.setBody(t, { signing_request_id: kit.missingId('sr') }),
+    'signing.ReplaceRecipient': (t, kit) => kit.setBody(t, { signing_request_id: kit.missingId('sr'), recipient_id: kit.missingId('rcp'), email: 'contract-replaced@example.com' }),
     'signing.GetSigningDocument': (t, kit) => kit.setBody(t, { signing_request_id: kit.missingId('sr'), version: 'original' }),
     'signing.VerifySignedDocument': (t, kit) => kit.setBody(t, { file_id: kit.missingId('file') }),
   },
@@ -146,6 +161,11 @@ module.exports = {
       if (!made(kit)) return kit.skip(t, 'UpdateSigningDeadline answers 409 for a request that is not pending; a deployment run has none of its own.');
       requestOf(t, kit, 'completed', { deadline_at: Date.now() + 10 * DAY });
       kit.expect(t, errorSays('conflict', /only a pending request's deadline can change/));
+    },
+    'signing.ReplaceRecipient': (t, kit) => {
+      if (!made(kit)) return kit.skip(t, 'ReplaceRecipient answers 409 for a request that is not pending; a deployment run has none of its own.');
+      requestOf(t, kit, 'completed', { recipient_id: kit.missingId('rcp'), email: 'contract-replaced@example.com' });
+      kit.expect(t, errorSays('conflict', /only a pending request's recipients can be replaced/));
     },
     'signing.CancelSigningRequest': (t, kit) => {
       if (!made(kit)) return kit.skip(t, 'CancelSigningRequest answers 409 for a completed request; a deployment run has none of its own.');

@@ -1,5 +1,6 @@
 /** The signing operations: create (with invitations), read, history, remind, deadline, cancel, documents. */
 import type { Sql } from '../../db/database.ts';
+import { type AuditActor, recordAudit } from '../../server/audit.ts';
 import { mayManageSettings } from '../../server/capabilities.ts';
 import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
 import { conflict, forbidden, invalidInput, notFound, ServiceError } from '../../server/errors.ts';
@@ -15,6 +16,7 @@ import { declareRound, INVITE_JOB, type InviteJobPayload, type SigningRuntime, S
 import {
   appendEvent,
   type DbSigningEventRow,
+  endRecipientAccess,
   type DbSigningRecipientRow,
   type DbSigningRequestRow,
   findMember,
@@ -26,6 +28,7 @@ import {
   listRequestsPage,
   recipientsOfRequests,
   type RequestReader,
+  updateRecipient,
   updateRequest,
 } from './queries.ts';
 import { cancelRequest, expireRequest } from './request/lifecycle.ts';
@@ -131,6 +134,12 @@ export async function accessTo(
 /** The acted-for member's e-mail address (active or not), or undefined. */
 async function memberAddress(ctx: OperationContext): Promise<string | undefined> {
   return ctx.member ? (await findMember(ctx.sql, ctx.workspaceId, ctx.member.id))?.email : undefined;
+}
+
+/** Who made a change, for the audit log: the member acted for, else the key (or connection) itself. */
+function auditActorOf(ctx: OperationContext): AuditActor {
+  if (ctx.member) return { type: 'member', id: ctx.member.id, label: ctx.member.name };
+  return { type: 'key', id: ctx.credential.keyId, label: ctx.credential.name };
 }
 
 /** The request when the caller may read it (and manage it, with `manage`); else 404 (or 403 for a reader who may not manage). */
@@ -392,6 +401,61 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       const message = input.message ? input.message : request.message;
       await spendMail(ctx, due.length);
       await declareRound(ctx.sql, ctx.jobs, due, { reminder: true, automatic: false, message }, ctx.now);
+      const after = await reread(ctx.sql, ctx.workspaceId, request.id);
+      return requestView(after.request, after.recipients, []);
+    },
+  }),
+
+  'signing.ReplaceRecipient': answeredAfterEffects<'signing.ReplaceRecipient'>({
+    answer: async (_input, ctx, stored, effects) => {
+      const after = await afterRound(ctx, stored.signing_request_id, effects);
+      const failures = after.recipients.filter((r) => after.mailed.has(r.id) && r.invitation_status === 'failed').map((r) => r.email);
+      return requestView(after.request, after.recipients, failures);
+    },
+    run: async (input, ctx) => {
+      const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
+      if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request's recipients can be replaced.`);
+      const recipient = recipients.find((r) => r.id === input.recipient_id);
+      if (!recipient) throw notFound(`Signing request ${request.id} has no recipient ${input.recipient_id}.`);
+      if (recipient.status === 'signed' || recipient.status === 'declined') throw conflict(`${recipient.name} already ${recipient.status} signing request ${request.id}; only a recipient who has not signed or declined can be replaced.`);
+      if (!isMailAddress(input.email)) throw invalidInput('email is not an e-mail address (one address such as ana@example.com, no display name).');
+      if (input.name !== undefined && blank(input.name)) throw invalidInput('name is blank.');
+      const taken = recipients.find((r) => r.id !== recipient.id && r.email.toLowerCase() === input.email.toLowerCase());
+      if (taken) throw invalidInput(`email is already the address of another recipient of this request (${taken.id}); list each signer once.`);
+      const name = input.name ?? recipient.name;
+      if (input.email === recipient.email && name === recipient.name) return requestView(request, recipients, []);
+      const invited = recipient.invitation_status !== 'waiting';
+      if (invited) await spendMail(ctx, 1);
+      await endRecipientAccess(ctx.sql, recipient.id);
+      await updateRecipient(ctx.sql, recipient.id, {
+        email: input.email,
+        name,
+        status: 'pending',
+        opened_at: null,
+        invited_at: invited ? null : recipient.invited_at,
+        last_reminded_at: null,
+        auto_reminders: 0,
+      });
+      await appendEvent(ctx.sql, {
+        requestId: request.id,
+        workspaceId: ctx.workspaceId,
+        kind: 'recipient.replaced',
+        recipientId: recipient.id,
+        data: { previous_email: recipient.email, previous_name: recipient.name },
+        at: ctx.now,
+      });
+      await recordAudit(ctx.sql, {
+        workspaceId: ctx.workspaceId,
+        actor: auditActorOf(ctx),
+        action: 'signing.recipient_replaced',
+        subject: { type: 'signing_request', id: request.id, label: request.title },
+        details: { recipient_id: recipient.id, previous_email: recipient.email, email: input.email, ...(name !== recipient.name ? { previous_name: recipient.name, name } : {}) },
+        at: ctx.now,
+      });
+      if (invited) {
+        const fresh = (await listRecipients(ctx.sql, request.id)).find((r) => r.id === recipient.id)!;
+        await declareRound(ctx.sql, ctx.jobs, [fresh], { reminder: false, automatic: false, message: request.message }, ctx.now);
+      }
       const after = await reread(ctx.sql, ctx.workspaceId, request.id);
       return requestView(after.request, after.recipients, []);
     },

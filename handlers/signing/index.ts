@@ -1,4 +1,5 @@
 import type { ServiceModule } from '../../server/module.ts';
+import { signingAuditWords } from './audit.ts';
 import { signingHandlers } from './handlers.ts';
 import { SIGNING_EVENT_KINDS } from './outboxEvents.ts';
 import { type SigningSettings, signingSettings } from './settings.ts';
@@ -67,4 +68,5 @@ export const signing: ServiceModule<'signing', SigningSettings> = {
   navigation: () => [...senderNavigation, ...signingSettingsNavigation],
   stylesheet: SENDER_CSS,
   admin: signingCreditAdmin,
+  audit: signingAuditWords,
 };

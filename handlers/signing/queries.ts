@@ -79,6 +79,7 @@ export type SigningEventKind =
   | 'recipient.opened'
   | 'recipient.signed'
   | 'recipient.declined'
+  | 'recipient.replaced'
   | 'reminder.sent'
   | 'reminders.stopped'
   | 'deadline.changed'
@@ -161,6 +162,15 @@ export async function updateRecipient(sql: Sql, id: string, set: Partial<Omit<Db
     ...(onlyIn ?? []),
   ]);
   return changed > 0;
+}
+
+/**
+ * Ends everything given to a recipient's old address (signing.ReplaceRecipient): its links (they
+ * answer as unknown from now on) and its open BankID orders.
+ */
+export async function endRecipientAccess(sql: Sql, recipientId: string): Promise<void> {
+  await sql.run(`DELETE FROM signing_links WHERE recipient_id = ?`, [recipientId]);
+  await sql.run(`UPDATE signing_provider_orders SET status = 'failed', error = ? WHERE recipient_id = ? AND status = 'open'`, ['The sender gave this signature to another address.', recipientId]);
 }
 
 export async function insertLink(sql: Sql, link: { token_hash: string; recipient_id: string; request_id: string; created_at: number }): Promise<void> {

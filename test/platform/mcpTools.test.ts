@@ -138,13 +138,13 @@ describe('MCP tools (generated/mcpTools.ts, handlers/mcp/tools.ts)', () => {
     for (const def of mcpTools) assert.equal(def.tool.annotations.readOnlyHint, def.kind === 'query', def.tool.name);
   });
 
-  it('annotations: destructive only for deletes and cancels', () => {
-    for (const name of ['customers_DeleteDeal', 'customers_DeleteSalesPipeline', 'automation_DeleteRule', 'signing_CancelSigningRequest']) assert.equal(tool(name).annotations.destructiveHint, true, name);
+  it('annotations: destructive only for deletes, cancels and replacements (a replaced signer loses their links)', () => {
+    for (const name of ['customers_DeleteDeal', 'customers_DeleteSalesPipeline', 'automation_DeleteRule', 'signing_CancelSigningRequest', 'signing_ReplaceRecipient']) assert.equal(tool(name).annotations.destructiveHint, true, name);
     for (const name of ['customers_UpdateDeal', 'automation_UpdateRule', 'signing_RemindSigners', 'webhooks_ReplayWebhookEvent', 'customers_CreateCompany', 'customers_GetDeal']) {
       assert.equal(tool(name).annotations.destructiveHint, false, name);
     }
     const destructive = mcpTools.filter((t) => t.tool.annotations.destructiveHint).map((t) => t.tool.name);
-    assert.deepEqual(destructive, mcpTools.filter((t) => t.kind === 'command' && /_(Delete|Cancel)[A-Z]/.test(t.tool.name)).map((t) => t.tool.name));
+    assert.deepEqual(destructive, mcpTools.filter((t) => t.kind === 'command' && /_(Delete|Cancel|Replace)[A-Z]/.test(t.tool.name)).map((t) => t.tool.name));
     assert.ok(destructive.length >= 5);
   });
 
@@ -158,7 +158,7 @@ describe('MCP tools (generated/mcpTools.ts, handlers/mcp/tools.ts)', () => {
   });
 
   it('annotations: open-world only where mail leaves the service (x-service-mcp.open_world)', () => {
-    assert.deepEqual(mcpTools.filter((t) => t.tool.annotations.openWorldHint).map((t) => t.tool.name), ['signing_RemindSigners', 'signing_RequestFileSignatures']);
+    assert.deepEqual(mcpTools.filter((t) => t.tool.annotations.openWorldHint).map((t) => t.tool.name), ['signing_RemindSigners', 'signing_ReplaceRecipient', 'signing_RequestFileSignatures']);
     for (const name of ['signing_CancelSigningRequest', 'webhooks_PrepareWebhook', 'customers_CreateDeal']) assert.equal(tool(name).annotations.openWorldHint, false, name);
   });
 

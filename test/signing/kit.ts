@@ -28,6 +28,8 @@ export interface ContractSigning {
   cancel: string;
   /** Completed (its archive not built: the contract server runs no jobs): every command is 409, and the signed document. */
   completed: string;
+  /** Pending: its one recipient is given another address by the 200 case of ReplaceRecipient. */
+  replace: { request: string; recipient: string };
   /** An Idempotency-Key of the main key recorded as in progress for RequestFileSignatures, with the body to send (its 409). */
   inProgress: { idempotencyKey: string; body: unknown; scope: string };
 }
@@ -122,12 +124,14 @@ export async function seedRequest(seed: Seed, fileId: string, status: RequestSta
 
 export const kit: TestKit = {
   badInput: {
-    /** A file and two pending requests (ListSigningRequests pages): real `file` and `sr` ids for the generated cases. */
+    /** A file and two pending requests (ListSigningRequests pages): real `file`, `sr` and `rcp` ids for the generated cases. */
     async seed(seed) {
       const file = await seedFile(seed.db, seed.clock, seed.ws.workspace_id, seed.key.id);
       const sr = await seedRequest(seed, file, 'pending', 'Bad input fixture');
       await seedRequest(seed, file, 'pending', 'Bad input fixture, a second page');
-      return { file, sr };
+      // The request's one recipient (ReplaceRecipient's example names a recipient).
+      const rcp = (await seed.db.sql.one<{ id: string }>(`SELECT id FROM signing_recipients WHERE request_id = ?`, [sr]))!.id;
+      return { file, sr, rcp };
     },
   },
   contract: {
@@ -147,6 +151,11 @@ export const kit: TestKit = {
         pending: await seedRequest(seed, file, 'pending', 'Contract pending request'),
         cancel: await seedRequest(seed, file, 'pending', 'Contract request to cancel'),
         completed: await seedRequest(seed, file, 'completed', 'Contract completed request'),
+        replace: await (async () => {
+          const request = await seedRequest(seed, file, 'pending', 'Contract request whose signer is replaced');
+          const recipient = (await seed.db.sql.one<{ id: string }>(`SELECT id FROM signing_recipients WHERE request_id = ?`, [request]))!.id;
+          return { request, recipient };
+        })(),
         inProgress: { idempotencyKey, body, scope },
       };
     },

@@ -407,6 +407,48 @@ for (const database of databases) {
       }
     });
 
+    it('replaces a pending recipient: old links die, the new address is invited, the history and the audit log say so', async () => {
+      const created = await create({ signers: [{ email: 'typo@exmaple.test', name: 'Rita Typo' }, { email: 'rp-other@example.test', name: 'Other' }] });
+      await runJobs(svc);
+      const oldToken = tokenIn(smtp.to('typo@exmaple.test').at(-1)!.mail);
+      const rita = created.recipients[0]!.recipient_id;
+      assert.equal((await svc.db.tx((sql) => recordOpened(sql, { recipientId: rita, now: svc.clock.now() }))).ok, true);
+      const replaced = await api.signing.ReplaceRecipient({ signing_request_id: created.signing_request_id, recipient_id: rita, email: 'rita@example.test', name: 'Rita Right' });
+      assert.equal(replaced.response.status, 200, JSON.stringify(replaced.error));
+      const now = replaced.data!.recipients[0]!;
+      assert.deepEqual([now.email, now.name, now.status, now.invitation, now.opened_at], ['rita@example.test', 'Rita Right', 'pending', 'sent', null]);
+      assert.equal((await resolveSignerLink(svc.db.sql, oldToken, svc.clock.now())).state, 'unknown', 'the old link no longer works');
+      const fresh = tokenIn(smtp.to('rita@example.test').at(-1)!.mail);
+      const live = await resolveSignerLink(svc.db.sql, fresh, svc.clock.now());
+      assert.equal(live.state, 'live');
+      const events = (await api.signing.ListSigningEvents({ signing_request_id: created.signing_request_id })).data!.items;
+      const event = events.find((e) => e.kind === 'recipient.replaced')!;
+      assert.deepEqual(event.data, { previous_email: 'typo@exmaple.test', previous_name: 'Rita Typo' });
+      const audit = await svc.db.sql.one<{ action: string; actor_type: string; details: string }>(`SELECT action, actor_type, details FROM audit_log WHERE workspace_id = ? AND action = 'signing.recipient_replaced'`, [ws.workspace_id]);
+      assert.equal(audit!.actor_type, 'key');
+      assert.equal(JSON.parse(audit!.details).email, 'rita@example.test');
+      // The same again changes nothing and sends nothing; another recipient's address is refused.
+      const mails = smtp.mails.length;
+      const again = await api.signing.ReplaceRecipient({ signing_request_id: created.signing_request_id, recipient_id: rita, email: 'rita@example.test' });
+      assert.equal(again.response.status, 200);
+      await runJobs(svc);
+      assert.equal(smtp.mails.length, mails);
+      const clash = await api.signing.ReplaceRecipient({ signing_request_id: created.signing_request_id, recipient_id: rita, email: 'RP-OTHER@example.test' });
+      assert.equal(clash.response.status, 400);
+      assert.match(clash.error!.message, /already the address of another recipient/);
+      for (const email of ['not an address', 'A <a@example.test>']) {
+        assert.equal((await api.signing.ReplaceRecipient({ signing_request_id: created.signing_request_id, recipient_id: rita, email })).response.status, 400, email);
+      }
+      assert.equal((await api.signing.ReplaceRecipient({ signing_request_id: created.signing_request_id, recipient_id: 'rcp_nobody', email: 'x@example.test' })).response.status, 404);
+      // Who signed cannot be replaced; nor anyone on a request that is not pending.
+      assert.ok((await svc.db.tx((sql) => recordSigned(sql, svc, { recipientId: rita, typedName: 'Rita Right', ip: null, userAgent: null, now: svc.clock.now() }))).ok);
+      const signedOne = await api.signing.ReplaceRecipient({ signing_request_id: created.signing_request_id, recipient_id: rita, email: 'z@example.test' });
+      assert.equal(signedOne.response.status, 409);
+      assert.equal((await api.signing.CancelSigningRequest({ signing_request_id: created.signing_request_id })).response.status, 200);
+      const cancelled = await api.signing.ReplaceRecipient({ signing_request_id: created.signing_request_id, recipient_id: created.recipients[1]!.recipient_id, email: 'z@example.test' });
+      assert.equal(cancelled.response.status, 409);
+    });
+
     it('a decline ends the request cancelled "declined by <name>", kills every link and tells the sender', async () => {
       const created = await create({ signers: [{ email: 'dc-a@example.test', name: 'Dana Decline' }, { email: 'dc-b@example.test', name: 'Bert' }] }, { actAs: ws.members.ada });
       const other = tokenIn(smtp.to('dc-b@example.test').at(-1)!.mail);

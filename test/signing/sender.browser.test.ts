@@ -5,7 +5,7 @@
  * arrive through a real SMTP server; one signer signs on the signer's page; the owner reminds, changes
  * the deadline, watches each recipient's timeline, downloads the original (byte-identical to the file)
  * and, once the other signer signed, the sealed archive; a second request is cancelled after the
- * confirmation page. The list filters by state and searches by title or signer; a plain member sees only
+ * confirmation page after a signer's address was replaced. The list filters by state and searches by title or signer; a plain member sees only
  * what she sent or must sign; a request a key sent shows under that key with its creator. Screenshots
  * at 1280 and 390 px (test-output/documents-*.png), no sideways scrolling on a phone.
  */
@@ -216,6 +216,13 @@ for (const database of databases) {
       const lease = made.data!.signing_request_id;
       await page.goto(`${svc.origin}/documents/requests/${lease}`);
       assert.match((await page.locator('.lede').textContent())!, /Sent by Olga Owner \(through the key Contracts integration\)/);
+      // A mistyped address is replaced on the page: the new one is invited, the change is in the history.
+      await page.locator('.replace summary').click();
+      await page.locator('.replace-form input[name=email]').fill('lena@landlord-group.test');
+      await Promise.all([page.waitForURL(`${svc.origin}/documents/requests/${lease}`), page.getByRole('button', { name: 'Send to this address' }).click()]);
+      assert.match((await page.locator('.flash').textContent())!, /Lena Landlord now signs at lena@landlord-group\.test: a new invitation went out/);
+      assert.equal(mailsTo('lena@landlord-group.test').length, 1);
+      assert.match((await page.locator('.history').textContent())!, /Signer given another address: Lena Landlord/);
       await Promise.all([page.waitForURL(`${svc.origin}/documents/requests/${lease}/cancel`), page.getByRole('link', { name: 'Cancel the request…' }).click()]);
       assert.match((await page.locator('h1').textContent())!, /Cancel “Office lease”\?/);
       // Keeping it changes nothing.
@@ -233,8 +240,8 @@ for (const database of databases) {
       await Promise.all([page.waitForURL(/status=completed/), page.getByRole('button', { name: 'Filter' }).click()]);
       assert.deepEqual(await page.locator('.request-item h2').allTextContents(), ['Supply agreement 2027']);
       await page.goto(`${svc.origin}/documents`);
-      await page.fill('input[name=q]', 'landlord');
-      await Promise.all([page.waitForURL(/q=landlord/), page.getByRole('button', { name: 'Filter' }).click()]);
+      await page.fill('input[name=q]', 'landlord-group');
+      await Promise.all([page.waitForURL(/q=landlord-group/), page.getByRole('button', { name: 'Filter' }).click()]);
       assert.deepEqual(await page.locator('.request-item h2').allTextContents(), ['Office lease']);
       await page.fill('input[name=q]', 'nothing like this');
       await Promise.all([page.waitForURL(/q=nothing/), page.getByRole('button', { name: 'Filter' }).click()]);

@@ -98,6 +98,7 @@ const EVENT_LABELS: Record<string, string> = {
   'recipient.opened': 'Opened the request',
   'recipient.signed': 'Signed',
   'recipient.declined': 'Declined',
+  'recipient.replaced': 'Signer replaced (another address)',
   'reminder.sent': 'Reminder sent',
   'reminders.stopped': 'Automatic reminders stopped',
   'deadline.changed': 'Deadline changed',

@@ -65,6 +65,7 @@ const EVENT_WORDS: Record<string, string> = {
   'recipient.opened': 'Opened',
   'recipient.signed': 'Signed',
   'recipient.declined': 'Declined',
+  'recipient.replaced': 'Signer given another address',
   'deadline.changed': 'Deadline changed',
   'request.cancelled': 'Cancelled',
   'request.expired': 'Expired',
@@ -321,6 +322,8 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
         archiveError: r.archive_error ?? '',
         inOrder: new Set(r.recipients.map((c) => c.signing_order)).size > 1,
         recipients: r.recipients.map((c) => ({
+          id: c.recipient_id,
+          replaceable: manage && (c.status === 'pending' || c.status === 'opened'),
           name: c.name,
           email: c.email,
           order: c.signing_order,
@@ -372,6 +375,18 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
     if (at === null) return { problem: 'The new deadline is not a date and time (YYYY-MM-DD HH:MM, UTC).' };
     const done = await call<SigningRequest>(page, 'signing.UpdateSigningDeadline', { signing_request_id: r.signing_request_id, deadline_at: at }, formKey(body));
     return done.ok ? { flash: `The deadline is now ${timeInWords(done.body.deadline_at)}.` } : { problem: sentence(done.message) };
+  }));
+
+  router.post('/documents/requests/:id/replace', pages.protectForm, action(async (page, r, body) => {
+    const recipientId = field(body, 'recipient_id');
+    const email = field(body, 'email').trim();
+    const name = field(body, 'name').trim();
+    if (!email) return { problem: 'Give the new e-mail address.' };
+    const done = await call<SigningRequest>(page, 'signing.ReplaceRecipient', { signing_request_id: r.signing_request_id, recipient_id: recipientId, email, ...(name ? { name } : {}) }, formKey(body));
+    if (!done.ok) return { problem: sentence(done.message) };
+    const now = done.body.recipients.find((c) => c.recipient_id === recipientId);
+    if (done.body.invitation_failures.length) return { flash: 'Changed the address.', problem: `The invitation to ${done.body.invitation_failures.join(', ')} could not be delivered.` };
+    return { flash: now ? `${now.name} now signs at ${now.email}${now.invitation === 'waiting' ? ' (invited when their step comes)' : ': a new invitation went out, and the old links no longer work'}.` : 'Changed the address.' };
   }));
 
   router.get('/documents/requests/:id/cancel', async (req: Request<{ id: string }>, res: Response) => {
