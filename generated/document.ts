@@ -4364,6 +4364,31 @@ export const document = {
                       }
                     }
                   },
+                  "cc": {
+                    "type": "array",
+                    "maxItems": 10,
+                    "description": "People who get the completed copy (the sealed archive's link, as the signers do) and\nnever sign: they are not invited, reminded or counted among the signers. An address may\nbe listed once among `signers` and `cc` together. `name` defaults to the address.\n",
+                    "items": {
+                      "type": "object",
+                      "additionalProperties": false,
+                      "required": [
+                        "email"
+                      ],
+                      "properties": {
+                        "email": {
+                          "type": "string",
+                          "minLength": 3,
+                          "maxLength": 320
+                        },
+                        "name": {
+                          "type": "string",
+                          "format": "display-text",
+                          "minLength": 1,
+                          "maxLength": 200
+                        }
+                      }
+                    }
+                  },
                   "title": {
                     "type": "string",
                     "format": "display-text",
@@ -4682,6 +4707,7 @@ export const document = {
                           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
                           "email": "ana.lind@example.com",
                           "name": "Ana Lind",
+                          "role": "signer",
                           "signing_order": 1,
                           "status": "opened",
                           "invitation": "sent",
@@ -4972,7 +4998,7 @@ export const document = {
       "post": {
         "operationId": "signing.ReplaceRecipient",
         "summary": "Replace a pending recipient's address (and name)",
-        "description": "Replaces who signs in a recipient's place on pending request `signing_request_id`: recipient\n`recipient_id` gets the address `email` (and `name`, when given; the old name stays otherwise), as\nwhen the first address was mistyped or the person who signs changed. Only a recipient who has not\nsigned or declined can be replaced. At once, every link mailed to the old address stops working\n(it answers as an unknown link), the recipient starts again as `pending` (not opened), and, when\nthe recipient was invited already (its `invitation` is not `waiting`), a fresh invitation goes to\nthe new address after the commit; the answer reports its first attempt as `signing.RemindSigners`\ndoes (`invitation_failures`). A recipient still `waiting` for an earlier step of the signing order\nkeeps waiting and is invited at the new address when its step comes.\n\nThe change is in the request's history (`recipient.replaced`, with `previous_email` and\n`previous_name`) and in the workspace's audit log. `email` must be one address (no display name),\nnot the address of another recipient of the request (compared without case; `400 invalid_input`).\nThe same address as now changes nothing and sends nothing (`200`, the request as it is).\n\nWho may: as `signing.CancelSigningRequest` (the sender, and owners and admins on requests that are\nnot private). A request that is not pending, or a recipient who signed or declined, is `409\nconflict`; a recipient id that is not one of the request's is `404 not_found`. The invitation\ntakes one mail of the workspace's hourly and daily budgets (`429 rate_limited` with `Retry-After`\nand nothing changed when they are spent). Retrying with the same `Idempotency-Key` answers the\nfirst result and sends nothing again.\n",
+        "description": "Replaces who signs in a recipient's place on pending request `signing_request_id`: recipient\n`recipient_id` gets the address `email` (and `name`, when given; the old name stays otherwise), as\nwhen the first address was mistyped or the person who signs changed. Only a recipient who has not\nsigned or declined can be replaced. At once, every link mailed to the old address stops working\n(it answers as an unknown link), the recipient starts again as `pending` (not opened), and, when\nthe recipient was invited already (its `invitation` is not `waiting`), a fresh invitation goes to\nthe new address after the commit; the answer reports its first attempt as `signing.RemindSigners`\ndoes (`invitation_failures`). A recipient still `waiting` for an earlier step of the signing order\nkeeps waiting and is invited at the new address when its step comes.\n\nThe change is in the request's history (`recipient.replaced`, with `previous_email` and\n`previous_name`) and in the workspace's audit log. `email` must be one address (no display name),\nnot the address of another recipient of the request (compared without case; `400 invalid_input`).\nThe same address as now changes nothing and sends nothing (`200`, the request as it is).\n\nWho may: as `signing.CancelSigningRequest` (the sender, and owners and admins on requests that are\nnot private). A request that is not pending is `409 conflict` (whatever `recipient_id` says); on a\npending request, a recipient id that is not one of its own is `404 not_found`, and a recipient who\nsigned or declined is `409 conflict`. The invitation\ntakes one mail of the workspace's hourly and daily budgets (`429 rate_limited` with `Retry-After`\nand nothing changed when they are spent). Retrying with the same `Idempotency-Key` answers the\nfirst result and sends nothing again.\n",
         "tags": [
           "signing"
         ],
@@ -9022,12 +9048,13 @@ export const document = {
       },
       "SigningRecipient": {
         "type": "object",
-        "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer),\nor `waiting`: not invited yet, because the signers of an earlier step of the signing order\n(`signing_order`, lowest first) have not all signed; the invitation goes out when they have.\nNever the signer's IP address, user agent or link.\n",
+        "description": "One signer of a request, in the order given. `status`: `pending` (invited, not yet opened),\n`opened` (pressed \"Continue\" on the link's page: a mail scanner fetching the link records nothing),\n`signed`, `declined` (with `decline_reason`). `invitation` is the state of the latest mail to this\nsigner (invitation or reminder): `sent` (the mail server took it), `queued` (a temporary refusal or\nthe mail server could not be reached: retried in the background after 1, 5, 15 and 60 minutes and 4\nhours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer),\nor `waiting`: not invited yet, because the signers of an earlier step of the signing order\n(`signing_order`, lowest first) have not all signed; the invitation goes out when they have.\n`role`: `signer`, or `cc` for a recipient who gets the completed copy and never signs (its\n`invitation` is `none` and its `status` stays `pending`; it is not counted among the signers).\nNever the signer's IP address, user agent or link.\n",
         "additionalProperties": false,
         "required": [
           "recipient_id",
           "email",
           "name",
+          "role",
           "signing_order",
           "status",
           "invitation",
@@ -9051,6 +9078,13 @@ export const document = {
             "type": "string",
             "format": "display-text"
           },
+          "role": {
+            "type": "string",
+            "enum": [
+              "signer",
+              "cc"
+            ]
+          },
           "signing_order": {
             "type": "integer",
             "minimum": 1,
@@ -9072,7 +9106,8 @@ export const document = {
               "sent",
               "queued",
               "failed",
-              "waiting"
+              "waiting",
+              "none"
             ]
           },
           "invitation_error": {
@@ -9111,6 +9146,7 @@ export const document = {
           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
           "email": "ana.lind@example.com",
           "name": "Ana Lind",
+          "role": "signer",
           "signing_order": 1,
           "status": "opened",
           "invitation": "sent",
@@ -9286,6 +9322,7 @@ export const document = {
               "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
               "email": "ana.lind@example.com",
               "name": "Ana Lind",
+              "role": "signer",
               "signing_order": 1,
               "status": "pending",
               "invitation": "sent",
@@ -9301,6 +9338,7 @@ export const document = {
               "recipient_id": "rcp_9x7v3c5b6n0z2a4s8d2k4m1q",
               "email": "bo@unknown-domain.example",
               "name": "Bo Ek",
+              "role": "signer",
               "signing_order": 1,
               "status": "pending",
               "invitation": "failed",

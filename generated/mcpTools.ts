@@ -11734,6 +11734,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "role",
                 "signing_order",
                 "status",
                 "invitation",
@@ -11755,6 +11756,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "role": {
+                  "type": "string",
+                  "enum": [
+                    "signer",
+                    "cc"
+                  ]
+                },
                 "signing_order": {
                   "type": "integer",
                   "minimum": 1,
@@ -11775,7 +11783,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "sent",
                     "queued",
                     "failed",
-                    "waiting"
+                    "waiting",
+                    "none"
                   ]
                 },
                 "invitation_error": {
@@ -12109,6 +12118,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "role",
                 "signing_order",
                 "status",
                 "invitation",
@@ -12130,6 +12140,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "role": {
+                  "type": "string",
+                  "enum": [
+                    "signer",
+                    "cc"
+                  ]
+                },
                 "signing_order": {
                   "type": "integer",
                   "minimum": 1,
@@ -12150,7 +12167,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "sent",
                     "queued",
                     "failed",
-                    "waiting"
+                    "waiting",
+                    "none"
                   ]
                 },
                 "invitation_error": {
@@ -12582,6 +12600,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "recipient_id",
                       "email",
                       "name",
+                      "role",
                       "signing_order",
                       "status",
                       "invitation",
@@ -12603,6 +12622,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       "name": {
                         "type": "string"
                       },
+                      "role": {
+                        "type": "string",
+                        "enum": [
+                          "signer",
+                          "cc"
+                        ]
+                      },
                       "signing_order": {
                         "type": "integer",
                         "minimum": 1,
@@ -12623,7 +12649,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                           "sent",
                           "queued",
                           "failed",
-                          "waiting"
+                          "waiting",
+                          "none"
                         ]
                       },
                       "invitation_error": {
@@ -12888,6 +12915,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "role",
                 "signing_order",
                 "status",
                 "invitation",
@@ -12909,6 +12937,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "role": {
+                  "type": "string",
+                  "enum": [
+                    "signer",
+                    "cc"
+                  ]
+                },
                 "signing_order": {
                   "type": "integer",
                   "minimum": 1,
@@ -12929,7 +12964,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "sent",
                     "queued",
                     "failed",
-                    "waiting"
+                    "waiting",
+                    "none"
                   ]
                 },
                 "invitation_error": {
@@ -13028,7 +13064,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
     "tool": {
       "name": "signing_ReplaceRecipient",
       "title": "Replace a pending recipient's address (and name)",
-      "description": "Replaces who signs in a recipient's place on pending request `signing_request_id`: recipient\n`recipient_id` gets the address `email` (and `name`, when given; the old name stays otherwise), as\nwhen the first address was mistyped or the person who signs changed. Only a recipient who has not\nsigned or declined can be replaced. At once, every link mailed to the old address stops working\n(it answers as an unknown link), the recipient starts again as `pending` (not opened), and, when\nthe recipient was invited already (its `invitation` is not `waiting`), a fresh invitation goes to\nthe new address after the commit; the answer reports its first attempt as `signing.RemindSigners`\ndoes (`invitation_failures`). A recipient still `waiting` for an earlier step of the signing order\nkeeps waiting and is invited at the new address when its step comes.\n\nThe change is in the request's history (`recipient.replaced`, with `previous_email` and\n`previous_name`) and in the workspace's audit log. `email` must be one address (no display name),\nnot the address of another recipient of the request (compared without case; `400 invalid_input`).\nThe same address as now changes nothing and sends nothing (`200`, the request as it is).\n\nWho may: as `signing.CancelSigningRequest` (the sender, and owners and admins on requests that are\nnot private). A request that is not pending, or a recipient who signed or declined, is `409\nconflict`; a recipient id that is not one of the request's is `404 not_found`. The invitation\ntakes one mail of the workspace's hourly and daily budgets (`429 rate_limited` with `Retry-After`\nand nothing changed when they are spent). Retrying with the same `Idempotency-Key` answers the\nfirst result and sends nothing again.",
+      "description": "Replaces who signs in a recipient's place on pending request `signing_request_id`: recipient\n`recipient_id` gets the address `email` (and `name`, when given; the old name stays otherwise), as\nwhen the first address was mistyped or the person who signs changed. Only a recipient who has not\nsigned or declined can be replaced. At once, every link mailed to the old address stops working\n(it answers as an unknown link), the recipient starts again as `pending` (not opened), and, when\nthe recipient was invited already (its `invitation` is not `waiting`), a fresh invitation goes to\nthe new address after the commit; the answer reports its first attempt as `signing.RemindSigners`\ndoes (`invitation_failures`). A recipient still `waiting` for an earlier step of the signing order\nkeeps waiting and is invited at the new address when its step comes.\n\nThe change is in the request's history (`recipient.replaced`, with `previous_email` and\n`previous_name`) and in the workspace's audit log. `email` must be one address (no display name),\nnot the address of another recipient of the request (compared without case; `400 invalid_input`).\nThe same address as now changes nothing and sends nothing (`200`, the request as it is).\n\nWho may: as `signing.CancelSigningRequest` (the sender, and owners and admins on requests that are\nnot private). A request that is not pending is `409 conflict` (whatever `recipient_id` says); on a\npending request, a recipient id that is not one of its own is `404 not_found`, and a recipient who\nsigned or declined is `409 conflict`. The invitation\ntakes one mail of the workspace's hourly and daily budgets (`429 rate_limited` with `Retry-After`\nand nothing changed when they are spent). Retrying with the same `Idempotency-Key` answers the\nfirst result and sends nothing again.",
       "inputSchema": {
         "type": "object",
         "properties": {
@@ -13200,6 +13236,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "role",
                 "signing_order",
                 "status",
                 "invitation",
@@ -13221,6 +13258,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "role": {
+                  "type": "string",
+                  "enum": [
+                    "signer",
+                    "cc"
+                  ]
+                },
                 "signing_order": {
                   "type": "integer",
                   "minimum": 1,
@@ -13241,7 +13285,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "sent",
                     "queued",
                     "failed",
-                    "waiting"
+                    "waiting",
+                    "none"
                   ]
                 },
                 "invitation_error": {
@@ -13330,6 +13375,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
       "body": [
         "file_id",
         "signers",
+        "cc",
         "title",
         "signature_method",
         "message",
@@ -13383,6 +13429,31 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "maximum": 10,
                   "default": 1,
                   "description": "The signer's step in the signing order: signers with the same number sign in\nparallel; those of the lowest number are invited at once, each next number once\neveryone of the numbers before it has signed. All 1 (the default): everyone at once.\n"
+                }
+              }
+            }
+          },
+          "cc": {
+            "type": "array",
+            "maxItems": 10,
+            "description": "People who get the completed copy (the sealed archive's link, as the signers do) and\nnever sign: they are not invited, reminded or counted among the signers. An address may\nbe listed once among `signers` and `cc` together. `name` defaults to the address.\n",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "email"
+              ],
+              "properties": {
+                "email": {
+                  "type": "string",
+                  "minLength": 3,
+                  "maxLength": 320
+                },
+                "name": {
+                  "type": "string",
+                  "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+                  "minLength": 1,
+                  "maxLength": 200
                 }
               }
             }
@@ -13562,6 +13633,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "role",
                 "signing_order",
                 "status",
                 "invitation",
@@ -13583,6 +13655,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "role": {
+                  "type": "string",
+                  "enum": [
+                    "signer",
+                    "cc"
+                  ]
+                },
                 "signing_order": {
                   "type": "integer",
                   "minimum": 1,
@@ -13603,7 +13682,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "sent",
                     "queued",
                     "failed",
-                    "waiting"
+                    "waiting",
+                    "none"
                   ]
                 },
                 "invitation_error": {
@@ -13858,6 +13938,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "recipient_id",
                 "email",
                 "name",
+                "role",
                 "signing_order",
                 "status",
                 "invitation",
@@ -13879,6 +13960,13 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "name": {
                   "type": "string"
                 },
+                "role": {
+                  "type": "string",
+                  "enum": [
+                    "signer",
+                    "cc"
+                  ]
+                },
                 "signing_order": {
                   "type": "integer",
                   "minimum": 1,
@@ -13899,7 +13987,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "sent",
                     "queued",
                     "failed",
-                    "waiting"
+                    "waiting",
+                    "none"
                   ]
                 },
                 "invitation_error": {

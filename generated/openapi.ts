@@ -1423,8 +1423,9 @@ export interface paths {
          *     The same address as now changes nothing and sends nothing (`200`, the request as it is).
          *
          *     Who may: as `signing.CancelSigningRequest` (the sender, and owners and admins on requests that are
-         *     not private). A request that is not pending, or a recipient who signed or declined, is `409
-         *     conflict`; a recipient id that is not one of the request's is `404 not_found`. The invitation
+         *     not private). A request that is not pending is `409 conflict` (whatever `recipient_id` says); on a
+         *     pending request, a recipient id that is not one of its own is `404 not_found`, and a recipient who
+         *     signed or declined is `409 conflict`. The invitation
          *     takes one mail of the workspace's hourly and daily budgets (`429 rate_limited` with `Retry-After`
          *     and nothing changed when they are spent). Retrying with the same `Idempotency-Key` answers the
          *     first result and sends nothing again.
@@ -3191,11 +3192,14 @@ export interface components {
          *     hours, then `failed`) or `failed` (refused for good; `invitation_error` says the server's answer),
          *     or `waiting`: not invited yet, because the signers of an earlier step of the signing order
          *     (`signing_order`, lowest first) have not all signed; the invitation goes out when they have.
+         *     `role`: `signer`, or `cc` for a recipient who gets the completed copy and never signs (its
+         *     `invitation` is `none` and its `status` stays `pending`; it is not counted among the signers).
          *     Never the signer's IP address, user agent or link.
          * @example {
          *       "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
          *       "email": "ana.lind@example.com",
          *       "name": "Ana Lind",
+         *       "role": "signer",
          *       "signing_order": 1,
          *       "status": "opened",
          *       "invitation": "sent",
@@ -3214,12 +3218,14 @@ export interface components {
             email: string;
             /** Format: display-text */
             name: string;
+            /** @enum {string} */
+            role: "signer" | "cc";
             /** @description The recipient's step in the signing order (same number, same step; 1 for everyone when the request has no order). */
             signing_order: number;
             /** @enum {string} */
             status: "pending" | "opened" | "signed" | "declined";
             /** @enum {string} */
-            invitation: "sent" | "queued" | "failed" | "waiting";
+            invitation: "sent" | "queued" | "failed" | "waiting" | "none";
             /** @description Why the latest mail is queued or failed (the mail server's answer); null once sent. */
             invitation_error: string | null;
             /** @description Unix ms when the invitation was taken by the mail server; null while queued or failed. */
@@ -3271,6 +3277,7 @@ export interface components {
          *           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
          *           "email": "ana.lind@example.com",
          *           "name": "Ana Lind",
+         *           "role": "signer",
          *           "signing_order": 1,
          *           "status": "pending",
          *           "invitation": "sent",
@@ -3286,6 +3293,7 @@ export interface components {
          *           "recipient_id": "rcp_9x7v3c5b6n0z2a4s8d2k4m1q",
          *           "email": "bo@unknown-domain.example",
          *           "name": "Bo Ek",
+         *           "role": "signer",
          *           "signing_order": 1,
          *           "status": "pending",
          *           "invitation": "failed",
@@ -6311,6 +6319,16 @@ export interface operations {
                          */
                         order?: number;
                     }[];
+                    /**
+                     * @description People who get the completed copy (the sealed archive's link, as the signers do) and
+                     *     never sign: they are not invited, reminded or counted among the signers. An address may
+                     *     be listed once among `signers` and `cc` together. `name` defaults to the address.
+                     */
+                    cc?: {
+                        email: string;
+                        /** Format: display-text */
+                        name?: string;
+                    }[];
                     /** Format: display-text */
                     title?: string;
                     /**
@@ -6471,6 +6489,7 @@ export interface operations {
                      *               "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
                      *               "email": "ana.lind@example.com",
                      *               "name": "Ana Lind",
+                     *               "role": "signer",
                      *               "signing_order": 1,
                      *               "status": "opened",
                      *               "invitation": "sent",

@@ -92,7 +92,7 @@ export async function archiveRuns(
     ] as const;
     for (const [i, [name, email, ip, ua]] of signers.entries()) {
       await insertRecipient(db.sql, {
-        id: newId('rcp'), request_id: id, position: i, signing_order: 1, email, name, status: 'signed', invitation_status: 'sent', invitation_error: null, invitation_attempts: 1,
+        id: newId('rcp'), request_id: id, position: i, signing_order: 1, role: 'signer', email, name, status: 'signed', invitation_status: 'sent', invitation_error: null, invitation_attempts: 1,
         invited_at: t - 7_000_000, last_reminded_at: null, auto_reminders: 0, opened_at: t - 3_600_000 * (2 - i), signed_at: t - 3_000_000 * (1 - i), declined_at: null,
         decline_reason: null, typed_name: name, ip, user_agent: ua, provider_evidence: null,
       });

@@ -28,6 +28,7 @@ import {
   listRequestsPage,
   recipientsOfRequests,
   type RequestReader,
+  signersOf,
   updateRecipient,
   updateRequest,
 } from './queries.ts';
@@ -57,6 +58,7 @@ function recipientView(r: DbSigningRecipientRow) {
     recipient_id: r.id,
     email: r.email,
     name: r.name,
+    role: r.role === 'cc' ? ('cc' as const) : ('signer' as const),
     signing_order: Number(r.signing_order ?? 1),
     status: r.status,
     invitation: r.invitation_status,
@@ -226,6 +228,15 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
         if (first !== undefined) throw invalidInput(`signers[${i}].email repeats signers[${first}].email (addresses are compared without case); list each signer once.`);
         seen.set(key, i);
       });
+      const cc = input.cc ?? [];
+      cc.forEach((c, i) => {
+        if (!isMailAddress(c.email)) throw invalidInput(`cc[${i}].email is not an e-mail address (one address such as ana@example.com, no display name).`);
+        if (c.name !== undefined && blank(c.name)) throw invalidInput(`cc[${i}].name is blank.`);
+        const key = c.email.toLowerCase();
+        const first = seen.get(key);
+        if (first !== undefined) throw invalidInput(`cc[${i}].email repeats ${first < input.signers.length ? `signers[${first}]` : `cc[${first - input.signers.length}]`}.email (addresses are compared without case); list each person once.`);
+        seen.set(key, input.signers.length + i);
+      });
       if (input.title !== undefined && blank(input.title)) throw invalidInput('title is blank.');
       const deadline = input.deadline_at ?? ctx.now + DEFAULT_DEADLINE_MS;
       if (input.deadline_at !== undefined) checkDeadline(input.deadline_at, ctx.now);
@@ -280,6 +291,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
         signing_order: s.order ?? 1,
         email: s.email,
         name: s.name,
+        role: 'signer' as const,
         status: 'pending',
         invitation_status: (s.order ?? 1) === first ? 'queued' : 'waiting',
         invitation_error: null,
@@ -296,12 +308,24 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
         user_agent: null,
         provider_evidence: null,
       }));
-      for (const r of recipients) await insertRecipient(ctx.sql, r);
+      // CC recipients after the signers: never invited to sign, mailed the completed copy.
+      const ccRows: DbSigningRecipientRow[] = cc.map((c, i) => ({
+        ...recipients[0]!,
+        id: newId('rcp'),
+        position: recipients.length + i,
+        signing_order: 1,
+        role: 'cc' as const,
+        email: c.email,
+        name: c.name ?? c.email,
+        status: 'pending' as const,
+        invitation_status: 'none' as const,
+      }));
+      for (const r of [...recipients, ...ccRows]) await insertRecipient(ctx.sql, r);
       await appendEvent(ctx.sql, {
         requestId: id,
         workspaceId: ctx.workspaceId,
         kind: 'request.created',
-        data: { title: request.title, signature_method: method, signers: recipients.length, deadline_at: deadline, private: Boolean(request.private), ...(first !== Math.max(...recipients.map((r) => r.signing_order)) ? { in_order: true } : {}) },
+        data: { title: request.title, signature_method: method, signers: recipients.length, deadline_at: deadline, private: Boolean(request.private), ...(first !== Math.max(...recipients.map((r) => r.signing_order)) ? { in_order: true } : {}), ...(ccRows.length ? { cc: ccRows.length } : {}) },
         at: ctx.now,
       });
       await declareRound(ctx.sql, ctx.jobs, recipients.filter((r) => r.invitation_status === 'queued'), { reminder: false, automatic: false, message: request.message }, ctx.now);
@@ -381,7 +405,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
       if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request can be reminded.`);
       if (ctx.now >= Number(request.deadline_at)) throw conflict(`The deadline of signing request ${request.id} has passed (${iso(Number(request.deadline_at))}); extend it first.`);
-      const left = recipients.filter((r) => r.status === 'pending' || r.status === 'opened');
+      const left = signersOf(recipients).filter((r) => r.status === 'pending' || r.status === 'opened');
       if (!left.length) throw conflict(`No recipient of signing request ${request.id} is left to sign.`);
       // Recipients of a later step of the signing order are not invited yet: nothing to remind them of.
       const open = left.filter((r) => r.invitation_status !== 'waiting');
@@ -424,7 +448,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       if (taken) throw invalidInput(`email is already the address of another recipient of this request (${taken.id}); list each signer once.`);
       const name = input.name ?? recipient.name;
       if (input.email === recipient.email && name === recipient.name) return requestView(request, recipients, []);
-      const invited = recipient.invitation_status !== 'waiting';
+      const invited = recipient.invitation_status !== 'waiting' && recipient.invitation_status !== 'none';
       if (invited) await spendMail(ctx, 1);
       await endRecipientAccess(ctx.sql, recipient.id);
       await updateRecipient(ctx.sql, recipient.id, {

@@ -6,8 +6,11 @@ import { publishSigningEvent } from './outboxEvents.ts';
 
 export type RequestStatus = 'pending' | 'completed' | 'cancelled' | 'expired';
 export type RecipientStatus = 'pending' | 'opened' | 'signed' | 'declined';
-/** `waiting`: not invited yet (a later step of the signing order). */
-export type InvitationStatus = 'sent' | 'queued' | 'failed' | 'waiting';
+/** `waiting`: not invited yet (a later step of the signing order); `none`: a CC recipient, never invited to sign. */
+export type InvitationStatus = 'sent' | 'queued' | 'failed' | 'waiting' | 'none';
+
+/** `cc`: gets the completed copy and never signs. */
+export type RecipientRole = 'signer' | 'cc';
 export type SignatureMethod = 'standard' | 'bankid';
 
 export interface DbSigningRequestRow {
@@ -41,6 +44,7 @@ export interface DbSigningRecipientRow {
   position: number;
   /** Same number: sign in parallel; the next number is invited once the previous one has signed. */
   signing_order: number;
+  role: RecipientRole;
   email: string;
   name: string;
   status: RecipientStatus;
@@ -115,13 +119,16 @@ export async function insertRequest(sql: Sql, r: DbSigningRequestRow): Promise<v
   );
 }
 
+/** The recipients who sign (not the CC recipients), in order. */
+export const signersOf = <T extends { role?: RecipientRole | string | null }>(recipients: readonly T[]): T[] => recipients.filter((r) => r.role !== 'cc');
+
 export async function insertRecipient(sql: Sql, r: DbSigningRecipientRow): Promise<void> {
   await sql.run(
-    `INSERT INTO signing_recipients (id, request_id, position, signing_order, email, name, status, invitation_status, invitation_error, invitation_attempts, invited_at,
+    `INSERT INTO signing_recipients (id, request_id, position, signing_order, role, email, name, status, invitation_status, invitation_error, invitation_attempts, invited_at,
        last_reminded_at, auto_reminders, opened_at, signed_at, declined_at, decline_reason, typed_name, ip, user_agent, provider_evidence)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [
-      r.id, r.request_id, r.position, r.signing_order, r.email, r.name, r.status, r.invitation_status, r.invitation_error, r.invitation_attempts, r.invited_at,
+      r.id, r.request_id, r.position, r.signing_order, r.role ?? 'signer', r.email, r.name, r.status, r.invitation_status, r.invitation_error, r.invitation_attempts, r.invited_at,
       r.last_reminded_at, r.auto_reminders, r.opened_at, r.signed_at, r.declined_at, r.decline_reason, r.typed_name, r.ip, r.user_agent, r.provider_evidence,
     ],
   );

@@ -131,6 +131,40 @@ for (const database of databases) {
       for (const address of Object.keys(parties)) assert.equal(completedTo(address).length, 1, `${address}: still one`);
     });
 
+    it('CC recipients are not invited, reminded or counted among the signers, and get the completed copy', async () => {
+      const { file } = await putFile(svc, ws.workspace_id);
+      const api = svc.client(ws.keys.sender!.secret);
+      const res = await api.signing.RequestFileSignatures({ file_id: file.id, title: 'CC agreement', signers: [{ email: 'cc-signer@example.test', name: 'Sam Signer' }], cc: [{ email: 'legal@example.test', name: 'Legal' }, { email: 'archive@example.test' }] });
+      assert.equal(res.response.status, 200, JSON.stringify(res.error));
+      const made = res.data!;
+      assert.deepEqual(made.recipients.map((r) => [r.email, r.role, r.invitation, r.name]), [
+        ['cc-signer@example.test', 'signer', 'sent', 'Sam Signer'],
+        ['legal@example.test', 'cc', 'none', 'Legal'],
+        ['archive@example.test', 'cc', 'none', 'archive@example.test'],
+      ]);
+      await runJobs(svc);
+      assert.equal(smtp.to('legal@example.test').length, 0, 'a CC is not invited to sign');
+      svc.clock.advance(2 * 3_600_000);
+      const reminded = await api.signing.RemindSigners({ signing_request_id: made.signing_request_id });
+      assert.equal(reminded.response.status, 200);
+      await runJobs(svc);
+      assert.equal(smtp.to('legal@example.test').length, 0, 'nor reminded');
+      // The one signer signing completes it (the CCs are not waited for).
+      const signer = (await listRecipients(svc.db.sql, made.signing_request_id)).find((r) => r.role === 'signer')!;
+      const now = svc.clock.now();
+      await svc.db.tx(async (sql) => {
+        assert.ok((await recordOpened(sql, { recipientId: signer.id, now })).ok);
+        assert.ok((await recordSigned(sql, svc, { recipientId: signer.id, typedName: 'Sam Signer', ip: null, userAgent: null, now })).ok);
+      });
+      assert.equal((await api.signing.GetSigningRequest({ signing_request_id: made.signing_request_id })).data!.status, 'completed');
+      await runJobs(svc);
+      for (const cc of ['legal@example.test', 'archive@example.test']) assert.equal(completedTo(cc).length, 1, `${cc} gets the completed copy`);
+      // A CC's address repeating a signer's is refused.
+      const clash = await api.signing.RequestFileSignatures({ file_id: file.id, signers: [{ email: 'x@example.test', name: 'X' }], cc: [{ email: 'X@example.test' }] });
+      assert.equal(clash.response.status, 400);
+      assert.match(clash.error!.message, /cc\[0\]\.email repeats signers\[0\]\.email/);
+    });
+
     it("sent by a key alone: its creator (an active member) is the sender; a key nobody created mails the owners and admins; a sender who signs gets one mail", async () => {
       const byKey = await create({ title: 'Key agreement', signers: [{ email: 'ext-key@example.test', name: 'Kim Key' }] });
       const byOther = await create({ key: 'other', title: 'Other agreement', signers: [{ email: 'ext-other@example.test', name: 'Otto Other' }] });

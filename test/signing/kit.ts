@@ -94,6 +94,7 @@ export async function seedRequest(seed: Seed, fileId: string, status: RequestSta
     request_id: id,
     position: 0,
     signing_order: 1,
+    role: 'signer',
     email: 'contract-signer@example.com',
     name: 'Contract Signer',
     status: done ? 'signed' : 'pending',

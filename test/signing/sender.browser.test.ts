@@ -103,6 +103,7 @@ for (const database of databases) {
       await page.locator('.signer-row').nth(1).locator('input[name=signer_email]').fill('dan@dealer.test');
       await page.locator('textarea[name=message]').fill('Please sign before Friday.');
       await page.locator('input[name=in_order]').check();
+      await page.locator('input[name=cc]').fill('legal@supply.test');
       await page.setViewportSize({ width: 390, height: 844 });
       assert.equal(await noSideways(page), true, 'the send page fits a phone');
       await shot(page, '1-send-phone');
@@ -113,7 +114,10 @@ for (const database of databases) {
       assert.match((await page.locator('.flash').textContent())!, /Sent "Supply agreement 2027" to 2 signers/);
       assert.equal(await page.locator('.request-page').getAttribute('data-status'), 'pending');
       assert.match((await page.locator('.lede').textContent())!, /Sent by Olga Owner/);
-      assert.equal(await page.locator('.recipient').count(), 2);
+      assert.equal(await page.locator('.recipient').count(), 3);
+      assert.match((await page.locator('.recipient').nth(2).textContent())!, /legal@supply\.test[\s\S]*Gets a copy/);
+      assert.match((await page.locator('h2', { hasText: 'Signers:' }).textContent())!, /0 of 2 signed/, 'a CC is not a signer');
+      assert.equal(mailsTo('legal@supply.test').length, 0, 'a CC is not asked to sign');
       assert.match((await page.locator('.recipient').nth(0).textContent())!, /Carla Client[\s\S]*Not opened yet[\s\S]*Invited/);
       // The request is the member's own, made through the operations with her session.
       const row = await svc.db.sql.one<{ owner_member_id: string; private: unknown; message: string }>(`SELECT owner_member_id, private, message FROM signing_requests WHERE id = ?`, [requestId]);
@@ -202,6 +206,7 @@ for (const database of databases) {
       const stored = await svc.db.sql.one<{ archive_sha256: string }>(`SELECT archive_sha256 FROM signing_requests WHERE id = ?`, [requestId]);
       assert.equal(sha256(archive), stored!.archive_sha256);
       assert.match((await page.locator('.history').textContent())!, /Signed by everyone[\s\S]*Signed archive ready/);
+      assert.equal(mailsTo('legal@supply.test').filter((m) => /^Signed by everyone/.test(m.mail.subject ?? '')).length, 1, 'the CC gets the completed copy');
       assert.equal(await page.locator('a[href="/verify"]').count(), 1);
       assert.equal(await page.locator('.actions-card').count(), 0, 'nothing to change on a completed request');
       await shot(page, '3-completed');

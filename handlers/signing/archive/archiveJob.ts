@@ -26,7 +26,7 @@ import { archiveBankIdRequest } from '../bankid/flow.ts';
 import { sealingCertificate, type SealSettings } from './sealSettings.ts';
 import { registerArchive } from './registerArchive.ts';
 import { buildArchive, type Evidence } from './evidence.ts';
-import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, updateRequest } from '../queries.ts';
+import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, signersOf, updateRequest } from '../queries.ts';
 import { ARCHIVE_JOB, type ArchiveJobPayload } from '../request/lifecycle.ts';
 import { seal } from './seal.ts';
 
@@ -80,7 +80,7 @@ async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { file
     source: { filename: source.filename, sha256: source.sha256, size: source.size, pages: source.pageCount },
     createdAt: Number(request.created_at),
     completedAt: Number(request.completed_at ?? request.updated_at),
-    signers: recipients.map((r) => ({
+    signers: signersOf(recipients).map((r) => ({
       name: r.name,
       email: r.email,
       typedName: r.typed_name,

@@ -16,7 +16,7 @@ import type { JobDefinition, JobQueue } from '../../../server/jobs.ts';
 import { MailUnavailableError, mailTemplates } from '../../../server/mailer.ts';
 import { filesOf } from '../files.ts';
 import { humanTime, type SigningRuntime, senderOf } from '../request/invitationMail.ts';
-import { type DbSigningRequestRow, findMember, findRequestById, keyCreator, listRecipients } from '../queries.ts';
+import { type DbSigningRequestRow, findMember, findRequestById, keyCreator, listRecipients, signersOf } from '../queries.ts';
 
 export const COMPLETED_MAIL_JOB = 'signing.completed-mail';
 /** How long the archive's link in the mail works. */
@@ -118,7 +118,7 @@ export async function sendCompletedMail(deps: SigningRuntime, job: CompletedMail
   const now = clock.now();
   const link = await files.downloadUrl(db.sql, config.publicUrl, file, now, { ttlMs: COMPLETED_LINK_TTL_MS, filename: file.filename });
   const who = await senderOf(db.sql, request);
-  const signers = (await listRecipients(db.sql, request.id)).map((r) => ({ name: r.name, signedAt: r.signed_at === null ? null : humanTime(Number(r.signed_at)) }));
+  const signers = signersOf(await listRecipients(db.sql, request.id)).map((r) => ({ name: r.name, signedAt: r.signed_at === null ? null : humanTime(Number(r.signed_at)) }));
   const mail = composeCompletedMail({
     name: job.name,
     isSender: job.role === 'sender',

@@ -33,7 +33,8 @@ const templates = mailTemplates(new URL('./mail/', import.meta.url));
 export async function enqueueDeclinedMails(sql: Sql, jobs: Pick<JobQueue, 'enqueue'>, request: DbSigningRequestRow, decliner: DbSigningRecipientRow): Promise<number> {
   let n = 0;
   // Recipients of a later step of the signing order were never invited: they are not told either.
-  const uninvited = new Set((await listRecipients(sql, request.id)).filter((r) => r.invitation_status === 'waiting').map((r) => r.email.toLowerCase()));
+  // Nor are CC recipients: they get the completed copy, and there will be none.
+  const uninvited = new Set((await listRecipients(sql, request.id)).filter((r) => r.invitation_status === 'waiting' || r.role === 'cc').map((r) => r.email.toLowerCase()));
   for (const party of await completedMailParties(sql, request)) {
     if (party.to.toLowerCase() === decliner.email.toLowerCase() || (party.role === 'recipient' && uninvited.has(party.to.toLowerCase()))) continue;
     const payload: DeclinedMailPayload = { requestId: request.id, workspaceId: request.workspace_id, ...party };

@@ -18,6 +18,7 @@ import {
   findRequestById,
   keyCreator,
   listRecipients,
+  signersOf,
   updateRecipient,
   updateRequest,
 } from '../queries.ts';
@@ -131,7 +132,8 @@ export async function recordSigned(sql: Sql, deps: { readonly jobs: JobQueue }, 
     ['pending', 'opened'],
   );
   await appendEvent(sql, { requestId: request.id, workspaceId: request.workspace_id, kind: 'recipient.signed', recipientId: recipient.id, data: { signature_method: request.signature_method }, at: input.now });
-  const unsigned = pair.all.filter((r) => r.id !== recipient.id && r.status !== 'signed');
+  const signers = signersOf(pair.all);
+  const unsigned = signers.filter((r) => r.id !== recipient.id && r.status !== 'signed');
   if (unsigned.length > 0) {
     // Signing order: once no one of an earlier step is left, the next step's recipients are invited (mailed after commit).
     const step = Math.min(...unsigned.map((r) => Number(r.signing_order ?? 1)));
@@ -140,7 +142,7 @@ export async function recordSigned(sql: Sql, deps: { readonly jobs: JobQueue }, 
     return { ok: true, completed: false, request };
   }
   await updateRequest(sql, request.id, { status: 'completed', completed_at: input.now }, input.now);
-  await appendEvent(sql, { requestId: request.id, workspaceId: request.workspace_id, kind: 'request.completed', data: { signers: pair.all.length }, at: input.now });
+  await appendEvent(sql, { requestId: request.id, workspaceId: request.workspace_id, kind: 'request.completed', data: { signers: signers.length }, at: input.now });
   const payload: ArchiveJobPayload = { requestId: request.id, workspaceId: request.workspace_id };
   await deps.jobs.enqueue(sql, ARCHIVE_JOB, payload, { key: request.id });
   await noticeSender(
@@ -149,7 +151,7 @@ export async function recordSigned(sql: Sql, deps: { readonly jobs: JobQueue }, 
     {
       kind: 'signing.completed',
       title: `Signed by everyone: ${request.title}`,
-      body: `All ${pair.all.length} signer${pair.all.length === 1 ? '' : 's'} signed "${request.title}" (${request.id}). The signed archive is being prepared: the request's page offers it for download once it is ready (signing.GetSigningDocument with version "signed" returns it once file_id is set).`,
+      body: `All ${signers.length} signer${signers.length === 1 ? '' : 's'} signed "${request.title}" (${request.id}). The signed archive is being prepared: the request's page offers it for download once it is ready (signing.GetSigningDocument with version "signed" returns it once file_id is set).`,
       link: requestPagePath(request.id),
       sourceId: request.id,
     },
@@ -203,7 +205,7 @@ export async function cancelRequest(sql: Sql, request: DbSigningRequestRow, reas
 export async function expireRequest(sql: Sql, requestId: string, now: number): Promise<boolean> {
   const request = await findRequestById(sql, requestId, true);
   if (!request || request.status !== 'pending' || Number(request.deadline_at) > now) return false;
-  const recipients = await listRecipients(sql, request.id);
+  const recipients = signersOf(await listRecipients(sql, request.id));
   const signed = recipients.filter((r) => r.status === 'signed').length;
   // It expired at its deadline, whenever this runs (the job, or a command that found it past due).
   const at = Number(request.deadline_at);

@@ -51,6 +51,8 @@ const HISTORY_LIMIT = 100;
 export const senderNavigation: NavEntry[] = [{ label: 'Documents', path: DOCUMENTS_PATH, order: 15 }];
 export const SENDER_CSS = new URL('./sender.css', import.meta.url);
 
+const signerCount = (r: SigningRequest) => r.recipients.filter((c) => c.role !== 'cc').length;
+
 /** A request's page. */
 export const requestPath = (id: string) => `${DOCUMENTS_PATH}/requests/${id}`;
 
@@ -131,16 +133,21 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
   /** Whether the member may change the request (the operations decide; this only hides forms that would be refused). */
   const mayManage = (page: MemberPage, r: SigningRequest) => r.sender.member_id === page.member.id || (page.manage && !r.private);
 
+  /** A recipient's state in words: CC recipients get a copy, later steps wait for their turn. */
+  const recipientState = (c: SigningRequest['recipients'][number]) =>
+    c.role === 'cc' ? { status: 'cc', words: 'Gets a copy' } : c.invitation === 'waiting' ? { status: 'waiting', words: 'Waiting for their turn' } : { status: c.status, words: RECIPIENT_WORDS[c.status] ?? c.status };
+
   function summary(r: SigningRequest, now: number) {
-    const signed = r.recipients.filter((c) => c.status === 'signed').length;
+    const signers = r.recipients.filter((c) => c.role !== 'cc');
+    const signed = signers.filter((c) => c.status === 'signed').length;
     return {
       id: r.signing_request_id,
       title: r.title,
       status: r.status,
       statusWords: STATUS_WORDS[r.status] ?? r.status,
       signed,
-      total: r.recipients.length,
-      recipients: r.recipients.map((c) => ({ name: c.name, email: c.email, status: c.invitation === 'waiting' ? 'waiting' : c.status, words: c.invitation === 'waiting' ? 'Waiting for their turn' : (RECIPIENT_WORDS[c.status] ?? c.status) })),
+      total: signers.length,
+      recipients: r.recipients.map((c) => ({ name: c.name, email: c.email, ...recipientState(c) })),
       created: timeInWords(r.created_at),
       due: r.status === 'pending' ? `due ${untilInWords(r.deadline_at - now)} (${timeInWords(r.deadline_at)})` : '',
       failures: r.invitation_failures,
@@ -198,7 +205,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
   });
 
   /** The send page, with what a refused post kept. */
-  async function sendPage(page: MemberPage, status: number, kept: { problem?: string; fileId?: string; filename?: string; title?: string; message?: string; signers?: Array<{ name: string; email: string }>; deadline?: string; method?: string; private?: boolean; inOrder?: boolean } = {}) {
+  async function sendPage(page: MemberPage, status: number, kept: { problem?: string; fileId?: string; filename?: string; title?: string; message?: string; signers?: Array<{ name: string; email: string }>; deadline?: string; method?: string; private?: boolean; inOrder?: boolean; cc?: string } = {}) {
     const signers = kept.signers?.length ? kept.signers : [{ name: '', email: '' }];
     await page.send(status, {
       title: 'Send a document for signing',
@@ -221,6 +228,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
         method: kept.method ?? 'standard',
         private: kept.private ?? false,
         inOrder: kept.inOrder ?? false,
+        cc: kept.cc ?? '',
       }),
     });
   }
@@ -252,6 +260,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
       method: field(body, 'signature_method') === 'bankid' ? 'bankid' : 'standard',
       private: field(body, 'private') === 'on',
       inOrder: field(body, 'in_order') === 'on',
+      cc: field(body, 'cc').slice(0, 4000),
     };
     const refuse = (problem: string) => sendPage(page, 400, { ...kept, problem });
     if (!kept.fileId) return refuse('Choose a PDF and wait until it is uploaded, then send.');
@@ -261,8 +270,11 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
     if (missing >= 0) return refuse(`Signer ${missing + 1} needs both a name and an e-mail address.`);
     const deadline = kept.deadline ? minuteMs(kept.deadline) : null;
     if (kept.deadline && deadline === null) return refuse('The deadline is not a date and time (YYYY-MM-DD HH:MM, UTC).');
+    const cc = kept.cc.split(/[,;\s]+/).map((a) => a.trim()).filter(Boolean);
+    if (cc.length > MAX_SIGNERS) return refuse(`Copy to at most ${MAX_SIGNERS} addresses.`);
     // "One after another": each signer is a step of the signing order, in the order listed.
     const input: Record<string, unknown> = { file_id: kept.fileId, signers: kept.inOrder ? signers.map((x, i) => ({ ...x, order: i + 1 })) : signers, signature_method: kept.method };
+    if (cc.length) input.cc = cc.map((email) => ({ email }));
     if (kept.title) input.title = kept.title;
     if (kept.message.trim()) input.message = kept.message;
     if (deadline !== null) input.deadline_at = deadline;
@@ -272,7 +284,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
     logger.info({ workspace_id: page.workspaceId, signing_request_id: r.signing_request_id }, 'signing request sent from the Documents page');
     const failed = r.invitation_failures;
     await page.hold(requestPath(r.signing_request_id), {
-      flash: `Sent "${r.title}" to ${r.recipients.length} signer${r.recipients.length === 1 ? '' : 's'}.`,
+      flash: `Sent "${r.title}" to ${signerCount(r)} signer${signerCount(r) === 1 ? '' : 's'}${r.recipients.length > signerCount(r) ? `; ${r.recipients.length - signerCount(r)} more get the signed copy` : ''}.`,
       ...(failed.length ? { problem: `The invitation to ${failed.join(', ')} could not be delivered. Check the address, or use Remind once the problem is fixed.` } : {}),
     } satisfies Held);
     res.redirect(303, requestPath(r.signing_request_id));
@@ -304,7 +316,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
     const who = await names(page.workspaceId);
     const held = ((await page.take()) ?? {}) as Held;
     const manage = mayManage(page, r) && r.status === 'pending';
-    const pendingCount = r.recipients.filter((c) => c.status === 'pending' || c.status === 'opened').length;
+    const pendingCount = r.recipients.filter((c) => c.role !== 'cc' && c.invitation !== 'waiting' && (c.status === 'pending' || c.status === 'opened')).length;
     await page.send(200, {
       title: r.title,
       html: views.render('request', {
@@ -320,16 +332,17 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
           : r.status === 'completed' ? `Completed ${timeInWords(r.completed_at ?? now)}.` : '',
         archive: r.status !== 'completed' ? 'none' : r.file_id ? 'ready' : r.archive_error ? 'failed' : 'preparing',
         archiveError: r.archive_error ?? '',
-        inOrder: new Set(r.recipients.map((c) => c.signing_order)).size > 1,
+        inOrder: new Set(r.recipients.filter((c) => c.role !== 'cc').map((c) => c.signing_order)).size > 1,
         recipients: r.recipients.map((c) => ({
           id: c.recipient_id,
           replaceable: manage && (c.status === 'pending' || c.status === 'opened'),
           name: c.name,
           email: c.email,
           order: c.signing_order,
-          status: c.invitation === 'waiting' ? 'waiting' : c.status,
-          words: c.invitation === 'waiting' ? 'Waiting for their turn' : (RECIPIENT_WORDS[c.status] ?? c.status),
+          cc: c.role === 'cc',
+          ...recipientState(c),
           steps: [
+            c.role === 'cc' ? { what: 'Gets the signed copy once everyone has signed; does not sign', at: '', bad: false } : null,
             c.invitation === 'waiting' && r.status === 'pending' ? { what: 'Invited once everyone of the earlier steps has signed', at: '', bad: false } : null,
             c.invited_at !== null ? { what: c.invitation === 'failed' ? 'Invitation failed' : 'Invited', at: timeInWords(c.invited_at), bad: c.invitation === 'failed' } : null,
             c.invitation === 'failed' && c.invitation_error ? { what: c.invitation_error, at: '', bad: true } : null,
