@@ -637,6 +637,40 @@ export const catalogue = [
     "summary": "Cancel a pending signing request"
   },
   {
+    "id": "signing.CreateTemplate",
+    "namespace": "signing",
+    "name": "CreateTemplate",
+    "method": "post",
+    "path": "/operations/signing.CreateTemplate",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": true,
+    "resource": null,
+    "access": [],
+    "summary": "Save a document with its roles as a template"
+  },
+  {
+    "id": "signing.DeleteTemplate",
+    "namespace": "signing",
+    "name": "DeleteTemplate",
+    "method": "post",
+    "path": "/operations/signing.DeleteTemplate",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": true,
+    "resource": null,
+    "access": [],
+    "summary": "Delete a template"
+  },
+  {
     "id": "signing.GetSigningDocument",
     "namespace": "signing",
     "name": "GetSigningDocument",
@@ -705,6 +739,23 @@ export const catalogue = [
     "summary": "List the signing requests the caller may read, newest first"
   },
   {
+    "id": "signing.ListTemplates",
+    "namespace": "signing",
+    "name": "ListTemplates",
+    "method": "post",
+    "path": "/operations/signing.ListTemplates",
+    "kind": "query",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": true,
+    "resource": null,
+    "access": [],
+    "summary": "List the templates the caller may use, newest first"
+  },
+  {
     "id": "signing.RemindSigners",
     "namespace": "signing",
     "name": "RemindSigners",
@@ -754,6 +805,23 @@ export const catalogue = [
     "resource": null,
     "access": [],
     "summary": "Ask people to sign a file"
+  },
+  {
+    "id": "signing.SendTemplate",
+    "namespace": "signing",
+    "name": "SendTemplate",
+    "method": "post",
+    "path": "/operations/signing.SendTemplate",
+    "kind": "command",
+    "contractVersion": 1,
+    "workspaceSupported": true,
+    "deprecated": false,
+    "actAs": "optional",
+    "listed": true,
+    "sessions": true,
+    "resource": null,
+    "access": [],
+    "summary": "Send a template for signing, with its people filled in"
   },
   {
     "id": "signing.UpdateSigningDeadline",

@@ -151,6 +151,12 @@ export function createClient(options: ServiceClientOptions) {
       /** Cancel a pending signing request (command). */
       CancelSigningRequest: (body: RequestBody<'signing.CancelSigningRequest'>, call: CommandOptions = {}) =>
         raw.POST('/operations/signing.CancelSigningRequest', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Save a document with its roles as a template (command). */
+      CreateTemplate: (body: RequestBody<'signing.CreateTemplate'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/signing.CreateTemplate', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Delete a template (command). */
+      DeleteTemplate: (body: RequestBody<'signing.DeleteTemplate'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/signing.DeleteTemplate', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
       /** Get a download link for a request's document (query). */
       GetSigningDocument: (body: RequestBody<'signing.GetSigningDocument'>, call: CallOptions = {}) =>
         raw.POST('/operations/signing.GetSigningDocument', { body, params: { header: actAsHeader(options, call) } }),
@@ -163,6 +169,9 @@ export function createClient(options: ServiceClientOptions) {
       /** List the signing requests the caller may read, newest first (query). */
       ListSigningRequests: (body: RequestBody<'signing.ListSigningRequests'>, call: CallOptions = {}) =>
         raw.POST('/operations/signing.ListSigningRequests', { body, params: { header: actAsHeader(options, call) } }),
+      /** List the templates the caller may use, newest first (query). */
+      ListTemplates: (body: RequestBody<'signing.ListTemplates'>, call: CallOptions = {}) =>
+        raw.POST('/operations/signing.ListTemplates', { body, params: { header: actAsHeader(options, call) } }),
       /** Remind the signers who have not signed (command). */
       RemindSigners: (body: RequestBody<'signing.RemindSigners'>, call: CommandOptions = {}) =>
         raw.POST('/operations/signing.RemindSigners', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
@@ -172,6 +181,9 @@ export function createClient(options: ServiceClientOptions) {
       /** Ask people to sign a file (command). */
       RequestFileSignatures: (body: RequestBody<'signing.RequestFileSignatures'>, call: CommandOptions = {}) =>
         raw.POST('/operations/signing.RequestFileSignatures', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
+      /** Send a template for signing, with its people filled in (command). */
+      SendTemplate: (body: RequestBody<'signing.SendTemplate'>, call: CommandOptions = {}) =>
+        raw.POST('/operations/signing.SendTemplate', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),
       /** Move a signing request's deadline (command). */
       UpdateSigningDeadline: (body: RequestBody<'signing.UpdateSigningDeadline'>, call: CommandOptions = {}) =>
         raw.POST('/operations/signing.UpdateSigningDeadline', { body, params: { header: { ...actAsHeader(options, call), 'Idempotency-Key': call.idempotencyKey ?? globalThis.crypto.randomUUID() } } }),

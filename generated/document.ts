@@ -4358,8 +4358,7 @@ export const document = {
                           "type": "integer",
                           "minimum": 1,
                           "maximum": 10,
-                          "default": 1,
-                          "description": "The signer's step in the signing order: signers with the same number sign in\nparallel; those of the lowest number are invited at once, each next number once\neveryone of the numbers before it has signed. All 1 (the default): everyone at once.\n"
+                          "description": "(1 when absent; not filled in as a default, so a retry of a request made before\nsigning order existed keeps its Idempotency-Key.) The signer's step in the signing order: signers with the same number sign in\nparallel; those of the lowest number are invited at once, each next number once\neveryone of the numbers before it has signed. All 1 (the default): everyone at once.\n"
                         }
                       }
                     }
@@ -5075,6 +5074,550 @@ export const document = {
         "responses": {
           "200": {
             "description": "The request after the change.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SigningRequest"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.CreateTemplate": {
+      "post": {
+        "operationId": "signing.CreateTemplate",
+        "summary": "Save a document with its roles as a template",
+        "description": "Saves file `file_id` (a PDF visible to the caller, as for `signing.RequestFileSignatures`) with\n`roles` (1 to 10: the people to fill in each time it is sent) as a template named `name`, with the\ndefaults `title`, `message` and `signature_method` of the requests sent from it. A role has a name\n(`role`, unique in the template without case), a step `order` in the signing order (1 to 10,\ndefault 1: same number, same step) and `cc` (default false: true for a recipient who gets the\ncompleted copy and does not sign); at least one role must sign. The file is kept for as long as\nthe template exists (the documents retention never removes it).\n\nVisibility: a template over a workspace file is the workspace's (every caller of the workspace\nlists and sends it; it shows on the Documents pages); over a member's private file it is that\nmember's own (`private: true`). Retrying with the same `Idempotency-Key` answers the same template.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "security": [
+          {
+            "ApiKey": []
+          },
+          {
+            "SessionCookie": []
+          }
+        ],
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "file_id",
+                  "name",
+                  "roles"
+                ],
+                "properties": {
+                  "file_id": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 40
+                  },
+                  "name": {
+                    "type": "string",
+                    "format": "display-text",
+                    "minLength": 1,
+                    "maxLength": 200
+                  },
+                  "title": {
+                    "type": "string",
+                    "format": "display-text",
+                    "minLength": 1,
+                    "maxLength": 200
+                  },
+                  "message": {
+                    "type": "string",
+                    "format": "display-text",
+                    "maxLength": 2000
+                  },
+                  "signature_method": {
+                    "type": "string",
+                    "enum": [
+                      "standard",
+                      "bankid"
+                    ],
+                    "default": "standard"
+                  },
+                  "roles": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 10,
+                    "items": {
+                      "type": "object",
+                      "additionalProperties": false,
+                      "required": [
+                        "role"
+                      ],
+                      "properties": {
+                        "role": {
+                          "type": "string",
+                          "format": "display-text",
+                          "minLength": 1,
+                          "maxLength": 100
+                        },
+                        "order": {
+                          "type": "integer",
+                          "minimum": 1,
+                          "maximum": 10,
+                          "default": 1
+                        },
+                        "cc": {
+                          "type": "boolean",
+                          "default": false
+                        }
+                      }
+                    }
+                  }
+                }
+              },
+              "example": {
+                "file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
+                "name": "Consulting agreement",
+                "title": "Consulting agreement",
+                "message": "Please review and sign.",
+                "roles": [
+                  {
+                    "role": "Client",
+                    "order": 1
+                  },
+                  {
+                    "role": "Consultant",
+                    "order": 2
+                  },
+                  {
+                    "role": "Legal",
+                    "cc": true
+                  }
+                ]
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The new template (or, for a retry with the same Idempotency-Key, the same one).",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SigningTemplate"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.ListTemplates": {
+      "post": {
+        "operationId": "signing.ListTemplates",
+        "summary": "List the templates the caller may use, newest first",
+        "description": "The workspace's templates (over workspace files) and, acting for a member, that member's own\nprivate ones, newest first. `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor`\nback as `cursor` with the same key and `Service-Act-As`. Reading changes nothing.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "query",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "security": [
+          {
+            "ApiKey": []
+          },
+          {
+            "SessionCookie": []
+          }
+        ],
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                  "limit": {
+                    "$ref": "#/components/schemas/PageLimit"
+                  },
+                  "cursor": {
+                    "$ref": "#/components/schemas/PageCursor"
+                  }
+                }
+              },
+              "example": {
+                "limit": 20
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "A page of templates, newest first.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "items",
+                    "has_more",
+                    "next_cursor"
+                  ],
+                  "properties": {
+                    "items": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/SigningTemplate"
+                      }
+                    },
+                    "has_more": {
+                      "type": "boolean"
+                    },
+                    "next_cursor": {
+                      "type": "string",
+                      "nullable": true
+                    }
+                  }
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.DeleteTemplate": {
+      "post": {
+        "operationId": "signing.DeleteTemplate",
+        "summary": "Delete a template",
+        "description": "Deletes template `template_id`. Requests sent from it stay as they are; its file stays while a\nrequest uses it (else the documents retention removes it in time). `deleted` says whether this\ncall removed it (`false`: it was already gone, e.g. a retry). Who may: for a private template its\nmember; for a workspace template the member or key that made it, and owners and admins. Another\ncaller who can see it gets `403 forbidden`; a template the caller cannot see is `404 not_found`.\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "deprecated": false,
+        "security": [
+          {
+            "ApiKey": []
+          },
+          {
+            "SessionCookie": []
+          }
+        ],
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "template_id"
+                ],
+                "properties": {
+                  "template_id": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 40
+                  }
+                }
+              },
+              "example": {
+                "template_id": "tpl_3c5b6n0z2a4s8d2k4m1q9x7v"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "What became of the template.",
+            "headers": {
+              "Idempotency-Replayed": {
+                "$ref": "#/components/headers/IdempotencyReplayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": [
+                    "template_id",
+                    "deleted"
+                  ],
+                  "properties": {
+                    "template_id": {
+                      "type": "string"
+                    },
+                    "deleted": {
+                      "type": "boolean"
+                    }
+                  }
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/InvalidKey"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/ServerError"
+          }
+        }
+      }
+    },
+    "/operations/signing.SendTemplate": {
+      "post": {
+        "operationId": "signing.SendTemplate",
+        "summary": "Send a template for signing, with its people filled in",
+        "description": "Makes a signing request from template `template_id`: `recipients` names one person (`email`,\n`name`) for each of the template's roles (`role`, matched without case; every role exactly once,\nelse `400 invalid_input` naming the role), and the request is made exactly as\n`signing.RequestFileSignatures` makes one with the template's file, its roles' steps as the\nsigners' `order`, its CC roles as `cc`, and its `title`, `message` and `signature_method` unless\ngiven here. Everything `RequestFileSignatures` says holds: the invitations (sent after the commit,\nthe first attempt reported in `invitation_failures`), the limits, the visibility of the request\n(private when the template is), idempotency. The template must be visible to the caller (`404`\notherwise).\n",
+        "tags": [
+          "signing"
+        ],
+        "x-service-kind": "command",
+        "x-service-contract-version": 1,
+        "x-service-workspace-supported": true,
+        "x-service-act-as": "optional",
+        "x-service-mcp": {
+          "open_world": true
+        },
+        "deprecated": false,
+        "security": [
+          {
+            "ApiKey": []
+          },
+          {
+            "SessionCookie": []
+          }
+        ],
+        "parameters": [
+          {
+            "$ref": "#/components/parameters/ActAsOptional"
+          },
+          {
+            "$ref": "#/components/parameters/IdempotencyKey"
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "template_id",
+                  "recipients"
+                ],
+                "properties": {
+                  "template_id": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 40
+                  },
+                  "recipients": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 10,
+                    "items": {
+                      "type": "object",
+                      "additionalProperties": false,
+                      "required": [
+                        "role",
+                        "email",
+                        "name"
+                      ],
+                      "properties": {
+                        "role": {
+                          "type": "string",
+                          "format": "display-text",
+                          "minLength": 1,
+                          "maxLength": 100
+                        },
+                        "email": {
+                          "type": "string",
+                          "minLength": 3,
+                          "maxLength": 320
+                        },
+                        "name": {
+                          "type": "string",
+                          "format": "display-text",
+                          "minLength": 1,
+                          "maxLength": 200
+                        }
+                      }
+                    }
+                  },
+                  "title": {
+                    "type": "string",
+                    "format": "display-text",
+                    "minLength": 1,
+                    "maxLength": 200
+                  },
+                  "message": {
+                    "type": "string",
+                    "format": "display-text",
+                    "maxLength": 2000
+                  },
+                  "deadline_at": {
+                    "$ref": "#/components/schemas/UnixMillis"
+                  },
+                  "reminder_interval_days": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 30,
+                    "nullable": true
+                  }
+                }
+              },
+              "example": {
+                "template_id": "tpl_3c5b6n0z2a4s8d2k4m1q9x7v",
+                "recipients": [
+                  {
+                    "role": "Client",
+                    "email": "ana.lind@example.com",
+                    "name": "Ana Lind"
+                  },
+                  {
+                    "role": "Consultant",
+                    "email": "bo.ek@example.com",
+                    "name": "Bo Ek"
+                  },
+                  {
+                    "role": "Legal",
+                    "email": "legal@example.com",
+                    "name": "Legal team"
+                  }
+                ]
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The new request (or, for a retry with the same Idempotency-Key, the same one).",
             "headers": {
               "Idempotency-Replayed": {
                 "$ref": "#/components/headers/IdempotencyReplayed"
@@ -9413,6 +9956,110 @@ export const document = {
           "data": {
             "reminder": false
           }
+        }
+      },
+      "SigningTemplate": {
+        "type": "object",
+        "description": "A template: a document (`file_id`, kept for as long as the template or a request uses it) with its\nroles saved for reuse. Each role is a person to fill in when the template is sent\n(`signing.SendTemplate`): `role` names it (\"Client\", \"Witness\"), `order` is its step in the signing\norder (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy\nand does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent\nfrom it. `private`: made over a member's private file, so only that member sees and sends it.\n",
+        "additionalProperties": false,
+        "required": [
+          "template_id",
+          "name",
+          "file_id",
+          "title",
+          "message",
+          "signature_method",
+          "roles",
+          "private",
+          "created_at"
+        ],
+        "properties": {
+          "template_id": {
+            "type": "string",
+            "description": "Id of the template (`tpl_...`)."
+          },
+          "name": {
+            "type": "string",
+            "format": "display-text"
+          },
+          "file_id": {
+            "type": "string"
+          },
+          "title": {
+            "type": "string",
+            "nullable": true,
+            "format": "display-text"
+          },
+          "message": {
+            "type": "string",
+            "nullable": true
+          },
+          "signature_method": {
+            "type": "string",
+            "enum": [
+              "standard",
+              "bankid"
+            ]
+          },
+          "roles": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "role",
+                "order",
+                "cc"
+              ],
+              "properties": {
+                "role": {
+                  "type": "string",
+                  "format": "display-text"
+                },
+                "order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10
+                },
+                "cc": {
+                  "type": "boolean"
+                }
+              }
+            }
+          },
+          "private": {
+            "type": "boolean"
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/UnixMillis"
+          }
+        },
+        "example": {
+          "template_id": "tpl_3c5b6n0z2a4s8d2k4m1q9x7v",
+          "name": "Consulting agreement",
+          "file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
+          "title": "Consulting agreement",
+          "message": "Please review and sign.",
+          "signature_method": "standard",
+          "roles": [
+            {
+              "role": "Client",
+              "order": 1,
+              "cc": false
+            },
+            {
+              "role": "Consultant",
+              "order": 2,
+              "cc": false
+            },
+            {
+              "role": "Legal",
+              "order": 1,
+              "cc": true
+            }
+          ],
+          "private": false,
+          "created_at": 1795507200000
         }
       },
       "FileId": {

@@ -11866,6 +11866,253 @@ export const mcpTools: readonly McpToolDefinition[] = [
     }
   },
   {
+    "operationId": "signing.CreateTemplate",
+    "namespace": "signing",
+    "kind": "command",
+    "arguments": {
+      "body": [
+        "file_id",
+        "name",
+        "title",
+        "message",
+        "signature_method",
+        "roles"
+      ],
+      "path": [],
+      "query": []
+    },
+    "wrapsOutput": false,
+    "tool": {
+      "name": "signing_CreateTemplate",
+      "title": "Save a document with its roles as a template",
+      "description": "Saves file `file_id` (a PDF visible to the caller, as for `signing.RequestFileSignatures`) with\n`roles` (1 to 10: the people to fill in each time it is sent) as a template named `name`, with the\ndefaults `title`, `message` and `signature_method` of the requests sent from it. A role has a name\n(`role`, unique in the template without case), a step `order` in the signing order (1 to 10,\ndefault 1: same number, same step) and `cc` (default false: true for a recipient who gets the\ncompleted copy and does not sign); at least one role must sign. The file is kept for as long as\nthe template exists (the documents retention never removes it).\n\nVisibility: a template over a workspace file is the workspace's (every caller of the workspace\nlists and sends it; it shows on the Documents pages); over a member's private file it is that\nmember's own (`private: true`). Retrying with the same `Idempotency-Key` answers the same template.",
+      "inputSchema": {
+        "type": "object",
+        "properties": {
+          "file_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 40
+          },
+          "name": {
+            "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+            "minLength": 1,
+            "maxLength": 200
+          },
+          "title": {
+            "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+            "minLength": 1,
+            "maxLength": 200
+          },
+          "message": {
+            "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+            "maxLength": 2000
+          },
+          "signature_method": {
+            "type": "string",
+            "enum": [
+              "standard",
+              "bankid"
+            ],
+            "default": "standard"
+          },
+          "roles": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 10,
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "role"
+              ],
+              "properties": {
+                "role": {
+                  "type": "string",
+                  "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+                  "minLength": 1,
+                  "maxLength": 100
+                },
+                "order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10,
+                  "default": 1
+                },
+                "cc": {
+                  "type": "boolean",
+                  "default": false
+                }
+              }
+            }
+          },
+          "idempotency_key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "Idempotency key of this call (1 to 200 characters): a retry with the same key and the same arguments answers the first result and does not act again; a revised call needs a new key. Optional: without it the server derives one from the call so a retried call does not act twice."
+          }
+        },
+        "required": [
+          "file_id",
+          "name",
+          "roles"
+        ],
+        "additionalProperties": false
+      },
+      "outputSchema": {
+        "type": "object",
+        "description": "A template: a document (`file_id`, kept for as long as the template or a request uses it) with its\nroles saved for reuse. Each role is a person to fill in when the template is sent\n(`signing.SendTemplate`): `role` names it (\"Client\", \"Witness\"), `order` is its step in the signing\norder (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy\nand does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent\nfrom it. `private`: made over a member's private file, so only that member sees and sends it.\n",
+        "additionalProperties": false,
+        "required": [
+          "template_id",
+          "name",
+          "file_id",
+          "title",
+          "message",
+          "signature_method",
+          "roles",
+          "private",
+          "created_at"
+        ],
+        "properties": {
+          "template_id": {
+            "type": "string"
+          },
+          "name": {
+            "type": "string"
+          },
+          "file_id": {
+            "type": "string"
+          },
+          "title": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "message": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "signature_method": {
+            "type": "string",
+            "enum": [
+              "standard",
+              "bankid"
+            ]
+          },
+          "roles": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "role",
+                "order",
+                "cc"
+              ],
+              "properties": {
+                "role": {
+                  "type": "string"
+                },
+                "order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10
+                },
+                "cc": {
+                  "type": "boolean"
+                }
+              }
+            }
+          },
+          "private": {
+            "type": "boolean"
+          },
+          "created_at": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 8640000000000000
+          }
+        }
+      },
+      "annotations": {
+        "title": "Save a document with its roles as a template",
+        "readOnlyHint": false,
+        "destructiveHint": false,
+        "idempotentHint": false,
+        "openWorldHint": false
+      }
+    }
+  },
+  {
+    "operationId": "signing.DeleteTemplate",
+    "namespace": "signing",
+    "kind": "command",
+    "arguments": {
+      "body": [
+        "template_id"
+      ],
+      "path": [],
+      "query": []
+    },
+    "wrapsOutput": false,
+    "tool": {
+      "name": "signing_DeleteTemplate",
+      "title": "Delete a template",
+      "description": "Deletes template `template_id`. Requests sent from it stay as they are; its file stays while a\nrequest uses it (else the documents retention removes it in time). `deleted` says whether this\ncall removed it (`false`: it was already gone, e.g. a retry). Who may: for a private template its\nmember; for a workspace template the member or key that made it, and owners and admins. Another\ncaller who can see it gets `403 forbidden`; a template the caller cannot see is `404 not_found`.",
+      "inputSchema": {
+        "type": "object",
+        "properties": {
+          "template_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 40
+          },
+          "idempotency_key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "Idempotency key of this call (1 to 200 characters): a retry with the same key and the same arguments answers the first result and does not act again; a revised call needs a new key. Optional: without it the server derives one from the call so a retried call does not act twice."
+          }
+        },
+        "required": [
+          "template_id"
+        ],
+        "additionalProperties": false
+      },
+      "outputSchema": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "template_id",
+          "deleted"
+        ],
+        "properties": {
+          "template_id": {
+            "type": "string"
+          },
+          "deleted": {
+            "type": "boolean"
+          }
+        }
+      },
+      "annotations": {
+        "title": "Delete a template",
+        "readOnlyHint": false,
+        "destructiveHint": true,
+        "idempotentHint": true,
+        "openWorldHint": false
+      }
+    }
+  },
+  {
     "operationId": "signing.GetSigningDocument",
     "namespace": "signing",
     "kind": "query",
@@ -12744,6 +12991,152 @@ export const mcpTools: readonly McpToolDefinition[] = [
     }
   },
   {
+    "operationId": "signing.ListTemplates",
+    "namespace": "signing",
+    "kind": "query",
+    "arguments": {
+      "body": [
+        "limit",
+        "cursor"
+      ],
+      "path": [],
+      "query": []
+    },
+    "wrapsOutput": false,
+    "tool": {
+      "name": "signing_ListTemplates",
+      "title": "List the templates the caller may use, newest first",
+      "description": "The workspace's templates (over workspace files) and, acting for a member, that member's own\nprivate ones, newest first. `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor`\nback as `cursor` with the same key and `Service-Act-As`. Reading changes nothing.",
+      "inputSchema": {
+        "type": "object",
+        "properties": {
+          "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 100,
+            "default": 50,
+            "description": "Page size, 1 to 100 (default 50)."
+          },
+          "cursor": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 16384,
+            "description": "Opaque `next_cursor` from the previous page, exactly as received (see \"Paging cursors\"). Send it with the same filters as that page."
+          }
+        },
+        "additionalProperties": false
+      },
+      "outputSchema": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "items",
+          "has_more",
+          "next_cursor"
+        ],
+        "properties": {
+          "items": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "template_id",
+                "name",
+                "file_id",
+                "title",
+                "message",
+                "signature_method",
+                "roles",
+                "private",
+                "created_at"
+              ],
+              "properties": {
+                "template_id": {
+                  "type": "string"
+                },
+                "name": {
+                  "type": "string"
+                },
+                "file_id": {
+                  "type": "string"
+                },
+                "title": {
+                  "type": [
+                    "string",
+                    "null"
+                  ]
+                },
+                "message": {
+                  "type": [
+                    "string",
+                    "null"
+                  ]
+                },
+                "signature_method": {
+                  "type": "string",
+                  "enum": [
+                    "standard",
+                    "bankid"
+                  ]
+                },
+                "roles": {
+                  "type": "array",
+                  "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": [
+                      "role",
+                      "order",
+                      "cc"
+                    ],
+                    "properties": {
+                      "role": {
+                        "type": "string"
+                      },
+                      "order": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 10
+                      },
+                      "cc": {
+                        "type": "boolean"
+                      }
+                    }
+                  }
+                },
+                "private": {
+                  "type": "boolean"
+                },
+                "created_at": {
+                  "type": "integer",
+                  "minimum": 0,
+                  "maximum": 8640000000000000
+                }
+              }
+            }
+          },
+          "has_more": {
+            "type": "boolean"
+          },
+          "next_cursor": {
+            "type": [
+              "string",
+              "null"
+            ]
+          }
+        }
+      },
+      "annotations": {
+        "title": "List the templates the caller may use, newest first",
+        "readOnlyHint": true,
+        "destructiveHint": false,
+        "idempotentHint": true,
+        "openWorldHint": false
+      }
+    }
+  },
+  {
     "operationId": "signing.RemindSigners",
     "namespace": "signing",
     "kind": "command",
@@ -13427,8 +13820,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                   "type": "integer",
                   "minimum": 1,
                   "maximum": 10,
-                  "default": 1,
-                  "description": "The signer's step in the signing order: signers with the same number sign in\nparallel; those of the lowest number are invited at once, each next number once\neveryone of the numbers before it has signed. All 1 (the default): everyone at once.\n"
+                  "description": "(1 when absent; not filled in as a default, so a retry of a request made before\nsigning order existed keeps its Idempotency-Key.) The signer's step in the signing order: signers with the same number sign in\nparallel; those of the lowest number are invited at once, each next number once\neveryone of the numbers before it has signed. All 1 (the default): everyone at once.\n"
                 }
               }
             }
@@ -13757,6 +14149,366 @@ export const mcpTools: readonly McpToolDefinition[] = [
       },
       "annotations": {
         "title": "Ask people to sign a file",
+        "readOnlyHint": false,
+        "destructiveHint": false,
+        "idempotentHint": false,
+        "openWorldHint": true
+      }
+    }
+  },
+  {
+    "operationId": "signing.SendTemplate",
+    "namespace": "signing",
+    "kind": "command",
+    "arguments": {
+      "body": [
+        "template_id",
+        "recipients",
+        "title",
+        "message",
+        "deadline_at",
+        "reminder_interval_days"
+      ],
+      "path": [],
+      "query": []
+    },
+    "wrapsOutput": false,
+    "tool": {
+      "name": "signing_SendTemplate",
+      "title": "Send a template for signing, with its people filled in",
+      "description": "Makes a signing request from template `template_id`: `recipients` names one person (`email`,\n`name`) for each of the template's roles (`role`, matched without case; every role exactly once,\nelse `400 invalid_input` naming the role), and the request is made exactly as\n`signing.RequestFileSignatures` makes one with the template's file, its roles' steps as the\nsigners' `order`, its CC roles as `cc`, and its `title`, `message` and `signature_method` unless\ngiven here. Everything `RequestFileSignatures` says holds: the invitations (sent after the commit,\nthe first attempt reported in `invitation_failures`), the limits, the visibility of the request\n(private when the template is), idempotency. The template must be visible to the caller (`404`\notherwise).",
+      "inputSchema": {
+        "type": "object",
+        "properties": {
+          "template_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 40
+          },
+          "recipients": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 10,
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "role",
+                "email",
+                "name"
+              ],
+              "properties": {
+                "role": {
+                  "type": "string",
+                  "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+                  "minLength": 1,
+                  "maxLength": 100
+                },
+                "email": {
+                  "type": "string",
+                  "minLength": 3,
+                  "maxLength": 320
+                },
+                "name": {
+                  "type": "string",
+                  "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+                  "minLength": 1,
+                  "maxLength": 200
+                }
+              }
+            }
+          },
+          "title": {
+            "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+            "minLength": 1,
+            "maxLength": 200
+          },
+          "message": {
+            "type": "string",
+            "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+            "maxLength": 2000
+          },
+          "deadline_at": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 8640000000000000,
+            "description": "Unix time in milliseconds (at most 8.64e15, the last instant a JavaScript Date can hold)."
+          },
+          "reminder_interval_days": {
+            "type": [
+              "integer",
+              "null"
+            ],
+            "minimum": 1,
+            "maximum": 30
+          },
+          "idempotency_key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "Idempotency key of this call (1 to 200 characters): a retry with the same key and the same arguments answers the first result and does not act again; a revised call needs a new key. Optional: without it the server derives one from the call so a retried call does not act twice."
+          }
+        },
+        "required": [
+          "template_id",
+          "recipients"
+        ],
+        "additionalProperties": false
+      },
+      "outputSchema": {
+        "type": "object",
+        "description": "A signing request. `status`: `pending` (waiting for signatures), `completed` (every recipient\nsigned; the signed archive is built in the background and `file_id` is null until it is ready),\n`cancelled` (by the sender, `signing.CancelSigningRequest`, or because a recipient declined: then\n`cancel_reason` is `declined by <name>`), `expired` (the deadline passed first: from the moment of\n`deadline_at` on, every read shows `expired` with `expired_at` = `deadline_at` and every change is\nrefused as for an expired request, whether or not the recurring expiry job has recorded it yet).\nOnly `pending` moves; the other three are final and every signer's link has ended. `source_file_id` is the file\nthe signers see, fixed at creation (its bytes never change). `invitation_failures` lists the\naddresses whose latest invitation or reminder failed for good (empty when every mail went out or\nis still queued).\n",
+        "additionalProperties": false,
+        "required": [
+          "signing_request_id",
+          "status",
+          "title",
+          "message",
+          "signature_method",
+          "source_file_id",
+          "file_id",
+          "archive_error",
+          "private",
+          "deadline_at",
+          "reminder_interval_days",
+          "created_at",
+          "completed_at",
+          "cancelled_at",
+          "cancel_reason",
+          "expired_at",
+          "invitation_failures",
+          "recipients",
+          "sender"
+        ],
+        "properties": {
+          "signing_request_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 40
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "pending",
+              "completed",
+              "cancelled",
+              "expired"
+            ]
+          },
+          "title": {
+            "type": "string"
+          },
+          "message": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "signature_method": {
+            "type": "string",
+            "enum": [
+              "standard",
+              "bankid"
+            ]
+          },
+          "source_file_id": {
+            "type": "string"
+          },
+          "file_id": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "archive_error": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "private": {
+            "type": "boolean"
+          },
+          "deadline_at": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 8640000000000000
+          },
+          "reminder_interval_days": {
+            "type": [
+              "integer",
+              "null"
+            ]
+          },
+          "created_at": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 8640000000000000
+          },
+          "completed_at": {
+            "type": [
+              "integer",
+              "null"
+            ]
+          },
+          "cancelled_at": {
+            "type": [
+              "integer",
+              "null"
+            ]
+          },
+          "cancel_reason": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "expired_at": {
+            "type": [
+              "integer",
+              "null"
+            ]
+          },
+          "invitation_failures": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          },
+          "recipients": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "recipient_id",
+                "email",
+                "name",
+                "role",
+                "signing_order",
+                "status",
+                "invitation",
+                "invitation_error",
+                "invited_at",
+                "last_reminded_at",
+                "opened_at",
+                "signed_at",
+                "declined_at",
+                "decline_reason"
+              ],
+              "properties": {
+                "recipient_id": {
+                  "type": "string"
+                },
+                "email": {
+                  "type": "string"
+                },
+                "name": {
+                  "type": "string"
+                },
+                "role": {
+                  "type": "string",
+                  "enum": [
+                    "signer",
+                    "cc"
+                  ]
+                },
+                "signing_order": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 10
+                },
+                "status": {
+                  "type": "string",
+                  "enum": [
+                    "pending",
+                    "opened",
+                    "signed",
+                    "declined"
+                  ]
+                },
+                "invitation": {
+                  "type": "string",
+                  "enum": [
+                    "sent",
+                    "queued",
+                    "failed",
+                    "waiting",
+                    "none"
+                  ]
+                },
+                "invitation_error": {
+                  "type": [
+                    "string",
+                    "null"
+                  ]
+                },
+                "invited_at": {
+                  "type": [
+                    "integer",
+                    "null"
+                  ]
+                },
+                "last_reminded_at": {
+                  "type": [
+                    "integer",
+                    "null"
+                  ]
+                },
+                "opened_at": {
+                  "type": [
+                    "integer",
+                    "null"
+                  ]
+                },
+                "signed_at": {
+                  "type": [
+                    "integer",
+                    "null"
+                  ]
+                },
+                "declined_at": {
+                  "type": [
+                    "integer",
+                    "null"
+                  ]
+                },
+                "decline_reason": {
+                  "type": [
+                    "string",
+                    "null"
+                  ]
+                }
+              }
+            }
+          },
+          "sender": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": [
+              "member_id",
+              "key_id"
+            ],
+            "properties": {
+              "member_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              },
+              "key_id": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              }
+            }
+          }
+        }
+      },
+      "annotations": {
+        "title": "Send a template for signing, with its people filled in",
         "readOnlyHint": false,
         "destructiveHint": false,
         "idempotentHint": false,
@@ -15525,13 +16277,17 @@ export const mcpToolsets: readonly McpToolset[] = [
     "description": "Signing requests over uploaded PDFs (listed by who may read them, invitations by e-mail, each signer's own link, reminders, deadlines, cancellation), their history and the sealed, verifiable archive.",
     "tools": [
       "signing_CancelSigningRequest",
+      "signing_CreateTemplate",
+      "signing_DeleteTemplate",
       "signing_GetSigningDocument",
       "signing_GetSigningRequest",
       "signing_ListSigningEvents",
       "signing_ListSigningRequests",
+      "signing_ListTemplates",
       "signing_RemindSigners",
       "signing_ReplaceRecipient",
       "signing_RequestFileSignatures",
+      "signing_SendTemplate",
       "signing_UpdateSigningDeadline",
       "signing_VerifySignedDocument"
     ]

@@ -1437,6 +1437,110 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/operations/signing.CreateTemplate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Save a document with its roles as a template
+         * @description Saves file `file_id` (a PDF visible to the caller, as for `signing.RequestFileSignatures`) with
+         *     `roles` (1 to 10: the people to fill in each time it is sent) as a template named `name`, with the
+         *     defaults `title`, `message` and `signature_method` of the requests sent from it. A role has a name
+         *     (`role`, unique in the template without case), a step `order` in the signing order (1 to 10,
+         *     default 1: same number, same step) and `cc` (default false: true for a recipient who gets the
+         *     completed copy and does not sign); at least one role must sign. The file is kept for as long as
+         *     the template exists (the documents retention never removes it).
+         *
+         *     Visibility: a template over a workspace file is the workspace's (every caller of the workspace
+         *     lists and sends it; it shows on the Documents pages); over a member's private file it is that
+         *     member's own (`private: true`). Retrying with the same `Idempotency-Key` answers the same template.
+         */
+        post: operations["signing.CreateTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/signing.ListTemplates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List the templates the caller may use, newest first
+         * @description The workspace's templates (over workspace files) and, acting for a member, that member's own
+         *     private ones, newest first. `limit` 1 to 100 (default 50); while `has_more`, send `next_cursor`
+         *     back as `cursor` with the same key and `Service-Act-As`. Reading changes nothing.
+         */
+        post: operations["signing.ListTemplates"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/signing.DeleteTemplate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete a template
+         * @description Deletes template `template_id`. Requests sent from it stay as they are; its file stays while a
+         *     request uses it (else the documents retention removes it in time). `deleted` says whether this
+         *     call removed it (`false`: it was already gone, e.g. a retry). Who may: for a private template its
+         *     member; for a workspace template the member or key that made it, and owners and admins. Another
+         *     caller who can see it gets `403 forbidden`; a template the caller cannot see is `404 not_found`.
+         */
+        post: operations["signing.DeleteTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/signing.SendTemplate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a template for signing, with its people filled in
+         * @description Makes a signing request from template `template_id`: `recipients` names one person (`email`,
+         *     `name`) for each of the template's roles (`role`, matched without case; every role exactly once,
+         *     else `400 invalid_input` naming the role), and the request is made exactly as
+         *     `signing.RequestFileSignatures` makes one with the template's file, its roles' steps as the
+         *     signers' `order`, its CC roles as `cc`, and its `title`, `message` and `signature_method` unless
+         *     given here. Everything `RequestFileSignatures` says holds: the invitations (sent after the commit,
+         *     the first attempt reported in `invitation_failures`), the limits, the visibility of the request
+         *     (private when the template is), idempotency. The template must be visible to the caller (`404`
+         *     otherwise).
+         */
+        post: operations["signing.SendTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/operations/signing.UpdateSigningDeadline": {
         parameters: {
             query?: never;
@@ -3402,6 +3506,61 @@ export interface components {
             data: {
                 [key: string]: unknown;
             };
+        };
+        /**
+         * @description A template: a document (`file_id`, kept for as long as the template or a request uses it) with its
+         *     roles saved for reuse. Each role is a person to fill in when the template is sent
+         *     (`signing.SendTemplate`): `role` names it ("Client", "Witness"), `order` is its step in the signing
+         *     order (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy
+         *     and does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent
+         *     from it. `private`: made over a member's private file, so only that member sees and sends it.
+         * @example {
+         *       "template_id": "tpl_3c5b6n0z2a4s8d2k4m1q9x7v",
+         *       "name": "Consulting agreement",
+         *       "file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
+         *       "title": "Consulting agreement",
+         *       "message": "Please review and sign.",
+         *       "signature_method": "standard",
+         *       "roles": [
+         *         {
+         *           "role": "Client",
+         *           "order": 1,
+         *           "cc": false
+         *         },
+         *         {
+         *           "role": "Consultant",
+         *           "order": 2,
+         *           "cc": false
+         *         },
+         *         {
+         *           "role": "Legal",
+         *           "order": 1,
+         *           "cc": true
+         *         }
+         *       ],
+         *       "private": false,
+         *       "created_at": 1795507200000
+         *     }
+         */
+        SigningTemplate: {
+            /** @description Id of the template (`tpl_...`). */
+            template_id: string;
+            /** Format: display-text */
+            name: string;
+            file_id: string;
+            /** Format: display-text */
+            title: string | null;
+            message: string | null;
+            /** @enum {string} */
+            signature_method: "standard" | "bankid";
+            roles: {
+                /** Format: display-text */
+                role: string;
+                order: number;
+                cc: boolean;
+            }[];
+            private: boolean;
+            created_at: components["schemas"]["UnixMillis"];
         };
         /**
          * @description Id of a stored file (`file_...`): an uploaded, scanned PDF or a signed archive.
@@ -6312,10 +6471,10 @@ export interface operations {
                         /** Format: display-text */
                         name: string;
                         /**
-                         * @description The signer's step in the signing order: signers with the same number sign in
+                         * @description (1 when absent; not filled in as a default, so a retry of a request made before
+                         *     signing order existed keeps its Idempotency-Key.) The signer's step in the signing order: signers with the same number sign in
                          *     parallel; those of the lowest number are invited at once, each next number once
                          *     everyone of the numbers before it has signed. All 1 (the default): everyone at once.
-                         * @default 1
                          */
                         order?: number;
                     }[];
@@ -6707,6 +6866,277 @@ export interface operations {
         };
         responses: {
             /** @description The request after the change. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SigningRequest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.CreateTemplate": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "file_id": "file_3c5b6n0z2a4s8d2k4m1q9x7v",
+                 *       "name": "Consulting agreement",
+                 *       "title": "Consulting agreement",
+                 *       "message": "Please review and sign.",
+                 *       "roles": [
+                 *         {
+                 *           "role": "Client",
+                 *           "order": 1
+                 *         },
+                 *         {
+                 *           "role": "Consultant",
+                 *           "order": 2
+                 *         },
+                 *         {
+                 *           "role": "Legal",
+                 *           "cc": true
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    file_id: string;
+                    /** Format: display-text */
+                    name: string;
+                    /** Format: display-text */
+                    title?: string;
+                    /** Format: display-text */
+                    message?: string;
+                    /**
+                     * @default standard
+                     * @enum {string}
+                     */
+                    signature_method?: "standard" | "bankid";
+                    roles: {
+                        /** Format: display-text */
+                        role: string;
+                        /** @default 1 */
+                        order?: number;
+                        /** @default false */
+                        cc?: boolean;
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description The new template (or, for a retry with the same Idempotency-Key, the same one). */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SigningTemplate"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.ListTemplates": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "limit": 20
+                 *     }
+                 */
+                "application/json": {
+                    limit?: components["schemas"]["PageLimit"];
+                    cursor?: components["schemas"]["PageCursor"];
+                };
+            };
+        };
+        responses: {
+            /** @description A page of templates, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["SigningTemplate"][];
+                        has_more: boolean;
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.DeleteTemplate": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "template_id": "tpl_3c5b6n0z2a4s8d2k4m1q9x7v"
+                 *     }
+                 */
+                "application/json": {
+                    template_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description What became of the template. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        template_id: string;
+                        deleted: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InvalidKey"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    "signing.SendTemplate": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Member account id (from `GET /delegation/members`) to act for. The request must then pass both the
+                 *     key's grants and that member's permissions. Omit it for workspace access.
+                 */
+                "Service-Act-As"?: components["parameters"]["ActAsOptional"];
+                /**
+                 * @description Unique key of this command, 1 to 200 characters, chosen by the caller (a UUID v4 is a good choice).
+                 *     Reuse it, with the same body, to retry the same action; use a new key for a revised action.
+                 * @example 6f1c9a62-3b4e-4d7a-9a55-2c1f0f4e8b11
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "template_id": "tpl_3c5b6n0z2a4s8d2k4m1q9x7v",
+                 *       "recipients": [
+                 *         {
+                 *           "role": "Client",
+                 *           "email": "ana.lind@example.com",
+                 *           "name": "Ana Lind"
+                 *         },
+                 *         {
+                 *           "role": "Consultant",
+                 *           "email": "bo.ek@example.com",
+                 *           "name": "Bo Ek"
+                 *         },
+                 *         {
+                 *           "role": "Legal",
+                 *           "email": "legal@example.com",
+                 *           "name": "Legal team"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    template_id: string;
+                    recipients: {
+                        /** Format: display-text */
+                        role: string;
+                        email: string;
+                        /** Format: display-text */
+                        name: string;
+                    }[];
+                    /** Format: display-text */
+                    title?: string;
+                    /** Format: display-text */
+                    message?: string;
+                    deadline_at?: components["schemas"]["UnixMillis"];
+                    reminder_interval_days?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The new request (or, for a retry with the same Idempotency-Key, the same one). */
             200: {
                 headers: {
                     "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];

@@ -6,6 +6,7 @@
  *    deadline moved, its original downloaded;
  *  - `cancel`: cancelled by the 200 case;
  *  - `replace`: its one signer given another address by ReplaceRecipient's 200 case;
+ *  - `template` (sent by SendTemplate's 200) and `templateToDelete` (DeleteTemplate's 200);
  *  - `completed`: every command is refused (409: a completed request cannot be cancelled, reminded or
  *    given another deadline) and its signed document is not ready (409: the contract server runs no
  *    jobs, so its archive is never built);
@@ -95,6 +96,41 @@ module.exports = {
         return r && r.email === 'contract-replaced@example.com' && r.name === 'Contract Replaced' && r.status === 'pending' && r.invitation === 'sent' ? null : `expected the recipient at the new address and invited, got ${JSON.stringify(body)}`;
       });
     },
+    'signing.CreateTemplate': (t, kit) => {
+      const seeded = made(kit);
+      kit.setBody(t, { ...kit.bodyOf(t), file_id: seeded ? seeded.file_id : kit.missingId('file'), name: kit.name('template') });
+      if (!seeded) {
+        if (isOwn(t, 200)) kit.skip(t, 'a deployment run has no file of its own to make a template of.');
+        return;
+      }
+      kit.expect(t, (body) => (/^tpl_/.test(body.template_id) && body.file_id === seeded.file_id && body.roles.length === 3 ? null : `expected a template over ${seeded.file_id} with 3 roles, got ${JSON.stringify(body)}`));
+    },
+    // The key's templates (a deployment may have none).
+    'signing.ListTemplates': (t, kit) => {
+      const seeded = made(kit);
+      kit.setBody(t, { limit: 2 });
+      kit.expect(t, (body) => (body.items.length <= 2 && (!seeded || body.items.length === 2) ? null : `expected a page of at most 2 templates, got ${JSON.stringify(body)}`));
+    },
+    'signing.DeleteTemplate': (t, kit) => {
+      const seeded = made(kit);
+      const id = seeded ? seeded.templateToDelete : kit.missingId('tpl');
+      kit.setBody(t, { template_id: id });
+      kit.expect(t, (body) => (body.template_id === id && body.deleted === Boolean(seeded) ? null : `expected template ${id} deleted: ${Boolean(seeded)}, got ${JSON.stringify(body)}`));
+    },
+    'signing.SendTemplate': (t, kit) => {
+      const seeded = made(kit);
+      if (!seeded) {
+        kit.setBody(t, { ...kit.bodyOf(t), template_id: kit.missingId('tpl') });
+        if (isOwn(t, 200)) kit.skip(t, 'a deployment run sends no invitation: it would mail a real address.');
+        return;
+      }
+      kit.setBody(t, { ...kit.bodyOf(t), template_id: seeded.template });
+      kit.expect(t, (body) =>
+        body.status === 'pending' && body.recipients.length === 3 && body.recipients[0].invitation === 'sent' && body.recipients[1].invitation === 'waiting' && body.recipients[2].role === 'cc'
+          ? null
+          : `expected a pending request of the template's three roles, got ${JSON.stringify(body)}`,
+      );
+    },
     'signing.CancelSigningRequest': (t, kit) => {
       const id = requestOf(t, kit, 'cancel', { reason: 'Contract tests' });
       if (id) kit.expect(t, (body) => (body.status === 'cancelled' && body.cancel_reason === 'Contract tests' ? null : `expected request ${id} cancelled, got ${JSON.stringify(body)}`));
@@ -138,6 +174,13 @@ module.exports = {
     'signing.UpdateSigningDeadline': (t, kit) => kit.setBody(t, { signing_request_id: kit.missingId('sr'), deadline_at: Date.now() + 10 * DAY }),
     'signing.CancelSigningRequest': (t, kit) => kit.setBody(t, { signing_request_id: kit.missingId('sr') }),
     'signing.ReplaceRecipient': (t, kit) => kit.setBody(t, { signing_request_id: kit.missingId('sr'), recipient_id: kit.missingId('rcp'), email: 'contract-replaced@example.com' }),
+    'signing.CreateTemplate': (t, kit) => kit.setBody(t, { ...kit.bodyOf(t), file_id: kit.missingId('file') }),
+    'signing.SendTemplate': (t, kit) => {
+      kit.setBody(t, { ...kit.bodyOf(t), template_id: kit.missingId('tpl') });
+      kit.expect(t, errorSays('not_found', /No template .* is visible/));
+    },
+    // An absent template is 200 deleted: false (a retry); 404 is a template the caller cannot see: another member's private one.
+    'signing.DeleteTemplate': (t, kit) => kit.skip(t, "DeleteTemplate answers 404 only for another member's private template; the contract key acts for no member who has one."),
     'signing.GetSigningDocument': (t, kit) => kit.setBody(t, { signing_request_id: kit.missingId('sr'), version: 'original' }),
     'signing.VerifySignedDocument': (t, kit) => kit.setBody(t, { file_id: kit.missingId('file') }),
   },
@@ -162,6 +205,8 @@ module.exports = {
       requestOf(t, kit, 'completed', { deadline_at: Date.now() + 10 * DAY });
       kit.expect(t, errorSays('conflict', /only a pending request's deadline can change/));
     },
+    'signing.SendTemplate': (t, kit) =>
+      kit.skip(t, 'SendTemplate answers 409 while a send with the same Idempotency-Key is still in progress, or on short bankid credit (as RequestFileSignatures, whose 409 is tested).'),
     'signing.ReplaceRecipient': (t, kit) => {
       if (!made(kit)) return kit.skip(t, 'ReplaceRecipient answers 409 for a request that is not pending; a deployment run has none of its own.');
       requestOf(t, kit, 'completed', { recipient_id: kit.missingId('rcp'), email: 'contract-replaced@example.com' });

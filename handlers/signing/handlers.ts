@@ -9,7 +9,7 @@ import { takeMailQuota, workspaceLimits } from '../../server/limits.ts';
 import { isMailAddress } from '../../server/mailer.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { EffectReport } from '../../server/jobs.ts';
-import { answeredAfterEffects, type OperationContext } from '../../server/operation.ts';
+import { answeredAfterEffects, type Input, type OperationContext } from '../../server/operation.ts';
 import { filesOf } from './files.ts';
 import { prepareBankId } from './bankid/provider.ts';
 import { declareRound, INVITE_JOB, type InviteJobPayload, type SigningRuntime, STILL_SENDING } from './request/invitationMail.ts';
@@ -26,6 +26,7 @@ import {
   listEvents,
   listRecipients,
   listRequestsPage,
+  recipientAsOf,
   recipientsOfRequests,
   type RequestReader,
   signersOf,
@@ -34,6 +35,7 @@ import {
 } from './queries.ts';
 import { cancelRequest, expireRequest } from './request/lifecycle.ts';
 import { verifySignedDocument } from './verify/verifyDocument.ts';
+import { templateHandlers } from './templates.ts';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
@@ -209,325 +211,353 @@ async function reread(sql: Sql, workspaceId: string, id: string) {
   return { request, recipients: await listRecipients(sql, id) };
 }
 
+/**
+ * Makes a signing request (signing.RequestFileSignatures, and signing.SendTemplate with the template's
+ * file and roles filled in): checks, the request and its recipients, the first step's invitations
+ * declared for after the commit.
+ */
+export async function makeRequest(deps: SigningRuntime, input: Input<'signing.RequestFileSignatures'>, ctx: OperationContext) {
+  const seen = new Map<string, number>();
+  input.signers.forEach((s, i) => {
+    if (!isMailAddress(s.email)) throw invalidInput(`signers[${i}].email is not an e-mail address (one address such as ana@example.com, no display name).`);
+    if (blank(s.name)) throw invalidInput(`signers[${i}].name is blank.`);
+    const key = s.email.toLowerCase();
+    const first = seen.get(key);
+    if (first !== undefined) throw invalidInput(`signers[${i}].email repeats signers[${first}].email (addresses are compared without case); list each signer once.`);
+    seen.set(key, i);
+  });
+  const cc = input.cc ?? [];
+  cc.forEach((c, i) => {
+    if (!isMailAddress(c.email)) throw invalidInput(`cc[${i}].email is not an e-mail address (one address such as ana@example.com, no display name).`);
+    if (c.name !== undefined && blank(c.name)) throw invalidInput(`cc[${i}].name is blank.`);
+    const key = c.email.toLowerCase();
+    const first = seen.get(key);
+    if (first !== undefined) throw invalidInput(`cc[${i}].email repeats ${first < input.signers.length ? `signers[${first}]` : `cc[${first - input.signers.length}]`}.email (addresses are compared without case); list each person once.`);
+    seen.set(key, input.signers.length + i);
+  });
+  if (input.title !== undefined && blank(input.title)) throw invalidInput('title is blank.');
+  const deadline = input.deadline_at ?? ctx.now + DEFAULT_DEADLINE_MS;
+  if (input.deadline_at !== undefined) checkDeadline(input.deadline_at, ctx.now);
+  const limits = await workspaceLimits(ctx.sql, ctx.workspaceId);
+  if (input.signers.length + cc.length > limits.recipients_per_request) {
+    throw invalidInput(`signers and cc: ${input.signers.length + cc.length} recipients; this workspace allows at most ${limits.recipients_per_request} per request.`);
+  }
+  const memberId = ctx.member?.id ?? null;
+  const file = await filesOf(deps).find(ctx.sql, ctx.workspaceId, input.file_id);
+  const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
+  if (!file || !filesOf(deps).visibleTo(file, memberId)) throw missing();
+  // Every signer's invitation and every CC's completed copy, taken up front.
+  await spendMail(ctx, input.signers.length + cc.length);
+  // The original stays as long as the request: the documents retention never removes a kept file.
+  if (!(await filesOf(deps).keep(ctx.sql, ctx.workspaceId, file.id))) throw missing();
+
+  const id = newId('sr');
+  const method = input.signature_method ?? 'standard';
+  const request: DbSigningRequestRow = {
+    id,
+    workspace_id: ctx.workspaceId,
+    title: (input.title ?? (file.filename.replace(/\.pdf$/i, '') || file.filename)).slice(0, 200),
+    message: input.message ? input.message : null,
+    signature_method: method,
+    status: 'pending',
+    source_file_id: file.id,
+    source_sha256: file.sha256,
+    private: file.ownerMemberId !== null,
+    owner_member_id: memberId,
+    // A member's own session (the Documents pages) ends in hours: the request is the member's alone, judged by the member later on.
+    created_by_key_id: ctx.credential.kind === 'system' || ctx.credential.kind === 'session' ? null : ctx.credential.keyId,
+    deadline_at: deadline,
+    reminder_interval_days: input.reminder_interval_days ?? null,
+    created_at: ctx.now,
+    updated_at: ctx.now,
+    completed_at: null,
+    cancelled_at: null,
+    cancel_reason: null,
+    expired_at: null,
+    archive_file_id: null,
+    archive_sha256: null,
+    archive_error: null,
+  };
+  await insertRequest(ctx.sql, request);
+  if (method === 'bankid') {
+    await prepareBankId(ctx.sql, deps.settings, { workspaceId: ctx.workspaceId, requestId: id, now: ctx.now });
+  }
+  // Signing order: the lowest number is invited now, each next one once everyone before it has signed.
+  const first = Math.min(...input.signers.map((s) => s.order ?? 1));
+  const recipients: DbSigningRecipientRow[] = input.signers.map((s, position) => ({
+    id: newId('rcp'),
+    request_id: id,
+    position,
+    signing_order: s.order ?? 1,
+    email: s.email,
+    name: s.name,
+    role: 'signer' as const,
+    status: 'pending',
+    invitation_status: (s.order ?? 1) === first ? 'queued' : 'waiting',
+    invitation_error: null,
+    invitation_attempts: 0,
+    invited_at: null,
+    last_reminded_at: null,
+    auto_reminders: 0,
+    opened_at: null,
+    signed_at: null,
+    declined_at: null,
+    decline_reason: null,
+    typed_name: null,
+    ip: null,
+    user_agent: null,
+    provider_evidence: null,
+  }));
+  // CC recipients after the signers: never invited to sign, mailed the completed copy.
+  const ccRows: DbSigningRecipientRow[] = cc.map((c, i) => ({
+    ...recipients[0]!,
+    id: newId('rcp'),
+    position: recipients.length + i,
+    signing_order: 1,
+    role: 'cc' as const,
+    email: c.email,
+    name: c.name ?? c.email,
+    status: 'pending' as const,
+    invitation_status: 'none' as const,
+  }));
+  for (const r of [...recipients, ...ccRows]) await insertRecipient(ctx.sql, r);
+  await appendEvent(ctx.sql, {
+    requestId: id,
+    workspaceId: ctx.workspaceId,
+    kind: 'request.created',
+    data: { title: request.title, signature_method: method, signers: recipients.length, deadline_at: deadline, private: Boolean(request.private), ...(first !== Math.max(...recipients.map((r) => r.signing_order)) ? { in_order: true } : {}), ...(ccRows.length ? { cc: ccRows.length } : {}) },
+    at: ctx.now,
+  });
+  await declareRound(ctx.sql, ctx.jobs, recipients.filter((r) => r.invitation_status === 'queued'), { reminder: false, automatic: false, message: request.message }, ctx.now);
+  const after = await reread(ctx.sql, ctx.workspaceId, id);
+  return requestView(after.request, after.recipients);
+}
+
 /** The operations, made once per process from the module's dependencies (the mailer, the bankid settings). */
-export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signing'> => ({
-  'signing.VerifySignedDocument': verifySignedDocument(filesOf(deps)),
-  'signing.RequestFileSignatures': answeredAfterEffects<'signing.RequestFileSignatures'>({
-    // The invitations are declared in the transaction and sent right after it commits; the answer reports their first attempt.
-    answer: async (_input, ctx, stored, effects) => {
-      const after = await afterRound(ctx, stored.signing_request_id, effects);
-      return requestView(after.request, after.recipients);
-    },
-    run: async (input, ctx) => {
-      const seen = new Map<string, number>();
-      input.signers.forEach((s, i) => {
-        if (!isMailAddress(s.email)) throw invalidInput(`signers[${i}].email is not an e-mail address (one address such as ana@example.com, no display name).`);
-        if (blank(s.name)) throw invalidInput(`signers[${i}].name is blank.`);
-        const key = s.email.toLowerCase();
-        const first = seen.get(key);
-        if (first !== undefined) throw invalidInput(`signers[${i}].email repeats signers[${first}].email (addresses are compared without case); list each signer once.`);
-        seen.set(key, i);
-      });
-      const cc = input.cc ?? [];
-      cc.forEach((c, i) => {
-        if (!isMailAddress(c.email)) throw invalidInput(`cc[${i}].email is not an e-mail address (one address such as ana@example.com, no display name).`);
-        if (c.name !== undefined && blank(c.name)) throw invalidInput(`cc[${i}].name is blank.`);
-        const key = c.email.toLowerCase();
-        const first = seen.get(key);
-        if (first !== undefined) throw invalidInput(`cc[${i}].email repeats ${first < input.signers.length ? `signers[${first}]` : `cc[${first - input.signers.length}]`}.email (addresses are compared without case); list each person once.`);
-        seen.set(key, input.signers.length + i);
-      });
-      if (input.title !== undefined && blank(input.title)) throw invalidInput('title is blank.');
-      const deadline = input.deadline_at ?? ctx.now + DEFAULT_DEADLINE_MS;
-      if (input.deadline_at !== undefined) checkDeadline(input.deadline_at, ctx.now);
-      const limits = await workspaceLimits(ctx.sql, ctx.workspaceId);
-      if (input.signers.length > limits.recipients_per_request) {
-        throw invalidInput(`signers: ${input.signers.length} signers; this workspace allows at most ${limits.recipients_per_request} per request.`);
-      }
-      const memberId = ctx.member?.id ?? null;
-      const file = await filesOf(deps).find(ctx.sql, ctx.workspaceId, input.file_id);
-      const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
-      if (!file || !filesOf(deps).visibleTo(file, memberId)) throw missing();
-      await spendMail(ctx, input.signers.length);
-      // The original stays as long as the request: the documents retention never removes a kept file.
-      if (!(await filesOf(deps).keep(ctx.sql, ctx.workspaceId, file.id))) throw missing();
+export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signing'> => {
+  const templates = templateHandlers(deps, (input, ctx) => makeRequest(deps, input, ctx));
+  return {
+    'signing.CreateTemplate': templates.create,
+    'signing.ListTemplates': templates.list,
+    'signing.DeleteTemplate': templates.remove,
+    'signing.SendTemplate': answeredAfterEffects<'signing.SendTemplate'>({
+      answer: async (_input, ctx, stored, effects) => {
+        const after = await afterRound(ctx, stored.signing_request_id, effects);
+        return requestView(after.request, after.recipients);
+      },
+      run: async (input, ctx) => makeRequest(deps, await templates.requestOf(input, ctx), ctx),
+    }),
 
-      const id = newId('sr');
-      const method = input.signature_method ?? 'standard';
-      const request: DbSigningRequestRow = {
-        id,
-        workspace_id: ctx.workspaceId,
-        title: (input.title ?? (file.filename.replace(/\.pdf$/i, '') || file.filename)).slice(0, 200),
-        message: input.message ? input.message : null,
-        signature_method: method,
-        status: 'pending',
-        source_file_id: file.id,
-        source_sha256: file.sha256,
-        private: file.ownerMemberId !== null,
-        owner_member_id: memberId,
-        created_by_key_id: ctx.credential.kind === 'system' ? null : ctx.credential.keyId,
-        deadline_at: deadline,
-        reminder_interval_days: input.reminder_interval_days ?? null,
-        created_at: ctx.now,
-        updated_at: ctx.now,
-        completed_at: null,
-        cancelled_at: null,
-        cancel_reason: null,
-        expired_at: null,
-        archive_file_id: null,
-        archive_sha256: null,
-        archive_error: null,
-      };
-      await insertRequest(ctx.sql, request);
-      if (method === 'bankid') {
-        await prepareBankId(ctx.sql, deps.settings, { workspaceId: ctx.workspaceId, requestId: id, now: ctx.now });
-      }
-      // Signing order: the lowest number is invited now, each next one once everyone before it has signed.
-      const first = Math.min(...input.signers.map((s) => s.order ?? 1));
-      const recipients: DbSigningRecipientRow[] = input.signers.map((s, position) => ({
-        id: newId('rcp'),
-        request_id: id,
-        position,
-        signing_order: s.order ?? 1,
-        email: s.email,
-        name: s.name,
-        role: 'signer' as const,
-        status: 'pending',
-        invitation_status: (s.order ?? 1) === first ? 'queued' : 'waiting',
-        invitation_error: null,
-        invitation_attempts: 0,
-        invited_at: null,
-        last_reminded_at: null,
-        auto_reminders: 0,
-        opened_at: null,
-        signed_at: null,
-        declined_at: null,
-        decline_reason: null,
-        typed_name: null,
-        ip: null,
-        user_agent: null,
-        provider_evidence: null,
-      }));
-      // CC recipients after the signers: never invited to sign, mailed the completed copy.
-      const ccRows: DbSigningRecipientRow[] = cc.map((c, i) => ({
-        ...recipients[0]!,
-        id: newId('rcp'),
-        position: recipients.length + i,
-        signing_order: 1,
-        role: 'cc' as const,
-        email: c.email,
-        name: c.name ?? c.email,
-        status: 'pending' as const,
-        invitation_status: 'none' as const,
-      }));
-      for (const r of [...recipients, ...ccRows]) await insertRecipient(ctx.sql, r);
-      await appendEvent(ctx.sql, {
-        requestId: id,
-        workspaceId: ctx.workspaceId,
-        kind: 'request.created',
-        data: { title: request.title, signature_method: method, signers: recipients.length, deadline_at: deadline, private: Boolean(request.private), ...(first !== Math.max(...recipients.map((r) => r.signing_order)) ? { in_order: true } : {}), ...(ccRows.length ? { cc: ccRows.length } : {}) },
-        at: ctx.now,
-      });
-      await declareRound(ctx.sql, ctx.jobs, recipients.filter((r) => r.invitation_status === 'queued'), { reminder: false, automatic: false, message: request.message }, ctx.now);
-      const after = await reread(ctx.sql, ctx.workspaceId, id);
-      return requestView(after.request, after.recipients);
-    },
-  }),
+    'signing.VerifySignedDocument': verifySignedDocument(filesOf(deps)),
+    'signing.RequestFileSignatures': answeredAfterEffects<'signing.RequestFileSignatures'>({
+      // The invitations are declared in the transaction and sent right after it commits; the answer reports their first attempt.
+      answer: async (_input, ctx, stored, effects) => {
+        const after = await afterRound(ctx, stored.signing_request_id, effects);
+        return requestView(after.request, after.recipients);
+      },
+      run: (input, ctx) => makeRequest(deps, input, ctx),
+    }),
 
-  'signing.ListSigningRequests': async (input, ctx) => {
-    const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
-    const status = input.status ?? null;
-    const search = input.search?.trim().toLowerCase() || null;
-    const narrow = { search, sentBy: input.sent_by ?? null, recipient: input.recipient?.toLowerCase() ?? null, createdFrom: input.created_from ?? null, createdTo: input.created_to ?? null };
-    const filters = [ctx.workspaceId, status, ctx.credential.keyId, ctx.member?.id ?? null, narrow.search, narrow.sentBy, narrow.recipient, narrow.createdFrom, narrow.createdTo];
-    let after = input.cursor ? await decodeCursor(ctx, input.cursor, TIME_CURSOR, filters, LIST_MISMATCH) : null;
-    if (ctx.credential.kind === 'system') return { items: [], has_more: false, next_cursor: null };
-    const email = ctx.member ? await memberAddress(ctx) : undefined;
-    const reader: RequestReader = ctx.member
-      ? { kind: 'member', memberId: ctx.member.id, admin: mayManageSettings(ctx.member.role), email: email ?? null }
-      : { kind: 'key', keyId: ctx.credential.keyId };
-    // SQL narrows to the requests the caller may see; accessTo (the rule every other operation uses) decides each one.
-    const visible: Array<ReturnType<typeof requestView>> = [];
-    const positions: Array<{ t: number; i: string }> = [];
-    for (;;) {
-      const batch = limit + 1 - visible.length;
-      const rows = await listRequestsPage(ctx.sql, ctx.workspaceId, reader, { status, after, now: ctx.now, ...narrow }, batch);
-      const recipients = await recipientsOfRequests(ctx.sql, rows.map((r) => r.id));
-      for (const row of rows) {
-        const rs = recipients.get(row.id) ?? [];
-        if ((await accessTo(ctx, row, rs, async () => email)).read) {
-          visible.push(requestView(asOf(row, ctx.now), rs));
-          positions.push({ t: Number(row.created_at), i: row.id });
+    'signing.ListSigningRequests': async (input, ctx) => {
+      const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
+      const status = input.status ?? null;
+      const search = input.search?.trim() || null;
+      const narrow = { search, sentBy: input.sent_by ?? null, recipient: input.recipient ?? null, createdFrom: input.created_from ?? null, createdTo: input.created_to ?? null };
+      const filters = [ctx.workspaceId, status, ctx.credential.keyId, ctx.member?.id ?? null, narrow.search, narrow.sentBy, narrow.recipient, narrow.createdFrom, narrow.createdTo];
+      let after = input.cursor ? await decodeCursor(ctx, input.cursor, TIME_CURSOR, filters, LIST_MISMATCH) : null;
+      if (ctx.credential.kind === 'system') return { items: [], has_more: false, next_cursor: null };
+      const email = ctx.member ? await memberAddress(ctx) : undefined;
+      const reader: RequestReader = ctx.member
+        ? { kind: 'member', memberId: ctx.member.id, admin: mayManageSettings(ctx.member.role), email: email ?? null }
+        : { kind: 'key', keyId: ctx.credential.keyId };
+      // SQL narrows to the requests the caller may see; accessTo (the rule every other operation uses) decides each one.
+      const visible: Array<ReturnType<typeof requestView>> = [];
+      const positions: Array<{ t: number; i: string }> = [];
+      for (;;) {
+        const batch = limit + 1 - visible.length;
+        const rows = await listRequestsPage(ctx.sql, ctx.workspaceId, reader, { status, after, now: ctx.now, ...narrow }, batch);
+        const recipients = await recipientsOfRequests(ctx.sql, rows.map((r) => r.id));
+        for (const row of rows) {
+          const rs = recipients.get(row.id) ?? [];
+          if ((await accessTo(ctx, row, rs, async () => email)).read) {
+            visible.push(requestView(asOf(row, ctx.now), rs));
+            positions.push({ t: Number(row.created_at), i: row.id });
+          }
         }
+        const last = rows.at(-1);
+        if (rows.length < batch || !last || visible.length > limit) break;
+        after = { t: Number(last.created_at), i: last.id };
       }
-      const last = rows.at(-1);
-      if (rows.length < batch || !last || visible.length > limit) break;
-      after = { t: Number(last.created_at), i: last.id };
-    }
-    const more = visible.length > limit;
-    return {
-      items: visible.slice(0, limit),
-      has_more: more,
-      next_cursor: more ? await encodeCursor(ctx, TIME_CURSOR, positions[limit - 1]!, filters) : null,
-    };
-  },
-
-  'signing.GetSigningRequest': async (input, ctx) => {
-    const { request, recipients } = await visibleRequest(ctx, input.signing_request_id);
-    return requestView(request, recipients);
-  },
-
-  'signing.ListSigningEvents': async (input, ctx) => {
-    const { request, recipients } = await visibleRequest(ctx, input.signing_request_id);
-    const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
-    const filters = [ctx.workspaceId, request.id];
-    const after = input.cursor ? (await decodeCursor(ctx, input.cursor, SEQ_CURSOR, filters, MISMATCH)).s : 0;
-    const rows = await listEvents(ctx.sql, request.id, after, limit + 1);
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    const more = rows.length > limit && last !== undefined;
-    const byId = new Map(recipients.map((r) => [r.id, r]));
-    return {
-      items: page.map((e) => eventView(e, byId)),
-      has_more: more,
-      next_cursor: more ? await encodeCursor(ctx, SEQ_CURSOR, { s: last.seq }, filters) : null,
-    };
-  },
-
-  'signing.RemindSigners': answeredAfterEffects<'signing.RemindSigners'>({
-    // invitation_failures: this round's recipients whose reminder the mail server refused for good.
-    answer: async (_input, ctx, stored, effects) => {
-      const after = await afterRound(ctx, stored.signing_request_id, effects);
-      const failures = after.recipients.filter((r) => after.mailed.has(r.id) && r.invitation_status === 'failed').map((r) => r.email);
-      return requestView(after.request, after.recipients, failures);
+      const more = visible.length > limit;
+      return {
+        items: visible.slice(0, limit),
+        has_more: more,
+        next_cursor: more ? await encodeCursor(ctx, TIME_CURSOR, positions[limit - 1]!, filters) : null,
+      };
     },
-    run: async (input, ctx) => {
-      const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
-      if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request can be reminded.`);
-      if (ctx.now >= Number(request.deadline_at)) throw conflict(`The deadline of signing request ${request.id} has passed (${iso(Number(request.deadline_at))}); extend it first.`);
-      const left = signersOf(recipients).filter((r) => r.status === 'pending' || r.status === 'opened');
-      if (!left.length) throw conflict(`No recipient of signing request ${request.id} is left to sign.`);
-      // Recipients of a later step of the signing order are not invited yet: nothing to remind them of.
-      const open = left.filter((r) => r.invitation_status !== 'waiting');
-      const lastMail = (r: DbSigningRecipientRow) => (r.invitation_status === 'sent' ? Math.max(Number(r.invited_at ?? 0), Number(r.last_reminded_at ?? 0)) : null);
-      // A mail declared and not tried yet (queued, no attempt) is going out right now: not mailed twice.
-      const sending = (r: DbSigningRecipientRow) => r.invitation_status === 'queued' && Number(r.invitation_attempts) === 0;
-      const due = open.filter((r) => {
-        const at = lastMail(r);
-        return !sending(r) && (at === null || at <= ctx.now - REMIND_INTERVAL_MS);
-      });
-      if (!due.length) {
-        const mailed = open.map(lastMail).filter((at): at is number => at !== null);
-        if (!mailed.length) throw conflict(`The mails to the recipients left to sign of ${request.id} are being sent right now; ask again in a moment.`);
-        const next = Math.min(...mailed.map((at) => at + REMIND_INTERVAL_MS));
-        throw conflict(`Every recipient left to sign of ${request.id} was mailed less than an hour ago or is being mailed now; the next reminder is possible at ${iso(next)}.`);
+
+    'signing.GetSigningRequest': async (input, ctx) => {
+      const { request, recipients } = await visibleRequest(ctx, input.signing_request_id);
+      return requestView(request, recipients);
+    },
+
+    'signing.ListSigningEvents': async (input, ctx) => {
+      const { request, recipients } = await visibleRequest(ctx, input.signing_request_id);
+      const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
+      const filters = [ctx.workspaceId, request.id];
+      const after = input.cursor ? (await decodeCursor(ctx, input.cursor, SEQ_CURSOR, filters, MISMATCH)).s : 0;
+      const rows = await listEvents(ctx.sql, request.id, after, limit + 1);
+      const page = rows.slice(0, limit);
+      const last = page.at(-1);
+      const more = rows.length > limit && last !== undefined;
+      const byId = new Map(recipients.map((r) => [r.id, r]));
+      // An event before a replacement names the recipient as they were then (recipient.replaced keeps it).
+      const asOf = recipientAsOf(await ctx.sql.all<{ seq: number; kind: string; recipient_id: string | null; data: string }>(`SELECT seq, kind, recipient_id, data FROM signing_events WHERE request_id = ? AND kind = 'recipient.replaced' ORDER BY seq`, [request.id]));
+      return {
+        items: page.map((e) => {
+          const who = e.recipient_id ? byId.get(e.recipient_id) : undefined;
+          return eventView(e, who ? new Map([[who.id, asOf(who.id, Number(e.seq), who)]]) : byId);
+        }),
+        has_more: more,
+        next_cursor: more ? await encodeCursor(ctx, SEQ_CURSOR, { s: last.seq }, filters) : null,
+      };
+    },
+
+    'signing.RemindSigners': answeredAfterEffects<'signing.RemindSigners'>({
+      // invitation_failures: this round's recipients whose reminder the mail server refused for good.
+      answer: async (_input, ctx, stored, effects) => {
+        const after = await afterRound(ctx, stored.signing_request_id, effects);
+        const failures = after.recipients.filter((r) => after.mailed.has(r.id) && r.invitation_status === 'failed').map((r) => r.email);
+        return requestView(after.request, after.recipients, failures);
+      },
+      run: async (input, ctx) => {
+        const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
+        if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request can be reminded.`);
+        if (ctx.now >= Number(request.deadline_at)) throw conflict(`The deadline of signing request ${request.id} has passed (${iso(Number(request.deadline_at))}); extend it first.`);
+        const left = signersOf(recipients).filter((r) => r.status === 'pending' || r.status === 'opened');
+        if (!left.length) throw conflict(`No recipient of signing request ${request.id} is left to sign.`);
+        // Recipients of a later step of the signing order are not invited yet: nothing to remind them of.
+        const open = left.filter((r) => r.invitation_status !== 'waiting');
+        const lastMail = (r: DbSigningRecipientRow) => (r.invitation_status === 'sent' ? Math.max(Number(r.invited_at ?? 0), Number(r.last_reminded_at ?? 0)) : null);
+        // A mail declared and not tried yet (queued, no attempt) is going out right now: not mailed twice.
+        const sending = (r: DbSigningRecipientRow) => r.invitation_status === 'queued' && Number(r.invitation_attempts) === 0;
+        const due = open.filter((r) => {
+          const at = lastMail(r);
+          return !sending(r) && (at === null || at <= ctx.now - REMIND_INTERVAL_MS);
+        });
+        if (!due.length) {
+          const mailed = open.map(lastMail).filter((at): at is number => at !== null);
+          if (!mailed.length) throw conflict(`The mails to the recipients left to sign of ${request.id} are being sent right now; ask again in a moment.`);
+          const next = Math.min(...mailed.map((at) => at + REMIND_INTERVAL_MS));
+          throw conflict(`Every recipient left to sign of ${request.id} was mailed less than an hour ago or is being mailed now; the next reminder is possible at ${iso(next)}.`);
+        }
+        const message = input.message ? input.message : request.message;
+        await spendMail(ctx, due.length);
+        await declareRound(ctx.sql, ctx.jobs, due, { reminder: true, automatic: false, message }, ctx.now);
+        const after = await reread(ctx.sql, ctx.workspaceId, request.id);
+        return requestView(after.request, after.recipients, []);
+      },
+    }),
+
+    'signing.ReplaceRecipient': answeredAfterEffects<'signing.ReplaceRecipient'>({
+      answer: async (_input, ctx, stored, effects) => {
+        const after = await afterRound(ctx, stored.signing_request_id, effects);
+        const failures = after.recipients.filter((r) => after.mailed.has(r.id) && r.invitation_status === 'failed').map((r) => r.email);
+        return requestView(after.request, after.recipients, failures);
+      },
+      run: async (input, ctx) => {
+        const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
+        if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request's recipients can be replaced.`);
+        const recipient = recipients.find((r) => r.id === input.recipient_id);
+        if (!recipient) throw notFound(`Signing request ${request.id} has no recipient ${input.recipient_id}.`);
+        if (recipient.status === 'signed' || recipient.status === 'declined') throw conflict(`${recipient.name} already ${recipient.status} signing request ${request.id}; only a recipient who has not signed or declined can be replaced.`);
+        if (!isMailAddress(input.email)) throw invalidInput('email is not an e-mail address (one address such as ana@example.com, no display name).');
+        if (input.name !== undefined && blank(input.name)) throw invalidInput('name is blank.');
+        const taken = recipients.find((r) => r.id !== recipient.id && r.email.toLowerCase() === input.email.toLowerCase());
+        if (taken) throw invalidInput(`email is already the address of another recipient of this request (${taken.id}); list each signer once.`);
+        const name = input.name ?? recipient.name;
+        if (input.email === recipient.email && name === recipient.name) return requestView(request, recipients, []);
+        const invited = recipient.invitation_status !== 'waiting' && recipient.invitation_status !== 'none';
+        if (invited) await spendMail(ctx, 1);
+        await endRecipientAccess(ctx.sql, recipient.id);
+        await updateRecipient(ctx.sql, recipient.id, {
+          email: input.email,
+          name,
+          status: 'pending',
+          opened_at: null,
+          invited_at: invited ? null : recipient.invited_at,
+          last_reminded_at: null,
+          auto_reminders: 0,
+        });
+        await appendEvent(ctx.sql, {
+          requestId: request.id,
+          workspaceId: ctx.workspaceId,
+          kind: 'recipient.replaced',
+          recipientId: recipient.id,
+          data: { previous_email: recipient.email, previous_name: recipient.name },
+          at: ctx.now,
+        });
+        await recordAudit(ctx.sql, {
+          workspaceId: ctx.workspaceId,
+          actor: auditActorOf(ctx),
+          action: 'signing.recipient_replaced',
+          subject: { type: 'signing_request', id: request.id, label: request.title },
+          details: { recipient_id: recipient.id, previous_email: recipient.email, email: input.email, ...(name !== recipient.name ? { previous_name: recipient.name, name } : {}) },
+          at: ctx.now,
+        });
+        if (invited) {
+          const fresh = (await listRecipients(ctx.sql, request.id)).find((r) => r.id === recipient.id)!;
+          await declareRound(ctx.sql, ctx.jobs, [fresh], { reminder: false, automatic: false, message: request.message }, ctx.now);
+        }
+        const after = await reread(ctx.sql, ctx.workspaceId, request.id);
+        return requestView(after.request, after.recipients, []);
+      },
+    }),
+
+    'signing.UpdateSigningDeadline': async (input, ctx) => {
+      const { request } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
+      if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request's deadline can change.`);
+      checkDeadline(input.deadline_at, ctx.now);
+      if (input.deadline_at !== Number(request.deadline_at)) {
+        await updateRequest(ctx.sql, request.id, { deadline_at: input.deadline_at }, ctx.now);
+        await appendEvent(ctx.sql, {
+          requestId: request.id,
+          workspaceId: request.workspace_id,
+          kind: 'deadline.changed',
+          data: { previous_deadline_at: Number(request.deadline_at), deadline_at: input.deadline_at },
+          at: ctx.now,
+        });
       }
-      const message = input.message ? input.message : request.message;
-      await spendMail(ctx, due.length);
-      await declareRound(ctx.sql, ctx.jobs, due, { reminder: true, automatic: false, message }, ctx.now);
       const after = await reread(ctx.sql, ctx.workspaceId, request.id);
-      return requestView(after.request, after.recipients, []);
+      return requestView(after.request, after.recipients);
     },
-  }),
 
-  'signing.ReplaceRecipient': answeredAfterEffects<'signing.ReplaceRecipient'>({
-    answer: async (_input, ctx, stored, effects) => {
-      const after = await afterRound(ctx, stored.signing_request_id, effects);
-      const failures = after.recipients.filter((r) => after.mailed.has(r.id) && r.invitation_status === 'failed').map((r) => r.email);
-      return requestView(after.request, after.recipients, failures);
-    },
-    run: async (input, ctx) => {
-      const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
-      if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request's recipients can be replaced.`);
-      const recipient = recipients.find((r) => r.id === input.recipient_id);
-      if (!recipient) throw notFound(`Signing request ${request.id} has no recipient ${input.recipient_id}.`);
-      if (recipient.status === 'signed' || recipient.status === 'declined') throw conflict(`${recipient.name} already ${recipient.status} signing request ${request.id}; only a recipient who has not signed or declined can be replaced.`);
-      if (!isMailAddress(input.email)) throw invalidInput('email is not an e-mail address (one address such as ana@example.com, no display name).');
-      if (input.name !== undefined && blank(input.name)) throw invalidInput('name is blank.');
-      const taken = recipients.find((r) => r.id !== recipient.id && r.email.toLowerCase() === input.email.toLowerCase());
-      if (taken) throw invalidInput(`email is already the address of another recipient of this request (${taken.id}); list each signer once.`);
-      const name = input.name ?? recipient.name;
-      if (input.email === recipient.email && name === recipient.name) return requestView(request, recipients, []);
-      const invited = recipient.invitation_status !== 'waiting' && recipient.invitation_status !== 'none';
-      if (invited) await spendMail(ctx, 1);
-      await endRecipientAccess(ctx.sql, recipient.id);
-      await updateRecipient(ctx.sql, recipient.id, {
-        email: input.email,
-        name,
-        status: 'pending',
-        opened_at: null,
-        invited_at: invited ? null : recipient.invited_at,
-        last_reminded_at: null,
-        auto_reminders: 0,
-      });
-      await appendEvent(ctx.sql, {
-        requestId: request.id,
-        workspaceId: ctx.workspaceId,
-        kind: 'recipient.replaced',
-        recipientId: recipient.id,
-        data: { previous_email: recipient.email, previous_name: recipient.name },
-        at: ctx.now,
-      });
-      await recordAudit(ctx.sql, {
-        workspaceId: ctx.workspaceId,
-        actor: auditActorOf(ctx),
-        action: 'signing.recipient_replaced',
-        subject: { type: 'signing_request', id: request.id, label: request.title },
-        details: { recipient_id: recipient.id, previous_email: recipient.email, email: input.email, ...(name !== recipient.name ? { previous_name: recipient.name, name } : {}) },
-        at: ctx.now,
-      });
-      if (invited) {
-        const fresh = (await listRecipients(ctx.sql, request.id)).find((r) => r.id === recipient.id)!;
-        await declareRound(ctx.sql, ctx.jobs, [fresh], { reminder: false, automatic: false, message: request.message }, ctx.now);
-      }
+    'signing.CancelSigningRequest': async (input, ctx) => {
+      const { request } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
+      if (request.status === 'completed') throw conflict(`A completed request cannot be cancelled: every recipient of ${request.id} has signed, and it stays completed.`);
+      if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is already ${request.status}.`);
+      await cancelRequest(ctx.sql, request, input.reason ? input.reason : null, ctx.now);
       const after = await reread(ctx.sql, ctx.workspaceId, request.id);
-      return requestView(after.request, after.recipients, []);
+      return requestView(after.request, after.recipients);
     },
-  }),
 
-  'signing.UpdateSigningDeadline': async (input, ctx) => {
-    const { request } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
-    if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request's deadline can change.`);
-    checkDeadline(input.deadline_at, ctx.now);
-    if (input.deadline_at !== Number(request.deadline_at)) {
-      await updateRequest(ctx.sql, request.id, { deadline_at: input.deadline_at }, ctx.now);
-      await appendEvent(ctx.sql, {
-        requestId: request.id,
-        workspaceId: request.workspace_id,
-        kind: 'deadline.changed',
-        data: { previous_deadline_at: Number(request.deadline_at), deadline_at: input.deadline_at },
-        at: ctx.now,
-      });
-    }
-    const after = await reread(ctx.sql, ctx.workspaceId, request.id);
-    return requestView(after.request, after.recipients);
-  },
-
-  'signing.CancelSigningRequest': async (input, ctx) => {
-    const { request } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
-    if (request.status === 'completed') throw conflict(`A completed request cannot be cancelled: every recipient of ${request.id} has signed, and it stays completed.`);
-    if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is already ${request.status}.`);
-    await cancelRequest(ctx.sql, request, input.reason ? input.reason : null, ctx.now);
-    const after = await reread(ctx.sql, ctx.workspaceId, request.id);
-    return requestView(after.request, after.recipients);
-  },
-
-  'signing.GetSigningDocument': async (input, ctx) => {
-    const { request } = await visibleRequest(ctx, input.signing_request_id);
-    const fileId = input.version === 'original' ? request.source_file_id : request.archive_file_id;
-    if (!fileId) {
-      throw conflict(
-        request.status === 'completed'
-          ? `The signed archive of ${request.id} is still being prepared; ask again in a moment.`
-          : `Signing request ${request.id} is ${request.status}: there is a signed document only once every recipient has signed.`,
-      );
-    }
-    const file = await filesOf(deps).find(ctx.sql, ctx.workspaceId, fileId);
-    if (!file) throw notFound(`The ${input.version} document of signing request ${request.id} is not available.`);
-    // The URL works only while this caller still may ask for it (checked at use by the /files/ route).
-    const grant = { operation: 'signing.GetSigningDocument', credentialId: ctx.credential.kind === 'system' ? null : ctx.credential.keyId, memberId: ctx.member?.id ?? null, role: ctx.member?.role ?? null };
-    const filename = filesOf(deps).downloadName(file.filename);
-    const link = await filesOf(deps).downloadUrl(ctx.sql, ctx.config.publicUrl, file, ctx.now, { filename, grant });
-    return { signing_request_id: request.id, version: input.version, url: link.url, filename, expires_at: link.expiresAt, sha256: file.sha256, size: file.size };
-  },
-});
+    'signing.GetSigningDocument': async (input, ctx) => {
+      const { request } = await visibleRequest(ctx, input.signing_request_id);
+      const fileId = input.version === 'original' ? request.source_file_id : request.archive_file_id;
+      if (!fileId) {
+        throw conflict(
+          request.status === 'completed'
+            ? `The signed archive of ${request.id} is still being prepared; ask again in a moment.`
+            : `Signing request ${request.id} is ${request.status}: there is a signed document only once every recipient has signed.`,
+        );
+      }
+      const file = await filesOf(deps).find(ctx.sql, ctx.workspaceId, fileId);
+      if (!file) throw notFound(`The ${input.version} document of signing request ${request.id} is not available.`);
+      // The URL works only while this caller still may ask for it (checked at use by the /files/ route).
+      const grant = { operation: 'signing.GetSigningDocument', credentialId: ctx.credential.kind === 'system' ? null : ctx.credential.keyId, memberId: ctx.member?.id ?? null, role: ctx.member?.role ?? null };
+      const filename = filesOf(deps).downloadName(file.filename);
+      const link = await filesOf(deps).downloadUrl(ctx.sql, ctx.config.publicUrl, file, ctx.now, { filename, grant });
+      return { signing_request_id: request.id, version: input.version, url: link.url, filename, expires_at: link.expiresAt, sha256: file.sha256, size: file.size };
+    },
+  };
+};

@@ -59,7 +59,7 @@ export async function publishSigningEvent(sql: Sql, e: { requestId: string; kind
   if (!published(e.kind)) return;
   const r = await sql.one<RequestFacts>(
     `SELECT q.id, q.workspace_id, q.title, q.status, q.signature_method, q.private, q.owner_member_id, q.created_by_key_id, q.archive_file_id,
-       (SELECT COUNT(*) FROM signing_recipients x WHERE x.request_id = q.id) AS signers,
+       (SELECT COUNT(*) FROM signing_recipients x WHERE x.request_id = q.id AND x.role <> 'cc') AS signers,
        (SELECT COUNT(*) FROM signing_recipients x WHERE x.request_id = q.id AND x.status = 'signed') AS signed
      FROM signing_requests q WHERE q.id = ?`,
     [e.requestId],

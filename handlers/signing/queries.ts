@@ -119,6 +119,29 @@ export async function insertRequest(sql: Sql, r: DbSigningRequestRow): Promise<v
   );
 }
 
+/**
+ * Who a recipient was at each point of a request's history: events before a `recipient.replaced` of
+ * that recipient name the previous address and name (kept in that event), not today's. `events` are
+ * every event of the request in order (seq, kind, recipient_id, data as stored).
+ */
+export function recipientAsOf(events: ReadonlyArray<{ seq: number | string; kind: string; recipient_id: string | null; data: string }>) {
+  const replaced = events
+    .filter((e) => e.kind === 'recipient.replaced' && e.recipient_id)
+    .map((e) => {
+      let d: { previous_email?: unknown; previous_name?: unknown } = {};
+      try {
+        d = JSON.parse(e.data) as typeof d;
+      } catch {
+        /* unreadable: nothing to say */
+      }
+      return { seq: Number(e.seq), recipientId: e.recipient_id!, email: typeof d.previous_email === 'string' ? d.previous_email : null, name: typeof d.previous_name === 'string' ? d.previous_name : null };
+    });
+  return <R extends { name: string; email: string }>(recipientId: string, seq: number, now: R): R => {
+    const next = replaced.find((x) => x.recipientId === recipientId && x.seq > seq);
+    return next && next.email !== null && next.name !== null ? { ...now, email: next.email, name: next.name } : now;
+  };
+}
+
 /** The recipients who sign (not the CC recipients), in order. */
 export const signersOf = <T extends { role?: RecipientRole | string | null }>(recipients: readonly T[]): T[] => recipients.filter((r) => r.role !== 'cc');
 
@@ -281,11 +304,11 @@ export async function listRequestsPage(
     status: RequestStatus | null;
     after: { t: number; i: string } | null;
     now: number;
-    /** Lower-case text found in the title or a recipient's name or address. */
+    /** Text found (letters folded by the database) in the title or a recipient's name or address. */
     search?: string | null;
     /** Only requests this member sent (made acting for them). */
     sentBy?: string | null;
-    /** Only requests where this address (lower-case) is a recipient. */
+    /** Only requests where this address is a recipient (folded by the database). */
     recipient?: string | null;
     createdFrom?: number | null;
     createdTo?: number | null;
@@ -327,7 +350,8 @@ export async function listRequestsPage(
   }
   if (filter.search) {
     const like = `%${filter.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-    where += ` AND (LOWER(r.title) LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM signing_recipients c WHERE c.request_id = r.id AND (LOWER(c.name) LIKE ? ESCAPE '\\' OR LOWER(c.email) LIKE ? ESCAPE '\\')))`;
+    // Both sides folded by the database, the same way (SQLite folds ASCII letters only, PostgreSQL every letter).
+    where += ` AND (LOWER(r.title) LIKE LOWER(?) ESCAPE '\\' OR EXISTS (SELECT 1 FROM signing_recipients c WHERE c.request_id = r.id AND (LOWER(c.name) LIKE LOWER(?) ESCAPE '\\' OR LOWER(c.email) LIKE LOWER(?) ESCAPE '\\')))`;
     params.push(like, like, like);
   }
   if (filter.sentBy) {
@@ -335,7 +359,7 @@ export async function listRequestsPage(
     params.push(filter.sentBy);
   }
   if (filter.recipient) {
-    where += ' AND EXISTS (SELECT 1 FROM signing_recipients c WHERE c.request_id = r.id AND LOWER(c.email) = ?)';
+    where += ' AND EXISTS (SELECT 1 FROM signing_recipients c WHERE c.request_id = r.id AND LOWER(c.email) = LOWER(?))';
     params.push(filter.recipient);
   }
   if (filter.createdFrom != null) {

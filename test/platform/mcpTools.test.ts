@@ -158,7 +158,7 @@ describe('MCP tools (generated/mcpTools.ts, handlers/mcp/tools.ts)', () => {
   });
 
   it('annotations: open-world only where mail leaves the service (x-service-mcp.open_world)', () => {
-    assert.deepEqual(mcpTools.filter((t) => t.tool.annotations.openWorldHint).map((t) => t.tool.name), ['signing_RemindSigners', 'signing_ReplaceRecipient', 'signing_RequestFileSignatures']);
+    assert.deepEqual(mcpTools.filter((t) => t.tool.annotations.openWorldHint).map((t) => t.tool.name), ['signing_RemindSigners', 'signing_ReplaceRecipient', 'signing_RequestFileSignatures', 'signing_SendTemplate']);
     for (const name of ['signing_CancelSigningRequest', 'webhooks_PrepareWebhook', 'customers_CreateDeal']) assert.equal(tool(name).annotations.openWorldHint, false, name);
   });
 

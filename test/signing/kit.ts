@@ -30,6 +30,10 @@ export interface ContractSigning {
   completed: string;
   /** Pending: its one recipient is given another address by the 200 case of ReplaceRecipient. */
   replace: { request: string; recipient: string };
+  /** A template of the main key over the file (roles Client, Consultant, CC Legal): sent by SendTemplate's 200. */
+  template: string;
+  /** A template of the main key deleted by DeleteTemplate's 200. */
+  templateToDelete: string;
   /** An Idempotency-Key of the main key recorded as in progress for RequestFileSignatures, with the body to send (its 409). */
   inProgress: { idempotencyKey: string; body: unknown; scope: string };
 }
@@ -55,6 +59,16 @@ export async function seedFile(db: Database, clock: Clock, workspaceId: string, 
     clock.now(),
   );
   return file.id;
+}
+
+/** A template of the main key over `fileId`, with the roles of the operations' examples (Client, Consultant, CC Legal). */
+async function seedTemplate(seed: Seed, fileId: string, name: string): Promise<string> {
+  const id = newId('tpl');
+  await seed.db.sql.run(
+    `INSERT INTO signing_templates (id, workspace_id, name, file_id, title, message, signature_method, roles, private, owner_member_id, created_by_key_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [id, seed.ws.workspace_id, name, fileId, null, null, 'standard', JSON.stringify([{ role: 'Client', order: 1, cc: false }, { role: 'Consultant', order: 2, cc: false }, { role: 'Legal', order: 1, cc: true }]), false, null, seed.key.id, seed.clock.now()],
+  );
+  return id;
 }
 
 /** A request of the key, invited two hours ago, in `status` (completed: its one signer signed). */
@@ -132,7 +146,9 @@ export const kit: TestKit = {
       await seedRequest(seed, file, 'pending', 'Bad input fixture, a second page');
       // The request's one recipient (ReplaceRecipient's example names a recipient).
       const rcp = (await seed.db.sql.one<{ id: string }>(`SELECT id FROM signing_recipients WHERE request_id = ?`, [sr]))!.id;
-      return { file, sr, rcp };
+      // A template of the main key over the file (its example names a template and its roles).
+      const tpl = await seedTemplate(seed, file, 'Bad input template');
+      return { file, sr, rcp, tpl };
     },
   },
   contract: {
@@ -157,6 +173,8 @@ export const kit: TestKit = {
           const recipient = (await seed.db.sql.one<{ id: string }>(`SELECT id FROM signing_recipients WHERE request_id = ?`, [request]))!.id;
           return { request, recipient };
         })(),
+        template: await seedTemplate(seed, file, 'Contract template'),
+        templateToDelete: await seedTemplate(seed, file, 'Contract template to delete'),
         inProgress: { idempotencyKey, body, scope },
       };
     },

@@ -424,6 +424,10 @@ for (const database of databases) {
       const events = (await api.signing.ListSigningEvents({ signing_request_id: created.signing_request_id })).data!.items;
       const event = events.find((e) => e.kind === 'recipient.replaced')!;
       assert.deepEqual(event.data, { previous_email: 'typo@exmaple.test', previous_name: 'Rita Typo' });
+      // What happened before the replacement names who it happened to then.
+      const before = events.filter((e) => e.recipient?.recipient_id === rita && e.kind !== 'recipient.replaced').map((e) => [e.kind, e.recipient!.email]);
+      assert.deepEqual(before, [['invitation.sent', 'typo@exmaple.test'], ['recipient.opened', 'typo@exmaple.test'], ['invitation.sent', 'rita@example.test']]);
+      assert.equal(event.recipient!.email, 'rita@example.test');
       const audit = await svc.db.sql.one<{ action: string; actor_type: string; details: string }>(`SELECT action, actor_type, details FROM audit_log WHERE workspace_id = ? AND action = 'signing.recipient_replaced'`, [ws.workspace_id]);
       assert.equal(audit!.actor_type, 'key');
       assert.equal(JSON.parse(audit!.details).email, 'rita@example.test');

@@ -78,6 +78,14 @@ for (const database of databases) {
       assert.equal((await page.locator('[data-drop-label]').textContent())!, 'Uploaded: Supply agreement 2027.pdf');
       assert.equal(await page.locator('[data-title]').inputValue(), 'Supply agreement 2027', 'the title comes from the file name');
       assert.equal(await page.locator('[data-send]').isDisabled(), false);
+      // Privacy belongs to the upload: ticking Private now asks for the file again.
+      await page.locator('[data-private]').check();
+      assert.equal(await page.locator('[data-file-id]').inputValue(), '');
+      assert.equal(await page.locator('[data-send]').isDisabled(), true);
+      await page.locator('[data-private]').uncheck();
+      await page.locator('[data-file-input]').setInputFiles(pdfPath);
+      await page.waitForSelector('[data-dropzone][data-done]');
+      assert.notEqual(await page.locator('[data-file-id]').inputValue(), '');
       const fileId = await page.locator('[data-file-id]').inputValue();
       assert.match(fileId, /^file_/);
       // The file the browser uploaded is the workspace's (not private), with the bytes of the file chosen.

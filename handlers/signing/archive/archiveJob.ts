@@ -26,7 +26,7 @@ import { archiveBankIdRequest } from '../bankid/flow.ts';
 import { sealingCertificate, type SealSettings } from './sealSettings.ts';
 import { registerArchive } from './registerArchive.ts';
 import { buildArchive, type Evidence } from './evidence.ts';
-import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, signersOf, updateRequest } from '../queries.ts';
+import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, recipientAsOf, signersOf, updateRequest } from '../queries.ts';
 import { ARCHIVE_JOB, type ArchiveJobPayload } from '../request/lifecycle.ts';
 import { seal } from './seal.ts';
 
@@ -68,11 +68,13 @@ async function removeUnregistered(deps: Pick<ModuleDeps, 'db' | 'storage'>, requ
 async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { filename: string; sha256: string; size: number; pageCount: number }, sealedBy: string, verifyUrl: string): Promise<Evidence> {
   const recipients = await listRecipients(sql, request.id);
   const byId = new Map(recipients.map((r) => [r.id, r]));
-  const events = await sql.all<{ kind: string; recipient_id: string | null; data: string; occurred_at: number | string }>(
+  const events = await sql.all<{ seq: number | string; kind: string; recipient_id: string | null; data: string; occurred_at: number | string }>(
     // A failed attempt at this very archive (archive.failed) is the service's own trouble, not part of the signing: left out.
-    `SELECT kind, recipient_id, data, occurred_at FROM signing_events WHERE request_id = ? AND kind <> 'archive.failed' ORDER BY seq`,
+    `SELECT seq, kind, recipient_id, data, occurred_at FROM signing_events WHERE request_id = ? AND kind <> 'archive.failed' ORDER BY seq`,
     [request.id],
   );
+  // Events before a replacement name the recipient as they were then.
+  const asOf = recipientAsOf(events);
   return {
     requestId: request.id,
     title: request.title,
@@ -98,7 +100,8 @@ async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { file
       } catch {
         /* an unreadable data field shows as none */
       }
-      return { occurredAt: Number(e.occurred_at), kind: e.kind, recipient: who ? { name: who.name, email: who.email } : null, data };
+      const then = who ? asOf(who.id, Number(e.seq), { name: who.name, email: who.email }) : null;
+      return { occurredAt: Number(e.occurred_at), kind: e.kind, recipient: then, data };
     }),
     sealedBy,
     verifyUrl,

@@ -38,7 +38,7 @@ const templates = mailTemplates(new URL('./mail/', import.meta.url));
  * key with no member creator sent (one the operator made) goes to the workspace's active owners and
  * admins instead. An address is mailed once (a sender who is also a recipient gets one mail).
  */
-export async function completedMailParties(sql: Sql, request: DbSigningRequestRow): Promise<Array<{ to: string; name: string; role: 'recipient' | 'sender' }>> {
+export async function completedMailParties(sql: Sql, request: DbSigningRequestRow, options: { senderFirst?: boolean } = {}): Promise<Array<{ to: string; name: string; role: 'recipient' | 'sender' }>> {
   const parties: Array<{ to: string; name: string; role: 'recipient' | 'sender' }> = [];
   const seen = new Set<string>();
   const add = (to: string, name: string, role: 'recipient' | 'sender') => {
@@ -46,7 +46,9 @@ export async function completedMailParties(sql: Sql, request: DbSigningRequestRo
     seen.add(to.toLowerCase());
     parties.push({ to, name, role });
   };
-  for (const r of await listRecipients(sql, request.id)) add(r.email, r.name, 'recipient');
+  const recipients = await listRecipients(sql, request.id);
+  // `senderFirst`: a sender who is also a recipient is mailed as the sender (the declined mail says why to the sender only).
+  if (!options.senderFirst) for (const r of recipients) add(r.email, r.name, 'recipient');
   const memberId = request.owner_member_id ?? (request.created_by_key_id ? await keyCreator(sql, request.created_by_key_id) : null);
   const member = memberId ? await findMember(sql, request.workspace_id, memberId) : undefined;
   if (member && member.disabled_at === null) {
@@ -59,6 +61,7 @@ export async function completedMailParties(sql: Sql, request: DbSigningRequestRo
     );
     for (const a of admins) add(a.email, a.name, 'sender');
   }
+  if (options.senderFirst) for (const r of recipients) add(r.email, r.name, 'recipient');
   return parties;
 }
 

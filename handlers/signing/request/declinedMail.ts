@@ -1,7 +1,8 @@
 /**
  * The "declined" mail: when a recipient declines, the request ends (`cancelled`, `declined by <name>`)
- * and every other party is told by mail: the other recipients (whose links stopped working, so nobody
- * signs a contract that will not happen) and the sender (as the completed mail finds them: the member
+ * and every other party is told by mail: the other signers who were invited (whose links stopped
+ * working, so nobody signs a contract that will not happen; CC recipients and signers of a later step
+ * were never asked, and are not told) and the sender (as the completed mail finds them: the member
  * it was sent for, or the key's creator, or the workspace's owners and admins for a key the operator
  * made). Rendered from `mail/declined.{text,html}.eta`; the decliner's reason is quoted for the sender
  * only (other signers are told who declined, not why).
@@ -35,7 +36,7 @@ export async function enqueueDeclinedMails(sql: Sql, jobs: Pick<JobQueue, 'enque
   // Recipients of a later step of the signing order were never invited: they are not told either.
   // Nor are CC recipients: they get the completed copy, and there will be none.
   const uninvited = new Set((await listRecipients(sql, request.id)).filter((r) => r.invitation_status === 'waiting' || r.role === 'cc').map((r) => r.email.toLowerCase()));
-  for (const party of await completedMailParties(sql, request)) {
+  for (const party of await completedMailParties(sql, request, { senderFirst: true })) {
     if (party.to.toLowerCase() === decliner.email.toLowerCase() || (party.role === 'recipient' && uninvited.has(party.to.toLowerCase()))) continue;
     const payload: DeclinedMailPayload = { requestId: request.id, workspaceId: request.workspace_id, ...party };
     if (await jobs.enqueue(sql, DECLINED_MAIL_JOB, payload, { key: `${DECLINED_MAIL_JOB}:${request.id}:${party.to.toLowerCase()}` })) n++;

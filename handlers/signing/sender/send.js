@@ -136,7 +136,12 @@ if (form) {
     }
   }
 
-  input.addEventListener('change', () => upload(input.files[0]));
+  input.addEventListener('change', () => {
+    const file = input.files[0];
+    // Cleared, so that choosing the same file again (to resume, or after changing Private) is a change too.
+    input.value = '';
+    upload(file);
+  });
   zone.addEventListener('dragover', (e) => {
     e.preventDefault();
     zone.classList.add('over');
@@ -147,8 +152,15 @@ if (form) {
     zone.classList.remove('over');
     upload(e.dataTransfer.files[0]);
   });
+  // Privacy belongs to the uploaded file: changing the box afterwards asks for the file again.
   privacy?.addEventListener('change', () => {
-    if (fileId.value) say('The privacy setting applies to the next upload: choose the file again to apply it.');
+    if (!fileId.value) return;
+    fileId.value = '';
+    send.disabled = true;
+    delete zone.dataset.done;
+    label.textContent = 'Drop a PDF here';
+    progress.hidden = true;
+    say('The privacy setting changed: choose the file again to upload it with this setting.');
   });
   if (fileId.value) send.disabled = false;
 

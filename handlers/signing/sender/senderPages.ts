@@ -29,6 +29,7 @@ import { callAsMember, formKey, IDEMPOTENCY_FIELD, newFormKey, type PageCallResu
 import { timeInWords, untilInWords } from '../../../server/pages/format.ts';
 import type { components } from '../../../generated/openapi.ts';
 import { providerOf } from '../bankid/provider.ts';
+import { filesOf } from '../files.ts';
 import type { SigningSettings } from '../settings.ts';
 import { keyNames } from '../queries.ts';
 import { DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, MIN_DEADLINE_MS } from '../handlers.ts';
@@ -40,8 +41,8 @@ export const DOCUMENTS_PATH = '/documents';
 const NEW_PATH = '/documents/new';
 const SEND_JS_PATH = '/documents/assets/send.js';
 const SEND_JS = fs.readFileSync(new URL('./send.js', import.meta.url));
-const REQUEST_ID = /^sr_[0-9a-z]{1,40}$/;
-const MEMBER_ID = /^mb_[0-9a-z]{1,40}$/;
+const REQUEST_ID = /^sr_[0-9a-z]{1,37}$/;
+const MEMBER_ID = /^mb_[0-9a-z]{1,37}$/;
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 /** Signer rows the form offers (the operation takes up to 10). */
 const MAX_SIGNERS = 10;
@@ -94,7 +95,7 @@ const field = (body: Record<string, unknown>, name: string): string => (typeof b
 function dayMs(value: string, end: boolean): number | null {
   if (!DAY.test(value)) return null;
   const ms = Date.parse(`${value}T${end ? '23:59:59.999' : '00:00:00.000'}Z`);
-  return Number.isFinite(ms) ? ms : null;
+  return Number.isFinite(ms) && ms >= 0 ? ms : null;
 }
 
 /** `YYYY-MM-DDTHH:MM` (a datetime-local input, read as UTC) as Unix ms, or null. */
@@ -268,6 +269,11 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
     if (signers.length > MAX_SIGNERS) return refuse(`A request has at most ${MAX_SIGNERS} signers.`);
     const missing = signers.findIndex((s) => !s.name || !s.email);
     if (missing >= 0) return refuse(`Signer ${missing + 1} needs both a name and an e-mail address.`);
+    // Privacy is the file's, fixed when it was uploaded: a box changed afterwards must not be ignored silently.
+    const file = await filesOf(deps).find(db.sql, page.workspaceId, kept.fileId);
+    if (file && (file.ownerMemberId !== null) !== kept.private) {
+      return sendPage(page, 400, { ...kept, fileId: '', filename: '', problem: `The file was uploaded as ${file.ownerMemberId !== null ? 'private' : 'a workspace file'}, but the Private box now says otherwise. Choose the file again to upload it with this setting.` });
+    }
     const deadline = kept.deadline ? minuteMs(kept.deadline) : null;
     if (kept.deadline && deadline === null) return refuse('The deadline is not a date and time (YYYY-MM-DD HH:MM, UTC).');
     const cc = kept.cc.split(/[,;\s]+/).map((a) => a.trim()).filter(Boolean);
@@ -413,7 +419,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
     }
     await page.send(200, {
       title: `Cancel ${r.title}?`,
-      html: views.render('cancel', { csrf: page.csrf, idem: newFormKey(), idemField: IDEMPOTENCY_FIELD, id: r.signing_request_id, title: r.title, pending: r.recipients.filter((c) => c.status !== 'signed').length }),
+      html: views.render('cancel', { csrf: page.csrf, idem: newFormKey(), idemField: IDEMPOTENCY_FIELD, id: r.signing_request_id, title: r.title, pending: r.recipients.filter((c) => c.role !== 'cc' && c.status !== 'signed').length }),
     });
   });
 

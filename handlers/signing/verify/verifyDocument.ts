@@ -175,7 +175,7 @@ export async function matchArchive(sql: Sql, sha256: string, workspaceId: string
   );
   if (!row) return null;
   const signers = await sql.all<{ name: string; typed_name: string | null; signed_at: number | string | null }>(
-    `SELECT name, typed_name, signed_at FROM signing_recipients WHERE request_id = ? ORDER BY position`,
+    `SELECT name, typed_name, signed_at FROM signing_recipients WHERE request_id = ? AND role <> 'cc' ORDER BY position`,
     [row.id],
   );
   return {

@@ -1,0 +1,171 @@
+/**
+ * Templates: a document with its roles saved for reuse (signing.CreateTemplate, ListTemplates,
+ * DeleteTemplate), sent with the people filled in (signing.SendTemplate, which makes the request as
+ * signing.RequestFileSignatures does). A template over a member's private file is that member's own;
+ * over a workspace file, the workspace's.
+ */
+import { mayManageSettings } from '../../server/capabilities.ts';
+import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
+import { forbidden, invalidInput, notFound } from '../../server/errors.ts';
+import { newId } from '../../server/ids.ts';
+import type { Input, OperationContext } from '../../server/operation.ts';
+import { filesOf } from './files.ts';
+import type { SigningRuntime } from './request/invitationMail.ts';
+
+export interface TemplateRole {
+  role: string;
+  order: number;
+  cc: boolean;
+}
+
+interface DbTemplateRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  file_id: string;
+  title: string | null;
+  message: string | null;
+  signature_method: 'standard' | 'bankid';
+  roles: string;
+  private: boolean | number;
+  owner_member_id: string | null;
+  created_by_key_id: string | null;
+  created_at: number | string;
+}
+
+const CURSOR = { t: positionField.millis, i: { type: 'string', maxLength: 40 } } as const;
+const MISMATCH = 'cursor belongs to a listing of another caller; send the same key and Service-Act-As as for the first page.';
+
+export function templateView(t: DbTemplateRow) {
+  return {
+    template_id: t.id,
+    name: t.name,
+    file_id: t.file_id,
+    title: t.title,
+    message: t.message,
+    signature_method: t.signature_method,
+    roles: JSON.parse(t.roles) as TemplateRole[],
+    private: Boolean(t.private),
+    created_at: Number(t.created_at),
+  };
+}
+
+/** Whether the caller sees the template: a workspace template, or their own private one. */
+const visible = (ctx: OperationContext, t: DbTemplateRow) => !t.private || (ctx.member !== null && t.owner_member_id === ctx.member.id);
+
+/** The template when the caller may see it; else 404. */
+async function visibleTemplate(ctx: OperationContext, id: string): Promise<DbTemplateRow> {
+  const t = await ctx.sql.one<DbTemplateRow>(`SELECT * FROM signing_templates WHERE workspace_id = ? AND id = ?`, [ctx.workspaceId, id]);
+  if (!t || !visible(ctx, t)) throw notFound(`No template ${id} is visible to this credential.`);
+  return t;
+}
+
+const blank = (s: string) => s.trim() === '';
+
+/** The template operations; `makeRequest` is signing.RequestFileSignatures' own. */
+export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Input<'signing.RequestFileSignatures'>, ctx: OperationContext) => Promise<unknown>) {
+  return {
+    create: async (input: Input<'signing.CreateTemplate'>, ctx: OperationContext) => {
+      if (blank(input.name)) throw invalidInput('name is blank.');
+      if (input.title !== undefined && blank(input.title)) throw invalidInput('title is blank.');
+      const seen = new Map<string, number>();
+      input.roles.forEach((r, i) => {
+        if (blank(r.role)) throw invalidInput(`roles[${i}].role is blank.`);
+        const key = r.role.trim().toLowerCase();
+        const first = seen.get(key);
+        if (first !== undefined) throw invalidInput(`roles[${i}].role repeats roles[${first}].role (compared without case); name each role once.`);
+        seen.set(key, i);
+      });
+      if (input.roles.every((r) => r.cc === true)) throw invalidInput('roles: at least one role must sign (cc: false).');
+      const memberId = ctx.member?.id ?? null;
+      const files = filesOf(deps);
+      const file = await files.find(ctx.sql, ctx.workspaceId, input.file_id);
+      const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
+      if (!file || !files.visibleTo(file, memberId)) throw missing();
+      if (!(await files.keep(ctx.sql, ctx.workspaceId, file.id))) throw missing();
+      const row: DbTemplateRow = {
+        id: newId('tpl'),
+        workspace_id: ctx.workspaceId,
+        name: input.name.trim(),
+        file_id: file.id,
+        title: input.title ?? null,
+        message: input.message ? input.message : null,
+        signature_method: input.signature_method ?? 'standard',
+        roles: JSON.stringify(input.roles.map((r) => ({ role: r.role.trim(), order: r.order ?? 1, cc: r.cc ?? false }))),
+        private: file.ownerMemberId !== null,
+        owner_member_id: memberId,
+        created_by_key_id: ctx.credential.kind === 'system' || ctx.credential.kind === 'session' ? null : ctx.credential.keyId,
+        created_at: ctx.now,
+      };
+      await ctx.sql.run(
+        `INSERT INTO signing_templates (id, workspace_id, name, file_id, title, message, signature_method, roles, private, owner_member_id, created_by_key_id, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        [row.id, row.workspace_id, row.name, row.file_id, row.title, row.message, row.signature_method, row.roles, Boolean(row.private), row.owner_member_id, row.created_by_key_id, row.created_at],
+      );
+      return templateView(row);
+    },
+
+    list: async (input: Input<'signing.ListTemplates'>, ctx: OperationContext) => {
+      const limit = input.limit ?? DEFAULT_PAGE_LIMIT;
+      const filters = [ctx.workspaceId, ctx.credential.keyId, ctx.member?.id ?? null];
+      const after = input.cursor ? await decodeCursor(ctx, input.cursor, CURSOR, filters, MISMATCH) : null;
+      const params: Array<string | number | boolean> = [ctx.workspaceId, false];
+      let where = `workspace_id = ? AND (private = ?${ctx.member ? ' OR owner_member_id = ?' : ''})`;
+      if (ctx.member) params.push(ctx.member.id);
+      if (after) {
+        where += ' AND (created_at < ? OR (created_at = ? AND id < ?))';
+        params.push(after.t, after.t, after.i);
+      }
+      params.push(limit + 1);
+      const rows = await ctx.sql.all<DbTemplateRow>(`SELECT * FROM signing_templates WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT ?`, params);
+      const more = rows.length > limit;
+      const page = rows.slice(0, limit);
+      const last = page.at(-1);
+      return {
+        items: page.map(templateView),
+        has_more: more,
+        next_cursor: more && last ? await encodeCursor(ctx, CURSOR, { t: Number(last.created_at), i: last.id }, filters) : null,
+      };
+    },
+
+    remove: async (input: Input<'signing.DeleteTemplate'>, ctx: OperationContext) => {
+      const t = await ctx.sql.one<DbTemplateRow>(`SELECT * FROM signing_templates WHERE workspace_id = ? AND id = ?`, [ctx.workspaceId, input.template_id]);
+      if (!t) return { template_id: input.template_id, deleted: false };
+      if (!visible(ctx, t)) throw notFound(`No template ${input.template_id} is visible to this credential.`);
+      const own = ctx.member ? t.owner_member_id === ctx.member.id : t.owner_member_id === null && t.created_by_key_id === ctx.credential.keyId;
+      const admin = ctx.member !== null && !t.private && mayManageSettings(ctx.member.role);
+      if (!own && !admin) throw forbidden(`Only who made template ${t.id}, or an owner or admin of the workspace, may delete it.`);
+      const gone = await ctx.sql.run(`DELETE FROM signing_templates WHERE id = ?`, [t.id]);
+      return { template_id: t.id, deleted: gone > 0 };
+    },
+
+    /** The RequestFileSignatures body a template and its people make. */
+    requestOf: async (input: Input<'signing.SendTemplate'>, ctx: OperationContext): Promise<Input<'signing.RequestFileSignatures'>> => {
+      const t = await visibleTemplate(ctx, input.template_id);
+      const roles = JSON.parse(t.roles) as TemplateRole[];
+      const byRole = new Map<string, (typeof input.recipients)[number]>();
+      input.recipients.forEach((r, i) => {
+        const key = r.role.trim().toLowerCase();
+        if (!roles.some((x) => x.role.toLowerCase() === key)) throw invalidInput(`recipients[${i}].role "${r.role}" is not a role of template ${t.id} (its roles: ${roles.map((x) => x.role).join(', ')}).`);
+        if (byRole.has(key)) throw invalidInput(`recipients[${i}].role "${r.role}" is given twice; fill each role once.`);
+        byRole.set(key, r);
+      });
+      const missingRole = roles.find((x) => !byRole.has(x.role.toLowerCase()));
+      if (missingRole) throw invalidInput(`recipients: the role "${missingRole.role}" of template ${t.id} has nobody; fill every role.`);
+      const person = (x: TemplateRole) => byRole.get(x.role.toLowerCase())!;
+      const title = input.title ?? t.title ?? undefined;
+      const message = input.message ?? t.message ?? undefined;
+      return {
+        file_id: t.file_id,
+        signers: roles.filter((x) => !x.cc).map((x) => ({ email: person(x).email, name: person(x).name, order: x.order })),
+        ...(roles.some((x) => x.cc) ? { cc: roles.filter((x) => x.cc).map((x) => ({ email: person(x).email, name: person(x).name })) } : {}),
+        signature_method: t.signature_method,
+        ...(title !== undefined ? { title } : {}),
+        ...(message !== undefined ? { message } : {}),
+        ...(input.deadline_at !== undefined ? { deadline_at: input.deadline_at } : {}),
+        ...(input.reminder_interval_days !== undefined ? { reminder_interval_days: input.reminder_interval_days } : {}),
+      };
+    },
+  };
+}
+
