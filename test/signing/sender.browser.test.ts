@@ -268,6 +268,43 @@ for (const database of databases) {
       assert.deepEqual(owner.problems, []);
     });
 
+    it('saves a request as a template and sends it again with other people in its roles', async () => {
+      const { page } = owner;
+      await page.goto(`${svc.origin}/documents/requests/${requestId}`);
+      await page.locator('input[name=name]').fill('Supply agreement (template)');
+      await Promise.all([page.waitForURL(`${svc.origin}/documents/requests/${requestId}`), page.getByRole('button', { name: 'Save as a template' }).click()]);
+      assert.match((await page.locator('.flash').textContent())!, /Saved the template "Supply agreement \(template\)"/);
+      await page.goto(`${svc.origin}/documents`);
+      await Promise.all([page.waitForURL(`${svc.origin}/documents/templates`), page.getByRole('link', { name: 'Templates' }).click()]);
+      const item = page.locator('[data-template]');
+      assert.equal(await item.count(), 1);
+      assert.match((await item.textContent())!, /Roles: Signer 1, Signer 2, Copy 1 \(copy\)/);
+      await Promise.all([page.waitForURL(/\/documents\/templates\/tpl_/), item.getByRole('link', { name: 'Use' }).click()]);
+      const rows = page.locator('.signer-row');
+      assert.deepEqual(await rows.evaluateAll((els) => els.map((e) => e.getAttribute('data-role'))), ['Signer 1', 'Signer 2', 'Copy 1']);
+      const people = [['Erin Early', 'erin@early.test'], ['Finn Final', 'finn@final.test'], ['Gil Copy', 'gil@copy.test']];
+      for (const [i, [name, email]] of people.entries()) {
+        await rows.nth(i).locator('input[name^=name_]').fill(name!);
+        await rows.nth(i).locator('input[name^=email_]').fill(email!);
+      }
+      await page.setViewportSize({ width: 390, height: 844 });
+      assert.equal(await noSideways(page), true, 'the template form fits a phone');
+      await shot(page, '5-template-phone');
+      await page.setViewportSize({ width: 1280, height: 900 });
+      await Promise.all([page.waitForURL(/\/documents\/requests\/sr_/), page.getByRole('button', { name: 'Send for signing' }).click()]);
+      assert.match((await page.locator('.flash').textContent())!, /from the template Supply agreement \(template\)/);
+      assert.match((await page.locator('.recipient').nth(1).textContent())!, /Step 2[\s\S]*Finn Final[\s\S]*Waiting for their turn/);
+      assert.match((await page.locator('.recipient').nth(2).textContent())!, /Gil Copy[\s\S]*Gets a copy/);
+      assert.equal(mailsTo('erin@early.test').length, 1);
+      assert.equal(mailsTo('finn@final.test').length, 0);
+      // Deleting it from the list.
+      await page.goto(`${svc.origin}/documents/templates`);
+      await Promise.all([page.waitForURL(`${svc.origin}/documents/templates`), page.getByRole('button', { name: 'Delete' }).click()]);
+      assert.match((await page.locator('.flash').textContent())!, /Deleted the template/);
+      assert.equal(await page.locator('[data-template]').count(), 0);
+      assert.deepEqual(owner.problems, []);
+    });
+
     it('a plain member sees only what she sent or must sign; a key’s request shows under the key with its creator', async () => {
       // A request the key sent with workspace access (no member): Olga created the key.
       const { file } = await putFile(svc, ws.workspace_id);
