@@ -42,9 +42,9 @@ import { SENDER_CSS, senderNavigation, senderRoutes } from './sender/senderPages
  *                      RFC 3161 timestamp (timestamp.ts) and certificate (sealCertificate.ts: making and
  *                      opening one; sealSettings.ts: which one seals, and which TSA), the registration
  *                      of the file (registerArchive.ts) and the "completed" mails (completedMail.ts, mail/)
- *   sender/            the sender's Documents pages (senderPages.ts, pages/, send.js, sender.css): the
- *                      requests a member may see, sending a PDF, a request's timeline and its actions,
- *                      all through the operations with the member's own session
+ *   sender/            the sender's Documents pages (senderPages.ts, templatePages.ts, pages/, send.js,
+ *                      sender.css): the requests a member may see, sending a PDF, a request's timeline
+ *                      and its actions, templates, all through the operations with the member's session
  *   verify/            anyone checks a file: the check (verifyDocument.ts, also the operation
  *                      signing.VerifySignedDocument) and the public /verify page (verifyPage.ts, pages/)
  */
