@@ -3,7 +3,9 @@
  * esbuild. `npm run build` (scripts/build.ts) bundles each module's `browserBundles` into its folder
  * beside the compiled module; the running service serves those files. Only when no prebuilt bundle
  * is there (the service runs from its TypeScript sources: development and tests) is the bundle made
- * on first use, so esbuild is a development dependency and the compiled service never loads it.
+ * in memory, once per process, started by the module when it makes its routes (the service's start),
+ * not by a person's first request; esbuild is a development dependency and the compiled service never
+ * loads it.
  */
 import fs from 'node:fs';
 import path from 'node:path';

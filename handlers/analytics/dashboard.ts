@@ -44,6 +44,8 @@ export function dashboardRoutes(options: { pages: PageKit; logger: Logger }): ex
   const { pages, logger } = options;
   const views = pages.views(new URL('./pages/', import.meta.url));
   const router = pages.router();
+  // Read (or, from the TypeScript sources, bundled) when the service starts, not on a person's first request.
+  buildAssets().catch((err: unknown) => logger.error({ err }, 'dashboard bundle failed'));
   router.get('/dashboard', async (req: Request, res: Response) => {
     const page = await pages.member(req, res);
     if (!page) return;

@@ -146,6 +146,8 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Prov
   const views = pages.views(PAGES_DIR);
   const router = pages.router();
   const bankid = options.bankid ?? null;
+  // The viewer's bundle is read (or, from the TypeScript sources, bundled) when the service starts, not on a signer's first request.
+  viewerBundle().catch((err: unknown) => logger.error({ err }, 'signer viewer bundle failed'));
 
   /** Who asks: the member who sent it (or the creator of the key that did), and the workspace. */
   async function who(request: DbSigningRequestRow): Promise<{ sender: string; workspace: string }> {
