@@ -4388,6 +4388,65 @@ export const document = {
                       }
                     }
                   },
+                  "fields": {
+                    "type": "array",
+                    "maxItems": 50,
+                    "description": "Where each signer's signature, initials, name and signing date go on the document's own\npages. `signer` is the index of the signer in `signers` (0 for the first); `page` counts\nfrom 1 (at most the document's page count); `x`, `y`, `width`, `height` are PDF points\n(1/72 inch) from the page's lower-left corner (a field reaching past the page is cut at\nits edge). When the last signer has signed, the archive draws each field with what its\nsigner gave: `signature` the typed name in a handwriting font, `initials` its initials,\n`name` the typed name, `date` the day of the signature (UTC, YYYY-MM-DD), each sized to\nfit the box, in a revision appended after the original's bytes (which stay the\narchive's first bytes). Only with `signature_method: standard` (a BankID signature\nleaves the provider's PDF unmodified): `400 invalid_input` otherwise. Without fields,\nthe archive is the original pages followed by the evidence pages, as before.\n",
+                    "items": {
+                      "type": "object",
+                      "additionalProperties": false,
+                      "required": [
+                        "signer",
+                        "kind",
+                        "page",
+                        "x",
+                        "y",
+                        "width",
+                        "height"
+                      ],
+                      "properties": {
+                        "signer": {
+                          "type": "integer",
+                          "minimum": 0,
+                          "maximum": 9
+                        },
+                        "kind": {
+                          "type": "string",
+                          "enum": [
+                            "signature",
+                            "initials",
+                            "name",
+                            "date"
+                          ]
+                        },
+                        "page": {
+                          "type": "integer",
+                          "minimum": 1,
+                          "maximum": 2000
+                        },
+                        "x": {
+                          "type": "number",
+                          "minimum": 0,
+                          "maximum": 14400
+                        },
+                        "y": {
+                          "type": "number",
+                          "minimum": 0,
+                          "maximum": 14400
+                        },
+                        "width": {
+                          "type": "number",
+                          "minimum": 4,
+                          "maximum": 2000
+                        },
+                        "height": {
+                          "type": "number",
+                          "minimum": 4,
+                          "maximum": 2000
+                        }
+                      }
+                    }
+                  },
                   "title": {
                     "type": "string",
                     "format": "display-text",
@@ -4701,6 +4760,7 @@ export const document = {
                         "member_id": null,
                         "key_id": "ak_9x7v3c5b6n0z2a4s8d2k4m1q"
                       },
+                      "fields": [],
                       "recipients": [
                         {
                           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
@@ -9725,7 +9785,8 @@ export const document = {
           "expired_at",
           "invitation_failures",
           "recipients",
-          "sender"
+          "sender",
+          "fields"
         ],
         "properties": {
           "signing_request_id": {
@@ -9816,6 +9877,56 @@ export const document = {
               "$ref": "#/components/schemas/SigningRecipient"
             }
           },
+          "fields": {
+            "type": "array",
+            "description": "Where each signer's signature, initials, name and date go on the document's pages (`signing.RequestFileSignatures`' `fields`); empty when none were placed.",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "field_id",
+                "recipient_id",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "field_id": {
+                  "type": "string"
+                },
+                "recipient_id": {
+                  "type": "string"
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date"
+                  ]
+                },
+                "page": {
+                  "type": "integer"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
+                }
+              }
+            }
+          },
           "sender": {
             "type": "object",
             "additionalProperties": false,
@@ -9860,6 +9971,7 @@ export const document = {
             "member_id": "mb_2a4s8d2k4m1q9x7v3c5b6n0z",
             "key_id": "ak_9x7v3c5b6n0z2a4s8d2k4m1q"
           },
+          "fields": [],
           "recipients": [
             {
               "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",

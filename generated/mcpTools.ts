@@ -11628,7 +11628,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expired_at",
           "invitation_failures",
           "recipients",
-          "sender"
+          "sender",
+          "fields"
         ],
         "properties": {
           "signing_request_id": {
@@ -11828,6 +11829,55 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "string",
                     "null"
                   ]
+                }
+              }
+            }
+          },
+          "fields": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "field_id",
+                "recipient_id",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "field_id": {
+                  "type": "string"
+                },
+                "recipient_id": {
+                  "type": "string"
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date"
+                  ]
+                },
+                "page": {
+                  "type": "integer"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
                 }
               }
             }
@@ -12259,7 +12309,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expired_at",
           "invitation_failures",
           "recipients",
-          "sender"
+          "sender",
+          "fields"
         ],
         "properties": {
           "signing_request_id": {
@@ -12459,6 +12510,55 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "string",
                     "null"
                   ]
+                }
+              }
+            }
+          },
+          "fields": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "field_id",
+                "recipient_id",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "field_id": {
+                  "type": "string"
+                },
+                "recipient_id": {
+                  "type": "string"
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date"
+                  ]
+                },
+                "page": {
+                  "type": "integer"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
                 }
               }
             }
@@ -12741,7 +12841,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "expired_at",
                 "invitation_failures",
                 "recipients",
-                "sender"
+                "sender",
+                "fields"
               ],
               "properties": {
                 "signing_request_id": {
@@ -12941,6 +13042,55 @@ export const mcpTools: readonly McpToolDefinition[] = [
                           "string",
                           "null"
                         ]
+                      }
+                    }
+                  }
+                },
+                "fields": {
+                  "type": "array",
+                  "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": [
+                      "field_id",
+                      "recipient_id",
+                      "kind",
+                      "page",
+                      "x",
+                      "y",
+                      "width",
+                      "height"
+                    ],
+                    "properties": {
+                      "field_id": {
+                        "type": "string"
+                      },
+                      "recipient_id": {
+                        "type": "string"
+                      },
+                      "kind": {
+                        "type": "string",
+                        "enum": [
+                          "signature",
+                          "initials",
+                          "name",
+                          "date"
+                        ]
+                      },
+                      "page": {
+                        "type": "integer"
+                      },
+                      "x": {
+                        "type": "number"
+                      },
+                      "y": {
+                        "type": "number"
+                      },
+                      "width": {
+                        "type": "number"
+                      },
+                      "height": {
+                        "type": "number"
                       }
                     }
                   }
@@ -13202,7 +13352,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expired_at",
           "invitation_failures",
           "recipients",
-          "sender"
+          "sender",
+          "fields"
         ],
         "properties": {
           "signing_request_id": {
@@ -13402,6 +13553,55 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "string",
                     "null"
                   ]
+                }
+              }
+            }
+          },
+          "fields": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "field_id",
+                "recipient_id",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "field_id": {
+                  "type": "string"
+                },
+                "recipient_id": {
+                  "type": "string"
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date"
+                  ]
+                },
+                "page": {
+                  "type": "integer"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
                 }
               }
             }
@@ -13523,7 +13723,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expired_at",
           "invitation_failures",
           "recipients",
-          "sender"
+          "sender",
+          "fields"
         ],
         "properties": {
           "signing_request_id": {
@@ -13727,6 +13928,55 @@ export const mcpTools: readonly McpToolDefinition[] = [
               }
             }
           },
+          "fields": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "field_id",
+                "recipient_id",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "field_id": {
+                  "type": "string"
+                },
+                "recipient_id": {
+                  "type": "string"
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date"
+                  ]
+                },
+                "page": {
+                  "type": "integer"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
+                }
+              }
+            }
+          },
           "sender": {
             "type": "object",
             "additionalProperties": false,
@@ -13769,6 +14019,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "file_id",
         "signers",
         "cc",
+        "fields",
         "title",
         "signature_method",
         "message",
@@ -13850,6 +14101,65 @@ export const mcpTools: readonly McpToolDefinition[] = [
               }
             }
           },
+          "fields": {
+            "type": "array",
+            "maxItems": 50,
+            "description": "Where each signer's signature, initials, name and signing date go on the document's own\npages. `signer` is the index of the signer in `signers` (0 for the first); `page` counts\nfrom 1 (at most the document's page count); `x`, `y`, `width`, `height` are PDF points\n(1/72 inch) from the page's lower-left corner (a field reaching past the page is cut at\nits edge). When the last signer has signed, the archive draws each field with what its\nsigner gave: `signature` the typed name in a handwriting font, `initials` its initials,\n`name` the typed name, `date` the day of the signature (UTC, YYYY-MM-DD), each sized to\nfit the box, in a revision appended after the original's bytes (which stay the\narchive's first bytes). Only with `signature_method: standard` (a BankID signature\nleaves the provider's PDF unmodified): `400 invalid_input` otherwise. Without fields,\nthe archive is the original pages followed by the evidence pages, as before.\n",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "signer",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "signer": {
+                  "type": "integer",
+                  "minimum": 0,
+                  "maximum": 9
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date"
+                  ]
+                },
+                "page": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 2000
+                },
+                "x": {
+                  "type": "number",
+                  "minimum": 0,
+                  "maximum": 14400
+                },
+                "y": {
+                  "type": "number",
+                  "minimum": 0,
+                  "maximum": 14400
+                },
+                "width": {
+                  "type": "number",
+                  "minimum": 4,
+                  "maximum": 2000
+                },
+                "height": {
+                  "type": "number",
+                  "minimum": 4,
+                  "maximum": 2000
+                }
+              }
+            }
+          },
           "title": {
             "type": "string",
             "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
@@ -13919,7 +14229,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expired_at",
           "invitation_failures",
           "recipients",
-          "sender"
+          "sender",
+          "fields"
         ],
         "properties": {
           "signing_request_id": {
@@ -14119,6 +14430,55 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "string",
                     "null"
                   ]
+                }
+              }
+            }
+          },
+          "fields": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "field_id",
+                "recipient_id",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "field_id": {
+                  "type": "string"
+                },
+                "recipient_id": {
+                  "type": "string"
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date"
+                  ]
+                },
+                "page": {
+                  "type": "integer"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
                 }
               }
             }
@@ -14279,7 +14639,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expired_at",
           "invitation_failures",
           "recipients",
-          "sender"
+          "sender",
+          "fields"
         ],
         "properties": {
           "signing_request_id": {
@@ -14483,6 +14844,55 @@ export const mcpTools: readonly McpToolDefinition[] = [
               }
             }
           },
+          "fields": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "field_id",
+                "recipient_id",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "field_id": {
+                  "type": "string"
+                },
+                "recipient_id": {
+                  "type": "string"
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date"
+                  ]
+                },
+                "page": {
+                  "type": "integer"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
+                }
+              }
+            }
+          },
           "sender": {
             "type": "object",
             "additionalProperties": false,
@@ -14584,7 +14994,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "expired_at",
           "invitation_failures",
           "recipients",
-          "sender"
+          "sender",
+          "fields"
         ],
         "properties": {
           "signing_request_id": {
@@ -14784,6 +15195,55 @@ export const mcpTools: readonly McpToolDefinition[] = [
                     "string",
                     "null"
                   ]
+                }
+              }
+            }
+          },
+          "fields": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "field_id",
+                "recipient_id",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "field_id": {
+                  "type": "string"
+                },
+                "recipient_id": {
+                  "type": "string"
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date"
+                  ]
+                },
+                "page": {
+                  "type": "integer"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
                 }
               }
             }

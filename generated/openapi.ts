@@ -3376,6 +3376,7 @@ export interface components {
          *         "member_id": "mb_2a4s8d2k4m1q9x7v3c5b6n0z",
          *         "key_id": "ak_9x7v3c5b6n0z2a4s8d2k4m1q"
          *       },
+         *       "fields": [],
          *       "recipients": [
          *         {
          *           "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",
@@ -3453,6 +3454,18 @@ export interface components {
             /** @description Addresses whose latest invitation failed for good; empty when all were sent (or are still queued). */
             invitation_failures: string[];
             recipients: components["schemas"]["SigningRecipient"][];
+            /** @description Where each signer's signature, initials, name and date go on the document's pages (`signing.RequestFileSignatures`' `fields`); empty when none were placed. */
+            fields: {
+                field_id: string;
+                recipient_id: string;
+                /** @enum {string} */
+                kind: "signature" | "initials" | "name" | "date";
+                page: number;
+                x: number;
+                y: number;
+                width: number;
+                height: number;
+            }[];
             /**
              * @description Who sent it. `member_id`: the member it was sent for (a key acting for them, a connection, or
              *     their own sign-in session on the Documents page); null when a key sent it with workspace access.
@@ -6488,6 +6501,29 @@ export interface operations {
                         /** Format: display-text */
                         name?: string;
                     }[];
+                    /**
+                     * @description Where each signer's signature, initials, name and signing date go on the document's own
+                     *     pages. `signer` is the index of the signer in `signers` (0 for the first); `page` counts
+                     *     from 1 (at most the document's page count); `x`, `y`, `width`, `height` are PDF points
+                     *     (1/72 inch) from the page's lower-left corner (a field reaching past the page is cut at
+                     *     its edge). When the last signer has signed, the archive draws each field with what its
+                     *     signer gave: `signature` the typed name in a handwriting font, `initials` its initials,
+                     *     `name` the typed name, `date` the day of the signature (UTC, YYYY-MM-DD), each sized to
+                     *     fit the box, in a revision appended after the original's bytes (which stay the
+                     *     archive's first bytes). Only with `signature_method: standard` (a BankID signature
+                     *     leaves the provider's PDF unmodified): `400 invalid_input` otherwise. Without fields,
+                     *     the archive is the original pages followed by the evidence pages, as before.
+                     */
+                    fields?: {
+                        signer: number;
+                        /** @enum {string} */
+                        kind: "signature" | "initials" | "name" | "date";
+                        page: number;
+                        x: number;
+                        y: number;
+                        width: number;
+                        height: number;
+                    }[];
                     /** Format: display-text */
                     title?: string;
                     /**
@@ -6643,6 +6679,7 @@ export interface operations {
                      *             "member_id": null,
                      *             "key_id": "ak_9x7v3c5b6n0z2a4s8d2k4m1q"
                      *           },
+                     *           "fields": [],
                      *           "recipients": [
                      *             {
                      *               "recipient_id": "rcp_4m1q9x7v3c5b6n0z2a4s8d2k",

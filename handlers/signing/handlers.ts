@@ -16,6 +16,7 @@ import { declareRound, INVITE_JOB, type InviteJobPayload, type SigningRuntime, S
 import {
   appendEvent,
   type DbSigningEventRow,
+  type DbSigningFieldRow,
   endRecipientAccess,
   type DbSigningRecipientRow,
   type DbSigningRequestRow,
@@ -26,6 +27,9 @@ import {
   listEvents,
   listRecipients,
   listRequestsPage,
+  fieldsOfRequests,
+  insertField,
+  listFields,
   recipientAsOf,
   recipientsOfRequests,
   type RequestReader,
@@ -75,7 +79,7 @@ function recipientView(r: DbSigningRecipientRow) {
 }
 
 /** The answer of the signing operations; `failures` replaces `invitation_failures` (a reminder round's own). */
-export function requestView(r: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[], failures?: readonly string[]) {
+export function requestView(r: DbSigningRequestRow, recipients: readonly DbSigningRecipientRow[], failures?: readonly string[], fields: readonly DbSigningFieldRow[] = []) {
   return {
     signing_request_id: r.id,
     status: r.status,
@@ -96,6 +100,7 @@ export function requestView(r: DbSigningRequestRow, recipients: readonly DbSigni
     invitation_failures: failures ? [...failures] : recipients.filter((c) => c.invitation_status === 'failed').map((c) => c.email),
     recipients: recipients.map(recipientView),
     sender: { member_id: r.owner_member_id, key_id: r.created_by_key_id?.startsWith('ak_') ? r.created_by_key_id : null },
+    fields: fields.map((f) => ({ field_id: f.id, recipient_id: f.recipient_id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height })),
   };
 }
 
@@ -159,9 +164,9 @@ async function visibleRequest(ctx: OperationContext, id: string, options: { mana
   // (so it answers as for an expired request), a read shows it expired.
   if (options.lock && request.status === 'pending' && Number(request.deadline_at) <= ctx.now) {
     await expireRequest(ctx.sql, request.id, ctx.now);
-    return { request: (await findRequest(ctx.sql, ctx.workspaceId, id, true))!, recipients };
+    return { request: (await findRequest(ctx.sql, ctx.workspaceId, id, true))!, recipients, fields: await listFields(ctx.sql, request.id) };
   }
-  return { request: asOf(request, ctx.now), recipients };
+  return { request: asOf(request, ctx.now), recipients, fields: await listFields(ctx.sql, request.id) };
 }
 
 /** The request as it stands at `now`: a pending request past its deadline is expired (since the deadline) even before the expiry job has written it. */
@@ -200,15 +205,15 @@ function roundOf(effects: readonly EffectReport[]): { mailed: Set<string>; inFli
 
 /** The request as it stands after a mail round: a recipient whose mail is still in flight says so. */
 async function afterRound(ctx: OperationContext, id: string, effects: readonly EffectReport[]) {
-  const { request, recipients } = await reread(ctx.sql, ctx.workspaceId, id);
+  const { request, recipients, fields } = await reread(ctx.sql, ctx.workspaceId, id);
   const { mailed, inFlight } = roundOf(effects);
   const shown = recipients.map((r) => (inFlight.has(r.id) && r.invitation_status === 'queued' && r.invitation_error === null ? { ...r, invitation_error: STILL_SENDING } : r));
-  return { request, recipients: shown, mailed };
+  return { request, recipients: shown, mailed, fields };
 }
 
 async function reread(sql: Sql, workspaceId: string, id: string) {
   const request = (await findRequest(sql, workspaceId, id))!;
-  return { request, recipients: await listRecipients(sql, id) };
+  return { request, recipients: await listRecipients(sql, id), fields: await listFields(sql, id) };
 }
 
 /**
@@ -238,6 +243,11 @@ export async function makeRequest(deps: SigningRuntime, input: Input<'signing.Re
   if (input.title !== undefined && blank(input.title)) throw invalidInput('title is blank.');
   const deadline = input.deadline_at ?? ctx.now + DEFAULT_DEADLINE_MS;
   if (input.deadline_at !== undefined) checkDeadline(input.deadline_at, ctx.now);
+  const placed = input.fields ?? [];
+  placed.forEach((f, i) => {
+    if (f.signer >= input.signers.length) throw invalidInput(`fields[${i}].signer is ${f.signer}, but there ${input.signers.length === 1 ? 'is 1 signer' : `are ${input.signers.length} signers`} (counted from 0).`);
+  });
+  if (placed.length && (input.signature_method ?? 'standard') !== 'standard') throw invalidInput('fields: only a standard signature draws fields on the pages; a BankID signature leaves the provider\'s PDF unmodified.');
   const limits = await workspaceLimits(ctx.sql, ctx.workspaceId);
   if (input.signers.length + cc.length > limits.recipients_per_request) {
     throw invalidInput(`signers and cc: ${input.signers.length + cc.length} recipients; this workspace allows at most ${limits.recipients_per_request} per request.`);
@@ -246,6 +256,8 @@ export async function makeRequest(deps: SigningRuntime, input: Input<'signing.Re
   const file = await filesOf(deps).find(ctx.sql, ctx.workspaceId, input.file_id);
   const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
   if (!file || !filesOf(deps).visibleTo(file, memberId)) throw missing();
+  const tooFar = placed.findIndex((f) => f.page > file.pageCount);
+  if (tooFar >= 0) throw invalidInput(`fields[${tooFar}].page is ${placed[tooFar]!.page}, but the document has ${file.pageCount} page${file.pageCount === 1 ? '' : 's'}.`);
   // Every signer's invitation and every CC's completed copy, taken up front.
   await spendMail(ctx, input.signers.length + cc.length);
   // The original stays as long as the request: the documents retention never removes a kept file.
@@ -321,6 +333,9 @@ export async function makeRequest(deps: SigningRuntime, input: Input<'signing.Re
     invitation_status: 'none' as const,
   }));
   for (const r of [...recipients, ...ccRows]) await insertRecipient(ctx.sql, r);
+  for (const [position, f] of placed.entries()) {
+    await insertField(ctx.sql, { id: newId('fld'), request_id: id, recipient_id: recipients[f.signer]!.id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, position });
+  }
   await appendEvent(ctx.sql, {
     requestId: id,
     workspaceId: ctx.workspaceId,
@@ -330,7 +345,7 @@ export async function makeRequest(deps: SigningRuntime, input: Input<'signing.Re
   });
   await declareRound(ctx.sql, ctx.jobs, recipients.filter((r) => r.invitation_status === 'queued'), { reminder: false, automatic: false, message: request.message }, ctx.now);
   const after = await reread(ctx.sql, ctx.workspaceId, id);
-  return requestView(after.request, after.recipients);
+  return requestView(after.request, after.recipients, undefined, after.fields);
 }
 
 /** The operations, made once per process from the module's dependencies (the mailer, the bankid settings). */
@@ -343,7 +358,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
     'signing.SendTemplate': answeredAfterEffects<'signing.SendTemplate'>({
       answer: async (_input, ctx, stored, effects) => {
         const after = await afterRound(ctx, stored.signing_request_id, effects);
-        return requestView(after.request, after.recipients);
+        return requestView(after.request, after.recipients, undefined, after.fields);
       },
       run: async (input, ctx) => makeRequest(deps, await templates.requestOf(input, ctx), ctx),
     }),
@@ -353,7 +368,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       // The invitations are declared in the transaction and sent right after it commits; the answer reports their first attempt.
       answer: async (_input, ctx, stored, effects) => {
         const after = await afterRound(ctx, stored.signing_request_id, effects);
-        return requestView(after.request, after.recipients);
+        return requestView(after.request, after.recipients, undefined, after.fields);
       },
       run: (input, ctx) => makeRequest(deps, input, ctx),
     }),
@@ -377,10 +392,11 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
         const batch = limit + 1 - visible.length;
         const rows = await listRequestsPage(ctx.sql, ctx.workspaceId, reader, { status, after, now: ctx.now, ...narrow }, batch);
         const recipients = await recipientsOfRequests(ctx.sql, rows.map((r) => r.id));
+        const fields = await fieldsOfRequests(ctx.sql, rows.map((r) => r.id));
         for (const row of rows) {
           const rs = recipients.get(row.id) ?? [];
           if ((await accessTo(ctx, row, rs, async () => email)).read) {
-            visible.push(requestView(asOf(row, ctx.now), rs));
+            visible.push(requestView(asOf(row, ctx.now), rs, undefined, fields.get(row.id) ?? []));
             positions.push({ t: Number(row.created_at), i: row.id });
           }
         }
@@ -397,8 +413,8 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
     },
 
     'signing.GetSigningRequest': async (input, ctx) => {
-      const { request, recipients } = await visibleRequest(ctx, input.signing_request_id);
-      return requestView(request, recipients);
+      const { request, recipients, fields } = await visibleRequest(ctx, input.signing_request_id);
+      return requestView(request, recipients, undefined, fields);
     },
 
     'signing.ListSigningEvents': async (input, ctx) => {
@@ -428,7 +444,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       answer: async (_input, ctx, stored, effects) => {
         const after = await afterRound(ctx, stored.signing_request_id, effects);
         const failures = after.recipients.filter((r) => after.mailed.has(r.id) && r.invitation_status === 'failed').map((r) => r.email);
-        return requestView(after.request, after.recipients, failures);
+        return requestView(after.request, after.recipients, failures, after.fields);
       },
       run: async (input, ctx) => {
         const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
@@ -455,7 +471,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
         await spendMail(ctx, due.length);
         await declareRound(ctx.sql, ctx.jobs, due, { reminder: true, automatic: false, message }, ctx.now);
         const after = await reread(ctx.sql, ctx.workspaceId, request.id);
-        return requestView(after.request, after.recipients, []);
+        return requestView(after.request, after.recipients, [], after.fields);
       },
     }),
 
@@ -463,10 +479,10 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       answer: async (_input, ctx, stored, effects) => {
         const after = await afterRound(ctx, stored.signing_request_id, effects);
         const failures = after.recipients.filter((r) => after.mailed.has(r.id) && r.invitation_status === 'failed').map((r) => r.email);
-        return requestView(after.request, after.recipients, failures);
+        return requestView(after.request, after.recipients, failures, after.fields);
       },
       run: async (input, ctx) => {
-        const { request, recipients } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
+        const { request, recipients, fields } = await visibleRequest(ctx, input.signing_request_id, { manage: true, lock: true });
         if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is ${request.status}; only a pending request's recipients can be replaced.`);
         const recipient = recipients.find((r) => r.id === input.recipient_id);
         if (!recipient) throw notFound(`Signing request ${request.id} has no recipient ${input.recipient_id}.`);
@@ -476,7 +492,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
         const taken = recipients.find((r) => r.id !== recipient.id && r.email.toLowerCase() === input.email.toLowerCase());
         if (taken) throw invalidInput(`email is already the address of another recipient of this request (${taken.id}); list each signer once.`);
         const name = input.name ?? recipient.name;
-        if (input.email === recipient.email && name === recipient.name) return requestView(request, recipients, []);
+        if (input.email === recipient.email && name === recipient.name) return requestView(request, recipients, [], fields);
         const invited = recipient.invitation_status !== 'waiting' && recipient.invitation_status !== 'none';
         if (invited) await spendMail(ctx, 1);
         await endRecipientAccess(ctx.sql, recipient.id);
@@ -510,7 +526,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
           await declareRound(ctx.sql, ctx.jobs, [fresh], { reminder: false, automatic: false, message: request.message }, ctx.now);
         }
         const after = await reread(ctx.sql, ctx.workspaceId, request.id);
-        return requestView(after.request, after.recipients, []);
+        return requestView(after.request, after.recipients, [], after.fields);
       },
     }),
 
@@ -529,7 +545,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
         });
       }
       const after = await reread(ctx.sql, ctx.workspaceId, request.id);
-      return requestView(after.request, after.recipients);
+      return requestView(after.request, after.recipients, undefined, after.fields);
     },
 
     'signing.CancelSigningRequest': async (input, ctx) => {
@@ -538,7 +554,7 @@ export const signingHandlers = (deps: SigningRuntime): NamespaceHandlers<'signin
       if (request.status !== 'pending') throw conflict(`Signing request ${request.id} is already ${request.status}.`);
       await cancelRequest(ctx.sql, request, input.reason ? input.reason : null, ctx.now);
       const after = await reread(ctx.sql, ctx.workspaceId, request.id);
-      return requestView(after.request, after.recipients);
+      return requestView(after.request, after.recipients, undefined, after.fields);
     },
 
     'signing.GetSigningDocument': async (input, ctx) => {

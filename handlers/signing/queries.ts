@@ -142,6 +142,39 @@ export function recipientAsOf(events: ReadonlyArray<{ seq: number | string; kind
   };
 }
 
+/** A field on the document's pages (table signing_fields). */
+export interface DbSigningFieldRow {
+  id: string;
+  request_id: string;
+  recipient_id: string;
+  kind: 'signature' | 'initials' | 'name' | 'date';
+  page: number;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  position: number;
+}
+
+export async function insertField(sql: Sql, f: DbSigningFieldRow): Promise<void> {
+  await sql.run(`INSERT INTO signing_fields (id, request_id, recipient_id, kind, page, x, y, width, height, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
+    f.id, f.request_id, f.recipient_id, f.kind, f.page, f.x, f.y, f.width, f.height, f.position,
+  ]);
+}
+
+/** The fields of several requests, by request id (each in the order given). */
+export async function fieldsOfRequests(sql: Sql, requestIds: readonly string[]): Promise<Map<string, DbSigningFieldRow[]>> {
+  const byRequest = new Map<string, DbSigningFieldRow[]>(requestIds.map((id) => [id, []]));
+  if (!requestIds.length) return byRequest;
+  const rows = await sql.all<DbSigningFieldRow>(`SELECT * FROM signing_fields WHERE request_id IN (${requestIds.map(() => '?').join(', ')}) ORDER BY request_id, position`, [...requestIds]);
+  for (const f of rows) byRequest.get(f.request_id)?.push({ ...f, page: Number(f.page), x: Number(f.x), y: Number(f.y), width: Number(f.width), height: Number(f.height), position: Number(f.position) });
+  return byRequest;
+}
+
+export async function listFields(sql: Sql, requestId: string): Promise<DbSigningFieldRow[]> {
+  return (await fieldsOfRequests(sql, [requestId])).get(requestId) ?? [];
+}
+
 /** The recipients who sign (not the CC recipients), in order. */
 export const signersOf = <T extends { role?: RecipientRole | string | null }>(recipients: readonly T[]): T[] => recipients.filter((r) => r.role !== 'cc');
 

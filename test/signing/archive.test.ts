@@ -168,6 +168,50 @@ for (const database of databases) {
       assert.equal((await requestRow(svc, requestId)).archive_file_id, file.id);
     });
 
+    it('fields on the page: each signer\'s signature, initials, name and date drawn in their boxes after the original bytes, one valid seal, qpdf clean', async () => {
+      const original = await contractPdf('Fields agreement', 2);
+      const source = await putFile(svc, workspaceId, original, { pages: 2, filename: 'Fields agreement.pdf' });
+      const fields = [
+        { signer: 0, kind: 'signature', page: 1, x: 60, y: 150, width: 220, height: 40 },
+        { signer: 0, kind: 'date', page: 1, x: 300, y: 150, width: 120, height: 20 },
+        { signer: 1, kind: 'name', page: 2, x: 60, y: 150, width: 220, height: 20 },
+        { signer: 1, kind: 'initials', page: 2, x: 500, y: 40, width: 60, height: 30 },
+      ];
+      const { requestId, signedAt } = await signedRequest(svc, ws, source, SIGNERS, { title: 'Fields agreement', fields });
+      const read = await svc.post('signing.GetSigningRequest', { signing_request_id: requestId }, { Authorization: `Bearer ${ws.keys.ci!.secret}` });
+      assert.deepEqual((read.body as { fields: Array<{ kind: string; page: number }> }).fields.map((f) => [f.kind, f.page]), fields.map((f) => [f.kind, f.page]));
+      await svc.jobs.runDue();
+      const row = await requestRow(svc, requestId);
+      assert.ok(row.archive_file_id, `archive made (error: ${row.archive_error})`);
+      const bytes = await bytesOf(svc, workspaceId, row.archive_file_id);
+      assert.ok(bytes.subarray(0, original.length).equals(Buffer.from(original)), 'the original is the first bytes, byte for byte');
+      const archivePath = await writeTo(dir, 'fields.pdf', bytes);
+      const page1 = (await run('pdftotext', ['-f', '1', '-l', '1', archivePath, '-'])).stdout;
+      const page2 = (await run('pdftotext', ['-f', '2', '-l', '2', archivePath, '-'])).stdout;
+      assert.ok(page1.includes(SIGNERS[0]!.typedName), `page 1 carries the first signature: ${page1}`);
+      assert.ok(page1.includes(new Date(signedAt[0]!).toISOString().slice(0, 10)), 'and its date');
+      assert.ok(page2.includes(SIGNERS[1]!.typedName), 'page 2 carries the second name');
+      const initials = SIGNERS[1]!.typedName.split(/\s+/).map((w) => w[0]!.toUpperCase()).slice(0, 3).join('');
+      assert.ok(page2.includes(initials), `and the initials ${initials}`);
+      const evidence = (await run('pdftotext', ['-f', '3', archivePath, '-'])).stdout.replace(/\s+/g, ' ');
+      assert.match(evidence, /with the signers' 4 fields/);
+      const sig = await pdfsig(archivePath);
+      assert.match(sig, /Signature Validation: Signature is Valid\./);
+      assert.match(sig, /Total document signed/);
+      assert.match((await run('qpdf', ['--check', archivePath])).stdout, /No syntax or stream encoding errors found/);
+      await run('pdftoppm', ['-r', '60', '-f', '1', '-l', '1', '-singlefile', '-png', archivePath, path.resolve('test-output', `archive-fields-${database.name}`)]);
+      // Refused: a signer or a page that is not there, and fields with BankID.
+      const refused = async (body: Record<string, unknown>, pattern: RegExp) => {
+        const res = await svc.post('signing.RequestFileSignatures', { file_id: source.id, signers: [{ email: 'f@example.test', name: 'F' }], ...body }, { Authorization: `Bearer ${ws.keys.ci!.secret}`, 'Idempotency-Key': `fields-${Math.random()}` });
+        assert.equal(res.status, 400, JSON.stringify(res.body));
+        assert.match((res.body as { message: string }).message, pattern);
+      };
+      await refused({ fields: [{ signer: 1, kind: 'signature', page: 1, x: 0, y: 0, width: 10, height: 10 }] }, /fields\[0\]\.signer is 1, but there is 1 signer/);
+      await refused({ fields: [{ signer: 0, kind: 'signature', page: 3, x: 0, y: 0, width: 10, height: 10 }] }, /fields\[0\]\.page is 3, but the document has 2 pages/);
+      await refused({ fields: [{ signer: 0, kind: 'stamp', page: 1, x: 0, y: 0, width: 10, height: 10 }] }, /kind/);
+      await refused({ signature_method: 'bankid', fields: [{ signer: 0, kind: 'signature', page: 1, x: 0, y: 0, width: 10, height: 10 }] }, /BankID|bankid/);
+    });
+
     it('an original encrypted with an owner password only: the archive carries its pages decrypted, the original stays as uploaded', async () => {
       const plain = await writeTo(dir, 'plain.pdf', await contractPdf('Owner-locked lease', 2));
       const locked = path.join(dir, 'locked.pdf');

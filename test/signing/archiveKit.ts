@@ -92,10 +92,10 @@ export interface SignedRequest {
 }
 
 /** A request over `file` made through the API and signed by every signer in turn (one hour apart). */
-export async function signedRequest(svc: TestService, ws: ApplyResult, file: StoredFile, signers: Signer[], options: { title?: string; actAs?: string } = {}): Promise<SignedRequest> {
+export async function signedRequest(svc: TestService, ws: ApplyResult, file: StoredFile, signers: Signer[], options: { title?: string; actAs?: string; fields?: unknown[] } = {}): Promise<SignedRequest> {
   const res = await svc.post(
     'signing.RequestFileSignatures',
-    { file_id: file.id, title: options.title ?? 'Services agreement 2027', signers: signers.map((s) => ({ email: s.email, name: s.name })) },
+    { file_id: file.id, title: options.title ?? 'Services agreement 2027', signers: signers.map((s) => ({ email: s.email, name: s.name })), ...(options.fields ? { fields: options.fields } : {}) },
     { Authorization: `Bearer ${ws.keys.ci!.secret}`, 'Idempotency-Key': `archive-${process.pid}-${++seq}`, ...(options.actAs ? { 'Service-Act-As': options.actAs } : {}) },
   );
   assert.equal(res.status, 200, JSON.stringify(res.body));

@@ -26,7 +26,7 @@ import { archiveBankIdRequest } from '../bankid/flow.ts';
 import { sealingCertificate, type SealSettings } from './sealSettings.ts';
 import { registerArchive } from './registerArchive.ts';
 import { buildArchive, type Evidence } from './evidence.ts';
-import { appendEvent, type DbSigningRequestRow, findRequestById, listRecipients, recipientAsOf, signersOf, updateRequest } from '../queries.ts';
+import { appendEvent, type DbSigningRequestRow, findRequestById, listFields, listRecipients, recipientAsOf, signersOf, updateRequest } from '../queries.ts';
 import { ARCHIVE_JOB, type ArchiveJobPayload } from '../request/lifecycle.ts';
 import { seal } from './seal.ts';
 
@@ -105,6 +105,16 @@ async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { file
     }),
     sealedBy,
     verifyUrl,
+    fields: (await listFields(sql, request.id)).flatMap((f) => {
+      const r = byId.get(f.recipient_id);
+      if (!r || r.status !== 'signed') return [];
+      const typed = (r.typed_name ?? r.name).trim();
+      const text =
+        f.kind === 'date' ? new Date(Number(r.signed_at)).toISOString().slice(0, 10)
+        : f.kind === 'initials' ? typed.split(/\s+/).filter(Boolean).map((w) => [...w][0]!.toUpperCase()).slice(0, 3).join('')
+        : typed;
+      return [{ page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, kind: f.kind, text }];
+    }),
   };
 }
 

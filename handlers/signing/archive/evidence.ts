@@ -24,6 +24,17 @@ export interface EvidenceSigner {
   method?: string | null;
 }
 
+/** A field placed on the document's pages, with what its signer gave (drawn in the archive). */
+export interface FilledField {
+  page: number;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  kind: 'signature' | 'initials' | 'name' | 'date';
+  text: string;
+}
+
 export interface EvidenceEvent {
   occurredAt: number;
   kind: string;
@@ -45,6 +56,8 @@ export interface Evidence {
   sealedBy: string;
   /** Where anyone can check the archive, e.g. https://example.com/verify. */
   verifyUrl: string;
+  /** Fields to draw on the document's own pages (RequestFileSignatures' `fields`), filled. */
+  fields?: FilledField[];
 }
 
 export interface BuiltArchive {
@@ -281,6 +294,35 @@ async function open(original: Uint8Array, checks: Pick<DocumentFiles, 'checkStor
   }
 }
 
+/**
+ * Draws each filled field inside its box on its page (cut at the page's edge; text sized to fit the
+ * box: the signature in the handwriting font). Returns how many were drawn.
+ */
+function drawFields(pdf: PDF, text: TextDrawer, fields: readonly FilledField[], pages: number): number {
+  let drawn = 0;
+  // One page object per page: the text drawer names its fonts per page object.
+  const pageObjects = new Map<number, PDFPage | null>();
+  for (const f of fields) {
+    if (f.page < 1 || f.page > pages || !f.text.trim()) continue;
+    if (!pageObjects.has(f.page)) pageObjects.set(f.page, pdf.getPage(f.page - 1));
+    const page = pageObjects.get(f.page);
+    if (!page) continue;
+    const box = page.getMediaBox();
+    const x = box.x + f.x;
+    const y = box.y + f.y;
+    const width = Math.min(f.width, box.x + box.width - x);
+    const height = Math.min(f.height, box.y + box.height - y);
+    if (width < 4 || height < 4) continue;
+    const style = f.kind === 'signature' || f.kind === 'initials' ? 'script' : 'text';
+    const line = TextDrawer.clean(f.text);
+    let size = Math.min(height * (style === 'script' ? 0.7 : 0.75), 36);
+    while (size > 4 && text.width(line, style, size) > width - 4) size -= 0.5;
+    text.draw(page, line, { x: x + 2, y: y + (height - size) / 2 + size * 0.2, size, style, color: style === 'script' ? SIGNATURE_INK : INK });
+    drawn++;
+  }
+  return drawn;
+}
+
 /** The original followed by evidence pages (unsealed; seal.ts seals the result). */
 export async function buildArchive(original: Uint8Array, evidence: Evidence, checks: Pick<DocumentFiles, 'checkStoredPdf' | 'isBusy'>): Promise<BuiltArchive> {
   const { pdf, decrypted } = await open(original, checks);
@@ -289,9 +331,11 @@ export async function buildArchive(original: Uint8Array, evidence: Evidence, che
   const w = new Writer(pdf, text, `Evidence of electronic signature · ${evidence.requestId}`);
   const appended = !decrypted && pdf.canSaveIncrementally() === null;
 
+  // The signers' fields on the document's own pages: drawn into those pages, in the revision appended after the original's bytes.
+  const drawn = drawFields(pdf, text, evidence.fields ?? [], originalPages);
   w.heading('Evidence of electronic signature', 17);
   w.paragraph(
-    `Pages 1 to ${originalPages} of this file are the document as it was uploaded and signed, unchanged${decrypted ? ' (written out without its owner-password encryption)' : ''}. ` +
+    `Pages 1 to ${originalPages} of this file are the document as it was uploaded and signed${drawn ? `, with the signers' ${drawn} field${drawn === 1 ? '' : 's'} (signatures, initials, names, dates) drawn where the sender placed them` : ', unchanged'}${decrypted ? ' (written out without its owner-password encryption)' : ''}. ` +
       `The pages from ${originalPages + 1} on record who signed it, when and how. The whole file is sealed by the service: any change after sealing breaks the seal.`,
   );
   w.heading('Document');
@@ -302,7 +346,7 @@ export async function buildArchive(original: Uint8Array, evidence: Evidence, che
   w.field(
     'Original bytes',
     appended
-      ? `The first ${evidence.source.size} bytes of this file are the original file itself (they have the SHA-256 above); these pages and the seal were appended after them.`
+      ? `The first ${evidence.source.size} bytes of this file are the original file itself (they have the SHA-256 above); ${drawn ? 'the fields, ' : ''}these pages and the seal were appended after them.`
       : 'The original pages were written out again (decrypted); the original file, kept as uploaded, has the SHA-256 above.',
   );
   w.field('Signature method', evidence.signatureMethod);
