@@ -39,7 +39,7 @@ import {
 } from './queries.ts';
 import { cancelRequest, expireRequest } from './request/lifecycle.ts';
 import { verifySignedDocument } from './verify/verifyDocument.ts';
-import { templateHandlers } from './templates.ts';
+import { templateHandlers } from './request/templates.ts';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;

@@ -25,10 +25,12 @@ import { SENDER_CSS, senderNavigation, senderRoutes } from './sender/senderPages
  * reminder jobs. Its history's main kinds are also outbox events (outboxEvents.ts) for rules and webhooks.
  *
  * The folders follow a request from its making to the check of its archive:
- *   handlers.ts, queries.ts, outboxEvents.ts, settings.ts, migrations/   the operations, the SQL, the
- *                      outbox event kinds, the settings and the tables (migration names never change)
- *   request/           a request's state moves (lifecycle.ts), its invitation and reminder mails
- *                      (invitationMail.ts, mail/) and the invite, expiry and reminder jobs (jobs.ts)
+ *   handlers.ts, queries.ts, outboxEvents.ts, settings.ts, audit.ts, migrations/   the operations, the
+ *                      SQL, the outbox event kinds, the settings, the audit log's words and the tables
+ *                      (migration names never change)
+ *   request/           a request's state moves (lifecycle.ts), its invitation, reminder and decline
+ *                      mails (invitationMail.ts, declinedMail.ts, mail/), the invite, expiry and
+ *                      reminder jobs (jobs.ts), and templates that make requests (templates.ts)
  *   signer/            the signer's links (links.ts) and pages behind them (signerPages.ts, pages/:
  *                      templates, CSS and the pdf.js viewer's browser script)
  *   bankid/            signing through a provider instead of a typed name: the provider interface and

@@ -20,7 +20,11 @@ describe('database connections [postgres]', function () {
   });
 
   it('survives PostgreSQL ending its connections: no crash, the next requests are served on new connections', async () => {
-    const svc = await startTestService(postgres!.url());
+    // Its connections carry their own application_name: the test ends those alone, never those of test files running beside it.
+    const url = new URL(postgres!.url());
+    const tag = `wso-ended-${process.pid}-${Date.now()}`;
+    url.searchParams.set('application_name', tag);
+    const svc = await startTestService(url.toString());
     try {
       const ws = await svc.apply(acme());
       const api = svc.client(ws.keys.ci!.secret);
@@ -30,7 +34,8 @@ describe('database connections [postgres]', function () {
       await admin.connect();
       try {
         const ended = await admin.query(
-          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND usename = current_user AND state = 'idle'`,
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND usename = current_user AND state = 'idle' AND application_name = $1`,
+          [tag],
         );
         assert.ok(ended.rowCount! > 0);
       } finally {

@@ -15,7 +15,7 @@ const SAFARI = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_0) AppleWebKit/605.1.1
 const HOUR = 3_600_000;
 
 /** What a member's sign-in session may call (the operations whose security lists SessionCookie). */
-const SESSION_OPERATIONS = ['analytics.GetSiteAnalyticsBreakdown', 'analytics.GetSiteAnalyticsRealtime', 'analytics.GetSiteAnalyticsSummary', 'analytics.GetWorkspaceAnalyticsSummary', 'documents.CompleteUpload', 'documents.CreateUpload', 'documents.GetUpload', 'documents.GetUploadPart', 'documents.ListDocuments', 'signing.CancelSigningRequest', 'signing.GetSigningDocument', 'signing.GetSigningRequest', 'signing.ListSigningEvents', 'signing.ListSigningRequests', 'signing.RemindSigners', 'signing.RequestFileSignatures', 'signing.UpdateSigningDeadline', 'signing.VerifySignedDocument', 'workspace.ListApps', 'workspace.ListBundles'];
+const SESSION_OPERATIONS = ['analytics.GetSiteAnalyticsBreakdown', 'analytics.GetSiteAnalyticsRealtime', 'analytics.GetSiteAnalyticsSummary', 'analytics.GetWorkspaceAnalyticsSummary', 'documents.CompleteUpload', 'documents.CreateUpload', 'documents.GetUpload', 'documents.GetUploadPart', 'documents.ListDocuments', 'signing.CancelSigningRequest', 'signing.CreateTemplate', 'signing.DeleteTemplate', 'signing.GetSigningDocument', 'signing.GetSigningRequest', 'signing.ListSigningEvents', 'signing.ListSigningRequests', 'signing.ListTemplates', 'signing.RemindSigners', 'signing.ReplaceRecipient', 'signing.RequestFileSignatures', 'signing.SendTemplate', 'signing.UpdateSigningDeadline', 'signing.VerifySignedDocument', 'workspace.ListApps', 'workspace.ListBundles'];
 
 const originOf = (svc: TestService) => svc.baseUrl.replace(/\/v1$/, '');
 

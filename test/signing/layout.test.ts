@@ -102,6 +102,6 @@ describe('the signing module layout', () => {
     const twice = [...byName].filter(([, list]) => list.length > 1);
     assert.deepEqual(twice, [], 'file names used twice');
     const top = fs.readdirSync(path.join(root, SIGNING)).filter((f) => f.endsWith('.ts')).sort();
-    assert.deepEqual(top, ['files.ts', 'handlers.ts', 'index.ts', 'outboxEvents.ts', 'queries.ts', 'settings.ts']);
+    assert.deepEqual(top, ['audit.ts', 'files.ts', 'handlers.ts', 'index.ts', 'outboxEvents.ts', 'queries.ts', 'settings.ts']);
   });
 });

@@ -4,13 +4,13 @@
  * signing.RequestFileSignatures does). A template over a member's private file is that member's own;
  * over a workspace file, the workspace's.
  */
-import { mayManageSettings } from '../../server/capabilities.ts';
-import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../server/cursor.ts';
-import { forbidden, invalidInput, notFound } from '../../server/errors.ts';
-import { newId } from '../../server/ids.ts';
-import type { Input, OperationContext } from '../../server/operation.ts';
-import { filesOf } from './files.ts';
-import type { SigningRuntime } from './request/invitationMail.ts';
+import { mayManageSettings } from '../../../server/capabilities.ts';
+import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../../server/cursor.ts';
+import { forbidden, invalidInput, notFound } from '../../../server/errors.ts';
+import { newId } from '../../../server/ids.ts';
+import type { Input, OperationContext } from '../../../server/operation.ts';
+import { filesOf } from '../files.ts';
+import type { SigningRuntime } from './invitationMail.ts';
 
 export interface TemplateRole {
   role: string;
