@@ -78,12 +78,39 @@ export async function enqueueCompletedMails(sql: Sql, jobs: Pick<JobQueue, 'enqu
   return n;
 }
 
-function payloadOf(payload: unknown): CompletedMailPayload {
+/** A party mail job's payload (completed and declined mails share it), checked; `job` names the job in the error. */
+export function partyPayloadOf(payload: unknown, job: string): CompletedMailPayload {
   const p = payload as Partial<CompletedMailPayload> | null;
   if (!p || typeof p.requestId !== 'string' || typeof p.workspaceId !== 'string' || typeof p.to !== 'string' || typeof p.name !== 'string') {
-    throw new Error(`${COMPLETED_MAIL_JOB} needs {requestId, workspaceId, to, name, role}`);
+    throw new Error(`${job} needs {requestId, workspaceId, to, name, role}`);
   }
   return { requestId: p.requestId, workspaceId: p.workspaceId, to: p.to, name: p.name, role: p.role === 'sender' ? 'sender' : 'recipient' };
+}
+
+/**
+ * Sends one party's mail about a request (`what`: `completed`, `declined`): `sent`; `refused` for good
+ * (5xx: logged, not retried); throws for the job kit to retry when the server refused it for now or
+ * could not be reached.
+ */
+export async function sendPartyMail(
+  deps: Pick<SigningRuntime, 'mailer' | 'logger'>,
+  what: 'completed' | 'declined',
+  job: CompletedMailPayload,
+  mail: { subject: string; text: string; html: string },
+): Promise<'sent' | 'refused'> {
+  try {
+    const result = await deps.mailer.send({ to: job.to, ...mail, tag: `signing.${what}`, workspaceId: job.workspaceId, headers: { 'X-Signing-Request': job.requestId } });
+    if (result.accepted.length) return 'sent';
+    const refusal = result.rejected[0];
+    if (refusal && !refusal.temporary) {
+      deps.logger.warn({ request: job.requestId, role: job.role, reason: refusal.reason.slice(0, 300) }, `the ${what} mail was refused for good; not retried`);
+      return 'refused';
+    }
+    throw new Error(`the mail server refused the ${what} mail for now${refusal ? `: ${refusal.reason.slice(0, 300)}` : ''}`);
+  } catch (err) {
+    if (err instanceof MailUnavailableError) throw new Error(`the mail server is unavailable (${err.kind}); the ${what} mail is sent again later`);
+    throw err;
+  }
 }
 
 /** What a completed mail says (completed.{text,html}.eta). */
@@ -112,7 +139,7 @@ export function composeCompletedMail(view: CompletedMailView): { subject: string
 
 /** Sends one party's completed mail (the job); throws to be retried when the mail server could not take it for now. */
 export async function sendCompletedMail(deps: SigningRuntime, job: CompletedMailPayload): Promise<'sent' | 'refused' | 'skipped'> {
-  const { db, clock, config, logger } = deps;
+  const { db, clock, config } = deps;
   const request = await findRequestById(db.sql, job.requestId);
   if (!request || request.workspace_id !== job.workspaceId || !request.archive_file_id) return 'skipped';
   const files = filesOf(deps);
@@ -137,26 +164,14 @@ export async function sendCompletedMail(deps: SigningRuntime, job: CompletedMail
     sha256: file.sha256,
     verifyUrl: new URL('/verify', config.publicUrl).toString(),
   });
-  try {
-    const result = await deps.mailer.send({ to: job.to, ...mail, tag: 'signing.completed', workspaceId: request.workspace_id, headers: { 'X-Signing-Request': request.id } });
-    if (result.accepted.length) return 'sent';
-    const refusal = result.rejected[0];
-    if (refusal && !refusal.temporary) {
-      logger.warn({ request: request.id, role: job.role, reason: refusal.reason.slice(0, 300) }, 'the completed mail was refused for good; not retried');
-      return 'refused';
-    }
-    throw new Error(`the mail server refused the completed mail for now${refusal ? `: ${refusal.reason.slice(0, 300)}` : ''}`);
-  } catch (err) {
-    if (err instanceof MailUnavailableError) throw new Error(`the mail server is unavailable (${err.kind}); the completed mail is sent again later`);
-    throw err;
-  }
+  return sendPartyMail(deps, 'completed', job, mail);
 }
 
 /** The job definition the signing module registers as `signing.completed-mail`. */
 export function completedMailJob(deps: SigningRuntime): JobDefinition {
   return {
     run: async (payload) => {
-      await sendCompletedMail(deps, payloadOf(payload));
+      await sendCompletedMail(deps, partyPayloadOf(payload, COMPLETED_MAIL_JOB));
     },
   };
 }

@@ -13,20 +13,15 @@
  */
 import type { Sql } from '../../../db/database.ts';
 import type { JobDefinition, JobQueue } from '../../../server/jobs.ts';
-import { MailUnavailableError, mailTemplates } from '../../../server/mailer.ts';
-import { completedMailParties } from '../archive/completedMail.ts';
+import { mailTemplates } from '../../../server/mailer.ts';
+import { type CompletedMailPayload, completedMailParties, partyPayloadOf, sendPartyMail } from '../archive/completedMail.ts';
 import { type DbSigningRecipientRow, type DbSigningRequestRow, findRequestById, listRecipients } from '../queries.ts';
 import { humanTime, type SigningRuntime, senderOf } from './invitationMail.ts';
 
 export const DECLINED_MAIL_JOB = 'signing.declined-mail';
 
-export interface DeclinedMailPayload {
-  readonly requestId: string;
-  readonly workspaceId: string;
-  readonly to: string;
-  readonly name: string;
-  readonly role: 'recipient' | 'sender';
-}
+/** The same payload as the completed mail's: one party of one request. */
+export type DeclinedMailPayload = CompletedMailPayload;
 
 const templates = mailTemplates(new URL('./mail/', import.meta.url));
 
@@ -63,17 +58,9 @@ export function composeDeclinedMail(view: DeclinedMailView): { subject: string; 
   return { subject, ...templates.render('declined', { subject, ...view }) };
 }
 
-function payloadOf(payload: unknown): DeclinedMailPayload {
-  const p = payload as Partial<DeclinedMailPayload> | null;
-  if (!p || typeof p.requestId !== 'string' || typeof p.workspaceId !== 'string' || typeof p.to !== 'string' || typeof p.name !== 'string') {
-    throw new Error(`${DECLINED_MAIL_JOB} needs {requestId, workspaceId, to, name, role}`);
-  }
-  return { requestId: p.requestId, workspaceId: p.workspaceId, to: p.to, name: p.name, role: p.role === 'sender' ? 'sender' : 'recipient' };
-}
-
 /** Sends one party's declined mail; throws to be retried when the mail server could not take it for now. */
 export async function sendDeclinedMail(deps: SigningRuntime, job: DeclinedMailPayload): Promise<'sent' | 'refused' | 'skipped'> {
-  const { db, logger } = deps;
+  const { db } = deps;
   const request = await findRequestById(db.sql, job.requestId);
   if (!request || request.workspace_id !== job.workspaceId) return 'skipped';
   const decliner = (await listRecipients(db.sql, request.id)).find((r) => r.status === 'declined');
@@ -90,26 +77,14 @@ export async function sendDeclinedMail(deps: SigningRuntime, job: DeclinedMailPa
     declinedAt: humanTime(Number(decliner.declined_at ?? request.cancelled_at ?? 0)),
     reason: job.role === 'sender' ? (decliner.decline_reason ?? '') : '',
   });
-  try {
-    const result = await deps.mailer.send({ to: job.to, ...mail, tag: 'signing.declined', workspaceId: request.workspace_id, headers: { 'X-Signing-Request': request.id } });
-    if (result.accepted.length) return 'sent';
-    const refusal = result.rejected[0];
-    if (refusal && !refusal.temporary) {
-      logger.warn({ request: request.id, role: job.role, reason: refusal.reason.slice(0, 300) }, 'the declined mail was refused for good; not retried');
-      return 'refused';
-    }
-    throw new Error(`the mail server refused the declined mail for now${refusal ? `: ${refusal.reason.slice(0, 300)}` : ''}`);
-  } catch (err) {
-    if (err instanceof MailUnavailableError) throw new Error(`the mail server is unavailable (${err.kind}); the declined mail is sent again later`);
-    throw err;
-  }
+  return sendPartyMail(deps, 'declined', job, mail);
 }
 
 /** The job definition the signing module registers as `signing.declined-mail`. */
 export function declinedMailJob(deps: SigningRuntime): JobDefinition {
   return {
     run: async (payload) => {
-      await sendDeclinedMail(deps, payloadOf(payload));
+      await sendDeclinedMail(deps, partyPayloadOf(payload, DECLINED_MAIL_JOB));
     },
   };
 }
