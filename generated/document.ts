@@ -5178,7 +5178,7 @@ export const document = {
       "post": {
         "operationId": "signing.CreateTemplate",
         "summary": "Save a document with its roles as a template",
-        "description": "Saves file `file_id` (a PDF visible to the caller, as for `signing.RequestFileSignatures`) with\n`roles` (1 to 10: the people to fill in each time it is sent) as a template named `name`, with the\ndefaults `title`, `message` and `signature_method` of the requests sent from it. A role has a name\n(`role`, unique in the template without case), a step `order` in the signing order (1 to 10,\ndefault 1: same number, same step) and `cc` (default false: true for a recipient who gets the\ncompleted copy and does not sign); at least one role must sign. The file is kept for as long as\nthe template exists (the documents retention never removes it).\n\nVisibility: a template over a workspace file is the workspace's (every caller of the workspace\nlists and sends it; it shows on the Documents pages); over a member's private file it is that\nmember's own (`private: true`). Retrying with the same `Idempotency-Key` answers the same template.\n",
+        "description": "Saves file `file_id` (a PDF visible to the caller, as for `signing.RequestFileSignatures`) with\n`roles` (1 to 10: the people to fill in each time it is sent) as a template named `name`, with the\ndefaults `title`, `message` and `signature_method` of the requests sent from it. A role has a name\n(`role`, unique in the template without case), a step `order` in the signing order (1 to 10,\ndefault 1: same number, same step) and `cc` (default false: true for a recipient who gets the\ncompleted copy and does not sign); at least one role must sign. The file is kept for as long as\nthe template exists (the documents retention never removes it).\n\nVisibility: a template over a workspace file is the workspace's (every caller of the workspace\nlists and sends it; it shows on the Documents pages); over a member's private file it is that\nmember's own (`private: true`). Retrying with the same `Idempotency-Key` answers the same template.\n\nLimit: a workspace keeps at most 500 templates (each keeps its file); past it, `409 conflict` and\nnothing is made: delete one first.\n",
         "tags": [
           "signing"
         ],
@@ -5328,6 +5328,9 @@ export const document = {
           },
           "404": {
             "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
           },
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"

@@ -1459,6 +1459,9 @@ export interface paths {
          *     Visibility: a template over a workspace file is the workspace's (every caller of the workspace
          *     lists and sends it; it shows on the Documents pages); over a member's private file it is that
          *     member's own (`private: true`). Retrying with the same `Idempotency-Key` answers the same template.
+         *
+         *     Limit: a workspace keeps at most 500 templates (each keeps its file); past it, `409 conflict` and
+         *     nothing is made: delete one first.
          */
         post: operations["signing.CreateTemplate"];
         delete?: never;
@@ -7004,6 +7007,7 @@ export interface operations {
             401: components["responses"]["InvalidKey"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];

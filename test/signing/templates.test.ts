@@ -5,6 +5,7 @@
  * and deletes a template; the refusals.
  */
 import assert from 'node:assert/strict';
+import { MAX_TEMPLATES } from '../../handlers/signing/request/templates.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import { databases, type TestService } from '../support/service.ts';
 import { type MailServer, putFile, runJobs, signingService, signingWorkspace, startMailServer } from './requestSupport.ts';
@@ -104,6 +105,21 @@ for (const database of databases) {
       const same = await send([{ role: 'Buyer', email: 'b@example.test', name: 'B' }, { role: 'Seller', email: 'B@example.test', name: 'S' }]);
       assert.equal(same.response.status, 400, 'one address in two roles is refused as for RequestFileSignatures');
       assert.equal((await as(ws.members.ada).signing.SendTemplate({ template_id: 'tpl_nothing', recipients: [{ role: 'A', email: 'a@example.test', name: 'A' }] })).response.status, 404);
+    });
+
+    it('keeps at most MAX_TEMPLATES templates per workspace: past it, 409 and nothing made', async () => {
+      const { file } = await putFile(svc, ws.workspace_id);
+      const have = Number((await svc.db.sql.one<{ n: number | string }>(`SELECT COUNT(*) AS n FROM signing_templates WHERE workspace_id = ?`, [ws.workspace_id]))!.n);
+      for (let i = have; i < MAX_TEMPLATES; i++) {
+        await svc.db.sql.run(
+          `INSERT INTO signing_templates (id, workspace_id, name, file_id, title, message, signature_method, roles, private, owner_member_id, created_by_key_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          [`tpl_fill${i}`, ws.workspace_id, `Fill ${i}`, file.id, null, null, 'standard', '[{"role":"A","order":1,"cc":false}]', false, null, null, 0],
+        );
+      }
+      const over = await as(ws.members.ada).signing.CreateTemplate({ file_id: file.id, name: 'One too many', roles: [{ role: 'A' }] });
+      assert.equal(over.response.status, 409);
+      assert.match(over.error!.message, /has 500 templates, the most it may keep/);
+      await svc.db.sql.run(`DELETE FROM signing_templates WHERE id LIKE 'tpl_fill%'`);
     });
 
     it("lists the workspace's templates and a member's own private ones; deletes for who made it or an admin", async () => {

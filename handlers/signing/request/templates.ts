@@ -6,7 +6,7 @@
  */
 import { mayManageSettings } from '../../../server/capabilities.ts';
 import { DEFAULT_PAGE_LIMIT, decodeCursor, encodeCursor, positionField } from '../../../server/cursor.ts';
-import { forbidden, invalidInput, notFound } from '../../../server/errors.ts';
+import { conflict, forbidden, invalidInput, notFound } from '../../../server/errors.ts';
 import { newId } from '../../../server/ids.ts';
 import type { Input, OperationContext } from '../../../server/operation.ts';
 import { filesOf } from '../files.ts';
@@ -32,6 +32,9 @@ interface DbTemplateRow {
   created_by_key_id: string | null;
   created_at: number | string;
 }
+
+/** Templates a workspace may keep (each keeps its file): signing.CreateTemplate answers 409 past it. */
+export const MAX_TEMPLATES = 500;
 
 const CURSOR = { t: positionField.millis, i: { type: 'string', maxLength: 40 } } as const;
 const MISMATCH = 'cursor belongs to a listing of another caller; send the same key and Service-Act-As as for the first page.';
@@ -77,6 +80,8 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
         seen.set(key, i);
       });
       if (input.roles.every((r) => r.cc === true)) throw invalidInput('roles: at least one role must sign (cc: false).');
+      const count = await ctx.sql.one<{ n: number | string }>(`SELECT COUNT(*) AS n FROM signing_templates WHERE workspace_id = ?`, [ctx.workspaceId]);
+      if (Number(count?.n ?? 0) >= MAX_TEMPLATES) throw conflict(`This workspace has ${MAX_TEMPLATES} templates, the most it may keep; delete one (signing.DeleteTemplate) before saving another.`);
       const memberId = ctx.member?.id ?? null;
       const files = filesOf(deps);
       const file = await files.find(ctx.sql, ctx.workspaceId, input.file_id);
