@@ -4391,7 +4391,7 @@ export const document = {
                   "fields": {
                     "type": "array",
                     "maxItems": 50,
-                    "description": "Where each signer's signature, initials, name and signing date go on the document's own\npages. `signer` is the index of the signer in `signers` (0 for the first); `page` counts\nfrom 1 (at most the document's page count); `x`, `y`, `width`, `height` are PDF points\n(1/72 inch) from the page's lower-left corner (a field reaching past the page is cut at\nits edge). When the last signer has signed, the archive draws each field with what its\nsigner gave: `signature` the typed name in a handwriting font, `initials` its initials,\n`name` the typed name, `date` the day of the signature (UTC, YYYY-MM-DD), each sized to\nfit the box, in a revision appended after the original's bytes (which stay the\narchive's first bytes). Only with `signature_method: standard` (a BankID signature\nleaves the provider's PDF unmodified): `400 invalid_input` otherwise. Without fields,\nthe archive is the original pages followed by the evidence pages, as before.\n",
+                    "description": "Where each signer's signature, initials, name, signing date, text and check boxes go on\nthe document's own pages (the Documents page's field editor sends the same list).\n`signer` is the index of the signer in `signers` (0 for the first); `page` counts from 1\n(at most the document's page count); `x`, `y`, `width`, `height` are PDF points (1/72\ninch) from the page's lower-left corner (a field reaching past the page is cut at its\nedge).\n\nThe signer sees their fields on the signing page, is led from one to the next (\"Next\nfield\"), and fills in `text` (one line, at most 200 characters) and `checkbox` fields\nbefore signing; `label` (at most 100 characters) is what they are asked. A `required`\n(the default) text field must not be empty and a required check box must be ticked, or\nthe signature is refused on the page; an optional one may be left. `signature`,\n`initials`, `name` and `date` follow from the signature and are always filled\n(`required` is stored as true for them).\n\nWhen the last signer has signed, the archive draws each field with what its signer\ngave: `signature` the signer's drawn signature (strokes drawn on the signing page) or\nelse the typed name in a handwriting font, `initials` the typed name's initials, `name`\nthe typed name, `date` the day of the signature (UTC, YYYY-MM-DD), `text` the text and\n`checkbox` a tick (nothing when left empty), each sized to fit the box, in a revision\nappended after the original's bytes (which stay the archive's first bytes, so\n`original` and the archive's first revision are the same bytes). Only with\n`signature_method: standard` (a BankID signature leaves the provider's PDF unmodified):\n`400 invalid_input` otherwise. Without fields, the archive is the original pages\nfollowed by the evidence pages, as before.\n",
                     "items": {
                       "type": "object",
                       "additionalProperties": false,
@@ -4416,8 +4416,22 @@ export const document = {
                             "signature",
                             "initials",
                             "name",
-                            "date"
+                            "date",
+                            "text",
+                            "checkbox"
                           ]
+                        },
+                        "required": {
+                          "type": "boolean",
+                          "default": true,
+                          "description": "Text and check box fields only (the other kinds are always filled)."
+                        },
+                        "label": {
+                          "type": "string",
+                          "format": "display-text",
+                          "minLength": 1,
+                          "maxLength": 100,
+                          "description": "What the signer is asked, e.g. \"Company registration number\"."
                         },
                         "page": {
                           "type": "integer",
@@ -9882,7 +9896,7 @@ export const document = {
           },
           "fields": {
             "type": "array",
-            "description": "Where each signer's signature, initials, name and date go on the document's pages (`signing.RequestFileSignatures`' `fields`); empty when none were placed.",
+            "description": "Where each signer's fields go on the document's pages (`signing.RequestFileSignatures`'\n`fields`); empty when none were placed. `value` is what the signer gave in a `text` field (the\ntext, \"\" when an optional field was left empty) or a `checkbox` (\"true\" or \"false\"), set when they\nsign; null before, and always null for the kinds that follow from the signature.\n",
             "items": {
               "type": "object",
               "additionalProperties": false,
@@ -9894,7 +9908,10 @@ export const document = {
                 "x",
                 "y",
                 "width",
-                "height"
+                "height",
+                "required",
+                "label",
+                "value"
               ],
               "properties": {
                 "field_id": {
@@ -9909,8 +9926,21 @@ export const document = {
                     "signature",
                     "initials",
                     "name",
-                    "date"
+                    "date",
+                    "text",
+                    "checkbox"
                   ]
+                },
+                "required": {
+                  "type": "boolean"
+                },
+                "label": {
+                  "type": "string",
+                  "nullable": true
+                },
+                "value": {
+                  "type": "string",
+                  "nullable": true
                 },
                 "page": {
                   "type": "integer"

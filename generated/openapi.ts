@@ -3457,12 +3457,20 @@ export interface components {
             /** @description Addresses whose latest invitation failed for good; empty when all were sent (or are still queued). */
             invitation_failures: string[];
             recipients: components["schemas"]["SigningRecipient"][];
-            /** @description Where each signer's signature, initials, name and date go on the document's pages (`signing.RequestFileSignatures`' `fields`); empty when none were placed. */
+            /**
+             * @description Where each signer's fields go on the document's pages (`signing.RequestFileSignatures`'
+             *     `fields`); empty when none were placed. `value` is what the signer gave in a `text` field (the
+             *     text, "" when an optional field was left empty) or a `checkbox` ("true" or "false"), set when they
+             *     sign; null before, and always null for the kinds that follow from the signature.
+             */
             fields: {
                 field_id: string;
                 recipient_id: string;
                 /** @enum {string} */
-                kind: "signature" | "initials" | "name" | "date";
+                kind: "signature" | "initials" | "name" | "date" | "text" | "checkbox";
+                required: boolean;
+                label: string | null;
+                value: string | null;
                 page: number;
                 x: number;
                 y: number;
@@ -6505,22 +6513,46 @@ export interface operations {
                         name?: string;
                     }[];
                     /**
-                     * @description Where each signer's signature, initials, name and signing date go on the document's own
-                     *     pages. `signer` is the index of the signer in `signers` (0 for the first); `page` counts
-                     *     from 1 (at most the document's page count); `x`, `y`, `width`, `height` are PDF points
-                     *     (1/72 inch) from the page's lower-left corner (a field reaching past the page is cut at
-                     *     its edge). When the last signer has signed, the archive draws each field with what its
-                     *     signer gave: `signature` the typed name in a handwriting font, `initials` its initials,
-                     *     `name` the typed name, `date` the day of the signature (UTC, YYYY-MM-DD), each sized to
-                     *     fit the box, in a revision appended after the original's bytes (which stay the
-                     *     archive's first bytes). Only with `signature_method: standard` (a BankID signature
-                     *     leaves the provider's PDF unmodified): `400 invalid_input` otherwise. Without fields,
-                     *     the archive is the original pages followed by the evidence pages, as before.
+                     * @description Where each signer's signature, initials, name, signing date, text and check boxes go on
+                     *     the document's own pages (the Documents page's field editor sends the same list).
+                     *     `signer` is the index of the signer in `signers` (0 for the first); `page` counts from 1
+                     *     (at most the document's page count); `x`, `y`, `width`, `height` are PDF points (1/72
+                     *     inch) from the page's lower-left corner (a field reaching past the page is cut at its
+                     *     edge).
+                     *
+                     *     The signer sees their fields on the signing page, is led from one to the next ("Next
+                     *     field"), and fills in `text` (one line, at most 200 characters) and `checkbox` fields
+                     *     before signing; `label` (at most 100 characters) is what they are asked. A `required`
+                     *     (the default) text field must not be empty and a required check box must be ticked, or
+                     *     the signature is refused on the page; an optional one may be left. `signature`,
+                     *     `initials`, `name` and `date` follow from the signature and are always filled
+                     *     (`required` is stored as true for them).
+                     *
+                     *     When the last signer has signed, the archive draws each field with what its signer
+                     *     gave: `signature` the signer's drawn signature (strokes drawn on the signing page) or
+                     *     else the typed name in a handwriting font, `initials` the typed name's initials, `name`
+                     *     the typed name, `date` the day of the signature (UTC, YYYY-MM-DD), `text` the text and
+                     *     `checkbox` a tick (nothing when left empty), each sized to fit the box, in a revision
+                     *     appended after the original's bytes (which stay the archive's first bytes, so
+                     *     `original` and the archive's first revision are the same bytes). Only with
+                     *     `signature_method: standard` (a BankID signature leaves the provider's PDF unmodified):
+                     *     `400 invalid_input` otherwise. Without fields, the archive is the original pages
+                     *     followed by the evidence pages, as before.
                      */
                     fields?: {
                         signer: number;
                         /** @enum {string} */
-                        kind: "signature" | "initials" | "name" | "date";
+                        kind: "signature" | "initials" | "name" | "date" | "text" | "checkbox";
+                        /**
+                         * @description Text and check box fields only (the other kinds are always filled).
+                         * @default true
+                         */
+                        required?: boolean;
+                        /**
+                         * Format: display-text
+                         * @description What the signer is asked, e.g. "Company registration number".
+                         */
+                        label?: string;
                         page: number;
                         x: number;
                         y: number;

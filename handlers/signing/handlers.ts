@@ -28,6 +28,7 @@ import {
   listRecipients,
   listRequestsPage,
   fieldsOfRequests,
+  FILLED_KINDS,
   insertField,
   listFields,
   recipientAsOf,
@@ -100,7 +101,7 @@ export function requestView(r: DbSigningRequestRow, recipients: readonly DbSigni
     invitation_failures: failures ? [...failures] : recipients.filter((c) => c.invitation_status === 'failed').map((c) => c.email),
     recipients: recipients.map(recipientView),
     sender: { member_id: r.owner_member_id, key_id: r.created_by_key_id?.startsWith('ak_') ? r.created_by_key_id : null },
-    fields: fields.map((f) => ({ field_id: f.id, recipient_id: f.recipient_id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height })),
+    fields: fields.map((f) => ({ field_id: f.id, recipient_id: f.recipient_id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, label: f.label, value: f.value })),
   };
 }
 
@@ -246,6 +247,7 @@ export async function makeRequest(deps: SigningRuntime, input: Input<'signing.Re
   const placed = input.fields ?? [];
   placed.forEach((f, i) => {
     if (f.signer >= input.signers.length) throw invalidInput(`fields[${i}].signer is ${f.signer}, but there ${input.signers.length === 1 ? 'is 1 signer' : `are ${input.signers.length} signers`} (counted from 0).`);
+    if (f.label !== undefined && blank(f.label)) throw invalidInput(`fields[${i}].label is blank.`);
   });
   if (placed.length && (input.signature_method ?? 'standard') !== 'standard') throw invalidInput('fields: only a standard signature draws fields on the pages; a BankID signature leaves the provider\'s PDF unmodified.');
   const limits = await workspaceLimits(ctx.sql, ctx.workspaceId);
@@ -334,7 +336,13 @@ export async function makeRequest(deps: SigningRuntime, input: Input<'signing.Re
   }));
   for (const r of [...recipients, ...ccRows]) await insertRecipient(ctx.sql, r);
   for (const [position, f] of placed.entries()) {
-    await insertField(ctx.sql, { id: newId('fld'), request_id: id, recipient_id: recipients[f.signer]!.id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, position });
+    await insertField(ctx.sql, {
+      id: newId('fld'), request_id: id, recipient_id: recipients[f.signer]!.id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, position,
+      // Signature, initials, name and date follow from the signature: always filled.
+      required: FILLED_KINDS.has(f.kind) ? f.required ?? true : true,
+      label: f.label?.trim() || null,
+      value: null,
+    });
   }
   await appendEvent(ctx.sql, {
     requestId: id,

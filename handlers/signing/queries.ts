@@ -62,6 +62,8 @@ export interface DbSigningRecipientRow {
   ip: string | null;
   user_agent: string | null;
   provider_evidence: string | null;
+  /** The signer's drawn signature (strokes as JSON, see signer/drawnSignature.ts); null when typed only. */
+  drawn_signature?: string | null;
 }
 
 export interface DbSigningEventRow {
@@ -147,19 +149,34 @@ export interface DbSigningFieldRow {
   id: string;
   request_id: string;
   recipient_id: string;
-  kind: 'signature' | 'initials' | 'name' | 'date';
+  kind: FieldKind;
   page: number;
   x: number;
   y: number;
   width: number;
   height: number;
   position: number;
+  /** A text or checkbox field the signer must fill (signature, initials, name and date are always filled). */
+  required: boolean;
+  /** What the signer is asked (text and checkbox fields). */
+  label: string | null;
+  /** What the signer gave (text: the text; checkbox: "true" or "false"), recorded with the signature; null before. */
+  value: string | null;
 }
 
+export type FieldKind = 'signature' | 'initials' | 'name' | 'date' | 'text' | 'checkbox';
+/** Kinds the signer fills in on the page (the others follow from the signature). */
+export const FILLED_KINDS: ReadonlySet<FieldKind> = new Set(['text', 'checkbox']);
+
 export async function insertField(sql: Sql, f: DbSigningFieldRow): Promise<void> {
-  await sql.run(`INSERT INTO signing_fields (id, request_id, recipient_id, kind, page, x, y, width, height, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
-    f.id, f.request_id, f.recipient_id, f.kind, f.page, f.x, f.y, f.width, f.height, f.position,
+  await sql.run(`INSERT INTO signing_fields (id, request_id, recipient_id, kind, page, x, y, width, height, position, required, label, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
+    f.id, f.request_id, f.recipient_id, f.kind, f.page, f.x, f.y, f.width, f.height, f.position, f.required, f.label, f.value,
   ]);
+}
+
+/** Records what a signer gave in their fields (in the transaction that records the signature). */
+export async function setFieldValues(sql: Sql, values: ReadonlyMap<string, string>): Promise<void> {
+  for (const [id, value] of values) await sql.run(`UPDATE signing_fields SET value = ? WHERE id = ?`, [value, id]);
 }
 
 /** The fields of several requests, by request id (each in the order given). */
@@ -167,7 +184,7 @@ export async function fieldsOfRequests(sql: Sql, requestIds: readonly string[]):
   const byRequest = new Map<string, DbSigningFieldRow[]>(requestIds.map((id) => [id, []]));
   if (!requestIds.length) return byRequest;
   const rows = await sql.all<DbSigningFieldRow>(`SELECT * FROM signing_fields WHERE request_id IN (${requestIds.map(() => '?').join(', ')}) ORDER BY request_id, position`, [...requestIds]);
-  for (const f of rows) byRequest.get(f.request_id)?.push({ ...f, page: Number(f.page), x: Number(f.x), y: Number(f.y), width: Number(f.width), height: Number(f.height), position: Number(f.position) });
+  for (const f of rows) byRequest.get(f.request_id)?.push({ ...f, page: Number(f.page), x: Number(f.x), y: Number(f.y), width: Number(f.width), height: Number(f.height), position: Number(f.position), required: Boolean(f.required) });
   return byRequest;
 }
 

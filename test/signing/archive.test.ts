@@ -212,6 +212,66 @@ for (const database of databases) {
       await refused({ signature_method: 'bankid', fields: [{ signer: 0, kind: 'signature', page: 1, x: 0, y: 0, width: 10, height: 10 }] }, /BankID|bankid/);
     });
 
+    it('text and check box fields and a drawn signature: drawn on the pages, the values on the request, the drawing on the evidence page', async () => {
+      const original = await contractPdf('Order form', 1);
+      const source = await putFile(svc, workspaceId, original, { pages: 1, filename: 'Order form.pdf' });
+      const fields = [
+        // Right of the clauses (which end before x = 320), so the ink counted below is the fields' own.
+        { signer: 0, kind: 'signature', page: 1, x: 340, y: 150, width: 220, height: 50 },
+        { signer: 0, kind: 'text', page: 1, x: 340, y: 300, width: 220, height: 20, label: 'Company registration number' },
+        { signer: 0, kind: 'checkbox', page: 1, x: 340, y: 340, width: 16, height: 16, label: 'I accept the terms' },
+        { signer: 0, kind: 'checkbox', page: 1, x: 340, y: 370, width: 16, height: 16, label: 'Newsletter', required: false },
+        { signer: 1, kind: 'text', page: 1, x: 340, y: 420, width: 200, height: 20, required: false },
+      ];
+      // A wave: two strokes on a 600×200 pad.
+      const drawn = JSON.stringify({ w: 600, h: 200, strokes: [[20, 150, 80, 60, 140, 140, 200, 50, 260, 150], [300, 100, 560, 100]] });
+      const signers: Signer[] = [
+        { ...SIGNERS[0]!, drawn, fieldValues: { 1: 'SE556677-8899', 2: 'true', 3: 'false' } },
+        { ...SIGNERS[1]!, fieldValues: { 4: '' } },
+      ];
+      const { requestId } = await signedRequest(svc, ws, source, signers, { title: 'Order form', fields });
+      const read = await svc.post('signing.GetSigningRequest', { signing_request_id: requestId }, { Authorization: `Bearer ${ws.keys.ci!.secret}` });
+      const got = (read.body as { fields: Array<{ kind: string; required: boolean; label: string | null; value: string | null }> }).fields;
+      assert.deepEqual(
+        got.map((f) => [f.kind, f.required, f.label, f.value]),
+        [
+          ['signature', true, null, null],
+          ['text', true, 'Company registration number', 'SE556677-8899'],
+          ['checkbox', true, 'I accept the terms', 'true'],
+          ['checkbox', false, 'Newsletter', 'false'],
+          ['text', false, null, ''],
+        ],
+      );
+      await svc.jobs.runDue();
+      const row = await requestRow(svc, requestId);
+      assert.ok(row.archive_file_id, `archive made (error: ${row.archive_error})`);
+      const bytes = await bytesOf(svc, workspaceId, row.archive_file_id);
+      assert.ok(bytes.subarray(0, original.length).equals(Buffer.from(original)), 'the original is the first bytes, byte for byte');
+      const archivePath = await writeTo(dir, 'filled.pdf', bytes);
+      const page1 = (await run('pdftotext', ['-f', '1', '-l', '1', archivePath, '-'])).stdout;
+      assert.ok(page1.includes('SE556677-8899'), `page 1 carries the text field: ${page1}`);
+      assert.ok(!page1.includes(SIGNERS[0]!.typedName), 'the drawn signature replaces the typed name in the signature field');
+      const evidence = (await run('pdftotext', ['-f', '2', archivePath, '-'])).stdout.replace(/\s+/g, ' ');
+      assert.match(evidence, /with the signers' 3 fields/, 'the signature, the text and the one ticked box (empty ones draw nothing)');
+      assert.match(evidence, /drawn on the signing page/);
+      assert.match(await pdfsig(archivePath), /Signature Validation: Signature is Valid\./);
+      assert.match((await run('qpdf', ['--check', archivePath])).stdout, /No syntax or stream encoding errors found/);
+      // The drawing and the tick are ink where they were placed: page 1 rasterised has dark pixels in the signature box.
+      await run('pdftoppm', ['-r', '72', '-f', '1', '-l', '1', '-singlefile', '-gray', archivePath, path.join(dir, 'filled')]);
+      const pgm = await fs.readFile(path.join(dir, 'filled.pgm'));
+      const [, w, h] = /^P5\s+(\d+)\s+(\d+)\s+255\s/.exec(pgm.subarray(0, 40).toString('latin1'))!.map(Number);
+      const pixels = pgm.subarray(pgm.length - w! * h!);
+      const inkIn = (x: number, y: number, bw: number, bh: number) => {
+        let n = 0;
+        for (let py = Math.round(h! - y - bh); py < h! - y; py++) for (let px = x; px < x + bw; px++) if (pixels[py * w! + px]! < 128) n++;
+        return n;
+      };
+      assert.ok(inkIn(340, 150, 220, 50) > 50, 'the drawn signature is in its box');
+      assert.ok(inkIn(340, 340, 16, 16) > 5, 'the tick is in the ticked box');
+      await run('pdftoppm', ['-r', '60', '-f', '1', '-l', '1', '-singlefile', '-png', archivePath, path.resolve('test-output', `archive-filled-${database.name}`)]);
+      assert.equal(inkIn(340, 370, 16, 16), 0, 'the box left empty has no tick');
+    });
+
     it('an original encrypted with an owner password only: the archive carries its pages decrypted, the original stays as uploaded', async () => {
       const plain = await writeTo(dir, 'plain.pdf', await contractPdf('Owner-locked lease', 2));
       const locked = path.join(dir, 'locked.pdf');

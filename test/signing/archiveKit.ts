@@ -12,7 +12,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import { createFile, findFile, readFileBytes, type StoredFile } from '../../handlers/documents/files.ts';
-import { listRecipients } from '../../handlers/signing/queries.ts';
+import { listFields, listRecipients } from '../../handlers/signing/queries.ts';
 import { recordOpened, recordSigned } from '../../handlers/signing/request/lifecycle.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import { createBlobStore } from '../../server/storage.ts';
@@ -83,6 +83,10 @@ export interface Signer {
   typedName: string;
   ip: string;
   userAgent: string;
+  /** What the signer gives in text and check box fields, by the field's index in the request's `fields`. */
+  fieldValues?: Record<number, string>;
+  /** A drawn signature (drawnSignature.ts's JSON). */
+  drawn?: string;
 }
 
 export interface SignedRequest {
@@ -101,6 +105,7 @@ export async function signedRequest(svc: TestService, ws: ApplyResult, file: Sto
   assert.equal(res.status, 200, JSON.stringify(res.body));
   const requestId = (res.body as { signing_request_id: string }).signing_request_id;
   const recipients = await listRecipients(svc.db.sql, requestId);
+  const placed = await listFields(svc.db.sql, requestId);
   const signedAt: number[] = [];
   for (const [i, signer] of signers.entries()) {
     svc.clock.advance(3_600_000);
@@ -108,7 +113,8 @@ export async function signedRequest(svc: TestService, ws: ApplyResult, file: Sto
     const now = svc.clock.now();
     await svc.db.tx(async (sql) => {
       assert.ok((await recordOpened(sql, { recipientId: recipient.id, now })).ok);
-      const signed = await recordSigned(sql, svc, { recipientId: recipient.id, typedName: signer.typedName, ip: signer.ip, userAgent: signer.userAgent, now });
+      const fieldValues = new Map(Object.entries(signer.fieldValues ?? {}).map(([i, v]) => [placed[Number(i)]!.id, v]));
+      const signed = await recordSigned(sql, svc, { recipientId: recipient.id, typedName: signer.typedName, ip: signer.ip, userAgent: signer.userAgent, now, fieldValues, drawnSignature: signer.drawn ?? null });
       assert.ok(signed.ok, `signer ${i}`);
     });
     signedAt.push(now);

@@ -26,6 +26,7 @@ import { archiveBankIdRequest } from '../bankid/flow.ts';
 import { sealingCertificate, type SealSettings } from './sealSettings.ts';
 import { registerArchive } from './registerArchive.ts';
 import { buildArchive, type Evidence } from './evidence.ts';
+import { storedDrawnSignature } from '../signer/drawnSignature.ts';
 import { appendEvent, type DbSigningRequestRow, findRequestById, listFields, listRecipients, recipientAsOf, signersOf, updateRequest } from '../queries.ts';
 import { ARCHIVE_JOB, type ArchiveJobPayload } from '../request/lifecycle.ts';
 import { seal } from './seal.ts';
@@ -90,6 +91,7 @@ async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { file
       ip: r.ip,
       userAgent: r.user_agent,
       method: r.provider_evidence ? 'BankID (identity confirmed by the provider)' : null,
+      drawn: storedDrawnSignature(r.drawn_signature),
     })),
     events: events.map((e) => {
       const who = e.recipient_id ? byId.get(e.recipient_id) : undefined;
@@ -112,8 +114,10 @@ async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { file
       const text =
         f.kind === 'date' ? new Date(Number(r.signed_at)).toISOString().slice(0, 10)
         : f.kind === 'initials' ? typed.split(/\s+/).filter(Boolean).map((w) => [...w][0]!.toUpperCase()).slice(0, 3).join('')
+        : f.kind === 'text' || f.kind === 'checkbox' ? (f.value ?? '')
         : typed;
-      return [{ page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, kind: f.kind, text }];
+      const drawing = f.kind === 'signature' ? storedDrawnSignature(r.drawn_signature) : null;
+      return [{ page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, kind: f.kind, text, drawing }];
     }),
   };
 }

@@ -11,6 +11,7 @@ import Bowser from 'bowser';
 import { PDF, type PDFPage, rgb } from '@libpdf/core';
 import type { DocumentFiles } from '../files.ts';
 import { TextDrawer, type TextStyle } from './pdfText.ts';
+import { type DrawnSignature, inkBox } from '../signer/drawnSignature.ts';
 
 export interface EvidenceSigner {
   name: string;
@@ -22,6 +23,8 @@ export interface EvidenceSigner {
   userAgent: string | null;
   /** e.g. "BankID (test provider)": how the signer was identified beyond the link mailed to them. */
   method?: string | null;
+  /** The signature the signer drew on the signing page, if they drew one. */
+  drawn?: DrawnSignature | null;
 }
 
 /** A field placed on the document's pages, with what its signer gave (drawn in the archive). */
@@ -31,8 +34,11 @@ export interface FilledField {
   y: number;
   width: number;
   height: number;
-  kind: 'signature' | 'initials' | 'name' | 'date';
+  kind: 'signature' | 'initials' | 'name' | 'date' | 'text' | 'checkbox';
+  /** What to write (checkbox: "true" draws a tick; anything else nothing). */
   text: string;
+  /** A signature field of a signer who drew their signature: drawn instead of `text`. */
+  drawing?: DrawnSignature | null;
 }
 
 export interface EvidenceEvent {
@@ -230,6 +236,16 @@ class Writer {
   }
 
   /** The typed name drawn as a handwritten signature on a line (letters the handwriting font lacks in the text fonts). */
+  /** A drawn signature, scaled into a line of the signer's block. */
+  drawing(d: DrawnSignature): void {
+    this.need(70);
+    this.y -= 50;
+    strokes(this.page, d, { x: MARGIN + 130, y: this.y, width: Math.min(WIDTH - 130, 260), height: 46 });
+    this.y -= 6;
+    this.page.drawLine({ start: { x: MARGIN + 130, y: this.y }, end: { x: MARGIN + WIDTH, y: this.y }, color: RULE, thickness: 0.75 });
+    this.y -= 16;
+  }
+
   signature(typedName: string): void {
     this.need(60);
     const name = TextDrawer.clean(typedName);
@@ -294,6 +310,41 @@ async function open(original: Uint8Array, checks: Pick<DocumentFiles, 'checkStor
   }
 }
 
+/** Draws a drawn signature's strokes into a box (PDF points, lower-left origin), its ink fitted and centred. */
+function strokes(page: PDFPage, d: DrawnSignature, box: { x: number; y: number; width: number; height: number }): void {
+  const ink = inkBox(d);
+  const pad = Math.min(box.width, box.height) * 0.08;
+  const scale = Math.min((box.width - 2 * pad) / ink.width, (box.height - 2 * pad) / ink.height);
+  const offsetX = box.x + (box.width - ink.width * scale) / 2;
+  const offsetY = box.y + (box.height - ink.height * scale) / 2;
+  const at = (px: number, py: number) => [offsetX + (px - ink.x) * scale, offsetY + (ink.y + ink.height - py) * scale] as const;
+  const path = page.drawPath();
+  for (const s of d.strokes) {
+    const [x0, y0] = at(s[0]!, s[1]!);
+    path.moveTo(x0, y0);
+    // A single point (a dot) is a zero-length line: the round cap draws it.
+    if (s.length === 2) path.lineTo(x0, y0);
+    for (let i = 2; i < s.length; i += 2) {
+      const [x, y] = at(s[i]!, s[i + 1]!);
+      path.lineTo(x, y);
+    }
+  }
+  path.stroke({ borderColor: SIGNATURE_INK, borderWidth: Math.max(0.6, Math.min(2, box.height / 30)), lineCap: 'round', lineJoin: 'round' });
+}
+
+/** A tick in a check box's square. */
+function tick(page: PDFPage, box: { x: number; y: number; width: number; height: number }): void {
+  const side = Math.min(box.width, box.height);
+  const x = box.x + (box.width - side) / 2;
+  const y = box.y + (box.height - side) / 2;
+  page
+    .drawPath()
+    .moveTo(x + side * 0.18, y + side * 0.52)
+    .lineTo(x + side * 0.42, y + side * 0.26)
+    .lineTo(x + side * 0.84, y + side * 0.8)
+    .stroke({ borderColor: INK, borderWidth: Math.max(0.8, side / 10), lineCap: 'round', lineJoin: 'round' });
+}
+
 /**
  * Draws each filled field inside its box on its page (cut at the page's edge; text sized to fit the
  * box: the signature in the handwriting font). Returns how many were drawn.
@@ -303,7 +354,8 @@ function drawFields(pdf: PDF, text: TextDrawer, fields: readonly FilledField[], 
   // One page object per page: the text drawer names its fonts per page object.
   const pageObjects = new Map<number, PDFPage | null>();
   for (const f of fields) {
-    if (f.page < 1 || f.page > pages || !f.text.trim()) continue;
+    if (f.page < 1 || f.page > pages || (!f.text.trim() && !f.drawing)) continue;
+    if (f.kind === 'checkbox' && f.text !== 'true') continue;
     if (!pageObjects.has(f.page)) pageObjects.set(f.page, pdf.getPage(f.page - 1));
     const page = pageObjects.get(f.page);
     if (!page) continue;
@@ -313,6 +365,16 @@ function drawFields(pdf: PDF, text: TextDrawer, fields: readonly FilledField[], 
     const width = Math.min(f.width, box.x + box.width - x);
     const height = Math.min(f.height, box.y + box.height - y);
     if (width < 4 || height < 4) continue;
+    if (f.kind === 'checkbox') {
+      tick(page, { x, y, width, height });
+      drawn++;
+      continue;
+    }
+    if (f.kind === 'signature' && f.drawing) {
+      strokes(page, f.drawing, { x, y, width, height });
+      drawn++;
+      continue;
+    }
     const style = f.kind === 'signature' || f.kind === 'initials' ? 'script' : 'text';
     const line = TextDrawer.clean(f.text);
     let size = Math.min(height * (style === 'script' ? 0.7 : 0.75), 36);
@@ -335,7 +397,7 @@ export async function buildArchive(original: Uint8Array, evidence: Evidence, che
   const drawn = drawFields(pdf, text, evidence.fields ?? [], originalPages);
   w.heading('Evidence of electronic signature', 17);
   w.paragraph(
-    `Pages 1 to ${originalPages} of this file are the document as it was uploaded and signed${drawn ? `, with the signers' ${drawn} field${drawn === 1 ? '' : 's'} (signatures, initials, names, dates) drawn where the sender placed them` : ', unchanged'}${decrypted ? ' (written out without its owner-password encryption)' : ''}. ` +
+    `Pages 1 to ${originalPages} of this file are the document as it was uploaded and signed${drawn ? `, with the signers' ${drawn} field${drawn === 1 ? '' : 's'} (signatures, initials, names, dates, text and ticks) drawn where the sender placed them` : ', unchanged'}${decrypted ? ' (written out without its owner-password encryption)' : ''}. ` +
       `The pages from ${originalPages + 1} on record who signed it, when and how. The whole file is sealed by the service: any change after sealing breaks the seal.`,
   );
   w.heading('Document');
@@ -360,7 +422,10 @@ export async function buildArchive(original: Uint8Array, evidence: Evidence, che
     w.field('E-mail', s.email);
     if (s.typedName !== null) {
       w.field('Typed name', s.typedName);
-      w.signature(s.typedName);
+      if (s.drawn) {
+        w.field('Signature', 'drawn on the signing page (below)');
+        w.drawing(s.drawn);
+      } else w.signature(s.typedName);
     }
     if (s.method) w.field('Identified by', s.method);
     w.field('Signed at', utc(s.signedAt));

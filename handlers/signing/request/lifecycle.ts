@@ -18,6 +18,7 @@ import {
   findRequestById,
   keyCreator,
   listRecipients,
+  setFieldValues,
   signersOf,
   updateRecipient,
   updateRequest,
@@ -101,6 +102,10 @@ export interface SignInput {
   readonly userAgent: string | null;
   /** bankid: the provider's evidence as JSON. */
   readonly providerEvidence?: string | null;
+  /** What the signer gave in their text and check box fields, by field id. */
+  readonly fieldValues?: ReadonlyMap<string, string>;
+  /** The signature the signer drew (signer/drawnSignature.ts, checked), or null. */
+  readonly drawnSignature?: string | null;
   readonly now: number;
 }
 
@@ -128,9 +133,11 @@ export async function recordSigned(sql: Sql, deps: { readonly jobs: JobQueue }, 
       ip: input.ip ? input.ip.slice(0, 64) : null,
       user_agent: input.userAgent ? input.userAgent.slice(0, 1000) : null,
       provider_evidence: input.providerEvidence ?? null,
+      drawn_signature: input.drawnSignature ?? null,
     },
     ['pending', 'opened'],
   );
+  if (input.fieldValues?.size) await setFieldValues(sql, input.fieldValues);
   await appendEvent(sql, { requestId: request.id, workspaceId: request.workspace_id, kind: 'recipient.signed', recipientId: recipient.id, data: { signature_method: request.signature_method }, at: input.now });
   const signers = signersOf(pair.all);
   const unsigned = signers.filter((r) => r.id !== recipient.id && r.status !== 'signed');

@@ -39,7 +39,8 @@ import { timeInWords, untilInWords } from '../../../server/pages/format.ts';
 import { bidiControlProblem } from '../../../server/text.cjs';
 import { filesOf } from '../files.ts';
 import type { ProviderInfo } from '../bankid/provider.ts';
-import { type DbSigningRecipientRow, type DbSigningRequestRow, findMember, keyCreator, workspaceName } from '../queries.ts';
+import { type DbSigningFieldRow, type DbSigningRecipientRow, type DbSigningRequestRow, FILLED_KINDS, findMember, keyCreator, listFields, workspaceName } from '../queries.ts';
+import { DRAWN_SIGNATURE_MAX_CHARS, parseDrawnSignature } from './drawnSignature.ts';
 import { type EndedReason, resolveSignerLink } from './links.ts';
 import { recordDeclined, recordOpened, recordSigned } from '../request/lifecycle.ts';
 
@@ -138,6 +139,20 @@ function sizeInWords(bytes: number): string {
   return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
 }
 
+/** At most this many characters in a text field (one line). */
+const FIELD_TEXT_MAX = 200;
+
+/** A field as the signer's page shows it. */
+function fieldView(f: DbSigningFieldRow) {
+  return { id: f.id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, label: f.label ?? '' };
+}
+
+/** How a field is named to the signer: its label, else its kind and page. */
+function fieldName(f: Pick<DbSigningFieldRow, 'kind' | 'label' | 'page'>, _i: number): string {
+  if (f.label) return `“${f.label}”`;
+  return `the ${f.kind === 'checkbox' ? 'check box' : 'text field'} on page ${f.page}`;
+}
+
 type Live = Extract<Awaited<ReturnType<typeof resolveSignerLink>>, { state: 'live' }>;
 type Ended = Extract<Awaited<ReturnType<typeof resolveSignerLink>>, { state: 'ended' }>;
 
@@ -215,11 +230,17 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Prov
       size: sizeInWords(file?.size ?? 0),
       method: request.signature_method,
       provider: bankid?.name ?? 'BankID',
+      fields: (await listFields(db.sql, request.id)).filter((f) => f.recipient_id === recipient.id).map(fieldView),
     };
   }
 
   interface ReviewInput {
     typedName?: string;
+    /** What the signer typed or ticked in their fields, by field id (kept when the form is refused). */
+    values?: ReadonlyMap<string, string>;
+    /** The fields left empty that must be filled. */
+    missing?: ReadonlySet<string>;
+    drawn?: string;
     reason?: string;
     errors?: string[];
     nameError?: boolean;
@@ -236,6 +257,11 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Prov
         ...data,
         token,
         typedName: input.typedName ?? '',
+        values: Object.fromEntries(input.values ?? []),
+        missing: [...(input.missing ?? [])],
+        drawn: input.drawn ?? '',
+        drawnMax: DRAWN_SIGNATURE_MAX_CHARS,
+        fieldsJson: JSON.stringify(data.fields),
         reason: input.reason ?? '',
         errors: input.errors ?? [],
         nameError: input.nameError ?? false,
@@ -335,13 +361,52 @@ export function signerRoutes(deps: ModuleDeps<unknown>, options: { bankid?: Prov
     if (typedName === '') errors.push('Type your full name.');
     else if (typedName.length > TYPED_NAME_MAX) errors.push(`Your name may have at most ${TYPED_NAME_MAX} characters.`);
     else if (bidi) errors.push(bidi);
+    // The signer's own text and check box fields, in the order placed.
+    const mine = (await listFields(db.sql, link.request.id)).filter((f) => f.recipient_id === link.recipient.id && FILLED_KINDS.has(f.kind));
+    const values = new Map<string, string>();
+    const missing = new Set<string>();
+    mine.forEach((f, i) => {
+      const what = fieldName(f, i);
+      if (f.kind === 'checkbox') {
+        const ticked = field(req, `field_${f.id}`) === 'yes';
+        values.set(f.id, ticked ? 'true' : 'false');
+        if (f.required && !ticked) {
+          missing.add(f.id);
+          errors.push(`Tick ${what}.`);
+        }
+        return;
+      }
+      const text = oneLine(field(req, `field_${f.id}`));
+      values.set(f.id, text.slice(0, FIELD_TEXT_MAX));
+      const problem = text.length > FIELD_TEXT_MAX ? `${what} may have at most ${FIELD_TEXT_MAX} characters.` : bidiControlProblem(what, text);
+      if (problem) {
+        missing.add(f.id);
+        errors.push(problem);
+      } else if (f.required && text === '') {
+        missing.add(f.id);
+        errors.push(`Fill in ${what}.`);
+      }
+    });
+    const drawnText = field(req, 'drawn_signature');
+    const drawn = parseDrawnSignature(drawnText);
+    if (typeof drawn === 'string') errors.push(drawn);
     if (!agreed) errors.push('Tick “I agree to sign this document electronically”.');
     if (errors.length) {
-      return review(res, token, link, 400, { typedName: typedName.slice(0, TYPED_NAME_MAX), errors, nameError: typedName === '' || typedName.length > TYPED_NAME_MAX || bidi !== null, agreeError: !agreed });
+      return review(res, token, link, 400, {
+        typedName: typedName.slice(0, TYPED_NAME_MAX),
+        errors,
+        nameError: typedName === '' || typedName.length > TYPED_NAME_MAX || bidi !== null,
+        agreeError: !agreed,
+        values,
+        missing,
+        drawn: typeof drawn === 'string' ? '' : drawnText.slice(0, DRAWN_SIGNATURE_MAX_CHARS),
+      });
     }
     const input = {
       recipientId: link.recipient.id,
       typedName,
+      fieldValues: values,
+      drawnSignature: drawn ? JSON.stringify(drawn) : null,
       ip: req.ip ?? null,
       userAgent: (req.get('user-agent') ?? '').slice(0, USER_AGENT_MAX) || null,
       now: clock.now(),
