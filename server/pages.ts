@@ -53,6 +53,8 @@ const CONTENT_SECURITY_POLICY = {
     scriptSrc: ["'self'"],
     styleSrc: ["'self'"],
     imgSrc: ["'self'", 'data:'],
+    // Fonts only from this service (pdf.js's standard fonts, for the pages that draw a PDF).
+    fontSrc: ["'self'"],
     connectSrc: ["'self'"],
     baseUri: ["'none'"],
     formAction: ["'self'"],

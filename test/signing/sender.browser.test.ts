@@ -10,6 +10,7 @@
  * at 1280 and 390 px (test-output/documents-*.png), no sideways scrolling on a phone.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -302,6 +303,166 @@ for (const database of databases) {
       await Promise.all([page.waitForURL(`${svc.origin}/documents/templates`), page.getByRole('button', { name: 'Delete' }).click()]);
       assert.match((await page.locator('.flash').textContent())!, /Deleted the template/);
       assert.equal(await page.locator('[data-template]').count(), 0);
+      assert.deepEqual(owner.problems, []);
+    });
+
+    it('places fields on the pages in the editor (mouse and keyboard), sends in order; signers follow "Next field", fill text and a check box, one draws her signature, one types it; the archive carries them', async () => {
+      const { page } = owner;
+      await page.goto(`${svc.origin}/documents/new`);
+      await page.locator('[data-file-input]').setInputFiles(pdfPath);
+      await page.waitForSelector('[data-dropzone][data-done]');
+      const rows = page.locator('.signer-row');
+      await rows.nth(0).locator('input[name=signer_name]').fill('Erik Engineer');
+      await rows.nth(0).locator('input[name=signer_email]').fill('erik@fields.test');
+      await page.getByRole('button', { name: 'Add a signer' }).click();
+      await rows.nth(1).locator('input[name=signer_name]').fill('Fay Finance');
+      await rows.nth(1).locator('input[name=signer_email]').fill('fay@fields.test');
+      await page.locator('input[name=in_order]').check();
+      await page.locator('input[name=title]').fill('Supply agreement with fields');
+      // The editor draws the uploaded file's pages.
+      await page.waitForSelector('[data-field-editor][data-pages="3"]');
+      await page.locator('ol.field-pages li.sheet[data-page="1"][data-rendered="true"]').waitFor({ timeout: 20_000 });
+      const fields = async () => JSON.parse((await page.locator('[data-fields-value]').inputValue()) || '[]') as Array<{ signer: number; kind: string; page: number; x: number; y: number; width: number; height: number; label?: string; required?: boolean }>;
+      // Erik's signature, dragged down and left with the mouse, then made larger by its corner.
+      await page.locator('[data-field-signer]').selectOption({ label: '1. Erik Engineer' });
+      await page.getByRole('button', { name: '+ Signature' }).click();
+      let placed = await fields();
+      assert.deepEqual(placed.map((f) => [f.signer, f.kind, f.page]), [[0, 'signature', 1]]);
+      const before = placed[0]!;
+      const box = page.locator('ol.field-pages .field-box').first();
+      const at = (await box.boundingBox())!;
+      const scale = at.width / before.width; // screen pixels per PDF point
+      await page.mouse.move(at.x + at.width / 2, at.y + at.height / 2);
+      await page.mouse.down();
+      await page.mouse.move(at.x + at.width / 2 - 60, at.y + at.height / 2 + 80, { steps: 5 });
+      await page.mouse.up();
+      placed = await fields();
+      assert.ok(Math.abs(placed[0]!.x - (before.x - 60 / scale)) < 1.5, `dragged left: ${before.x} → ${placed[0]!.x}`);
+      assert.ok(Math.abs(placed[0]!.y - (before.y - 80 / scale)) < 1.5, `dragged down (PDF y grows upwards): ${before.y} → ${placed[0]!.y}`);
+      const handle = (await page.locator('ol.field-pages .field-box .handle').first().boundingBox())!;
+      await page.mouse.move(handle.x + 4, handle.y + 4);
+      await page.mouse.down();
+      await page.mouse.move(handle.x + 4 + 40, handle.y + 4 + 20, { steps: 4 });
+      await page.mouse.up();
+      const resized = (await fields())[0]!;
+      assert.ok(resized.width > placed[0]!.width + 20 && resized.height > placed[0]!.height + 8, `resized: ${JSON.stringify(resized)}`);
+      assert.ok(Math.abs(resized.y + resized.height - (placed[0]!.y + placed[0]!.height)) < 0.5, 'its top edge stayed');
+      // A text field with a label, and a check box moved by the keyboard alone.
+      await page.getByRole('button', { name: '+ Text' }).click();
+      await page.locator('[data-field-label]').fill('Company registration number');
+      await page.getByRole('button', { name: '+ Check box' }).click();
+      await page.locator('[data-field-label]').fill('I accept the delivery terms');
+      const check = page.locator('ol.field-pages .field-box').nth(2);
+      await check.focus();
+      const start = (await fields())[2]!;
+      await page.keyboard.press('Shift+ArrowRight');
+      await page.keyboard.press('Shift+ArrowRight');
+      await page.keyboard.press('ArrowUp');
+      await page.keyboard.press('Alt+ArrowRight');
+      const moved = (await fields())[2]!;
+      assert.deepEqual([moved.x - start.x, moved.y - start.y, moved.width - start.width], [20, 2, 2], 'Shift+arrows move 10 points, arrows 2, Alt+arrows resize');
+      // Fay's signature and the date, on page 1 too; one stray field removed with Delete.
+      await page.locator('[data-field-signer]').selectOption({ label: '2. Fay Finance' });
+      await page.getByRole('button', { name: '+ Signature' }).click();
+      await page.getByRole('button', { name: '+ Date signed' }).click();
+      await page.getByRole('button', { name: '+ Name' }).click();
+      await page.keyboard.press('Delete');
+      placed = await fields();
+      assert.deepEqual(placed.map((f) => [f.signer, f.kind, f.label ?? null, f.required ?? null]), [
+        [0, 'signature', null, null],
+        [0, 'text', 'Company registration number', true],
+        [0, 'checkbox', 'I accept the delivery terms', true],
+        [1, 'signature', null, null],
+        [1, 'date', null, null],
+      ]);
+      assert.equal(await page.locator('ol.field-list li').count(), 5);
+      await shot(page, '6-fields');
+      await page.setViewportSize({ width: 390, height: 844 });
+      assert.equal(await noSideways(page), true, 'the field editor fits a phone');
+      await shot(page, '6-fields-phone');
+      await page.setViewportSize({ width: 1280, height: 900 });
+      await Promise.all([page.waitForURL(/\/documents\/requests\/sr_/), page.locator('[data-send]').click()]);
+      const id = /\/documents\/requests\/(sr_[0-9a-z]+)$/.exec(page.url())![1]!;
+      const stored = await svc.db.sql.all<{ kind: string; page: number }>(`SELECT kind, page FROM signing_fields WHERE request_id = ? ORDER BY position`, [id]);
+      assert.deepEqual(stored.map((f) => f.kind), ['signature', 'text', 'checkbox', 'signature', 'date']);
+
+      // Erik, on a desktop window: the guide leads him from field to field.
+      const erikContext = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      contexts.push(erikContext);
+      const erik = await erikContext.newPage();
+      const problems: string[] = [];
+      erik.on('pageerror', (err) => problems.push(err.message));
+      await erik.goto(onService(signerLinkIn(mailsTo('erik@fields.test')[0]!.mail), svc.origin));
+      assert.equal(mailsTo('fay@fields.test').length, 0, 'Fay waits for her turn');
+      await Promise.all([erik.waitForURL(/\/review$/), erik.getByRole('button', { name: 'Continue to the document' }).click()]);
+      await erik.locator('.viewer .field-box').nth(2).waitFor();
+      assert.equal(await erik.locator('.viewer .field-box').count(), 3, 'only his own fields');
+      assert.match((await erik.locator('[data-field-count]').textContent())!, /^3 of 3 required fields left$/);
+      await erik.getByRole('button', { name: 'Start: first field' }).click();
+      // Reading order: the text field (highest on the page) first; typing goes into its input and shows in the box.
+      assert.equal(await erik.evaluate(() => document.activeElement?.getAttribute('name')?.startsWith('field_')), true);
+      await erik.keyboard.type('SE556677-8899');
+      assert.match((await erik.locator('.viewer .field-box.current').textContent())!, /SE556677-8899/);
+      // Sign with the check box left empty: refused, what he typed is kept.
+      await erik.fill('#typed_name', 'Erik Engineer');
+      await erik.check('#agree');
+      await erik.getByRole('button', { name: 'Sign', exact: true }).click();
+      await erik.locator('#sign-problem').waitFor();
+      assert.deepEqual(await erik.locator('#sign-problem li').allTextContents(), ['Tick “I accept the delivery terms”.']);
+      await erik.locator('.viewer .field-box').nth(2).waitFor();
+      assert.match((await erik.locator('[data-field-count]').textContent())!, /^1 of 3 required fields left$/);
+      await erik.getByRole('button', { name: 'Next field' }).click();
+      await erik.keyboard.press('Space');
+      assert.match((await erik.locator('[data-field-count]').textContent())!, /^All 3 fields filled$/);
+      // He draws his signature on the pad with the mouse.
+      await erik.locator('canvas[data-pad]').scrollIntoViewIfNeeded();
+      const pad = (await erik.locator('canvas[data-pad]').boundingBox())!;
+      await erik.mouse.move(pad.x + 20, pad.y + pad.height * 0.7);
+      await erik.mouse.down();
+      for (let i = 1; i <= 12; i++) await erik.mouse.move(pad.x + 20 + i * 25, pad.y + pad.height * (i % 2 ? 0.3 : 0.7));
+      await erik.mouse.up();
+      assert.match(await erik.locator('[data-pad-value]').inputValue(), /^\{"w":600,"h":200,"strokes":\[\[/);
+      await erik.fill('#typed_name', 'Erik Engineer');
+      await erik.check('#agree');
+      await shot(erik, '7-signer-fields');
+      await Promise.all([erik.waitForURL(/\/done$/), erik.getByRole('button', { name: 'Sign', exact: true }).click()]);
+      assert.deepEqual(problems, []);
+
+      // Fay, on a phone, types her name: her signature field takes it.
+      for (let i = 0; i < 100 && mailsTo('fay@fields.test').length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+      const fayContext = await browser.newContext({ viewport: { width: 390, height: 844 } });
+      contexts.push(fayContext);
+      const fay = await fayContext.newPage();
+      await fay.goto(onService(signerLinkIn(mailsTo('fay@fields.test')[0]!.mail), svc.origin));
+      await Promise.all([fay.waitForURL(/\/review$/), fay.getByRole('button', { name: 'Continue to the document' }).click()]);
+      await fay.locator('.viewer .field-box').nth(1).waitFor();
+      await fay.fill('#typed_name', 'Fay Finance');
+      assert.match((await fay.locator('.viewer .field-box.kind-signature').textContent())!, /Fay Finance/);
+      await fay.check('#agree');
+      assert.equal(await noSideways(fay), true, 'the signer page with fields fits a phone');
+      await shot(fay, '7-signer-fields-phone');
+      await Promise.all([fay.waitForURL(/\/done$/), fay.getByRole('button', { name: 'Sign', exact: true }).click()]);
+      await runJobs(svc);
+
+      // The archive: the fields on page 1, the original's bytes first, one valid seal, qpdf clean.
+      const read = await svc.db.sql.all<{ kind: string; value: string | null }>(`SELECT kind, value FROM signing_fields WHERE request_id = ? ORDER BY position`, [id]);
+      assert.deepEqual(read.map((f) => f.value), [null, 'SE556677-8899', 'true', null, null]);
+      const signed = await page.request.get(`${svc.origin}/documents/requests/${id}/download/signed`);
+      assert.equal(signed.status(), 200);
+      const archive = await signed.body();
+      assert.ok(archive.subarray(0, pdfBytes.length).equals(pdfBytes), 'the upload is the archive\'s first revision, byte for byte');
+      const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wso-fields-')), 'signed.pdf');
+      fs.writeFileSync(file, archive);
+      const tool = (cmd: string, args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', env: { ...process.env, TZ: 'UTC' } });
+      const page1 = tool('pdftotext', ['-f', '1', '-l', '1', file, '-']);
+      assert.match(page1, /SE556677-8899/);
+      assert.match(page1, /Fay Finance/, 'her typed signature');
+      assert.match(page1, new RegExp(new Date(svc.clock.now()).toISOString().slice(0, 10)), 'the date signed');
+      assert.doesNotMatch(page1, /Erik Engineer/, 'his signature is drawn, not typed');
+      assert.match(tool('pdftotext', ['-f', '4', file, '-']).replace(/\s+/g, ' '), /drawn on the signing page/);
+      assert.match(tool('pdfsig', [file]), /Signature is Valid/);
+      assert.match(tool('qpdf', ['--check', file]), /No syntax or stream encoding errors found/);
+      execFileSync('pdftoppm', ['-r', '60', '-f', '1', '-l', '1', '-singlefile', '-png', file, path.join(shots, `documents-8-archive-fields-${database.name}`)]);
       assert.deepEqual(owner.problems, []);
     });
 

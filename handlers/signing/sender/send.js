@@ -125,8 +125,10 @@ if (form) {
       zone.dataset.done = '';
       label.textContent = `Uploaded: ${file.name}`;
       if (title && !title.value.trim()) title.value = file.name.replace(/\.pdf$/i, '').slice(0, 200);
-      say('Uploaded and checked. Add the signers and send.');
+      say('Uploaded and checked. Add the signers, place their fields if you like, and send.');
       send.disabled = false;
+      // The field editor (fields.js) draws the pages of this file.
+      document.dispatchEvent(new CustomEvent('wso:uploaded', { detail: { file } }));
     } catch (err) {
       if (err.status === 404) sessionStorage.removeItem(memo);
       say(err.message, true);
@@ -161,6 +163,7 @@ if (form) {
     label.textContent = 'Drop a PDF here';
     progress.hidden = true;
     say('The privacy setting changed: choose the file again to upload it with this setting.');
+    document.dispatchEvent(new Event('wso:upload-cleared'));
   });
   if (fileId.value) send.disabled = false;
 

@@ -43,6 +43,10 @@ export const DOCUMENTS_PATH = '/documents';
 const NEW_PATH = '/documents/new';
 const SEND_JS_PATH = '/documents/assets/send.js';
 const SEND_JS = fs.readFileSync(new URL('./send.js', import.meta.url));
+const FIELDS_JS_PATH = '/documents/assets/fields.js';
+const FIELDS_JS = fs.readFileSync(new URL('./fields.js', import.meta.url));
+/** The fields the send form carries (the field editor's JSON), at most this long. */
+const FIELDS_MAX_CHARS = 64_000;
 const REQUEST_ID = /^sr_[0-9a-z]{1,37}$/;
 const MEMBER_ID = /^mb_[0-9a-z]{1,37}$/;
 /** Signer rows the form offers (the operation takes up to 10). */
@@ -131,6 +135,10 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
     res.setHeader('Cache-Control', 'no-cache');
     res.type('text/javascript; charset=utf-8').send(SEND_JS);
   });
+  router.get(FIELDS_JS_PATH, (_req: Request, res: Response) => {
+    res.setHeader('Cache-Control', 'no-cache');
+    res.type('text/javascript; charset=utf-8').send(FIELDS_JS);
+  });
 
   router.get(DOCUMENTS_PATH, async (req: Request, res: Response) => {
     const page = await pages.member(req, res);
@@ -177,11 +185,11 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
   });
 
   /** The send page, with what a refused post kept. */
-  async function sendPage(page: MemberPage, status: number, kept: { problem?: string; fileId?: string; filename?: string; title?: string; message?: string; signers?: Array<{ name: string; email: string }>; deadline?: string; method?: string; private?: boolean; inOrder?: boolean; cc?: string } = {}) {
+  async function sendPage(page: MemberPage, status: number, kept: { problem?: string; fileId?: string; filename?: string; title?: string; message?: string; signers?: Array<{ name: string; email: string }>; deadline?: string; method?: string; private?: boolean; inOrder?: boolean; cc?: string; fields?: string } = {}) {
     const signers = kept.signers?.length ? kept.signers : [{ name: '', email: '' }];
     await page.send(status, {
       title: 'Send a document for signing',
-      scripts: [SEND_JS_PATH],
+      scripts: [SEND_JS_PATH, FIELDS_JS_PATH],
       html: views.render('new', {
         csrf: page.csrf,
         idem: newFormKey(),
@@ -201,6 +209,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
         private: kept.private ?? false,
         inOrder: kept.inOrder ?? false,
         cc: kept.cc ?? '',
+        fields: kept.fields ?? '',
       }),
     });
   }
@@ -233,6 +242,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
       private: field(body, 'private') === 'on',
       inOrder: field(body, 'in_order') === 'on',
       cc: field(body, 'cc').slice(0, 4000),
+      fields: field(body, 'fields').slice(0, FIELDS_MAX_CHARS),
     };
     const refuse = (problem: string) => sendPage(page, 400, { ...kept, problem });
     if (!kept.fileId) return refuse('Choose a PDF and wait until it is uploaded, then send.');
@@ -249,9 +259,22 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
     if (kept.deadline && deadline === null) return refuse('The deadline is not a date and time (YYYY-MM-DD HH:MM, UTC).');
     const cc = kept.cc.split(/[,;\s]+/).map((a) => a.trim()).filter(Boolean);
     if (cc.length > MAX_SIGNERS) return refuse(`Copy to at most ${MAX_SIGNERS} addresses.`);
+    // The field editor's fields, as the operation takes them (it checks each one).
+    let placed: unknown[] = [];
+    if (kept.fields.trim()) {
+      try {
+        const parsed: unknown = JSON.parse(kept.fields);
+        placed = Array.isArray(parsed) ? parsed : [];
+      } catch {
+        placed = [];
+      }
+      const orphan = placed.findIndex((f) => typeof (f as { signer?: unknown }).signer === 'number' && (f as { signer: number }).signer >= signers.length);
+      if (orphan >= 0) return refuse(`A field is placed for signer ${(placed[orphan] as { signer: number }).signer + 1}, but the request has ${signers.length} signer${signers.length === 1 ? '' : 's'}: give the field to another signer or remove it.`);
+    }
     // "One after another": each signer is a step of the signing order, in the order listed.
     const input: Record<string, unknown> = { file_id: kept.fileId, signers: kept.inOrder ? signers.map((x, i) => ({ ...x, order: i + 1 })) : signers, signature_method: kept.method };
     if (cc.length) input.cc = cc.map((email) => ({ email }));
+    if (placed.length) input.fields = placed;
     if (kept.title) input.title = kept.title;
     if (kept.message.trim()) input.message = kept.message;
     if (deadline !== null) input.deadline_at = deadline;

@@ -283,6 +283,8 @@ function signaturePad(): void {
     strokes = [];
   }
   const paint = () => {
+    // Nothing to clear on an empty pad: the button is not in the way of keyboard users until then.
+    if (clear) clear.hidden = strokes.length === 0;
     ctx.clearRect(0, 0, pad.width, pad.height);
     ctx.lineWidth = 3;
     ctx.lineCap = 'round';
