@@ -4506,7 +4506,39 @@ export const document = {
                 ],
                 "signature_method": "standard",
                 "message": "Please sign before the kick-off on Monday.",
-                "reminder_interval_days": 3
+                "reminder_interval_days": 3,
+                "fields": [
+                  {
+                    "signer": 0,
+                    "kind": "signature",
+                    "page": 1,
+                    "x": 72,
+                    "y": 96,
+                    "width": 180,
+                    "height": 44
+                  },
+                  {
+                    "signer": 1,
+                    "kind": "text",
+                    "page": 1,
+                    "x": 330,
+                    "y": 140,
+                    "width": 200,
+                    "height": 20,
+                    "label": "Purchase order number"
+                  },
+                  {
+                    "signer": 1,
+                    "kind": "checkbox",
+                    "page": 1,
+                    "x": 330,
+                    "y": 110,
+                    "width": 16,
+                    "height": 16,
+                    "required": false,
+                    "label": "I accept the delivery terms"
+                  }
+                ]
               }
             }
           }
@@ -5289,6 +5321,78 @@ export const document = {
                         }
                       }
                     }
+                  },
+                  "fields": {
+                    "type": "array",
+                    "maxItems": 50,
+                    "description": "Fields on the template's pages, as `signing.RequestFileSignatures`' `fields` but\neach for a signing `role` (a role's name, compared without case; not a CC role)\ninstead of a signer's index. Every request sent from the template gets them, for the\nperson filled into that role. Only with `signature_method: standard`; `page` at most\nthe file's page count (`400 invalid_input` otherwise).\n",
+                    "items": {
+                      "type": "object",
+                      "additionalProperties": false,
+                      "required": [
+                        "role",
+                        "kind",
+                        "page",
+                        "x",
+                        "y",
+                        "width",
+                        "height"
+                      ],
+                      "properties": {
+                        "role": {
+                          "type": "string",
+                          "format": "display-text",
+                          "minLength": 1,
+                          "maxLength": 100
+                        },
+                        "kind": {
+                          "type": "string",
+                          "enum": [
+                            "signature",
+                            "initials",
+                            "name",
+                            "date",
+                            "text",
+                            "checkbox"
+                          ]
+                        },
+                        "required": {
+                          "type": "boolean",
+                          "default": true
+                        },
+                        "label": {
+                          "type": "string",
+                          "format": "display-text",
+                          "minLength": 1,
+                          "maxLength": 100
+                        },
+                        "page": {
+                          "type": "integer",
+                          "minimum": 1,
+                          "maximum": 2000
+                        },
+                        "x": {
+                          "type": "number",
+                          "minimum": 0,
+                          "maximum": 14400
+                        },
+                        "y": {
+                          "type": "number",
+                          "minimum": 0,
+                          "maximum": 14400
+                        },
+                        "width": {
+                          "type": "number",
+                          "minimum": 4,
+                          "maximum": 2000
+                        },
+                        "height": {
+                          "type": "number",
+                          "minimum": 4,
+                          "maximum": 2000
+                        }
+                      }
+                    }
                   }
                 }
               },
@@ -5309,6 +5413,26 @@ export const document = {
                   {
                     "role": "Legal",
                     "cc": true
+                  }
+                ],
+                "fields": [
+                  {
+                    "role": "Client",
+                    "kind": "signature",
+                    "page": 1,
+                    "x": 72,
+                    "y": 96,
+                    "width": 180,
+                    "height": 44
+                  },
+                  {
+                    "role": "Consultant",
+                    "kind": "signature",
+                    "page": 1,
+                    "x": 330,
+                    "y": 96,
+                    "width": 180,
+                    "height": 44
                   }
                 ]
               }
@@ -10105,7 +10229,7 @@ export const document = {
       },
       "SigningTemplate": {
         "type": "object",
-        "description": "A template: a document (`file_id`, kept for as long as the template or a request uses it) with its\nroles saved for reuse. Each role is a person to fill in when the template is sent\n(`signing.SendTemplate`): `role` names it (\"Client\", \"Witness\"), `order` is its step in the signing\norder (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy\nand does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent\nfrom it. `private`: made over a member's private file, so only that member sees and sends it.\n",
+        "description": "A template: a document (`file_id`, kept for as long as the template or a request uses it) with its\nroles saved for reuse. Each role is a person to fill in when the template is sent\n(`signing.SendTemplate`): `role` names it (\"Client\", \"Witness\"), `order` is its step in the signing\norder (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy\nand does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent\nfrom it. `fields`: where each signing role's fields go on the pages (copied onto every request sent\nfrom it; empty when none). `private`: made over a member's private file, so only that member sees\nand sends it.\n",
         "additionalProperties": false,
         "required": [
           "template_id",
@@ -10115,6 +10239,7 @@ export const document = {
           "message",
           "signature_method",
           "roles",
+          "fields",
           "private",
           "created_at"
         ],
@@ -10172,6 +10297,63 @@ export const document = {
               }
             }
           },
+          "fields": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "role",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height",
+                "required",
+                "label"
+              ],
+              "properties": {
+                "role": {
+                  "type": "string",
+                  "format": "display-text"
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date",
+                    "text",
+                    "checkbox"
+                  ]
+                },
+                "required": {
+                  "type": "boolean"
+                },
+                "label": {
+                  "type": "string",
+                  "nullable": true
+                },
+                "page": {
+                  "type": "integer"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
+                }
+              }
+            }
+          },
           "private": {
             "type": "boolean"
           },
@@ -10201,6 +10383,19 @@ export const document = {
               "role": "Legal",
               "order": 1,
               "cc": true
+            }
+          ],
+          "fields": [
+            {
+              "role": "Client",
+              "kind": "signature",
+              "page": 1,
+              "x": 72,
+              "y": 96,
+              "width": 180,
+              "height": 44,
+              "required": true,
+              "label": null
             }
           ],
           "private": false,

@@ -11946,7 +11946,8 @@ export const mcpTools: readonly McpToolDefinition[] = [
         "title",
         "message",
         "signature_method",
-        "roles"
+        "roles",
+        "fields"
       ],
       "path": [],
       "query": []
@@ -12019,6 +12020,78 @@ export const mcpTools: readonly McpToolDefinition[] = [
               }
             }
           },
+          "fields": {
+            "type": "array",
+            "maxItems": 50,
+            "description": "Fields on the template's pages, as `signing.RequestFileSignatures`' `fields` but\neach for a signing `role` (a role's name, compared without case; not a CC role)\ninstead of a signer's index. Every request sent from the template gets them, for the\nperson filled into that role. Only with `signature_method: standard`; `page` at most\nthe file's page count (`400 invalid_input` otherwise).\n",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "role",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "role": {
+                  "type": "string",
+                  "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+                  "minLength": 1,
+                  "maxLength": 100
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date",
+                    "text",
+                    "checkbox"
+                  ]
+                },
+                "required": {
+                  "type": "boolean",
+                  "default": true
+                },
+                "label": {
+                  "type": "string",
+                  "pattern": "^[^\\u202A-\\u202E\\u2066-\\u2069]*$",
+                  "minLength": 1,
+                  "maxLength": 100
+                },
+                "page": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "maximum": 2000
+                },
+                "x": {
+                  "type": "number",
+                  "minimum": 0,
+                  "maximum": 14400
+                },
+                "y": {
+                  "type": "number",
+                  "minimum": 0,
+                  "maximum": 14400
+                },
+                "width": {
+                  "type": "number",
+                  "minimum": 4,
+                  "maximum": 2000
+                },
+                "height": {
+                  "type": "number",
+                  "minimum": 4,
+                  "maximum": 2000
+                }
+              }
+            }
+          },
           "idempotency_key": {
             "type": "string",
             "minLength": 1,
@@ -12035,7 +12108,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
       },
       "outputSchema": {
         "type": "object",
-        "description": "A template: a document (`file_id`, kept for as long as the template or a request uses it) with its\nroles saved for reuse. Each role is a person to fill in when the template is sent\n(`signing.SendTemplate`): `role` names it (\"Client\", \"Witness\"), `order` is its step in the signing\norder (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy\nand does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent\nfrom it. `private`: made over a member's private file, so only that member sees and sends it.\n",
+        "description": "A template: a document (`file_id`, kept for as long as the template or a request uses it) with its\nroles saved for reuse. Each role is a person to fill in when the template is sent\n(`signing.SendTemplate`): `role` names it (\"Client\", \"Witness\"), `order` is its step in the signing\norder (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy\nand does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent\nfrom it. `fields`: where each signing role's fields go on the pages (copied onto every request sent\nfrom it; empty when none). `private`: made over a member's private file, so only that member sees\nand sends it.\n",
         "additionalProperties": false,
         "required": [
           "template_id",
@@ -12045,6 +12118,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
           "message",
           "signature_method",
           "roles",
+          "fields",
           "private",
           "created_at"
         ],
@@ -12098,6 +12172,64 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 },
                 "cc": {
                   "type": "boolean"
+                }
+              }
+            }
+          },
+          "fields": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "role",
+                "kind",
+                "page",
+                "x",
+                "y",
+                "width",
+                "height",
+                "required",
+                "label"
+              ],
+              "properties": {
+                "role": {
+                  "type": "string"
+                },
+                "kind": {
+                  "type": "string",
+                  "enum": [
+                    "signature",
+                    "initials",
+                    "name",
+                    "date",
+                    "text",
+                    "checkbox"
+                  ]
+                },
+                "required": {
+                  "type": "boolean"
+                },
+                "label": {
+                  "type": [
+                    "string",
+                    "null"
+                  ]
+                },
+                "page": {
+                  "type": "integer"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
                 }
               }
             }
@@ -13258,6 +13390,7 @@ export const mcpTools: readonly McpToolDefinition[] = [
                 "message",
                 "signature_method",
                 "roles",
+                "fields",
                 "private",
                 "created_at"
               ],
@@ -13311,6 +13444,64 @@ export const mcpTools: readonly McpToolDefinition[] = [
                       },
                       "cc": {
                         "type": "boolean"
+                      }
+                    }
+                  }
+                },
+                "fields": {
+                  "type": "array",
+                  "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": [
+                      "role",
+                      "kind",
+                      "page",
+                      "x",
+                      "y",
+                      "width",
+                      "height",
+                      "required",
+                      "label"
+                    ],
+                    "properties": {
+                      "role": {
+                        "type": "string"
+                      },
+                      "kind": {
+                        "type": "string",
+                        "enum": [
+                          "signature",
+                          "initials",
+                          "name",
+                          "date",
+                          "text",
+                          "checkbox"
+                        ]
+                      },
+                      "required": {
+                        "type": "boolean"
+                      },
+                      "label": {
+                        "type": [
+                          "string",
+                          "null"
+                        ]
+                      },
+                      "page": {
+                        "type": "integer"
+                      },
+                      "x": {
+                        "type": "number"
+                      },
+                      "y": {
+                        "type": "number"
+                      },
+                      "width": {
+                        "type": "number"
+                      },
+                      "height": {
+                        "type": "number"
                       }
                     }
                   }

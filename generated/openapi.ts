@@ -3537,7 +3537,9 @@ export interface components {
          *     (`signing.SendTemplate`): `role` names it ("Client", "Witness"), `order` is its step in the signing
          *     order (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy
          *     and does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent
-         *     from it. `private`: made over a member's private file, so only that member sees and sends it.
+         *     from it. `fields`: where each signing role's fields go on the pages (copied onto every request sent
+         *     from it; empty when none). `private`: made over a member's private file, so only that member sees
+         *     and sends it.
          * @example {
          *       "template_id": "tpl_3c5b6n0z2a4s8d2k4m1q9x7v",
          *       "name": "Consulting agreement",
@@ -3562,6 +3564,19 @@ export interface components {
          *           "cc": true
          *         }
          *       ],
+         *       "fields": [
+         *         {
+         *           "role": "Client",
+         *           "kind": "signature",
+         *           "page": 1,
+         *           "x": 72,
+         *           "y": 96,
+         *           "width": 180,
+         *           "height": 44,
+         *           "required": true,
+         *           "label": null
+         *         }
+         *       ],
          *       "private": false,
          *       "created_at": 1795507200000
          *     }
@@ -3582,6 +3597,19 @@ export interface components {
                 role: string;
                 order: number;
                 cc: boolean;
+            }[];
+            fields: {
+                /** Format: display-text */
+                role: string;
+                /** @enum {string} */
+                kind: "signature" | "initials" | "name" | "date" | "text" | "checkbox";
+                required: boolean;
+                label: string | null;
+                page: number;
+                x: number;
+                y: number;
+                width: number;
+                height: number;
             }[];
             private: boolean;
             created_at: components["schemas"]["UnixMillis"];
@@ -6483,7 +6511,39 @@ export interface operations {
                  *       ],
                  *       "signature_method": "standard",
                  *       "message": "Please sign before the kick-off on Monday.",
-                 *       "reminder_interval_days": 3
+                 *       "reminder_interval_days": 3,
+                 *       "fields": [
+                 *         {
+                 *           "signer": 0,
+                 *           "kind": "signature",
+                 *           "page": 1,
+                 *           "x": 72,
+                 *           "y": 96,
+                 *           "width": 180,
+                 *           "height": 44
+                 *         },
+                 *         {
+                 *           "signer": 1,
+                 *           "kind": "text",
+                 *           "page": 1,
+                 *           "x": 330,
+                 *           "y": 140,
+                 *           "width": 200,
+                 *           "height": 20,
+                 *           "label": "Purchase order number"
+                 *         },
+                 *         {
+                 *           "signer": 1,
+                 *           "kind": "checkbox",
+                 *           "page": 1,
+                 *           "x": 330,
+                 *           "y": 110,
+                 *           "width": 16,
+                 *           "height": 16,
+                 *           "required": false,
+                 *           "label": "I accept the delivery terms"
+                 *         }
+                 *       ]
                  *     }
                  */
                 "application/json": {
@@ -6997,6 +7057,26 @@ export interface operations {
                  *           "role": "Legal",
                  *           "cc": true
                  *         }
+                 *       ],
+                 *       "fields": [
+                 *         {
+                 *           "role": "Client",
+                 *           "kind": "signature",
+                 *           "page": 1,
+                 *           "x": 72,
+                 *           "y": 96,
+                 *           "width": 180,
+                 *           "height": 44
+                 *         },
+                 *         {
+                 *           "role": "Consultant",
+                 *           "kind": "signature",
+                 *           "page": 1,
+                 *           "x": 330,
+                 *           "y": 96,
+                 *           "width": 180,
+                 *           "height": 44
+                 *         }
                  *       ]
                  *     }
                  */
@@ -7020,6 +7100,28 @@ export interface operations {
                         order?: number;
                         /** @default false */
                         cc?: boolean;
+                    }[];
+                    /**
+                     * @description Fields on the template's pages, as `signing.RequestFileSignatures`' `fields` but
+                     *     each for a signing `role` (a role's name, compared without case; not a CC role)
+                     *     instead of a signer's index. Every request sent from the template gets them, for the
+                     *     person filled into that role. Only with `signature_method: standard`; `page` at most
+                     *     the file's page count (`400 invalid_input` otherwise).
+                     */
+                    fields?: {
+                        /** Format: display-text */
+                        role: string;
+                        /** @enum {string} */
+                        kind: "signature" | "initials" | "name" | "date" | "text" | "checkbox";
+                        /** @default true */
+                        required?: boolean;
+                        /** Format: display-text */
+                        label?: string;
+                        page: number;
+                        x: number;
+                        y: number;
+                        width: number;
+                        height: number;
                     }[];
                 };
             };

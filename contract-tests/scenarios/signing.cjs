@@ -46,11 +46,19 @@ module.exports = {
         if (isOwn(t, 200)) kit.skip(t, 'a deployment run sends no invitation: it would mail a real address.');
         return;
       }
-      kit.setBody(t, { file_id: seeded.file_id, title: kit.name('request'), signers: [{ email: 'contract-signer@example.com', name: 'Contract Signer' }], message: 'Contract tests', reminder_interval_days: 3 });
+      // With fields on the first page: a signature, a labelled text field and an optional check box.
+      const fields = [
+        { signer: 0, kind: 'signature', page: 1, x: 72, y: 96, width: 180, height: 44 },
+        { signer: 0, kind: 'text', page: 1, x: 72, y: 160, width: 200, height: 20, label: 'Order number' },
+        { signer: 0, kind: 'checkbox', page: 1, x: 72, y: 200, width: 16, height: 16, required: false },
+      ];
+      kit.setBody(t, { file_id: seeded.file_id, title: kit.name('request'), signers: [{ email: 'contract-signer@example.com', name: 'Contract Signer' }], message: 'Contract tests', reminder_interval_days: 3, fields });
       kit.expect(t, (body) =>
-        body.status === 'pending' && /^sr_/.test(body.signing_request_id) && body.recipients.length === 1 && body.recipients[0].invitation === 'sent' && body.file_id === null && body.source_file_id === seeded.file_id
+        body.status === 'pending' && /^sr_/.test(body.signing_request_id) && body.recipients.length === 1 && body.recipients[0].invitation === 'sent' && body.file_id === null && body.source_file_id === seeded.file_id &&
+        JSON.stringify(body.fields.map((f) => [f.kind, f.required, f.label, f.value, f.recipient_id === body.recipients[0].recipient_id])) ===
+          JSON.stringify([['signature', true, null, null, true], ['text', true, 'Order number', null, true], ['checkbox', false, null, null, true]])
           ? null
-          : `expected a pending request over ${seeded.file_id} with its one invitation sent, got ${JSON.stringify(body)}`,
+          : `expected a pending request over ${seeded.file_id} with its one invitation sent and its 3 fields, got ${JSON.stringify(body)}`,
       );
     },
     'signing.GetSigningRequest': (t, kit) => {
@@ -103,7 +111,11 @@ module.exports = {
         if (isOwn(t, 200)) kit.skip(t, 'a deployment run has no file of its own to make a template of.');
         return;
       }
-      kit.expect(t, (body) => (/^tpl_/.test(body.template_id) && body.file_id === seeded.file_id && body.roles.length === 3 ? null : `expected a template over ${seeded.file_id} with 3 roles, got ${JSON.stringify(body)}`));
+      kit.expect(t, (body) =>
+        /^tpl_/.test(body.template_id) && body.file_id === seeded.file_id && body.roles.length === 3 && body.fields.length === 2 && body.fields[0].role === 'Client' && body.fields[0].required === true
+          ? null
+          : `expected a template over ${seeded.file_id} with 3 roles and 2 fields, got ${JSON.stringify(body)}`,
+      );
     },
     // The key's templates (a deployment may have none).
     'signing.ListTemplates': (t, kit) => {

@@ -79,6 +79,50 @@ for (const database of databases) {
       assert.equal(again.data!.title, 'Consulting agreement, Acme');
     });
 
+    it('carries fields: each role\'s fields land on the request for the person filling that role; refused for a CC role, past the last page or with BankID', async () => {
+      const { file } = await putFile(svc, ws.workspace_id, { filename: 'Order form', pages: 2 });
+      const made = await as(ws.members.ada).signing.CreateTemplate({
+        file_id: file.id,
+        name: 'Order form',
+        roles: [{ role: 'Buyer' }, { role: 'Seller' }, { role: 'Archive', cc: true }],
+        fields: [
+          { role: 'seller', kind: 'signature', page: 2, x: 330, y: 96, width: 180, height: 44 },
+          { role: 'Buyer', kind: 'text', page: 1, x: 72, y: 500, width: 200, height: 20, label: 'Purchase order number' },
+          { role: 'Buyer', kind: 'checkbox', page: 1, x: 72, y: 460, width: 16, height: 16, required: false },
+        ],
+      });
+      assert.equal(made.response.status, 200, JSON.stringify(made.error));
+      assert.deepEqual(made.data!.fields.map((f) => [f.role, f.kind, f.required, f.label]), [
+        ['Seller', 'signature', true, null],
+        ['Buyer', 'text', true, 'Purchase order number'],
+        ['Buyer', 'checkbox', false, null],
+      ]);
+      const sent = await as(ws.members.ada).signing.SendTemplate({
+        template_id: made.data!.template_id,
+        recipients: [
+          { role: 'Seller', email: 'sam@seller.test', name: 'Sam Seller' },
+          { role: 'Buyer', email: 'bea@buyer.test', name: 'Bea Buyer' },
+          { role: 'Archive', email: 'archive@buyer.test', name: 'Archive' },
+        ],
+      });
+      assert.equal(sent.response.status, 200, JSON.stringify(sent.error));
+      const r = sent.data!;
+      const who = new Map(r.recipients.map((c) => [c.recipient_id, c.email]));
+      assert.deepEqual(r.fields.map((f) => [who.get(f.recipient_id), f.kind, f.page, f.required, f.label]), [
+        ['sam@seller.test', 'signature', 2, true, null],
+        ['bea@buyer.test', 'text', 1, true, 'Purchase order number'],
+        ['bea@buyer.test', 'checkbox', 1, false, null],
+      ]);
+      const refused = async (body: Record<string, unknown>, pattern: RegExp) => {
+        const res = await as(ws.members.ada).signing.CreateTemplate({ file_id: file.id, name: 'Refused', roles: [{ role: 'Buyer' }, { role: 'Archive', cc: true }], ...body } as never);
+        assert.equal(res.response.status, 400, JSON.stringify(res.data));
+        assert.match((res.error as { message: string }).message, pattern);
+      };
+      await refused({ fields: [{ role: 'Archive', kind: 'signature', page: 1, x: 0, y: 0, width: 10, height: 10 }] }, /fields\[0\]\.role "Archive" is not a signing role of this template \(Buyer\)/);
+      await refused({ fields: [{ role: 'Buyer', kind: 'signature', page: 3, x: 0, y: 0, width: 10, height: 10 }] }, /fields\[0\]\.page is 3, but the document has 2 pages/);
+      await refused({ signature_method: 'bankid', fields: [{ role: 'Buyer', kind: 'signature', page: 1, x: 0, y: 0, width: 10, height: 10 }] }, /BankID/);
+    });
+
     it('refuses roles that are blank, repeated or all CC, and sends only with every role filled once', async () => {
       const { file } = await putFile(svc, ws.workspace_id);
       const create = (roles: Array<{ role: string; order?: number; cc?: boolean }>) => as(ws.members.ada).signing.CreateTemplate({ file_id: file.id, name: 'T', roles });

@@ -18,6 +18,18 @@ export interface TemplateRole {
   cc: boolean;
 }
 
+export interface TemplateField {
+  role: string;
+  kind: 'signature' | 'initials' | 'name' | 'date' | 'text' | 'checkbox';
+  page: number;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  required: boolean;
+  label: string | null;
+}
+
 interface DbTemplateRow {
   id: string;
   workspace_id: string;
@@ -27,6 +39,7 @@ interface DbTemplateRow {
   message: string | null;
   signature_method: 'standard' | 'bankid';
   roles: string;
+  fields?: string | null;
   private: boolean | number;
   owner_member_id: string | null;
   created_by_key_id: string | null;
@@ -48,6 +61,7 @@ export function templateView(t: DbTemplateRow) {
     message: t.message,
     signature_method: t.signature_method,
     roles: JSON.parse(t.roles) as TemplateRole[],
+    fields: t.fields ? (JSON.parse(t.fields) as TemplateField[]) : [],
     private: Boolean(t.private),
     created_at: Number(t.created_at),
   };
@@ -80,6 +94,17 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
         seen.set(key, i);
       });
       if (input.roles.every((r) => r.cc === true)) throw invalidInput('roles: at least one role must sign (cc: false).');
+      const signing = new Map(input.roles.filter((r) => r.cc !== true).map((r) => [r.role.trim().toLowerCase(), r.role.trim()]));
+      const fields: TemplateField[] = (input.fields ?? []).map((f, i) => {
+        const role = signing.get(f.role.trim().toLowerCase());
+        if (!role) {
+          throw invalidInput(`fields[${i}].role "${f.role}" is not a signing role of this template (${[...signing.values()].join(', ')}); a CC role fills no fields.`);
+        }
+        if (f.label !== undefined && blank(f.label)) throw invalidInput(`fields[${i}].label is blank.`);
+        const fills = f.kind === 'text' || f.kind === 'checkbox';
+        return { role, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: fills ? f.required ?? true : true, label: f.label?.trim() || null };
+      });
+      if (fields.length && (input.signature_method ?? 'standard') !== 'standard') throw invalidInput('fields: only a standard signature draws fields on the pages; a BankID signature leaves the provider\'s PDF unmodified.');
       const count = await ctx.sql.one<{ n: number | string }>(`SELECT COUNT(*) AS n FROM signing_templates WHERE workspace_id = ?`, [ctx.workspaceId]);
       if (Number(count?.n ?? 0) >= MAX_TEMPLATES) throw conflict(`This workspace has ${MAX_TEMPLATES} templates, the most it may keep; delete one (signing.DeleteTemplate) before saving another.`);
       const memberId = ctx.member?.id ?? null;
@@ -87,6 +112,8 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
       const file = await files.find(ctx.sql, ctx.workspaceId, input.file_id);
       const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
       if (!file || !files.visibleTo(file, memberId)) throw missing();
+      const tooFar = fields.findIndex((f) => f.page > file.pageCount);
+      if (tooFar >= 0) throw invalidInput(`fields[${tooFar}].page is ${fields[tooFar]!.page}, but the document has ${file.pageCount} page${file.pageCount === 1 ? '' : 's'}.`);
       if (!(await files.keep(ctx.sql, ctx.workspaceId, file.id))) throw missing();
       const row: DbTemplateRow = {
         id: newId('tpl'),
@@ -97,15 +124,16 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
         message: input.message ? input.message : null,
         signature_method: input.signature_method ?? 'standard',
         roles: JSON.stringify(input.roles.map((r) => ({ role: r.role.trim(), order: r.order ?? 1, cc: r.cc ?? false }))),
+        fields: fields.length ? JSON.stringify(fields) : null,
         private: file.ownerMemberId !== null,
         owner_member_id: memberId,
         created_by_key_id: ctx.credential.kind === 'system' || ctx.credential.kind === 'session' ? null : ctx.credential.keyId,
         created_at: ctx.now,
       };
       await ctx.sql.run(
-        `INSERT INTO signing_templates (id, workspace_id, name, file_id, title, message, signature_method, roles, private, owner_member_id, created_by_key_id, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [row.id, row.workspace_id, row.name, row.file_id, row.title, row.message, row.signature_method, row.roles, Boolean(row.private), row.owner_member_id, row.created_by_key_id, row.created_at],
+        `INSERT INTO signing_templates (id, workspace_id, name, file_id, title, message, signature_method, roles, fields, private, owner_member_id, created_by_key_id, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        [row.id, row.workspace_id, row.name, row.file_id, row.title, row.message, row.signature_method, row.roles, row.fields ?? null, Boolean(row.private), row.owner_member_id, row.created_by_key_id, row.created_at],
       );
       return templateView(row);
     },
@@ -158,6 +186,13 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
       const missingRole = roles.find((x) => !byRole.has(x.role.toLowerCase()));
       if (missingRole) throw invalidInput(`recipients: the role "${missingRole.role}" of template ${t.id} has nobody; fill every role.`);
       const person = (x: TemplateRole) => byRole.get(x.role.toLowerCase())!;
+      // A field goes to the signer filling its role (signers are the signing roles, in the template's order).
+      const signerRoles = roles.filter((x) => !x.cc).map((x) => x.role.toLowerCase());
+      const fields = (t.fields ? (JSON.parse(t.fields) as TemplateField[]) : []).flatMap((f) => {
+        const signer = signerRoles.indexOf(f.role.toLowerCase());
+        if (signer < 0) return [];
+        return [{ signer, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, ...(f.label ? { label: f.label } : {}) }];
+      });
       const title = input.title ?? t.title ?? undefined;
       const message = input.message ?? t.message ?? undefined;
       return {
@@ -165,6 +200,7 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
         signers: roles.filter((x) => !x.cc).map((x) => ({ email: person(x).email, name: person(x).name, order: x.order })),
         ...(roles.some((x) => x.cc) ? { cc: roles.filter((x) => x.cc).map((x) => ({ email: person(x).email, name: person(x).name })) } : {}),
         signature_method: t.signature_method,
+        ...(fields.length ? { fields } : {}),
         ...(title !== undefined ? { title } : {}),
         ...(message !== undefined ? { message } : {}),
         ...(input.deadline_at !== undefined ? { deadline_at: input.deadline_at } : {}),

@@ -41,7 +41,15 @@ export function templateRoutes(router: express.Router, parts: TemplatePageParts)
     let signer = 0;
     let copy = 0;
     const roles = r.recipients.map((c) => (c.role === 'cc' ? { role: `Copy ${++copy}`, cc: true } : { role: `Signer ${++signer}`, order: c.signing_order }));
-    const made = await call<{ template_id: string; name: string }>(page, 'signing.CreateTemplate', { file_id: r.source_file_id, name, title: r.title, ...(r.message ? { message: r.message } : {}), signature_method: r.signature_method, roles }, formKey(body));
+    // The request's fields go with the roles of the recipients they were placed for.
+    const roleOf = new Map(r.recipients.map((c, i) => [c.recipient_id, roles[i]!.role]));
+    const fields = r.signature_method === 'standard'
+      ? r.fields.flatMap((f) => {
+          const role = roleOf.get(f.recipient_id);
+          return role ? [{ role, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, ...(f.label ? { label: f.label } : {}) }] : [];
+        })
+      : [];
+    const made = await call<{ template_id: string; name: string }>(page, 'signing.CreateTemplate', { file_id: r.source_file_id, name, title: r.title, ...(r.message ? { message: r.message } : {}), signature_method: r.signature_method, roles, ...(fields.length ? { fields } : {}) }, formKey(body));
     return made.ok ? { flash: `Saved the template "${made.body.name}": use it from Documents › Templates.` } : { problem: sentence(made.message) };
   }));
 
