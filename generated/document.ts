@@ -4391,7 +4391,7 @@ export const document = {
                   "fields": {
                     "type": "array",
                     "maxItems": 50,
-                    "description": "Where each signer's signature, initials, name, signing date, text and check boxes go on\nthe document's own pages (the Documents page's field editor sends the same list).\n`signer` is the index of the signer in `signers` (0 for the first); `page` counts from 1\n(at most the document's page count); `x`, `y`, `width`, `height` are PDF points (1/72\ninch) from the page's lower-left corner (a field reaching past the page is cut at its\nedge).\n\nThe signer sees their fields on the signing page, is led from one to the next (\"Next\nfield\"), and fills in `text` (one line, at most 200 characters) and `checkbox` fields\nbefore signing; `label` (at most 100 characters) is what they are asked. A `required`\n(the default) text field must not be empty and a required check box must be ticked, or\nthe signature is refused on the page; an optional one may be left. `signature`,\n`initials`, `name` and `date` follow from the signature and are always filled\n(`required` is stored as true for them).\n\nWhen the last signer has signed, the archive draws each field with what its signer\ngave: `signature` the signer's drawn signature (strokes drawn on the signing page) or\nelse the typed name in a handwriting font, `initials` the typed name's initials, `name`\nthe typed name, `date` the day of the signature (UTC, YYYY-MM-DD), `text` the text and\n`checkbox` a tick (nothing when left empty), each sized to fit the box, in a revision\nappended after the original's bytes (which stay the archive's first bytes, so\n`original` and the archive's first revision are the same bytes). Only with\n`signature_method: standard` (a BankID signature leaves the provider's PDF unmodified):\n`400 invalid_input` otherwise. Without fields, the archive is the original pages\nfollowed by the evidence pages, as before.\n",
+                    "description": "Where each signer's signature, initials, name, signing date, text and check boxes go on\nthe document's own pages (the Documents page's field editor sends the same list).\n`signer` is the index of the signer in `signers` (0 for the first); `page` counts from 1\n(at most the document's page count); `x`, `y`, `width`, `height` are PDF points (1/72\ninch) from the page's lower-left corner (a field reaching past the page is cut at its\nedge).\n\nThe signer sees their fields on the signing page, is led from one to the next (\"Next\nfield\"), and fills in `text` (one line, at most 200 characters) and `checkbox` fields\nbefore signing; `label` (at most 100 characters) is what they are asked. A `required`\n(the default) text field must not be empty and a required check box must be ticked, or\nthe signature is refused on the page; an optional one may be left. `signature`,\n`initials`, `name` and `date` follow from the signature and are always filled\n(`required` is stored as true for them).\n\nWhen the last signer has signed, the archive draws each field with what its signer\ngave: `signature` the signer's drawn signature (strokes drawn on the signing page) or\nelse the typed name in a handwriting font, `initials` the typed name's initials, `name`\nthe typed name, `date` the day of the signature (UTC, YYYY-MM-DD), `text` the text and\n`checkbox` a tick (nothing when left empty), each sized to fit the box, in a revision\nappended after the original's bytes (which stay the archive's first bytes, so\n`original` and the archive's first revision are the same bytes). Only with\n`signature_method: standard` (a BankID signature leaves the provider's PDF unmodified):\n`400 invalid_input` otherwise. Without fields, the archive is the original pages\nfollowed by the evidence pages, as before.\n\n**Text tags.** When `fields` is absent (not when it is an empty list) and the method is\nstandard, the fields come from the document's own text tags, found at upload (the\nfile's `text_tags`), as Documenso and DocuSeal read them: `{{signature}}`,\n`{{initials;signer=2}}`, `{{date;signer=2}}`, `{{name}}`,\n`{{text;signer=1;label=Company number;width=200}}`, `{{checkbox;optional}}`. The kind\ncomes first (signature, initials, name, date, text, checkbox), then `;`-separated\nattributes: `signer=N` (the Nth signer, from 1; default 1), `label=...`,\n`required=false` or `optional`, and `width=N`/`height=N` (points; the box grows right\nand up from the tag's lower-left corner, never smaller than the tag). Other `{{...}}`\ntext is not a tag. A field found from a tag covers it: the signer's page shows the\nfield over it and the archive paints the field's box white under what the signer gave,\nso the tag's text does not show in the signed pages (it stays in the original\nrevision, which is unchanged). A tag naming a signer the request does not have is\n`400 invalid_input`; so are more than 50 field tags. Each such field's `tag` says\nwhich tag it came from.\n",
                     "items": {
                       "type": "object",
                       "additionalProperties": false,
@@ -5325,7 +5325,7 @@ export const document = {
                   "fields": {
                     "type": "array",
                     "maxItems": 50,
-                    "description": "Fields on the template's pages, as `signing.RequestFileSignatures`' `fields` but\neach for a signing `role` (a role's name, compared without case; not a CC role)\ninstead of a signer's index. Every request sent from the template gets them, for the\nperson filled into that role. Only with `signature_method: standard`; `page` at most\nthe file's page count (`400 invalid_input` otherwise).\n",
+                    "description": "Fields on the template's pages, as `signing.RequestFileSignatures`' `fields` but\neach for a signing `role` (a role's name, compared without case; not a CC role)\ninstead of a signer's index. Every request sent from the template gets them, for the\nperson filled into that role. Only with `signature_method: standard`; `page` at most\nthe file's page count (`400 invalid_input` otherwise). Absent (not an empty list)\nwith a standard signature: the fields come from the document's text tags, as for\n`signing.RequestFileSignatures`, `signer=N` naming the Nth signing role.\n",
                     "items": {
                       "type": "object",
                       "additionalProperties": false,
@@ -6832,6 +6832,7 @@ export const document = {
                   "size": 12582912,
                   "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
                   "page_count": 12,
+                  "text_tags": [],
                   "scope": "workspace",
                   "owner_member_id": null,
                   "source": "upload",
@@ -6996,6 +6997,7 @@ export const document = {
                       "size": 12582912,
                       "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
                       "page_count": 12,
+                      "text_tags": [],
                       "scope": "workspace",
                       "owner_member_id": null,
                       "source": "upload",
@@ -10020,7 +10022,7 @@ export const document = {
           },
           "fields": {
             "type": "array",
-            "description": "Where each signer's fields go on the document's pages (`signing.RequestFileSignatures`'\n`fields`); empty when none were placed. `value` is what the signer gave in a `text` field (the\ntext, \"\" when an optional field was left empty) or a `checkbox` (\"true\" or \"false\"), set when they\nsign; null before, and always null for the kinds that follow from the signature.\n",
+            "description": "Where each signer's fields go on the document's pages (`signing.RequestFileSignatures`'\n`fields`); empty when none were placed. `value` is what the signer gave in a `text` field (the\ntext, \"\" when an optional field was left empty) or a `checkbox` (\"true\" or \"false\"), set when they\nsign; null before, and always null for the kinds that follow from the signature. `tag`: the\ndocument's text tag the field was found from (e.g. `{{signature;signer=1}}`), which it covers;\nnull for a field given in `fields`.\n",
             "items": {
               "type": "object",
               "additionalProperties": false,
@@ -10035,7 +10037,8 @@ export const document = {
                 "height",
                 "required",
                 "label",
-                "value"
+                "value",
+                "tag"
               ],
               "properties": {
                 "field_id": {
@@ -10063,6 +10066,10 @@ export const document = {
                   "nullable": true
                 },
                 "value": {
+                  "type": "string",
+                  "nullable": true
+                },
+                "tag": {
                   "type": "string",
                   "nullable": true
                 },
@@ -10229,7 +10236,7 @@ export const document = {
       },
       "SigningTemplate": {
         "type": "object",
-        "description": "A template: a document (`file_id`, kept for as long as the template or a request uses it) with its\nroles saved for reuse. Each role is a person to fill in when the template is sent\n(`signing.SendTemplate`): `role` names it (\"Client\", \"Witness\"), `order` is its step in the signing\norder (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy\nand does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent\nfrom it. `fields`: where each signing role's fields go on the pages (copied onto every request sent\nfrom it; empty when none). `private`: made over a member's private file, so only that member sees\nand sends it.\n",
+        "description": "A template: a document (`file_id`, kept for as long as the template or a request uses it) with its\nroles saved for reuse. Each role is a person to fill in when the template is sent\n(`signing.SendTemplate`): `role` names it (\"Client\", \"Witness\"), `order` is its step in the signing\norder (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy\nand does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent\nfrom it. `fields`: where each signing role's fields go on the pages (copied onto every request sent\nfrom it; empty when none; found from the document's text tags when none were given). `private`: made over a member's private file, so only that member sees\nand sends it.\n",
         "additionalProperties": false,
         "required": [
           "template_id",
@@ -10311,7 +10318,8 @@ export const document = {
                 "width",
                 "height",
                 "required",
-                "label"
+                "label",
+                "tag"
               ],
               "properties": {
                 "role": {
@@ -10335,6 +10343,11 @@ export const document = {
                 "label": {
                   "type": "string",
                   "nullable": true
+                },
+                "tag": {
+                  "type": "string",
+                  "nullable": true,
+                  "description": "The document's text tag the field was found from (no `fields` given); null otherwise."
                 },
                 "page": {
                   "type": "integer"
@@ -10395,7 +10408,8 @@ export const document = {
               "width": 180,
               "height": 44,
               "required": true,
-              "label": null
+              "label": null,
+              "tag": null
             }
           ],
           "private": false,
@@ -10699,6 +10713,7 @@ export const document = {
           "size",
           "sha256",
           "page_count",
+          "text_tags",
           "scope",
           "owner_member_id",
           "source",
@@ -10725,6 +10740,44 @@ export const document = {
           "page_count": {
             "type": "integer",
             "minimum": 1
+          },
+          "text_tags": {
+            "type": "array",
+            "maxItems": 100,
+            "description": "Text tags found when the file was uploaded: each `{{...}}` span written in the document's text\n(at most 100, in page order), with its page (from 1) and its box in PDF points from the page's\nlower-left corner. `signing.RequestFileSignatures` and `signing.CreateTemplate` turn tags such as\n`{{signature;signer=1}}` into fields when no `fields` are given (see there). Empty when there are\nnone, for signed archives, and for files uploaded before tags were looked for.\n",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "page",
+                "text",
+                "x",
+                "y",
+                "width",
+                "height"
+              ],
+              "properties": {
+                "page": {
+                  "type": "integer",
+                  "minimum": 1
+                },
+                "text": {
+                  "type": "string"
+                },
+                "x": {
+                  "type": "number"
+                },
+                "y": {
+                  "type": "number"
+                },
+                "width": {
+                  "type": "number"
+                },
+                "height": {
+                  "type": "number"
+                }
+              }
+            }
           },
           "scope": {
             "type": "string",

@@ -3461,7 +3461,9 @@ export interface components {
              * @description Where each signer's fields go on the document's pages (`signing.RequestFileSignatures`'
              *     `fields`); empty when none were placed. `value` is what the signer gave in a `text` field (the
              *     text, "" when an optional field was left empty) or a `checkbox` ("true" or "false"), set when they
-             *     sign; null before, and always null for the kinds that follow from the signature.
+             *     sign; null before, and always null for the kinds that follow from the signature. `tag`: the
+             *     document's text tag the field was found from (e.g. `{{signature;signer=1}}`), which it covers;
+             *     null for a field given in `fields`.
              */
             fields: {
                 field_id: string;
@@ -3471,6 +3473,7 @@ export interface components {
                 required: boolean;
                 label: string | null;
                 value: string | null;
+                tag: string | null;
                 page: number;
                 x: number;
                 y: number;
@@ -3538,7 +3541,7 @@ export interface components {
          *     order (same number, same step), and `cc: true` makes it a CC recipient who gets the completed copy
          *     and does not sign. `title`, `message` and `signature_method` are the defaults of the requests sent
          *     from it. `fields`: where each signing role's fields go on the pages (copied onto every request sent
-         *     from it; empty when none). `private`: made over a member's private file, so only that member sees
+         *     from it; empty when none; found from the document's text tags when none were given). `private`: made over a member's private file, so only that member sees
          *     and sends it.
          * @example {
          *       "template_id": "tpl_3c5b6n0z2a4s8d2k4m1q9x7v",
@@ -3574,7 +3577,8 @@ export interface components {
          *           "width": 180,
          *           "height": 44,
          *           "required": true,
-         *           "label": null
+         *           "label": null,
+         *           "tag": null
          *         }
          *       ],
          *       "private": false,
@@ -3605,6 +3609,8 @@ export interface components {
                 kind: "signature" | "initials" | "name" | "date" | "text" | "checkbox";
                 required: boolean;
                 label: string | null;
+                /** @description The document's text tag the field was found from (no `fields` given); null otherwise. */
+                tag: string | null;
                 page: number;
                 x: number;
                 y: number;
@@ -3733,6 +3739,21 @@ export interface components {
             size: number;
             sha256: components["schemas"]["Sha256"];
             page_count: number;
+            /**
+             * @description Text tags found when the file was uploaded: each `{{...}}` span written in the document's text
+             *     (at most 100, in page order), with its page (from 1) and its box in PDF points from the page's
+             *     lower-left corner. `signing.RequestFileSignatures` and `signing.CreateTemplate` turn tags such as
+             *     `{{signature;signer=1}}` into fields when no `fields` are given (see there). Empty when there are
+             *     none, for signed archives, and for files uploaded before tags were looked for.
+             */
+            text_tags: {
+                page: number;
+                text: string;
+                x: number;
+                y: number;
+                width: number;
+                height: number;
+            }[];
             /** @enum {string} */
             scope: "user" | "workspace";
             /** @description The member whose private file it is; null for a workspace file. */
@@ -6598,6 +6619,22 @@ export interface operations {
                      *     `signature_method: standard` (a BankID signature leaves the provider's PDF unmodified):
                      *     `400 invalid_input` otherwise. Without fields, the archive is the original pages
                      *     followed by the evidence pages, as before.
+                     *
+                     *     **Text tags.** When `fields` is absent (not when it is an empty list) and the method is
+                     *     standard, the fields come from the document's own text tags, found at upload (the
+                     *     file's `text_tags`), as Documenso and DocuSeal read them: `{{signature}}`,
+                     *     `{{initials;signer=2}}`, `{{date;signer=2}}`, `{{name}}`,
+                     *     `{{text;signer=1;label=Company number;width=200}}`, `{{checkbox;optional}}`. The kind
+                     *     comes first (signature, initials, name, date, text, checkbox), then `;`-separated
+                     *     attributes: `signer=N` (the Nth signer, from 1; default 1), `label=...`,
+                     *     `required=false` or `optional`, and `width=N`/`height=N` (points; the box grows right
+                     *     and up from the tag's lower-left corner, never smaller than the tag). Other `{{...}}`
+                     *     text is not a tag. A field found from a tag covers it: the signer's page shows the
+                     *     field over it and the archive paints the field's box white under what the signer gave,
+                     *     so the tag's text does not show in the signed pages (it stays in the original
+                     *     revision, which is unchanged). A tag naming a signer the request does not have is
+                     *     `400 invalid_input`; so are more than 50 field tags. Each such field's `tag` says
+                     *     which tag it came from.
                      */
                     fields?: {
                         signer: number;
@@ -7106,7 +7143,9 @@ export interface operations {
                      *     each for a signing `role` (a role's name, compared without case; not a CC role)
                      *     instead of a signer's index. Every request sent from the template gets them, for the
                      *     person filled into that role. Only with `signature_method: standard`; `page` at most
-                     *     the file's page count (`400 invalid_input` otherwise).
+                     *     the file's page count (`400 invalid_input` otherwise). Absent (not an empty list)
+                     *     with a standard signature: the fields come from the document's text tags, as for
+                     *     `signing.RequestFileSignatures`, `signer=N` naming the Nth signing role.
                      */
                     fields?: {
                         /** Format: display-text */
@@ -7907,6 +7946,7 @@ export interface operations {
                      *       "size": 12582912,
                      *       "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
                      *       "page_count": 12,
+                     *       "text_tags": [],
                      *       "scope": "workspace",
                      *       "owner_member_id": null,
                      *       "source": "upload",
@@ -8012,6 +8052,7 @@ export interface operations {
                      *           "size": 12582912,
                      *           "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
                      *           "page_count": 12,
+                     *           "text_tags": [],
                      *           "scope": "workspace",
                      *           "owner_member_id": null,
                      *           "source": "upload",

@@ -12,7 +12,7 @@ import type { Sql } from '../../db/database.ts';
 import { newId } from '../../server/ids.ts';
 import type { SecretSource } from '../../server/signedToken.ts';
 import type { BlobStore } from '../../server/storage.ts';
-import type { DocumentFiles, DownloadGrant, StoredFile } from '../interfaces/documentFiles.ts';
+import type { DocumentFiles, DownloadGrant, StoredFile, TextTag } from '../interfaces/documentFiles.ts';
 import { readToken, signToken } from './tokens.ts';
 
 export type { StoredFile } from '../interfaces/documentFiles.ts';
@@ -28,6 +28,7 @@ export interface DbDocumentFileRow {
   size: number | string;
   sha256: string;
   page_count: number | string;
+  text_tags?: string | null;
   blob_id: string;
   source: 'upload' | 'signing_archive';
   created_at: number | string;
@@ -44,6 +45,7 @@ export function fileFromRow(r: DbDocumentFileRow): StoredFile {
     size: Number(r.size),
     sha256: r.sha256,
     pageCount: Number(r.page_count),
+    textTags: r.text_tags ? (JSON.parse(r.text_tags) as TextTag[]) : [],
     blobId: r.blob_id,
     source: r.source,
     createdAt: Number(r.created_at),
@@ -65,9 +67,9 @@ export function fileVisibleTo(file: StoredFile, memberId: string | null): boolea
 export async function createFile(sql: Sql, f: Omit<StoredFile, 'id' | 'createdAt'>, now: number): Promise<StoredFile> {
   const file: StoredFile = { ...f, id: newId('file'), createdAt: now };
   await sql.run(
-    `INSERT INTO document_files (id, workspace_id, owner_member_id, created_by_key_id, filename, content_type, size, sha256, page_count, blob_id, source, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    [file.id, file.workspaceId, file.ownerMemberId, file.createdByKeyId, file.filename, file.contentType, file.size, file.sha256, file.pageCount, file.blobId, file.source, file.createdAt],
+    `INSERT INTO document_files (id, workspace_id, owner_member_id, created_by_key_id, filename, content_type, size, sha256, page_count, text_tags, blob_id, source, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [file.id, file.workspaceId, file.ownerMemberId, file.createdByKeyId, file.filename, file.contentType, file.size, file.sha256, file.pageCount, file.textTags?.length ? JSON.stringify(file.textTags) : null, file.blobId, file.source, file.createdAt],
   );
   return file;
 }

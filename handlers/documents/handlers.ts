@@ -163,7 +163,7 @@ async function complete(deps: DocumentsDeps, ctx: OperationContext, input: { upl
   const blob = await store.put(null, [bytes], { contentType: u.content_type, maxBytes: size });
   const file = await createFile(
     ctx.sql,
-    { workspaceId: u.workspace_id, ownerMemberId: u.shared ? null : u.member_id, createdByKeyId: u.created_by_key_id, filename: u.filename, contentType: u.content_type, size, sha256, pageCount: scan.pages, blobId: blob.id, source: 'upload' },
+    { workspaceId: u.workspace_id, ownerMemberId: u.shared ? null : u.member_id, createdByKeyId: u.created_by_key_id, filename: u.filename, contentType: u.content_type, size, sha256, pageCount: scan.pages, textTags: scan.tags ?? [], blobId: blob.id, source: 'upload' },
     ctx.now,
   );
   if (!(await markCompleted(ctx.sql, u.id, file.id, ctx.now))) {

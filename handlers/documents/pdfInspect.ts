@@ -17,8 +17,48 @@ export interface ParseLimits {
 }
 
 export type PdfInspection =
-  | { ok: true; pages: number; encrypted: 'none' | 'owner-only'; pdfVersion: string }
+  | { ok: true; pages: number; encrypted: 'none' | 'owner-only'; pdfVersion: string; tags?: TextTag[] }
   | { ok: false; reason: string };
+
+/** A `{{...}}` text tag written in the document (see handlers/interfaces/documentFiles.ts). */
+export interface TextTag {
+  page: number;
+  text: string;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+
+/** Text tags kept per file: more are not looked for (a request takes at most 50 fields). */
+export const MAX_TEXT_TAGS = 100;
+const TEXT_TAG = /\{\{[^{}\n]{1,200}\}\}/g;
+const tenth = (n: number) => Math.round(n * 10) / 10;
+
+/**
+ * The document's `{{...}}` text tags, page by page (at most MAX_TEXT_TAGS). A page whose text cannot be
+ * read has none: finding tags never refuses an upload.
+ */
+function textTags(doc: PDF): TextTag[] {
+  const tags: TextTag[] = [];
+  doc.getPages().forEach((page, i) => {
+    if (tags.length >= MAX_TEXT_TAGS) return;
+    let found: ReturnType<typeof page.findText>;
+    try {
+      found = page.findText(TEXT_TAG);
+    } catch {
+      return;
+    }
+    const box = page.getMediaBox();
+    for (const m of found) {
+      if (tags.length >= MAX_TEXT_TAGS) break;
+      const { x, y, width, height } = m.bbox;
+      if (![x, y, width, height].every(Number.isFinite) || width <= 0 || height <= 0) continue;
+      tags.push({ page: i + 1, text: m.text, x: tenth(Math.max(0, x - box.x)), y: tenth(Math.max(0, y - box.y)), width: tenth(width), height: tenth(height) });
+    }
+  });
+  return tags;
+}
 
 /** `upload`: the upload rule (strict parse, password, pages, active content); `stored`: a stored file read again (archive, seal), the parse limits only. */
 export type InspectMode = 'upload' | 'stored';
@@ -160,11 +200,10 @@ export async function inspectParsed(bytes: Uint8Array, limits: ParseLimits, mode
       for (const page of doc.getPages()) {
         if (!(page.width > 0 && page.height > 0)) return { ok: false, reason: 'the PDF is damaged: a page has no size' };
       }
-      if (mode === 'upload') {
-        const active = activeContent(doc, limits.maxObjects);
-        if (active.length) return { ok: false, reason: `the PDF carries active content, which is not accepted: ${active.join('; ')}` };
-      }
-      return { ok: true, pages, encrypted: doc.isEncrypted ? 'owner-only' : 'none', pdfVersion: doc.version };
+      const active = activeContent(doc, limits.maxObjects);
+      if (active.length) return { ok: false, reason: `the PDF carries active content, which is not accepted: ${active.join('; ')}` };
+      // Under the same budget and thread as the parse: reading a page's text decodes its content streams.
+      return { ok: true, pages, encrypted: doc.isEncrypted ? 'owner-only' : 'none', pdfVersion: doc.version, tags: textTags(doc) };
     });
   } catch (err) {
     if (err instanceof BudgetExceeded) return { ok: false, reason: `the PDF is too large to check: ${err.message}` };

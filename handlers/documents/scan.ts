@@ -5,11 +5,12 @@
  */
 import { scanStream, type ClamavConfig } from './clamav.ts';
 import { inspectPdf, type PdfLimits } from './pdf.ts';
+import type { TextTag } from './pdfInspect.ts';
 
 export { checkStoredPdf, inspectPdf, PDF_PARSE_LIMITS, PdfGuardBusy, PdfUnreadable, type PdfInspection, type PdfLimits } from './pdf.ts';
 export { ClamavUrlError, parseClamavUrl, pingClamd, ScannerUnavailable, scanStream, type ClamavConfig, type ClamavVerdict } from './clamav.ts';
 
-export type ScanOutcome = { ok: true; pages: number; encrypted: 'none' | 'owner-only'; pdfVersion: string } | { ok: false; reason: string };
+export type ScanOutcome = { ok: true; pages: number; encrypted: 'none' | 'owner-only'; pdfVersion: string; tags?: TextTag[] } | { ok: false; reason: string };
 
 /** Pieces of `bytes`, views not copies, for scanStream. */
 export async function* chunksOf(bytes: Uint8Array, size = 256 * 1024): AsyncIterable<Uint8Array> {

@@ -44,6 +44,7 @@ export function fileView(f: StoredFile): FileView {
     size: f.size,
     sha256: f.sha256,
     page_count: f.pageCount,
+    text_tags: (f.textTags ?? []).map((t) => ({ page: t.page, text: t.text, x: t.x, y: t.y, width: t.width, height: t.height })),
     scope: f.ownerMemberId === null ? 'workspace' : 'user',
     owner_member_id: f.ownerMemberId,
     source: f.source,

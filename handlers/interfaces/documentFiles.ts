@@ -11,6 +11,15 @@ import type { Sql } from '../../db/database.ts';
 import { serviceRef } from '../../server/services.ts';
 import type { SecretSource } from '../../server/signedToken.ts';
 
+export interface TextTag {
+  page: number;
+  text: string;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+
 export interface StoredFile {
   id: string;
   workspaceId: string;
@@ -21,6 +30,12 @@ export interface StoredFile {
   size: number;
   sha256: string;
   pageCount: number;
+  /**
+   * Text tags found at upload: each `{{...}}` written in the document's text, with where it is (page
+   * from 1; PDF points from the page's lower-left corner). What a tag means is the reader's business
+   * (signing turns them into fields). Empty for files without any, and for archives.
+   */
+  textTags?: readonly TextTag[];
   blobId: string;
   source: 'upload' | 'signing_archive';
   createdAt: number;

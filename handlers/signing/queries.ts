@@ -162,6 +162,8 @@ export interface DbSigningFieldRow {
   label: string | null;
   /** What the signer gave (text: the text; checkbox: "true" or "false"), recorded with the signature; null before. */
   value: string | null;
+  /** The text tag the field was found from (request/textTags.ts), which it covers; null when placed otherwise. */
+  tag?: string | null;
 }
 
 export type FieldKind = 'signature' | 'initials' | 'name' | 'date' | 'text' | 'checkbox';
@@ -169,8 +171,8 @@ export type FieldKind = 'signature' | 'initials' | 'name' | 'date' | 'text' | 'c
 export const FILLED_KINDS: ReadonlySet<FieldKind> = new Set(['text', 'checkbox']);
 
 export async function insertField(sql: Sql, f: DbSigningFieldRow): Promise<void> {
-  await sql.run(`INSERT INTO signing_fields (id, request_id, recipient_id, kind, page, x, y, width, height, position, required, label, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
-    f.id, f.request_id, f.recipient_id, f.kind, f.page, f.x, f.y, f.width, f.height, f.position, f.required, f.label, f.value,
+  await sql.run(`INSERT INTO signing_fields (id, request_id, recipient_id, kind, page, x, y, width, height, position, required, label, value, tag) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
+    f.id, f.request_id, f.recipient_id, f.kind, f.page, f.x, f.y, f.width, f.height, f.position, f.required, f.label, f.value, f.tag ?? null,
   ]);
 }
 

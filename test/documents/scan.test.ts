@@ -86,7 +86,7 @@ describe('documents: the upload scan', function () {
 
   describe('inspectPdf', () => {
     it('accepts a plain PDF with its page count and version', async () => {
-      assert.deepEqual(await inspectPdf(plain, LIMITS), { ok: true, pages: 3, encrypted: 'none', pdfVersion: '1.7' });
+      assert.deepEqual(await inspectPdf(plain, LIMITS), { ok: true, pages: 3, encrypted: 'none', pdfVersion: '1.7', tags: [] });
     });
 
     it('accepts PDFs written other ways: object streams, qpdf linearized, qpdf object streams', async () => {
@@ -106,7 +106,7 @@ describe('documents: the upload scan', function () {
 
     it('accepts a PDF encrypted with only an owner password as owner-only', async () => {
       const owner = await qpdf(['--encrypt', '', 'OWNERPW', '256'], 'owner.pdf');
-      assert.deepEqual(await inspectPdf(owner, LIMITS), { ok: true, pages: 3, encrypted: 'owner-only', pdfVersion: '1.7' });
+      assert.deepEqual(await inspectPdf(owner, LIMITS), { ok: true, pages: 3, encrypted: 'owner-only', pdfVersion: '1.7', tags: [] });
     });
 
     it('refuses a PDF cut in half', async () => {
@@ -153,7 +153,7 @@ describe('documents: the upload scan', function () {
 
     it('refuses over the page and size limits, naming the limit', async () => {
       assert.deepEqual(await inspectPdf(plain, { ...LIMITS, maxPages: 2 }), { ok: false, reason: 'the PDF has 3 pages, more than the limit of 2' });
-      assert.deepEqual(await inspectPdf(plain, { ...LIMITS, maxPages: 3 }), { ok: true, pages: 3, encrypted: 'none', pdfVersion: '1.7' });
+      assert.deepEqual(await inspectPdf(plain, { ...LIMITS, maxPages: 3 }), { ok: true, pages: 3, encrypted: 'none', pdfVersion: '1.7', tags: [] });
       assert.deepEqual(await inspectPdf(plain, { ...LIMITS, maxBytes: 1000 }), { ok: false, reason: 'the file is larger than the limit of 1000 bytes' });
       assert.deepEqual(await inspectPdf(new Uint8Array(3 * 1024 * 1024), { ...LIMITS, maxBytes: 2 * 1024 * 1024 }), {
         ok: false,
@@ -167,8 +167,8 @@ describe('documents: the upload scan', function () {
       const cycle = handWritten([catalog, '<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >>', page]);
       const claimsBillion = handWritten([catalog, '<< /Type /Pages /Kids [3 0 R] /Count 999999999 >>', page]);
       const deep = handWritten([`<< /Type /Catalog /Pages 2 0 R /X ${'['.repeat(200_000)}${']'.repeat(200_000)} >>`, '<< /Type /Pages /Kids [3 0 R] /Count 1 >>', page]);
-      assert.deepEqual(await inspectPdf(cycle, LIMITS), { ok: true, pages: 1, encrypted: 'none', pdfVersion: '1.7' });
-      assert.deepEqual(await inspectPdf(claimsBillion, LIMITS), { ok: true, pages: 1, encrypted: 'none', pdfVersion: '1.7' });
+      assert.deepEqual(await inspectPdf(cycle, LIMITS), { ok: true, pages: 1, encrypted: 'none', pdfVersion: '1.7', tags: [] });
+      assert.deepEqual(await inspectPdf(claimsBillion, LIMITS), { ok: true, pages: 1, encrypted: 'none', pdfVersion: '1.7', tags: [] });
       assert.deepEqual(await inspectPdf(deep, LIMITS), { ok: false, reason: 'the PDF is damaged: its contents cannot be read' });
       assert.deepEqual(await inspectPdf(handWritten(['<< /Type /Catalog /Pages 1 0 R >>']), LIMITS), { ok: false, reason: 'the PDF has no pages' });
     });
@@ -230,7 +230,7 @@ describe('documents: the upload scan', function () {
 
     it('finds a clean PDF clean', async () => {
       assert.deepEqual(await scanStream(clamd!.config, chunksOf(plain)), { clean: true });
-      assert.deepEqual(await scanDocument(plain, { limits: LIMITS, clamav: clamd!.config }), { ok: true, pages: 3, encrypted: 'none', pdfVersion: '1.7' });
+      assert.deepEqual(await scanDocument(plain, { limits: LIMITS, clamav: clamd!.config }), { ok: true, pages: 3, encrypted: 'none', pdfVersion: '1.7', tags: [] });
     });
 
     it('finds the EICAR file, also in pieces split inside the signature', async () => {

@@ -84,6 +84,7 @@ forEachDatabase('documents: uploads in parts', (svc) => {
       size: big.length,
       sha256: sha256(big),
       page_count: 6,
+      text_tags: [],
       scope: 'workspace',
       owner_member_id: null,
       source: 'upload',

@@ -20,7 +20,7 @@ import type { ApplyResult } from '../../server/admin.ts';
 import { announceBrowser, launchBrowser, signedInPage } from '../support/browser.ts';
 import { databases, type TestService } from '../support/service.ts';
 import { type MailServer, putFile, runJobs, sha256, signingService, signingWorkspace, startMailServer } from './requestSupport.ts';
-import { onService, samplePdf, signerLinkIn } from './signerKit.ts';
+import { onService, samplePdf, signerLinkIn, taggedPdf } from './signerKit.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const shots = path.join(root, 'test-output');
@@ -463,6 +463,39 @@ for (const database of databases) {
       assert.match(tool('pdfsig', [file]), /Signature is Valid/);
       assert.match(tool('qpdf', ['--check', file]), /No syntax or stream encoding errors found/);
       execFileSync('pdftoppm', ['-r', '60', '-f', '1', '-l', '1', '-singlefile', '-png', file, path.join(shots, `documents-8-archive-fields-${database.name}`)]);
+      assert.deepEqual(owner.problems, []);
+    });
+
+    it('a PDF with text tags: the editor outlines them, the request takes its fields from them, and the signer sees the fields over the tags', async () => {
+      const { page } = owner;
+      const tagged = path.join(path.dirname(pdfPath), 'Purchase agreement.pdf');
+      fs.writeFileSync(tagged, await taggedPdf());
+      await page.goto(`${svc.origin}/documents/new`);
+      await page.locator('[data-file-input]').setInputFiles(tagged);
+      await page.waitForSelector('[data-dropzone][data-done]');
+      await page.waitForSelector('[data-field-editor][data-pages="2"]');
+      assert.match((await page.locator('[data-field-status]').textContent())!, /This PDF has 6 text tags/);
+      assert.equal(await page.locator('ol.field-pages .tag-box').count(), 6);
+      await page.locator('.signer-row input[name=signer_name]').first().fill('Bea Buyer');
+      await page.locator('.signer-row input[name=signer_email]').first().fill('bea@tags.test');
+      await page.getByRole('button', { name: 'Add a signer' }).click();
+      await page.locator('.signer-row').nth(1).locator('input[name=signer_name]').fill('Sam Seller');
+      await page.locator('.signer-row').nth(1).locator('input[name=signer_email]').fill('sam@tags.test');
+      await shot(page, '9-tags');
+      await Promise.all([page.waitForURL(/\/documents\/requests\/sr_/), page.locator('[data-send]').click()]);
+      const id = /\/documents\/requests\/(sr_[0-9a-z]+)$/.exec(page.url())![1]!;
+      const stored = await svc.db.sql.all<{ kind: string; tag: string | null }>(`SELECT kind, tag FROM signing_fields WHERE request_id = ? ORDER BY position`, [id]);
+      assert.deepEqual(stored.map((f) => [f.kind, f.tag !== null]), [['text', true], ['checkbox', true], ['signature', true], ['signature', true], ['date', true]]);
+      const beaContext = await browser.newContext({ viewport: { width: 390, height: 844 } });
+      contexts.push(beaContext);
+      const bea = await beaContext.newPage();
+      await bea.goto(onService(signerLinkIn(mailsTo('bea@tags.test')[0]!.mail), svc.origin));
+      await Promise.all([bea.waitForURL(/\/review$/), bea.getByRole('button', { name: 'Continue to the document' }).click()]);
+      await bea.locator('.viewer .field-box.covers').nth(2).waitFor();
+      assert.equal(await bea.locator('.viewer .field-box.covers').count(), 3, 'her three fields, each over its tag');
+      // The box hides the tag: it is opaque where the tag was written.
+      const opaque = await bea.$eval('.viewer .field-box.covers', (el) => getComputedStyle(el).backgroundColor);
+      assert.match(opaque, /^rgb\(/, `an opaque background (${opaque})`);
       assert.deepEqual(owner.problems, []);
     });
 

@@ -112,3 +112,20 @@ export async function signingSnapshot(svc: TestService, api: ServiceClient, requ
   };
   return { request: request.data!, events, rows };
 }
+
+/** A two-page PDF with tags written in its text (Helvetica, 11 pt). */
+export async function taggedPdf(): Promise<Uint8Array> {
+  const doc = await PDFDocument.create();
+  const font = await doc.embedFont(StandardFonts.Helvetica);
+  const p1 = doc.addPage([595, 842]);
+  p1.drawText('Purchase agreement', { x: 72, y: 760, size: 18, font });
+  p1.drawText('The buyer orders the goods listed in the annex.', { x: 72, y: 720, size: 11, font });
+  p1.drawText('Order number: {{text;signer=1;label=Order number;width=160}}', { x: 72, y: 600, size: 11, font });
+  p1.drawText('{{checkbox;signer=1;optional;label=Newsletter}}', { x: 330, y: 560, size: 11, font });
+  const p2 = doc.addPage([595, 842]);
+  p2.drawText('Signatures', { x: 72, y: 760, size: 18, font });
+  p2.drawText('Buyer: {{signature;signer=1;height=30}}', { x: 72, y: 300, size: 11, font });
+  p2.drawText('Seller: {{signature;signer=2;height=30}}  {{date;signer=2}}', { x: 72, y: 200, size: 11, font });
+  p2.drawText('Reference {{invoice_number}} is not a field.', { x: 72, y: 120, size: 11, font });
+  return doc.save();
+}

@@ -117,7 +117,7 @@ async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { file
         : f.kind === 'text' || f.kind === 'checkbox' ? (f.value ?? '')
         : typed;
       const drawing = f.kind === 'signature' ? storedDrawnSignature(r.drawn_signature) : null;
-      return [{ page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, kind: f.kind, text, drawing }];
+      return [{ page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, kind: f.kind, text, drawing, cover: Boolean(f.tag) }];
     }),
   };
 }

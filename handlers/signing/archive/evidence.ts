@@ -39,6 +39,8 @@ export interface FilledField {
   text: string;
   /** A signature field of a signer who drew their signature: drawn instead of `text`. */
   drawing?: DrawnSignature | null;
+  /** The field was found from a text tag: its box is painted white first, so the tag does not show. */
+  cover?: boolean;
 }
 
 export interface EvidenceEvent {
@@ -354,8 +356,9 @@ function drawFields(pdf: PDF, text: TextDrawer, fields: readonly FilledField[], 
   // One page object per page: the text drawer names its fonts per page object.
   const pageObjects = new Map<number, PDFPage | null>();
   for (const f of fields) {
-    if (f.page < 1 || f.page > pages || (!f.text.trim() && !f.drawing)) continue;
-    if (f.kind === 'checkbox' && f.text !== 'true') continue;
+    if (f.page < 1 || f.page > pages) continue;
+    const empty = (!f.text.trim() && !f.drawing) || (f.kind === 'checkbox' && f.text !== 'true');
+    if (empty && !f.cover) continue;
     if (!pageObjects.has(f.page)) pageObjects.set(f.page, pdf.getPage(f.page - 1));
     const page = pageObjects.get(f.page);
     if (!page) continue;
@@ -365,6 +368,8 @@ function drawFields(pdf: PDF, text: TextDrawer, fields: readonly FilledField[], 
     const width = Math.min(f.width, box.x + box.width - x);
     const height = Math.min(f.height, box.y + box.height - y);
     if (width < 4 || height < 4) continue;
+    if (f.cover) page.drawRectangle({ x, y, width, height, color: rgb(1, 1, 1) });
+    if (empty) continue;
     if (f.kind === 'checkbox') {
       tick(page, { x, y, width, height });
       drawn++;

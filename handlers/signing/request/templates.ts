@@ -11,6 +11,7 @@ import { newId } from '../../../server/ids.ts';
 import type { Input, OperationContext } from '../../../server/operation.ts';
 import { filesOf } from '../files.ts';
 import type { SigningRuntime } from './invitationMail.ts';
+import { fieldsOfTags } from './textTags.ts';
 
 export interface TemplateRole {
   role: string;
@@ -28,6 +29,8 @@ export interface TemplateField {
   height: number;
   required: boolean;
   label: string | null;
+  /** Found from the document's text tag (request/textTags.ts); null when given in `fields`. */
+  tag: string | null;
 }
 
 interface DbTemplateRow {
@@ -61,7 +64,7 @@ export function templateView(t: DbTemplateRow) {
     message: t.message,
     signature_method: t.signature_method,
     roles: JSON.parse(t.roles) as TemplateRole[],
-    fields: t.fields ? (JSON.parse(t.fields) as TemplateField[]) : [],
+    fields: (t.fields ? (JSON.parse(t.fields) as TemplateField[]) : []).map((f) => ({ ...f, tag: f.tag ?? null })),
     private: Boolean(t.private),
     created_at: Number(t.created_at),
   };
@@ -102,7 +105,7 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
         }
         if (f.label !== undefined && blank(f.label)) throw invalidInput(`fields[${i}].label is blank.`);
         const fills = f.kind === 'text' || f.kind === 'checkbox';
-        return { role, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: fills ? f.required ?? true : true, label: f.label?.trim() || null };
+        return { role, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: fills ? f.required ?? true : true, label: f.label?.trim() || null, tag: null };
       });
       if (fields.length && (input.signature_method ?? 'standard') !== 'standard') throw invalidInput('fields: only a standard signature draws fields on the pages; a BankID signature leaves the provider\'s PDF unmodified.');
       const count = await ctx.sql.one<{ n: number | string }>(`SELECT COUNT(*) AS n FROM signing_templates WHERE workspace_id = ?`, [ctx.workspaceId]);
@@ -112,6 +115,18 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
       const file = await files.find(ctx.sql, ctx.workspaceId, input.file_id);
       const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
       if (!file || !files.visibleTo(file, memberId)) throw missing();
+      // No `fields`: the document's text tags place them, `signer=N` naming the Nth signing role.
+      if (input.fields === undefined && (input.signature_method ?? 'standard') === 'standard') {
+        const roleNames = [...signing.values()];
+        for (const f of fieldsOfTags(file.textTags)) {
+          const role = roleNames[f.signer];
+          if (!role) {
+            throw invalidInput(`The document's text tag ${f.tag} on page ${f.page} names signer ${f.signer + 1}, but the template has ${roleNames.length} signing role${roleNames.length === 1 ? '' : 's'}: add a role, or send fields (an empty list ignores the tags).`);
+          }
+          fields.push({ role, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, label: f.label ?? null, tag: f.tag });
+        }
+        if (fields.length > 50) throw invalidInput(`The document has ${fields.length} field tags, more than the 50 fields a template takes; send fields instead (an empty list ignores the tags).`);
+      }
       const tooFar = fields.findIndex((f) => f.page > file.pageCount);
       if (tooFar >= 0) throw invalidInput(`fields[${tooFar}].page is ${fields[tooFar]!.page}, but the document has ${file.pageCount} page${file.pageCount === 1 ? '' : 's'}.`);
       if (!(await files.keep(ctx.sql, ctx.workspaceId, file.id))) throw missing();
@@ -188,7 +203,10 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
       const person = (x: TemplateRole) => byRole.get(x.role.toLowerCase())!;
       // A field goes to the signer filling its role (signers are the signing roles, in the template's order).
       const signerRoles = roles.filter((x) => !x.cc).map((x) => x.role.toLowerCase());
-      const fields = (t.fields ? (JSON.parse(t.fields) as TemplateField[]) : []).flatMap((f) => {
+      const saved = t.fields ? (JSON.parse(t.fields) as TemplateField[]) : [];
+      // Fields from the document's tags are found again from the same file when the request is made (and cover their tags).
+      const fromTags = saved.length > 0 && saved.every((f) => f.tag);
+      const fields = (fromTags ? [] : saved).flatMap((f) => {
         const signer = signerRoles.indexOf(f.role.toLowerCase());
         if (signer < 0) return [];
         return [{ signer, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, ...(f.label ? { label: f.label } : {}) }];

@@ -44,6 +44,8 @@ if (editor && form) {
   /** Each page's box in points ([x0, y0, x1, y1]) and its list item, once the document is open. */
   let pages = [];
   let selected = -1;
+  /** The file's `{{...}}` text tags (documents.CompleteUpload's text_tags): shown, and used by the request when no field is placed here. */
+  let tags = [];
 
   const say = (text) => {
     status.textContent = text;
@@ -84,7 +86,21 @@ if (editor && form) {
 
   /** Draws every field's box on its page and the list of fields below the pages. */
   function draw() {
-    for (const page of pages) for (const box of page.li.querySelectorAll('.field-box')) box.remove();
+    for (const page of pages) for (const box of page.li.querySelectorAll('.field-box, .tag-box')) box.remove();
+    // The document's own tags, outlined (they place the fields when none is placed here).
+    for (const t of fields.length ? [] : tags) {
+      const page = pages[t.page - 1];
+      if (!page) continue;
+      const [x0, y0, x1, y1] = page.view;
+      const mark = document.createElement('span');
+      mark.className = 'tag-box';
+      mark.title = t.text;
+      mark.style.left = `${(t.x / (x1 - x0)) * 100}%`;
+      mark.style.top = `${(1 - (t.y + t.height) / (y1 - y0)) * 100}%`;
+      mark.style.width = `${(t.width / (x1 - x0)) * 100}%`;
+      mark.style.height = `${(t.height / (y1 - y0)) * 100}%`;
+      page.li.append(mark);
+    }
     const count = signerNames().length;
     fields.forEach((f, i) => {
       const page = pages[f.page - 1];
@@ -137,7 +153,11 @@ if (editor && form) {
       propRequired.checked = f.required !== false;
       owner.value = String(Math.min(f.signer, count - 1));
     }
-    say(fields.length ? `${fields.length} field${fields.length === 1 ? '' : 's'} placed.` : 'No fields yet: each signer’s signature then goes on the evidence pages only.');
+    say(
+      fields.length ? `${fields.length} field${fields.length === 1 ? '' : 's'} placed${tags.length ? ': they replace the document’s own text tags' : ''}.`
+      : tags.length ? `This PDF has ${tags.length} text tag${tags.length === 1 ? '' : 's'} ({{…}}, outlined on the pages). With no field placed here, the request takes its fields from them, e.g. {{signature;signer=1}}.`
+      : 'No fields yet: each signer’s signature then goes on the evidence pages only.',
+    );
     save();
   }
 
@@ -358,6 +378,7 @@ if (editor && form) {
   document.addEventListener('wso:uploaded', (e) => {
     // Fields placed before (on this file, kept by a refused send) stay; those past its last page go.
     selected = -1;
+    tags = e.detail.tags ?? [];
     open(e.detail.file).catch(() => {
       pages = [];
       list.replaceChildren();
@@ -366,6 +387,7 @@ if (editor && form) {
   });
   document.addEventListener('wso:upload-cleared', () => {
     fields = [];
+    tags = [];
     selected = -1;
     pages = [];
     list.replaceChildren();

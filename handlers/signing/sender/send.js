@@ -128,7 +128,7 @@ if (form) {
       say('Uploaded and checked. Add the signers, place their fields if you like, and send.');
       send.disabled = false;
       // The field editor (fields.js) draws the pages of this file.
-      document.dispatchEvent(new CustomEvent('wso:uploaded', { detail: { file } }));
+      document.dispatchEvent(new CustomEvent('wso:uploaded', { detail: { file, tags: Array.isArray(up.text_tags) ? up.text_tags : [] } }));
     } catch (err) {
       if (err.status === 404) sessionStorage.removeItem(memo);
       say(err.message, true);

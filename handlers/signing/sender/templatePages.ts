@@ -43,7 +43,8 @@ export function templateRoutes(router: express.Router, parts: TemplatePageParts)
     const roles = r.recipients.map((c) => (c.role === 'cc' ? { role: `Copy ${++copy}`, cc: true } : { role: `Signer ${++signer}`, order: c.signing_order }));
     // The request's fields go with the roles of the recipients they were placed for.
     const roleOf = new Map(r.recipients.map((c, i) => [c.recipient_id, roles[i]!.role]));
-    const fields = r.signature_method === 'standard'
+    // Fields found from the document's text tags are found again by the template (and keep covering their tags).
+    const fields = r.signature_method === 'standard' && !r.fields.every((f) => f.tag)
       ? r.fields.flatMap((f) => {
           const role = roleOf.get(f.recipient_id);
           return role ? [{ role, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, ...(f.label ? { label: f.label } : {}) }] : [];

@@ -144,7 +144,7 @@ const FIELD_TEXT_MAX = 200;
 
 /** A field as the signer's page shows it. */
 function fieldView(f: DbSigningFieldRow) {
-  return { id: f.id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, label: f.label ?? '' };
+  return { id: f.id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, label: f.label ?? '', covers: Boolean(f.tag) };
 }
 
 /** How a field is named to the signer: its label, else its kind and page. */

@@ -126,6 +126,8 @@ interface PlacedField {
   height: number;
   required: boolean;
   label: string;
+  /** Found from a text tag: the box hides the tag under it. */
+  covers?: boolean;
 }
 
 const KIND_WORDS: Record<PlacedField['kind'], string> = { signature: 'Signature', initials: 'Initials', name: 'Name', date: 'Date signed', text: 'Text', checkbox: 'Check box' };
@@ -173,7 +175,7 @@ async function placeFields(viewer: HTMLElement, fields: PlacedField[], sheets: H
     const h = y1! - y0!;
     const box = document.createElement('button');
     box.type = 'button';
-    box.className = `field-box kind-${f.kind}${f.required ? ' required' : ''}`;
+    box.className = `field-box kind-${f.kind}${f.required ? ' required' : ''}${f.covers ? ' covers' : ''}`;
     box.dataset.fieldId = f.id;
     box.style.left = `${((f.x - x0!) / w) * 100}%`;
     box.style.top = `${(1 - (f.y + f.height - y0!) / h) * 100}%`;
