@@ -463,6 +463,28 @@ for (const database of databases) {
       assert.match(tool('pdfsig', [file]), /Signature is Valid/);
       assert.match(tool('qpdf', ['--check', file]), /No syntax or stream encoding errors found/);
       execFileSync('pdftoppm', ['-r', '60', '-f', '1', '-l', '1', '-singlefile', '-png', file, path.join(shots, `documents-8-archive-fields-${database.name}`)]);
+      // Anyone verifies it: the request page's verification link, the file chosen on the public page.
+      await page.goto(`${svc.origin}/documents/requests/${id}`);
+      // The request page lists the fields with what each signer gave.
+      const rowsText = await page.locator('.fields-table tbody tr').allTextContents();
+      assert.equal(rowsText.length, 5);
+      assert.match(rowsText[1]!, /Text: Company registration number\s*Erik Engineer\s*1\s*SE556677-8899/);
+      assert.match(rowsText[2]!, /Check box: I accept the delivery terms\s*Erik Engineer\s*1\s*Ticked/);
+      assert.match(rowsText[3]!, /Signature\s*Fay Finance\s*1\s*Filled by the signature/);
+      await page.setViewportSize({ width: 390, height: 844 });
+      assert.equal(await noSideways(page), true, 'the request page with fields fits a phone');
+      await shot(page, '8-request-fields-phone');
+      await page.setViewportSize({ width: 1280, height: 900 });
+      await Promise.all([page.waitForURL(`${svc.origin}/verify`), page.locator('a[href="/verify"]').click()]);
+      await page.locator('input#file').setInputFiles(file);
+      await Promise.all([page.waitForLoadState('load'), page.getByRole('button', { name: 'Check the file' }).click()]);
+      await page.locator('#verdict').waitFor();
+      await shot(page, '8-verified');
+      assert.match((await page.locator('section.verdict').textContent())!, /Signed and unchanged/);
+      assert.match((await page.locator('main').textContent())!, /Seal\s*valid/);
+      assert.match((await page.locator('main').textContent())!, new RegExp(id));
+      assert.match((await page.locator('main').textContent())!, /Erik Engineer[\s\S]*Fay Finance/);
+      await shot(page, '8-verified');
       assert.deepEqual(owner.problems, []);
     });
 

@@ -59,6 +59,8 @@ export const SENDER_CSS = new URL('./sender.css', import.meta.url);
 
 const signerCount = (r: SigningRequest) => r.recipients.filter((c) => c.role !== 'cc').length;
 
+const FIELD_WORDS: Record<string, string> = { signature: 'Signature', initials: 'Initials', name: 'Name', date: 'Date signed', text: 'Text', checkbox: 'Check box' };
+
 /** A request's page. */
 export const requestPath = (id: string) => `${DOCUMENTS_PATH}/requests/${id}`;
 
@@ -108,6 +110,28 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
 
   /** Whether the member may change the request (the operations decide; this only hides forms that would be refused). */
   const mayManage = (page: MemberPage, r: SigningRequest) => r.sender.member_id === page.member.id || (page.manage && !r.private);
+
+  /** The request's fields as its page lists them: what, for whom, where, and what the signer gave. */
+  function fieldRows(r: SigningRequest) {
+    const byId = new Map(r.recipients.map((c) => [c.recipient_id, c]));
+    return r.fields.map((f) => {
+      const c = byId.get(f.recipient_id);
+      const signed = c?.status === 'signed';
+      const given =
+        f.kind === 'checkbox' ? (f.value === null ? '' : f.value === 'true' ? 'Ticked' : 'Not ticked')
+        : f.kind === 'text' ? (f.value === null ? '' : f.value || '(left empty)')
+        : signed ? 'Filled by the signature' : '';
+      return {
+        what: f.label ? `${FIELD_WORDS[f.kind] ?? f.kind}: ${f.label}` : FIELD_WORDS[f.kind] ?? f.kind,
+        who: c?.name ?? '',
+        page: f.page,
+        optional: !f.required,
+        tag: f.tag ?? '',
+        value: given || (r.status === 'pending' ? 'Not filled yet' : '—'),
+        filled: given !== '',
+      };
+    });
+  }
 
   /** A recipient's state in words: CC recipients get a copy, later steps wait for their turn. */
   const recipientState = (c: SigningRequest['recipients'][number]) =>
@@ -330,6 +354,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
           r.status === 'cancelled' ? (r.cancel_reason ? `Cancelled ${timeInWords(r.cancelled_at ?? now)}: ${r.cancel_reason}` : `Cancelled ${timeInWords(r.cancelled_at ?? now)}.`)
           : r.status === 'expired' ? `Expired ${timeInWords(r.expired_at ?? r.deadline_at)}, before everyone signed.`
           : r.status === 'completed' ? `Completed ${timeInWords(r.completed_at ?? now)}.` : '',
+        fields: fieldRows(r),
         archive: r.status !== 'completed' ? 'none' : r.file_id ? 'ready' : r.archive_error ? 'failed' : 'preparing',
         archiveError: r.archive_error ?? '',
         inOrder: new Set(r.recipients.filter((c) => c.role !== 'cc').map((c) => c.signing_order)).size > 1,
