@@ -195,6 +195,8 @@ for (const database of databases) {
       assert.ok(page2.includes(initials), `and the initials ${initials}`);
       const evidence = (await run('pdftotext', ['-f', '3', archivePath, '-'])).stdout.replace(/\s+/g, ' ');
       assert.match(evidence, /with the signers' 4 fields/);
+      // Sent by the key without a member: the key is named (the operator made it, so no member is).
+      assert.match(evidence, /Sent by API key "Contracts" \(ak_[0-9a-z]+\)/);
       const sig = await pdfsig(archivePath);
       assert.match(sig, /Signature Validation: Signature is Valid\./);
       assert.match(sig, /Total document signed/);

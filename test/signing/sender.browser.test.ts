@@ -459,7 +459,9 @@ for (const database of databases) {
       assert.match(page1, /Fay Finance/, 'her typed signature');
       assert.match(page1, new RegExp(new Date(svc.clock.now()).toISOString().slice(0, 10)), 'the date signed');
       assert.doesNotMatch(page1, /Erik Engineer/, 'his signature is drawn, not typed');
-      assert.match(tool('pdftotext', ['-f', '4', file, '-']).replace(/\s+/g, ' '), /drawn on the signing page/);
+      const evidence = tool('pdftotext', ['-f', '4', file, '-']).replace(/\s+/g, ' ');
+      assert.match(evidence, /drawn on the signing page/);
+      assert.match(evidence, /Sent by Olga Owner <olga@[^>]+>/, 'the evidence pages say who sent the request');
       assert.match(tool('pdfsig', [file]), /Signature is Valid/);
       assert.match(tool('qpdf', ['--check', file]), /No syntax or stream encoding errors found/);
       execFileSync('pdftoppm', ['-r', '60', '-f', '1', '-l', '1', '-singlefile', '-png', file, path.join(shots, `documents-8-archive-fields-${database.name}`)]);

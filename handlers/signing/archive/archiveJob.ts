@@ -27,7 +27,7 @@ import { sealingCertificate, type SealSettings } from './sealSettings.ts';
 import { registerArchive } from './registerArchive.ts';
 import { buildArchive, type Evidence } from './evidence.ts';
 import { storedDrawnSignature } from '../signer/drawnSignature.ts';
-import { appendEvent, type DbSigningRequestRow, findRequestById, listFields, listRecipients, recipientAsOf, signersOf, updateRequest } from '../queries.ts';
+import { appendEvent, type DbSigningRequestRow, findMember, findRequestById, keyNames, listFields, listRecipients, recipientAsOf, signersOf, updateRequest, workspaceName } from '../queries.ts';
 import { ARCHIVE_JOB, type ArchiveJobPayload } from '../request/lifecycle.ts';
 import { seal } from './seal.ts';
 
@@ -66,6 +66,19 @@ async function removeUnregistered(deps: Pick<ModuleDeps, 'db' | 'storage'>, requ
   return removed;
 }
 
+/** Who sent the request, as the evidence pages say it: the member (name and address) and the API key, if any. */
+async function senderOf(sql: Sql, request: DbSigningRequestRow): Promise<string> {
+  const key = request.created_by_key_id ? (await keyNames(sql, request.workspace_id)).find((k) => k.id === request.created_by_key_id) : undefined;
+  const memberId = request.owner_member_id ?? key?.created_by ?? null;
+  const member = memberId ? await findMember(sql, request.workspace_id, memberId) : undefined;
+  const person = member ? `${member.name} <${member.email}>` : null;
+  const through = key ? `API key "${key.name}" (${key.id})` : null;
+  if (person && through) return request.owner_member_id ? `${person}, through ${through}` : `${through}, made by ${person}`;
+  if (person) return person;
+  if (through) return through;
+  return `the workspace ${await workspaceName(sql, request.workspace_id)}`;
+}
+
 async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { filename: string; sha256: string; size: number; pageCount: number }, sealedBy: string, verifyUrl: string): Promise<Evidence> {
   const recipients = await listRecipients(sql, request.id);
   const byId = new Map(recipients.map((r) => [r.id, r]));
@@ -79,6 +92,7 @@ async function evidenceOf(sql: Sql, request: DbSigningRequestRow, source: { file
   return {
     requestId: request.id,
     title: request.title,
+    sentBy: await senderOf(sql, request),
     signatureMethod: request.signature_method === 'bankid' ? 'BankID' : 'Standard (typed name, link sent by e-mail)',
     source: { filename: source.filename, sha256: source.sha256, size: source.size, pages: source.pageCount },
     createdAt: Number(request.created_at),

@@ -54,6 +54,8 @@ export interface EvidenceEvent {
 export interface Evidence {
   requestId: string;
   title: string;
+  /** Who sent the request, e.g. `Olga Owner <olga@acme.test>, through API key "CRM" (ak_...)`. */
+  sentBy?: string;
   signatureMethod: string;
   source: { filename: string; sha256: string; size: number; pages: number };
   createdAt: number;
@@ -408,6 +410,7 @@ export async function buildArchive(original: Uint8Array, evidence: Evidence, che
   w.heading('Document');
   w.field('Title', evidence.title);
   w.field('Request', evidence.requestId);
+  if (evidence.sentBy) w.field('Sent by', evidence.sentBy);
   w.field('Original file', `${evidence.source.filename} (${evidence.source.pages} ${evidence.source.pages === 1 ? 'page' : 'pages'}, ${evidence.source.size} bytes)`);
   w.field('SHA-256 of original', evidence.source.sha256, 8);
   w.field(
