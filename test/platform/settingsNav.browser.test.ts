@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { announceBrowser, launchBrowser, signedInPage } from '../support/browser.ts';
+import { announceBrowser, launchBrowser, phoneMisfits, signedInPage } from '../support/browser.ts';
 import { acme } from '../support/fixtures.ts';
 import { forEachDatabase } from '../support/service.ts';
 
@@ -83,10 +83,17 @@ forEachDatabase('the settings area in headless Chromium', (svc) => {
     assert.deepEqual(await page.locator('.topbar nav[aria-label="Pages"] a[aria-current]').allTextContents(), ['Webhooks']);
     assert.equal(await page.locator('.topbar .subnav').count(), 0);
 
+    // Rows for the tables: an invitation (its mail in the development mailbox, an audit entry).
+    await page.goto(`${svc().origin}/settings/members`);
+    await page.fill('#invite-email', 'a.very.long.address.for.the.phone.test@subsidiary.acme-example.test');
+    await page.selectOption('#invite-role', 'member');
+    await Promise.all([page.waitForURL(`${svc().origin}/settings/members`), page.locator('button:has-text("Send invitation")').click()]);
     await page.setViewportSize({ width: 390, height: 844 });
-    for (const where of ['/settings', '/settings/signing']) {
-      await page.goto(`${svc().origin}${where}`);
-      assert.equal(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), true, `no sideways scrolling at 390 px on ${where}`);
+    for (const where of ['/settings', '/settings/signing', '/settings/members', '/settings/keys', '/settings/audit', '/settings/limits', '/settings/connections', '/settings/automation', '/settings/webhooks', '/mailbox', '/inbox', '/documents']) {
+      const res = await page.goto(`${svc().origin}${where}`);
+      assert.equal(res!.status(), 200, where);
+      // No sideways scrolling, and no table wider than the screen or cut off inside a box.
+      assert.deepEqual(await phoneMisfits(page), [], `everything fits at 390 px on ${where}`);
       assert.equal(await page.evaluate(() => Array.from(document.querySelectorAll('.topbar a, .topbar button')).every((e) => e.getBoundingClientRect().right <= window.innerWidth)), true, `the bar and sub-menu fit at 390 px on ${where}`);
       await page.screenshot({ path: path.join(shots, `settings${where.replace(/\//g, '-')}-390-${svc().db.dialect}.png`), fullPage: true });
     }

@@ -468,7 +468,7 @@ for (const database of databases) {
       // Anyone verifies it: the request page's verification link, the file chosen on the public page.
       await page.goto(`${svc.origin}/documents/requests/${id}`);
       // The request page lists the fields with what each signer gave.
-      const rowsText = await page.locator('.fields-table tbody tr').allTextContents();
+      const rowsText = await page.locator('.request-fields tbody tr').allTextContents();
       assert.equal(rowsText.length, 5);
       assert.match(rowsText[1]!, /Text: Company registration number\s*Erik Engineer\s*1\s*SE556677-8899/);
       assert.match(rowsText[2]!, /Check box: I accept the delivery terms\s*Erik Engineer\s*1\s*Ticked/);

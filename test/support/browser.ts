@@ -54,3 +54,20 @@ export async function signedInPage(
   const cookie = `wso_session=${(await context.cookies()).find((c) => c.name === 'wso_session')!.value}`;
   return { context, page, cookie, problems };
 }
+
+/**
+ * What does not fit the page's width (run it at 390 px): the page scrolling sideways, or a table wider
+ * than the screen or cut off inside a box that scrolls. Empty when everything fits.
+ */
+export function phoneMisfits(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const out: string[] = [];
+    const root = document.documentElement;
+    if (root.scrollWidth > window.innerWidth) out.push(`the page is ${root.scrollWidth} px wide`);
+    for (const t of Array.from(document.querySelectorAll('table'))) {
+      const box = t.parentElement;
+      if (t.getBoundingClientRect().right > window.innerWidth + 0.5 || (box !== null && box.scrollWidth > box.clientWidth + 1)) out.push(`table.${t.className || '(no class)'} is ${Math.round(t.scrollWidth)} px wide`);
+    }
+    return out;
+  });
+}
