@@ -77,6 +77,9 @@ const noStore: RequestHandler = (_req, res, next) => {
 
 const layoutEngine = new Eta({ views: fileURLToPath(new URL('./pages/templates', import.meta.url)), autoEscape: true, autoTrim: false });
 const PAGE_CSS = fs.readFileSync(new URL('./pages/page.css', import.meta.url));
+const PAGE_JS = fs.readFileSync(new URL('./pages/page.js', import.meta.url));
+/** The page kit's script (copy buttons: `button[data-copy]`), on every page. */
+export const PAGE_JS_PATH = '/assets/page.js';
 
 /** What a page is made of; `html` is the body, rendered by a template of the page layer. */
 export interface Page {
@@ -241,7 +244,7 @@ export class PageKit {
       title: page.title,
       body: page.html,
       styles: page.styles ?? [],
-      scripts: page.scripts ?? [],
+      scripts: [PAGE_JS_PATH, ...(page.scripts ?? [])],
       bodyClass: page.bodyClass ?? '',
       frame: page.frame ?? null,
     });
@@ -415,6 +418,14 @@ export class PageKit {
     if (methods.has('GET')) methods.add('HEAD');
     return [...methods].sort();
   }
+
+  /** `GET /assets/page.js`: the page kit's script (copy buttons), on every page. */
+  readonly js: RequestHandler = (_req, res) => {
+    res.setHeader('Content-Type', 'text/javascript; charset=utf-8');
+    res.setHeader('Cache-Control', 'no-cache');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.status(200).send(PAGE_JS);
+  };
 
   /** `GET /assets/page.css`: the one stylesheet of every page (the platform's, then each module's). */
   readonly css: RequestHandler = (_req, res) => {

@@ -270,6 +270,7 @@ export function createPlatform(options: PlatformOptions) {
   app.use('/v1', operationsRouter(options, { credentials, execute, validator, requestCredentials }));
   app.use(signinRoutes({ db, clock, logger, pages }));
   app.get('/assets/page.css', pages.css);
+  app.get('/assets/page.js', pages.js);
   return {
     app,
     credentials,

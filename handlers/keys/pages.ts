@@ -14,7 +14,6 @@
  *   says why; `stopped` also says that existing keys are refused.
  * - The sites' publishable collect keys (`pk_...`), which are safe in a web page.
  */
-import fs from 'node:fs';
 import express, { type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/database.ts';
@@ -29,8 +28,6 @@ import { ChooserRefusal as Refusal, delegationChooserHtml, delegationFromForm, g
 import { delegationInWords, grantsInWords, resourcesInWords } from '../../server/pages/grantWords.ts';
 
 export const KEYS_PATH = '/settings/keys';
-const COPY_JS_PATH = '/assets/keys-copy.js';
-const COPY_JS = fs.readFileSync(new URL('./copy.js', import.meta.url));
 const KEY_ID = /^ak_[0-9a-z]{1,40}$/;
 
 export const keysNavigation: NavEntry[] = [
@@ -64,11 +61,6 @@ export function keysRoutes(options: KeysOptions): express.Router {
   const router = pages.router();
   const views = pages.views(new URL('./pages', import.meta.url));
 
-  router.get(COPY_JS_PATH, (_req: Request, res: Response) => {
-    res.setHeader('Cache-Control', 'no-cache');
-    res.type('text/javascript; charset=utf-8').send(COPY_JS);
-  });
-
   router.get(KEYS_PATH, async (req: Request, res: Response) => {
     const page = await pages.member(req, res);
     if (!page) return;
@@ -100,7 +92,6 @@ export function keysRoutes(options: KeysOptions): express.Router {
     });
     await page.send(200, {
       title: 'API keys',
-      scripts: [COPY_JS_PATH],
       html: views.render('keys', {
         manage: page.manage,
         csrf: page.csrf,

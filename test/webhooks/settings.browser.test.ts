@@ -118,6 +118,11 @@ forEachDatabase(
       assert.equal(await page.textContent('h1'), 'Webhook approved');
       const secret = (await page.locator('[data-secret]').textContent())!;
       assert.match(secret, /^whsec_[A-Za-z0-9_-]{43}$/);
+      // The copy button puts it on the clipboard (the page kit's script, /assets/page.js).
+      await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: origin() });
+      await page.locator('button[data-copy="webhook-secret"]').click();
+      await page.locator('button[data-copy="webhook-secret"]:text-is("Copied")').waitFor({ timeout: 5000 });
+      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), secret);
       const row = await svc().db.sql.one<SubscriptionRow & { proposal_id: string; approved_by: string }>(`SELECT * FROM webhook_subscriptions WHERE proposal_id = ?`, [proposal.proposal_id]);
       assert.ok(row, 'the subscription exists');
       assert.equal(row.secret, secret, 'the page shows the stored secret');
