@@ -102,6 +102,18 @@ export function connectionInWords(c: Connection, members: ReadonlyMap<string, { 
   };
 }
 
+/**
+ * Which connection this is, in words that tell two approvals of one client apart: personal (whose) or
+ * workspace, who approved it and when, and "2 of 3" when several active connections share its name.
+ */
+export function whichInWords(c: Connection, all: readonly Connection[], members: ReadonlyMap<string, { name: string }>): string {
+  const same = all.filter((x) => x.clientName === c.clientName && x.revokedAt === null).sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
+  const kind = c.access === 'personal' ? `Personal connection of ${members.get(c.memberId ?? '')?.name ?? c.memberId}` : 'Workspace connection';
+  const approved = `approved ${timeInWords(c.createdAt)} by ${members.get(c.createdBy)?.name ?? c.createdBy}`;
+  const nth = c.revokedAt === null && same.length > 1 ? ` · ${same.findIndex((x) => x.id === c.id) + 1} of ${same.length} “${c.clientName}” connections` : '';
+  return `${kind}, ${approved}${nth}`;
+}
+
 export function connectionsRoutes(options: ConnectionsPageOptions): express.Router {
   const { db, clock, logger, config, pages, oauth } = options;
   const router = pages.router();
@@ -117,6 +129,7 @@ export function connectionsRoutes(options: ConnectionsPageOptions): express.Rout
     const visible = connections.filter((c) => page.manage || c.access === 'workspace' || c.memberId === page.member.id);
     const view = visible.map((c) => ({
       ...connectionInWords(c, byId),
+      which: whichInWords(c, visible, byId),
       revocable: c.revokedAt === null && (page.manage || (c.access === 'personal' && c.memberId === page.member.id)),
       revoked: c.revokedAt !== null,
     }));
@@ -134,10 +147,34 @@ export function connectionsRoutes(options: ConnectionsPageOptions): express.Rout
     });
   });
 
+  /** Revoking asks first: this page says what stops, and its form revokes. */
+  router.get(`${CONNECTIONS_PATH}/:id/revoke`, async (req: Request<{ id: string }>, res: Response) => {
+    const page = await pages.member(req, res);
+    if (!page) return;
+    const [connections, members] = await Promise.all([listConnections(db.sql, page.workspaceId), listWorkspaceMembers(db.sql, page.workspaceId)]);
+    const c = CONNECTION_ID.test(req.params.id) ? connections.find((x) => x.id === req.params.id) : undefined;
+    const mayRevoke = c && c.revokedAt === null && (page.manage || (c.access === 'personal' && c.memberId === page.member.id));
+    if (!c || !mayRevoke) {
+      const seen = c && (page.manage || c.access === 'workspace' || c.memberId === page.member.id);
+      return page.notice(seen ? 409 : 404, seen ? 'Not revocable here' : 'No such connection', [
+        seen ? (c.revokedAt !== null ? 'This connection is already revoked.' : 'Only owners and admins revoke workspace connections; a member revokes their own personal ones.') : 'There is no agent connection at this address that you may see.',
+      ]);
+    }
+    const byId = new Map(members.map((m) => [m.id, { name: m.name, role: m.role, disabled: m.disabled_at !== null }]));
+    await page.send(200, {
+      title: `Revoke ${c.clientName}?`,
+      html: views.render('revoke', { csrf: page.csrf, c: { ...connectionInWords(c, byId), which: whichInWords(c, connections, byId) } }),
+    });
+  });
+
   router.post(`${CONNECTIONS_PATH}/revoke`, pages.protectForm, async (req: Request, res: Response) => {
     const page: MemberPage | null = await pages.member(req, res);
     if (!page) return;
     const body = (req.body ?? {}) as Record<string, unknown>;
+    // Only from the confirmation page: a post without it goes there first.
+    if (body.confirm !== 'yes' && typeof body.connection === 'string' && CONNECTION_ID.test(body.connection)) {
+      return res.redirect(303, `${CONNECTIONS_PATH}/${body.connection}/revoke`);
+    }
     let outcome: Held;
     try {
       const id = typeof body.connection === 'string' && CONNECTION_ID.test(body.connection) ? body.connection : null;

@@ -362,6 +362,12 @@ for (const database of databases) {
       assert.match((await s.locator('[data-delegation]').textContent())!, /^May act for Ada Member/);
       assert.ok((await s.locator('[data-client]').textContent())!.includes(`returns to ${new URL(REDIRECT).host}`));
       assert.equal(await page.locator('[data-revoke]').count(), 2);
+      // Two approvals of one client told apart: whose or shared, who approved it and when, which of them.
+      assert.match((await p.locator('[data-which]').textContent())!, /^Personal connection of Ada Member, approved \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by Ada Member · 1 of 2 “Desk Agent” connections$/);
+      assert.match((await s.locator('[data-which]').textContent())!, /^Workspace connection, approved .* by Bob Admin · 2 of 2 “Desk Agent” connections$/);
+      // A personal connection's operations are named too (behind a disclosure: there may be many).
+      await p.locator('[data-grants] summary').click();
+      assert.match((await p.locator('[data-grants] li').first().textContent())!, /^(Customers|Workspace) — /);
       const html = await page.content();
       assert.ok(personal.token && !html.includes(personal.token), 'a token on the page');
       await page.screenshot({ path: path.join(shots, `connections-1-owner-${database.name}.png`), fullPage: true });
@@ -379,18 +385,29 @@ for (const database of databases) {
 
     it('revokes: a member their own personal connection, an owner any; the grant’s tokens are gone and the audit log says who', async () => {
       const ada = await member('ada', CONNECTIONS);
+      // Revoking asks first, on a page of its own that says what stops.
+      await Promise.all([ada.page.waitForURL(`${svc.origin}${CONNECTIONS}/${personal.id}/revoke`), ada.page.locator(`article[data-connection="${personal.id}"] [data-revoke]`).click()]);
+      assert.equal(await ada.page.locator('h1').textContent(), 'Revoke Desk Agent?');
+      assert.match((await ada.page.locator('main').textContent())!, /next call to this workspace is refused/);
+      await ada.page.screenshot({ path: path.join(shots, `connections-2-confirm-${database.name}.png`), fullPage: true });
+      // The shared connection's confirmation page is not hers: 409 in words.
+      const notHers = await ada.page.goto(`${svc.origin}${CONNECTIONS}/${shared.id}/revoke`);
+      assert.equal(notHers!.status(), 409);
+      await ada.page.goto(`${svc.origin}${CONNECTIONS}/${personal.id}/revoke`);
       // A forged revoke of the shared connection is refused in words.
       await ada.page.evaluate((id) => {
         const input = document.querySelector<HTMLInputElement>('input[name="connection"]')!;
         input.value = id;
       }, shared.id);
-      await Promise.all([ada.page.waitForURL(`${svc.origin}${CONNECTIONS}`), ada.page.locator('[data-revoke]').first().click()]);
+      await Promise.all([ada.page.waitForURL(`${svc.origin}${CONNECTIONS}`), ada.page.locator('[data-confirm-revoke]').click()]);
       assert.match((await ada.page.locator('.problem').textContent())!, /Only owners and admins revoke workspace connections/);
       assert.equal((await connections()).find((c) => c.id === shared.id)!.revoked_at, null);
 
       assert.ok((await grantRecords(personal.grantId)) > 0);
       assert.equal((await toolsList(personal.token)).status, 200);
-      await Promise.all([ada.page.waitForURL(`${svc.origin}${CONNECTIONS}`), ada.page.locator(`article[data-connection="${personal.id}"] [data-revoke]`).click()]);
+      await Promise.all([ada.page.waitForURL(`${svc.origin}${CONNECTIONS}/${personal.id}/revoke`), ada.page.locator(`article[data-connection="${personal.id}"] [data-revoke]`).click()]);
+      assert.equal((await toolsList(personal.token)).status, 200, 'the confirmation page revokes nothing');
+      await Promise.all([ada.page.waitForURL(`${svc.origin}${CONNECTIONS}`), ada.page.locator('[data-confirm-revoke]').click()]);
       // Its next call is refused.
       const after = await toolsList(personal.token);
       assert.equal(after.status, 401, after.text);
@@ -405,7 +422,8 @@ for (const database of databases) {
 
       svc.clock.advance(1000);
       const olga = await member('olga', CONNECTIONS);
-      await Promise.all([olga.page.waitForURL(`${svc.origin}${CONNECTIONS}`), olga.page.locator(`article[data-connection="${shared.id}"] [data-revoke]`).click()]);
+      await Promise.all([olga.page.waitForURL(`${svc.origin}${CONNECTIONS}/${shared.id}/revoke`), olga.page.locator(`article[data-connection="${shared.id}"] [data-revoke]`).click()]);
+      await Promise.all([olga.page.waitForURL(`${svc.origin}${CONNECTIONS}`), olga.page.locator('[data-confirm-revoke]').click()]);
       assert.match((await olga.page.locator('.flash').textContent())!, /its next call is refused/);
       const revoked = await audit('connection.revoked');
       assert.deepEqual(revoked.map((r) => [r.actor_id, r.subject_id]), [[ws.members.ada, personal.id], [ws.members.olga, shared.id]]);
