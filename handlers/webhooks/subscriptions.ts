@@ -169,7 +169,12 @@ export interface TestDelivery {
   status: number | null;
   error: string | null;
   durationMs: number;
+  /** The first KiB of the receiver's answer (as the deliveries list shows an attempt's). */
+  response?: string;
 }
+
+/** Test events a subscription may be sent from its page: at most 10 an hour (each is a request to the receiver). */
+export const TEST_EVENT_BUDGET = { cap: 10, perMs: 3_600_000 } as const;
 
 /** The service's egress client, or (a command line, a page not given one) a client for this policy, closed after. */
 async function withEgress<T>(egress: EgressClient | EgressPolicy, use: (client: EgressClient) => Promise<T>): Promise<T> {
@@ -194,7 +199,7 @@ export async function testDelivery(s: DbWebhookSubscriptionRow, now: number, egr
     const r = await withEgress(egress, (client) => client.post(s.url, { headers, body, timeoutMs: ATTEMPT_TIMEOUT_MS, maxResponseBytes: RESPONSE_BODY_BYTES }));
     if (r.kind === 'error') return { ok: false, status: null, error: r.error, durationMs: r.durationMs };
     const ok = r.status >= 200 && r.status < 300;
-    return { ok, status: r.status, error: ok ? null : r.status < 400 && r.status >= 300 ? `redirect (not followed): ${r.status}` : `HTTP ${r.status}`, durationMs: r.durationMs };
+    return { ok, status: r.status, error: ok ? null : r.status < 400 && r.status >= 300 ? `redirect (not followed): ${r.status}` : `HTTP ${r.status}`, durationMs: r.durationMs, response: r.body.slice(0, 1024) };
   } catch (err) {
     if (err instanceof EgressRefused) return { ok: false, status: null, error: `destination refused: ${err.message}`, durationMs: 0 };
     throw err;

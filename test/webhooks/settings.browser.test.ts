@@ -220,6 +220,37 @@ forEachDatabase(
       assert.deepEqual(problems, []);
     });
 
+    it('sends a signed test event from the webhook page and shows the receiver\'s answer; at most 10 an hour', async function () {
+      this.timeout(60_000);
+      const { id, secret } = need();
+      receiver.requests.length = 0;
+      receiver.answer(() => ({ status: 202, body: '{"received":true,"note":"from the test receiver"}' }));
+      const { page, problems } = await signIn('olga', `/settings/webhooks/${id}`);
+      await Promise.all([page.waitForURL(`${origin()}/settings/webhooks/${id}`), page.locator('button[data-send-test]').click()]);
+      assert.match((await page.locator('.flash').textContent())!, new RegExp(`^Test event sent to ${receiver.url.replace(/[.]/g, '\\.')}: HTTP 202 after \\d+ ms\\.$`));
+      assert.equal(await page.locator('[data-test-response]').textContent(), '{"received":true,"note":"from the test receiver"}');
+      // What arrived: a webhook.test event, signed with the subscription's secret (v1 over "<timestamp>.<body>").
+      assert.equal(receiver.requests.length, 1);
+      const got = receiver.requests[0]!;
+      assert.equal(JSON.parse(got.body.toString()).event, 'webhook.test');
+      const timestamp = String(got.headers['x-webhook-timestamp']);
+      assert.ok(String(got.headers['x-webhook-signature']).split(' ').includes(`v1=${opensslHmac(secret, Buffer.from(`${timestamp}.${got.body.toString()}`))}`));
+      await shot(page, 'webhooks-test-event');
+      // A receiver that refuses: the answer says so, with its body.
+      receiver.answer(() => ({ status: 401, body: 'bad signature' }));
+      await Promise.all([page.waitForURL(`${origin()}/settings/webhooks/${id}`), page.locator('button[data-send-test]').click()]);
+      assert.match((await page.locator('.problem').textContent())!, /The test event to .* failed: HTTP 401 \(HTTP 401 after \d+ ms\)\./);
+      assert.equal(await page.locator('[data-test-response]').textContent(), 'bad signature');
+      // The budget: 10 an hour per webhook, counted in the database; the 11th is refused without a request.
+      for (let i = 2; i < 10; i++) await Promise.all([page.waitForURL(`${origin()}/settings/webhooks/${id}`), page.locator('button[data-send-test]').click()]);
+      assert.equal(receiver.requests.length, 10);
+      await Promise.all([page.waitForURL(`${origin()}/settings/webhooks/${id}`), page.locator('button[data-send-test]').click()]);
+      assert.match((await page.locator('.problem').textContent())!, /At most 10 test events an hour per webhook: try again in \d+ min\./);
+      assert.equal(receiver.requests.length, 10);
+      receiver.answer(() => ({ status: 200, body: 'ok' }));
+      assert.deepEqual(problems, []);
+    });
+
     it("lists a webhook's deliveries newest first with each one's attempts, paged", async function () {
       this.timeout(60_000);
       const { id } = need();

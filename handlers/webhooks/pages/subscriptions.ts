@@ -22,7 +22,8 @@ import {
   listSubscriptions,
 } from '../queries.ts';
 import type { AuditActor } from '../../../server/audit.ts';
-import { changeSigningContract, deleteSubscription, disableSubscription, enableSubscription, rotateSecret, ROTATION_GRACE_MS, WebhookActionError } from '../subscriptions.ts';
+import { takeQuota } from '../../../server/limits.ts';
+import { changeSigningContract, deleteSubscription, disableSubscription, enableSubscription, rotateSecret, ROTATION_GRACE_MS, TEST_EVENT_BUDGET, testDelivery, WebhookActionError } from '../subscriptions.ts';
 import type { WebhookPageContext } from './context.ts';
 import type { HeldSecret } from './secret.ts';
 import { deliverySummary, proposalSummary, secretHref, subscriptionHref, subscriptionSummary } from './summaries.ts';
@@ -127,14 +128,16 @@ export function subscriptionPages(router: express.Router, ctx: WebhookPageContex
       return q ? `${base}?${q}` : base;
     };
     const name = await ctx.memberNamer(page.workspaceId);
+    const held = (await page.take()) as { flash?: unknown; response?: unknown } | undefined;
     await page.send(200, {
       title: `Webhook ${s.id}`,
       html: ctx.views.render('subscription', {
         csrf: page.csrf,
         manage: page.manage,
         s: subscriptionSummary(s, page.manage, name, clock.now()),
-        flash: await doneText(req, page),
-        problem: heldProblem(await page.take()),
+        flash: (await doneText(req, page)) || (typeof held?.flash === 'string' ? held.flash : ''),
+        problem: heldProblem(held),
+        testResponse: typeof held?.response === 'string' ? held.response : '',
         filter,
         filters: [{ label: 'All', href: base, current: filter === '' }, ...STATUSES.map((st) => ({ label: st, href: `${base}?status=${st}`, current: filter === st }))],
         deliveries: shown.map((d) => deliverySummary(d, attempts.get(d.id) ?? [])),
@@ -197,6 +200,23 @@ export function subscriptionActions(router: express.Router, ctx: WebhookPageCont
     // The outcome is shown once on the page the form was on; the subscription stays disabled.
     const problem = `The test delivery to ${got.s.url} failed: ${test.error ?? 'no answer'}${test.durationMs ? ` (after ${test.durationMs} ms)` : ''}. The webhook stays disabled. Fix the receiver (it must answer 2xx within 10 seconds and verify the signature), then enable it again.`;
     await got.page.hold(back, { problem });
+    res.redirect(303, back);
+  });
+
+  // A signed webhook.test event sent now, its answer shown once (at most TEST_EVENT_BUDGET per subscription, counted in the database).
+  router.post('/settings/webhooks/:id/test', pages.protectForm, async (req: Request<IdParams>, res: Response) => {
+    const got = await managed(req, res, 'send test events');
+    if (!got) return;
+    const back = `/settings/webhooks/${got.s.id}`;
+    const quota = await db.tx((sql) => takeQuota(sql, `webhook-test:${got.s.id}`, TEST_EVENT_BUDGET, 1, clock.now()));
+    if (!quota.ok) {
+      await got.page.hold(back, { problem: `At most ${TEST_EVENT_BUDGET.cap} test events an hour per webhook: try again in ${Math.ceil(quota.retryAfterS / 60)} min.` });
+      return res.redirect(303, back);
+    }
+    // The request to the receiver runs after the quota's transaction, never inside it.
+    const test = await testDelivery(got.s, clock.now(), config.egress);
+    const answer = `${test.status !== null ? `HTTP ${test.status}` : 'no answer'} after ${test.durationMs} ms`;
+    await got.page.hold(back, test.ok ? { flash: `Test event sent to ${got.s.url}: ${answer}.`, response: test.response ?? '' } : { problem: `The test event to ${got.s.url} failed: ${test.error ?? 'no answer'} (${answer}).`, response: test.response ?? '' });
     res.redirect(303, back);
   });
 
