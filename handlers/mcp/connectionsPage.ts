@@ -18,7 +18,7 @@ import type { MemberRole } from '../../db/rows.ts';
 import { AdminError } from '../../server/admin.ts';
 import type { Clock } from '../../server/clock.ts';
 import type { ServiceConfig } from '../../server/config.ts';
-import { grantsInWords, namespaceLabel, resourcesInWords } from '../../server/pages/grantWords.ts';
+import { grantsInWords, namespaceLabel, operationsInWords, resourcesInWords } from '../../server/pages/grantWords.ts';
 import type { OAuthServer } from './oauth/index.ts';
 import type { MemberPage, NavEntry, PageKit } from '../../server/pages.ts';
 import { timeInWords } from '../../server/pages/format.ts';
@@ -82,6 +82,7 @@ export function connectionInWords(c: Connection, members: ReadonlyMap<string, { 
     workspace: c.access === 'workspace',
     access: c.access === 'personal' ? `Personal: acts as ${names.get(c.memberId ?? '') ?? c.memberId} (${c.memberRole ?? 'role unknown'}), with that member’s own permissions` : 'Workspace: a shared integration with the grants below',
     grants: grantsInWords(c.operations),
+    operationWords: operationsInWords(c.operations),
     operationCount: c.operations.length,
     resources: resourcesInWords(c.resources),
     delegation: connectionDelegationInWords(c, names),

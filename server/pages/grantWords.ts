@@ -46,6 +46,14 @@ export function grantsInWords(operations: readonly string[]): string[] {
   return lines;
 }
 
+/** The operations held, namespace by namespace, each by its summary ("List sales pipelines"), for a list people read. */
+export function operationsInWords(operations: readonly string[]): Array<{ label: string; operations: string[] }> {
+  const held = new Set(operations);
+  return namespaces
+    .map((ns) => ({ label: namespaceLabel(ns), operations: listed.filter((e) => e.namespace === ns && held.has(e.id)).map((e) => e.summary) }))
+    .filter((n) => n.operations.length > 0);
+}
+
 /** "Deals: read, write", one line per resource type. */
 export function resourcesInWords(resources: Record<string, Access[]>): string[] {
   return Object.entries(resources)
