@@ -22,7 +22,8 @@ import type { ServiceConfig } from '../../server/config.ts';
 import type { EgressClient } from '../../server/egress.ts';
 import { newId } from '../../server/ids.ts';
 import type { EventConsumer, OutboxEvent } from '../../server/outbox.ts';
-import { type DbWebhookDeliveryRow, type DbWebhookSubscriptionRow, insertDelivery, subscribersOf, type WebhookEventName } from './queries.ts';
+import type { Sql } from '../../db/database.ts';
+import { type DbWebhookDeliveryRow, type DbWebhookSubscriptionRow, insertDelivery, latestDeliveryOf, subscribersOf, type WebhookEventName } from './queries.ts';
 
 /** Offsets of the 8 attempts from the first (ms). */
 export const ATTEMPT_OFFSETS_MS = [0, 30_000, 150_000, 630_000, 1_800_000, 7_200_000, 28_800_000, 86_400_000] as const;
@@ -146,4 +147,22 @@ export function retryAfterMs(value: string | undefined, now: number): number | n
   if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
   const at = Date.parse(trimmed);
   return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/** Why an event cannot be replayed now: `gone` (not delivered to it in the retention), `disabled`, `busy` (its last delivery is still running). */
+export type ReplayRefusal = { refused: 'gone' | 'disabled' | 'busy'; message: string };
+
+/**
+ * Sends an event to a subscription again (webhooks.ReplayWebhookEvent and the webhook page's Resend):
+ * a new delivery of the same event id, made from its latest delivery, in the caller's transaction
+ * (the subscription row locked by the caller, so two replays at once cannot both find it finished).
+ */
+export async function replayEvent(sql: Sql, s: DbWebhookSubscriptionRow, eventId: string, now: number): Promise<DbWebhookDeliveryRow | ReplayRefusal> {
+  const latest = await latestDeliveryOf(sql, s.id, eventId);
+  if (!latest || Number(latest.created_at) < now - RETENTION_MS) return { refused: 'gone', message: `Event ${eventId} was not delivered to ${s.id} in the last 30 days.` };
+  if (!s.enabled) return { refused: 'disabled', message: `Subscription ${s.id} is disabled; enable it in settings, then replay.` };
+  if (latest.status === 'pending' || latest.status === 'delivering') return { refused: 'busy', message: `Event ${eventId} is still being delivered (delivery ${latest.id}); replay it once that delivery has finished.` };
+  const replay = newDelivery(latest, now, latest.id);
+  await insertDelivery(sql, replay);
+  return replay;
 }

@@ -7,7 +7,7 @@ import type { EventKindDeclaration } from '../../server/events.ts';
 import { newId } from '../../server/ids.ts';
 import type { NamespaceHandlers } from '../../server/module.ts';
 import type { OperationContext } from '../../server/operation.ts';
-import { newDelivery, RETENTION_MS } from './delivery.ts';
+import { newDelivery, replayEvent, RETENTION_MS } from './delivery.ts';
 import {
   type DbWebhookDeliveryRow,
   type DbWebhookSubscriptionRow,
@@ -16,7 +16,6 @@ import {
   findSubscription,
   insertDelivery,
   insertProposal,
-  latestDeliveryOf,
   listAttempts,
   listDeliveries,
   listSubscriptions,
@@ -218,12 +217,8 @@ export const webhookHandlers = (kinds: ReadonlyMap<string, EventKindDeclaration>
   'webhooks.ReplayWebhookEvent': async (input, ctx) => {
     // Locked: two replays at once cannot both find the event's last delivery finished.
     const s = await visibleSubscription(ctx, input.webhook_id, true);
-    const latest = await latestDeliveryOf(ctx.sql, s.id, input.event_id);
-    if (!latest || Number(latest.created_at) < ctx.now - RETENTION_MS) throw notFound(`Event ${input.event_id} was not delivered to ${s.id} in the last 30 days.`);
-    if (!s.enabled) throw conflict(`Subscription ${s.id} is disabled; enable it in settings, then replay.`);
-    if (latest.status === 'pending' || latest.status === 'delivering') throw conflict(`Event ${input.event_id} is still being delivered (delivery ${latest.id}); replay it once that delivery has finished.`);
-    const replay = replayOf(latest, ctx.now);
-    await insertDelivery(ctx.sql, replay);
+    const replay = await replayEvent(ctx.sql, s, input.event_id, ctx.now);
+    if ('refused' in replay) throw replay.refused === 'gone' ? notFound(replay.message) : conflict(replay.message);
     return { item: deliveryView(replay) };
   },
 

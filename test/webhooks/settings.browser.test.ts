@@ -288,6 +288,19 @@ forEachDatabase(
       assert.match((await attempts.nth(0).textContent())!, /next attempt \d{4}-/);
       assert.match((await attempts.nth(1).textContent())!, /#2 .* · HTTP 200/);
       await shot(page, 'webhooks-deliveries');
+      // Resend, beside the automatic retries: the same event again, as a new delivery with the same event id.
+      const eventId = (await oldest.locator('[data-resend]').getAttribute('data-resend'))!;
+      const sentBefore = receiver.requests.length;
+      svc().clock.advance(1000);
+      await Promise.all([page.waitForURL(`${origin()}/settings/webhooks/${id}`), oldest.locator('[data-resend]').click()]);
+      assert.match((await page.locator('.flash').textContent())!, new RegExp(`^Event ${eventId} is queued to be sent again`));
+      await deliver(svc());
+      assert.equal(receiver.requests.length, sentBefore + 1);
+      assert.equal(receiver.requests.at(-1)!.headers['x-webhook-event-id'], eventId, 'the same event id: receivers drop a duplicate');
+      await page.reload();
+      assert.equal(await rows.first().locator('.status').textContent(), 'succeeded');
+      assert.match((await rows.first().textContent())!, /replay/);
+      await Promise.all([page.waitForURL(/before=/), page.click('a[rel="next"]')]);
       assert.equal(await page.locator('.pager a', { hasText: 'Newest deliveries' }).count(), 1);
       // Filters, and positions this page did not make.
       await page.goto(`${origin()}/settings/webhooks/${id}?status=failed`);

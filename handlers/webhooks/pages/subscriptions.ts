@@ -23,6 +23,7 @@ import {
 } from '../queries.ts';
 import type { AuditActor } from '../../../server/audit.ts';
 import { takeQuota } from '../../../server/limits.ts';
+import { replayEvent } from '../delivery.ts';
 import { changeSigningContract, deleteSubscription, disableSubscription, enableSubscription, rotateSecret, ROTATION_GRACE_MS, TEST_EVENT_BUDGET, testDelivery, WebhookActionError } from '../subscriptions.ts';
 import type { WebhookPageContext } from './context.ts';
 import type { HeldSecret } from './secret.ts';
@@ -200,6 +201,21 @@ export function subscriptionActions(router: express.Router, ctx: WebhookPageCont
     // The outcome is shown once on the page the form was on; the subscription stays disabled.
     const problem = `The test delivery to ${got.s.url} failed: ${test.error ?? 'no answer'}${test.durationMs ? ` (after ${test.durationMs} ms)` : ''}. The webhook stays disabled. Fix the receiver (it must answer 2xx within 10 seconds and verify the signature), then enable it again.`;
     await got.page.hold(back, { problem });
+    res.redirect(303, back);
+  });
+
+  // Resend: the event again, as a new delivery (webhooks.ReplayWebhookEvent's rule), beside the automatic retries.
+  router.post('/settings/webhooks/:id/resend', pages.protectForm, async (req: Request<IdParams>, res: Response) => {
+    const got = await managed(req, res, 'resend webhook events');
+    if (!got) return;
+    const back = `/settings/webhooks/${got.s.id}`;
+    const eventId = ((req.body ?? {}) as Record<string, unknown>).event_id;
+    if (typeof eventId !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(eventId)) return got.page.notice(400, 'Bad request', ['The form named no event to resend. Open the webhook again and use its Resend button.']);
+    const outcome = await db.tx(async (sql) => {
+      const s = await findSubscription(sql, got.page.workspaceId, got.s.id, true);
+      return s ? replayEvent(sql, s, eventId, clock.now()) : ({ refused: 'gone', message: `The webhook ${got.s.id} is gone.` } as const);
+    });
+    await got.page.hold(back, 'refused' in outcome ? { problem: outcome.message } : { flash: `Event ${eventId} is queued to be sent again (delivery ${outcome.id}); it appears at the top of the deliveries.` });
     res.redirect(303, back);
   });
 
