@@ -36,6 +36,9 @@ describe('text tags: the grammar', () => {
     assert.equal(fieldOfTag(tag('{{text;width=10}}'))!.width, 120, 'never smaller than the tag');
     assert.equal(fieldOfTag(tag('{{text;width=99999}}'))!.width, 2000, 'at most 2,000 points');
     assert.equal(fieldOfTag(tag('{{signature;signer=0}}'))!.signer, 0, 'signer=0 is not a signer: the default stays');
+    const spoofed = fieldOfTag(tag('{{text;label=Pay\u202e42 ot\u0007}}'))!;
+    assert.equal(spoofed.label, 'Pay42 ot', 'no control or bidi characters in what people are shown');
+    assert.equal(spoofed.tag, '{{text;label=Pay42 ot}}');
     assert.equal(fieldOfTag(tag('{{customer_name}}')), null, 'a mail-merge placeholder is not a field tag');
     assert.equal(fieldOfTag(tag('{{}}')), null);
     assert.equal(fieldOfTag(tag('{{stamp;signer=1}}')), null);

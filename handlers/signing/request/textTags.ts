@@ -47,6 +47,10 @@ const KINDS: Record<string, FieldKind> = {
 };
 
 const MAX_SIDE = 2000;
+/** Control and bidirectional-formatting characters: a PDF's text may carry them; labels and tags are shown to people, so they go. */
+// eslint-disable-next-line no-control-regex
+const UNSHOWN = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const shown = (s: string) => s.replace(UNSHOWN, '').replace(/\s+/g, ' ').trim();
 const cap = (n: number) => Math.min(n, MAX_SIDE);
 
 /** The field a tag asks for, or null when the tag is not a field tag. */
@@ -69,7 +73,7 @@ export function fieldOfTag(tag: TextTag): TaggedField | null {
     if (key === 'signer' && Number.isInteger(n) && n >= 1) signer = n - 1;
     else if (key === 'optional' && eq < 0) required = false;
     else if (key === 'required') required = !/^(false|no|0)$/i.test(value);
-    else if (key === 'label' && value) label = value.slice(0, 100);
+    else if (key === 'label' && shown(value)) label = shown(value).slice(0, 100);
     else if (key === 'width' && Number.isFinite(n) && n > 0) width = Math.max(width, n);
     else if (key === 'height' && Number.isFinite(n) && n > 0) height = Math.max(height, n);
   }
@@ -84,7 +88,7 @@ export function fieldOfTag(tag: TextTag): TaggedField | null {
     // Signature, initials, name and date follow from the signature.
     required: kind === 'text' || kind === 'checkbox' ? required : true,
     ...(label ? { label } : {}),
-    tag: tag.text.trim(),
+    tag: shown(tag.text).slice(0, 210),
   };
 }
 
