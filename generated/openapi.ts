@@ -3741,8 +3741,9 @@ export interface components {
             page_count: number;
             /**
              * @description Text tags found when the file was uploaded: each `{{...}}` span written in the document's text
-             *     (at most 100, in page order), with its page (from 1) and its box in PDF points from the page's
-             *     lower-left corner. `signing.RequestFileSignatures` and `signing.CreateTemplate` turn tags such as
+             *     (at most 100, in page order), with its page (from 1) and its box in PDF points from the
+             *     lower-left corner of the page as shown (its CropBox, or MediaBox).
+             *     `signing.RequestFileSignatures` and `signing.CreateTemplate` turn tags such as
              *     `{{signature;signer=1}}` into fields when no `fields` are given (see there). Empty when there are
              *     none, for signed archives, and for files uploaded before tags were looked for.
              */
@@ -6598,8 +6599,8 @@ export interface operations {
                      *     the document's own pages (the Documents page's field editor sends the same list).
                      *     `signer` is the index of the signer in `signers` (0 for the first); `page` counts from 1
                      *     (at most the document's page count); `x`, `y`, `width`, `height` are PDF points (1/72
-                     *     inch) from the page's lower-left corner (a field reaching past the page is cut at its
-                     *     edge).
+                     *     inch) from the lower-left corner of the page as it is shown (its CropBox, or its
+                     *     MediaBox when it has none; a field reaching past the page is cut at its edge).
                      *
                      *     The signer sees their fields on the signing page, is led from one to the next ("Next
                      *     field"), and fills in `text` (one line, at most 200 characters) and `checkbox` fields

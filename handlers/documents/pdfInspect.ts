@@ -5,7 +5,7 @@
  * links other than http(s), mailto and tel are refused, each named. Every
  * refusal is a plain reason; nothing here throws on bad input.
  */
-import { PDF, PdfArray, PdfDict, PdfName, PdfRef, PdfString } from '@libpdf/core';
+import { PDF, type PDFPage, PdfArray, PdfDict, PdfName, PdfRef, PdfStream, PdfString } from '@libpdf/core';
 import { BudgetExceeded, declaredObjects, withBudget } from './pdfBudget.ts';
 
 export interface ParseLimits {
@@ -32,31 +32,61 @@ export interface TextTag {
 
 /** Text tags kept per file: more are not looked for (a request takes at most 50 fields). */
 export const MAX_TEXT_TAGS = 100;
+/** Looking for tags has its own budget, apart from the checks': decoded bytes (fonts are read again per page) and time. */
+const TAG_SEARCH = { maxBytes: 32 * 1024 * 1024, ms: 2000 };
+/** A page whose content streams (raw bytes, each time a stream is listed) add up to more is not searched. */
+const TAG_PAGE_CONTENT_BYTES = 4 * 1024 * 1024;
 const TEXT_TAG = /\{\{[^{}\n]{1,200}\}\}/g;
 const tenth = (n: number) => Math.round(n * 10) / 10;
 
+/** The raw bytes of a page's content streams, a stream counted each time it is listed (one listed 1,000 times is read 1,000 times). */
+function contentBytes(doc: PDF, page: PDFPage): number {
+  let value: unknown = page.dict.get('Contents');
+  if (value instanceof PdfRef) value = doc.getObject(value);
+  const parts: unknown[] = value instanceof PdfArray ? [...value] : [value];
+  let total = 0;
+  for (let part of parts) {
+    if (part instanceof PdfRef) part = doc.getObject(part);
+    if (part instanceof PdfStream) total += part.data.length;
+    if (total > TAG_PAGE_CONTENT_BYTES) break;
+  }
+  return total;
+}
+
 /**
- * The document's `{{...}}` text tags, page by page (at most MAX_TEXT_TAGS). A page whose text cannot be
- * read has none: finding tags never refuses an upload.
+ * The document's `{{...}}` text tags, page by page (at most MAX_TEXT_TAGS), into `into`. Best effort
+ * and never a refusal: a page too large to search, a page whose text cannot be read, or the search's
+ * own budget or time running out ends the search with the tags found so far.
  */
-function textTags(doc: PDF): TextTag[] {
-  const tags: TextTag[] = [];
-  doc.getPages().forEach((page, i) => {
-    if (tags.length >= MAX_TEXT_TAGS) return;
+function textTags(doc: PDF, into: TextTag[], deadline: number): void {
+  for (const [i, page] of doc.getPages().entries()) {
+    if (into.length >= MAX_TEXT_TAGS || Date.now() > deadline) return;
+    if (contentBytes(doc, page) > TAG_PAGE_CONTENT_BYTES) continue;
     let found: ReturnType<typeof page.findText>;
     try {
       found = page.findText(TEXT_TAG);
-    } catch {
-      return;
+    } catch (err) {
+      if (err instanceof BudgetExceeded) return;
+      continue;
     }
-    const box = page.getMediaBox();
+    const box = page.getCropBox();
     for (const m of found) {
-      if (tags.length >= MAX_TEXT_TAGS) break;
+      if (into.length >= MAX_TEXT_TAGS) break;
       const { x, y, width, height } = m.bbox;
       if (![x, y, width, height].every(Number.isFinite) || width <= 0 || height <= 0) continue;
-      tags.push({ page: i + 1, text: m.text, x: tenth(Math.max(0, x - box.x)), y: tenth(Math.max(0, y - box.y)), width: tenth(width), height: tenth(height) });
+      into.push({ page: i + 1, text: m.text, x: tenth(Math.max(0, x - box.x)), y: tenth(Math.max(0, y - box.y)), width: tenth(width), height: tenth(height) });
     }
-  });
+  }
+}
+
+/** The tags of a document that passed the checks, under the search's own budget (see textTags). */
+async function findTextTags(doc: PDF, maxObjects: number): Promise<TextTag[]> {
+  const tags: TextTag[] = [];
+  try {
+    await withBudget({ maxBytes: TAG_SEARCH.maxBytes, maxObjects }, async () => textTags(doc, tags, Date.now() + TAG_SEARCH.ms));
+  } catch {
+    // Over the search's budget: the tags found so far.
+  }
   return tags;
 }
 
@@ -172,6 +202,9 @@ export function activeContent(doc: PDF, maxObjects: number): string[] {
   return [...found].sort();
 }
 
+/** An upload that passed the checks, with its parsed document (for the tag search). */
+type Checked = { ok: true; pages: number; encrypted: 'none' | 'owner-only'; pdfVersion: string; doc: PDF };
+
 /** The strict parse and the checks, under the parse budget. Never throws. */
 export async function inspectParsed(bytes: Uint8Array, limits: ParseLimits, mode: InspectMode): Promise<PdfInspection> {
   const headers = countObjectHeaders(bytes);
@@ -179,7 +212,7 @@ export async function inspectParsed(bytes: Uint8Array, limits: ParseLimits, mode
   // Encryption first: a file whose object streams are encrypted with a user password does not parse at all without it.
   const encrypted = trailerEncrypted(bytes);
   try {
-    return await withBudget({ maxBytes: limits.maxInflatedBytes, maxObjects: limits.maxObjects }, async () => {
+    const checked = await withBudget<PdfInspection | Checked>({ maxBytes: limits.maxInflatedBytes, maxObjects: limits.maxObjects }, async () => {
       let doc: PDF;
       try {
         // Strict for uploads: lenient mode "recovers" a half file or a scrambled body into a document with fewer
@@ -202,9 +235,12 @@ export async function inspectParsed(bytes: Uint8Array, limits: ParseLimits, mode
       }
       const active = activeContent(doc, limits.maxObjects);
       if (active.length) return { ok: false, reason: `the PDF carries active content, which is not accepted: ${active.join('; ')}` };
-      // Under the same budget and thread as the parse: reading a page's text decodes its content streams.
-      return { ok: true, pages, encrypted: doc.isEncrypted ? 'owner-only' : 'none', pdfVersion: doc.version, tags: textTags(doc) };
+      return { ok: true, pages, encrypted: doc.isEncrypted ? 'owner-only' : 'none', pdfVersion: doc.version, doc };
     });
+    if (!('doc' in checked)) return checked;
+    // On the same checking thread, after the checks and under a budget of its own: looking for tags never refuses an upload.
+    const { doc, ...result } = checked;
+    return { ...result, tags: await findTextTags(doc, limits.maxObjects) };
   } catch (err) {
     if (err instanceof BudgetExceeded) return { ok: false, reason: `the PDF is too large to check: ${err.message}` };
     return { ok: false, reason: damageReason(err) };

@@ -162,9 +162,11 @@ export function connectionsRoutes(options: ConnectionsPageOptions): express.Rout
       ]);
     }
     const byId = new Map(members.map((m) => [m.id, { name: m.name, role: m.role, disabled: m.disabled_at !== null }]));
+    // Counted among the connections this member may see, as on the list.
+    const visible = connections.filter((x) => page.manage || x.access === 'workspace' || x.memberId === page.member.id);
     await page.send(200, {
       title: `Revoke ${c.clientName}?`,
-      html: views.render('revoke', { csrf: page.csrf, c: { ...connectionInWords(c, byId), which: whichInWords(c, connections, byId) } }),
+      html: views.render('revoke', { csrf: page.csrf, c: { ...connectionInWords(c, byId), which: whichInWords(c, visible, byId) } }),
     });
   });
 

@@ -10,7 +10,7 @@ import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { PDFDocument, PDFName, StandardFonts } from 'pdf-lib';
+import { PDFArray, PDFDocument, PDFName, StandardFonts } from 'pdf-lib';
 import {
   chunksOf,
   ClamavUrlError,
@@ -85,6 +85,27 @@ describe('documents: the upload scan', function () {
   }
 
   describe('inspectPdf', () => {
+    it('finds {{...}} text tags without ever refusing for them: a page whose content streams add up to more than 4 MB (one stream listed twice) is not searched', async () => {
+      const doc = await PDFDocument.create();
+      const font = await doc.embedFont(StandardFonts.Helvetica);
+      const small = doc.addPage([595, 842]);
+      small.drawText('Sign here: {{signature}}', { x: 72, y: 700, size: 12, font });
+      const heavy = doc.addPage([595, 842]);
+      heavy.drawText('{{initials;signer=2}}', { x: 72, y: 700, size: 12, font });
+      // The heavy page lists one 3 MB uncompressed stream (spaces, then the drawing) twice: 6 MB to read.
+      const drawn = heavy.node.Contents();
+      const refs = drawn instanceof PDFArray ? drawn.asArray() : drawn ? [drawn] : [];
+      const ops = Buffer.concat(refs.map((r) => Buffer.concat([Buffer.from((doc.context.lookup(r) as unknown as { getUnencodedContents(): Uint8Array }).getUnencodedContents()), Buffer.from('\n')])));
+      assert.ok(ops.includes('Tj'), 'the drawing is copied into the big stream');
+      const big = doc.context.stream(Buffer.concat([Buffer.alloc(3 * 1024 * 1024, 0x20), ops]));
+      const ref = doc.context.register(big);
+      heavy.node.set(PDFName.of('Contents'), doc.context.obj([ref, ref]));
+      const bytes = await doc.save({ useObjectStreams: false });
+      const result = await inspectPdf(bytes, { ...LIMITS, maxBytes: 20 * 1024 * 1024 });
+      assert.equal(result.ok, true, JSON.stringify(result).slice(0, 200));
+      assert.deepEqual(result.ok && result.tags?.map((t) => [t.page, t.text]), [[1, '{{signature}}']]);
+    });
+
     it('accepts a plain PDF with its page count and version', async () => {
       assert.deepEqual(await inspectPdf(plain, LIMITS), { ok: true, pages: 3, encrypted: 'none', pdfVersion: '1.7', tags: [] });
     });

@@ -506,6 +506,14 @@ for (const database of databases) {
       await page.locator('.signer-row').nth(1).locator('input[name=signer_name]').fill('Sam Seller');
       await page.locator('.signer-row').nth(1).locator('input[name=signer_email]').fill('sam@tags.test');
       await shot(page, '9-tags');
+      // Fields that cannot be read are refused, never dropped: nothing is sent.
+      await page.locator('[data-fields-value]').evaluate((el) => {
+        (el as HTMLInputElement).value = '[null]';
+      });
+      await Promise.all([page.waitForURL(`${svc.origin}/documents/send`), page.locator('[data-send]').click()]);
+      assert.match((await page.locator('.problem').textContent())!, /The placed fields could not be read/);
+      assert.equal(mailsTo('bea@tags.test').length, 0);
+      assert.deepEqual(owner.problems.splice(0), ['console: Failed to load resource: the server responded with a status of 400 (Bad Request)']);
       await Promise.all([page.waitForURL(/\/documents\/requests\/sr_/), page.locator('[data-send]').click()]);
       const id = /\/documents\/requests\/(sr_[0-9a-z]+)$/.exec(page.url())![1]!;
       const stored = await svc.db.sql.all<{ kind: string; tag: string | null }>(`SELECT kind, tag FROM signing_fields WHERE request_id = ? ORDER BY position`, [id]);

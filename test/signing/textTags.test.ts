@@ -179,6 +179,13 @@ for (const database of databases) {
         ['sam@seller.test', 'signature', true],
         ['sam@seller.test', 'date', true],
       ]);
+      // fields: [] ignores the tags, and so do the requests sent from that template.
+      const bare = await api.signing.CreateTemplate({ file_id: fileId, name: 'No fields', roles: [{ role: 'Buyer' }], fields: [] });
+      assert.equal(bare.response.status, 200, JSON.stringify(bare.error));
+      assert.deepEqual(bare.data!.fields, []);
+      const bareSent = await api.signing.SendTemplate({ template_id: bare.data!.template_id, recipients: [{ role: 'Buyer', email: 'bea@buyer.test', name: 'Bea Buyer' }] });
+      assert.equal(bareSent.response.status, 200, JSON.stringify(bareSent.error));
+      assert.deepEqual(bareSent.data!.fields, []);
       const one = await api.signing.CreateTemplate({ file_id: fileId, name: 'One role', roles: [{ role: 'Buyer' }] });
       assert.equal(one.response.status, 400);
       assert.match((one.error as { message: string }).message, /names signer 2, but the template has 1 signing role/);

@@ -364,7 +364,7 @@ function drawFields(pdf: PDF, text: TextDrawer, fields: readonly FilledField[], 
     if (!pageObjects.has(f.page)) pageObjects.set(f.page, pdf.getPage(f.page - 1));
     const page = pageObjects.get(f.page);
     if (!page) continue;
-    const box = page.getMediaBox();
+    const box = page.getCropBox();
     const x = box.x + f.x;
     const y = box.y + f.y;
     const width = Math.min(f.width, box.x + box.width - x);

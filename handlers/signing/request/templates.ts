@@ -139,7 +139,8 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
         message: input.message ? input.message : null,
         signature_method: input.signature_method ?? 'standard',
         roles: JSON.stringify(input.roles.map((r) => ({ role: r.role.trim(), order: r.order ?? 1, cc: r.cc ?? false }))),
-        fields: fields.length ? JSON.stringify(fields) : null,
+        // `[]` given is kept as `[]` (the document's tags ignored); null: none given and no tags.
+        fields: fields.length || input.fields !== undefined ? JSON.stringify(fields) : null,
         private: file.ownerMemberId !== null,
         owner_member_id: memberId,
         created_by_key_id: ctx.credential.kind === 'system' || ctx.credential.kind === 'session' ? null : ctx.credential.keyId,
@@ -203,10 +204,10 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
       const person = (x: TemplateRole) => byRole.get(x.role.toLowerCase())!;
       // A field goes to the signer filling its role (signers are the signing roles, in the template's order).
       const signerRoles = roles.filter((x) => !x.cc).map((x) => x.role.toLowerCase());
-      const saved = t.fields ? (JSON.parse(t.fields) as TemplateField[]) : [];
+      const saved = t.fields ? (JSON.parse(t.fields) as TemplateField[]) : null;
       // Fields from the document's tags are found again from the same file when the request is made (and cover their tags).
-      const fromTags = saved.length > 0 && saved.every((f) => f.tag);
-      const fields = (fromTags ? [] : saved).flatMap((f) => {
+      const fromTags = saved !== null && saved.length > 0 && saved.every((f) => f.tag);
+      const fields = (fromTags || saved === null ? [] : saved).flatMap((f) => {
         const signer = signerRoles.indexOf(f.role.toLowerCase());
         if (signer < 0) return [];
         return [{ signer, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, ...(f.label ? { label: f.label } : {}) }];
@@ -218,7 +219,8 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
         signers: roles.filter((x) => !x.cc).map((x) => ({ email: person(x).email, name: person(x).name, order: x.order })),
         ...(roles.some((x) => x.cc) ? { cc: roles.filter((x) => x.cc).map((x) => ({ email: person(x).email, name: person(x).name })) } : {}),
         signature_method: t.signature_method,
-        ...(fields.length ? { fields } : {}),
+        // An explicit empty list stays one: the template ignores the document's tags.
+        ...(fields.length || (saved !== null && saved.length === 0) ? { fields } : {}),
         ...(title !== undefined ? { title } : {}),
         ...(message !== undefined ? { message } : {}),
         ...(input.deadline_at !== undefined ? { deadline_at: input.deadline_at } : {}),

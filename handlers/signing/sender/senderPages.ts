@@ -266,7 +266,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
       private: field(body, 'private') === 'on',
       inOrder: field(body, 'in_order') === 'on',
       cc: field(body, 'cc').slice(0, 4000),
-      fields: field(body, 'fields').slice(0, FIELDS_MAX_CHARS),
+      fields: field(body, 'fields'),
     };
     const refuse = (problem: string) => sendPage(page, 400, { ...kept, problem });
     if (!kept.fileId) return refuse('Choose a PDF and wait until it is uploaded, then send.');
@@ -286,12 +286,17 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
     // The field editor's fields, as the operation takes them (it checks each one).
     let placed: unknown[] = [];
     if (kept.fields.trim()) {
+      // Never sent without the fields the sender placed: what cannot be read is refused, not dropped.
+      let parsed: unknown = null;
       try {
-        const parsed: unknown = JSON.parse(kept.fields);
-        placed = Array.isArray(parsed) ? parsed : [];
+        parsed = kept.fields.length <= FIELDS_MAX_CHARS ? JSON.parse(kept.fields) : null;
       } catch {
-        placed = [];
+        parsed = null;
       }
+      if (!Array.isArray(parsed) || !parsed.every((f) => f !== null && typeof f === 'object' && !Array.isArray(f))) {
+        return sendPage(page, 400, { ...kept, fields: '', problem: 'The placed fields could not be read. Place them again (or send without fields).' });
+      }
+      placed = parsed;
       const orphan = placed.findIndex((f) => typeof (f as { signer?: unknown }).signer === 'number' && (f as { signer: number }).signer >= signers.length);
       if (orphan >= 0) return refuse(`A field is placed for signer ${(placed[orphan] as { signer: number }).signer + 1}, but the request has ${signers.length} signer${signers.length === 1 ? '' : 's'}: give the field to another signer or remove it.`);
     }

@@ -50,7 +50,7 @@ export function templateRoutes(router: express.Router, parts: TemplatePageParts)
           return role ? [{ role, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, ...(f.label ? { label: f.label } : {}) }] : [];
         })
       : [];
-    const made = await call<{ template_id: string; name: string }>(page, 'signing.CreateTemplate', { file_id: r.source_file_id, name, title: r.title, ...(r.message ? { message: r.message } : {}), signature_method: r.signature_method, roles, ...(fields.length ? { fields } : {}) }, formKey(body));
+    const made = await call<{ template_id: string; name: string }>(page, 'signing.CreateTemplate', { file_id: r.source_file_id, name, title: r.title, ...(r.message ? { message: r.message } : {}), signature_method: r.signature_method, roles, ...(fields.length || r.fields.length === 0 ? { fields } : {}) }, formKey(body));
     return made.ok ? { flash: `Saved the template "${made.body.name}": use it from Documents › Templates.` } : { problem: sentence(made.message) };
   }));
 

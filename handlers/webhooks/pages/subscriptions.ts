@@ -224,6 +224,10 @@ export function subscriptionActions(router: express.Router, ctx: WebhookPageCont
     const got = await managed(req, res, 'send test events');
     if (!got) return;
     const back = `/settings/webhooks/${got.s.id}`;
+    if (!got.s.enabled) {
+      await got.page.hold(back, { problem: 'The webhook is disabled: use “Test and enable”, which sends a test delivery and enables it when it succeeds.' });
+      return res.redirect(303, back);
+    }
     const quota = await db.tx((sql) => takeQuota(sql, `webhook-test:${got.s.id}`, TEST_EVENT_BUDGET, 1, clock.now()));
     if (!quota.ok) {
       await got.page.hold(back, { problem: `At most ${TEST_EVENT_BUDGET.cap} test events an hour per webhook: try again in ${Math.ceil(quota.retryAfterS / 60)} min.` });

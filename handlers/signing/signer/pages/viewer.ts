@@ -177,8 +177,9 @@ async function placeFields(viewer: HTMLElement, fields: PlacedField[], sheets: H
     box.type = 'button';
     box.className = `field-box kind-${f.kind}${f.required ? ' required' : ''}${f.covers ? ' covers' : ''}`;
     box.dataset.fieldId = f.id;
-    box.style.left = `${((f.x - x0!) / w) * 100}%`;
-    box.style.top = `${(1 - (f.y + f.height - y0!) / h) * 100}%`;
+    // Field positions count from the shown page's lower-left corner (pdf.js's view: the CropBox), as the editor and the archive do.
+    box.style.left = `${(f.x / w) * 100}%`;
+    box.style.top = `${(1 - (f.y + f.height) / h) * 100}%`;
     box.style.width = `${(f.width / w) * 100}%`;
     box.style.height = `${(f.height / h) * 100}%`;
     li.append(box);
