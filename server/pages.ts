@@ -78,7 +78,7 @@ const noStore: RequestHandler = (_req, res, next) => {
 const layoutEngine = new Eta({ views: fileURLToPath(new URL('./pages/templates', import.meta.url)), autoEscape: true, autoTrim: false });
 const PAGE_CSS = fs.readFileSync(new URL('./pages/page.css', import.meta.url));
 const PAGE_JS = fs.readFileSync(new URL('./pages/page.js', import.meta.url));
-/** The page kit's script (copy buttons: `button[data-copy]`), on every page. */
+/** The page kit's script (copy buttons: `button[data-copy]`), sent with the pages that have a copy button. */
 export const PAGE_JS_PATH = '/assets/page.js';
 
 /** What a page is made of; `html` is the body, rendered by a template of the page layer. */
@@ -244,7 +244,8 @@ export class PageKit {
       title: page.title,
       body: page.html,
       styles: page.styles ?? [],
-      scripts: [PAGE_JS_PATH, ...(page.scripts ?? [])],
+      // The kit's script goes only to pages that use it (a copy button): a page without one stays script-free.
+      scripts: page.html.includes('data-copy=') ? [PAGE_JS_PATH, ...(page.scripts ?? [])] : (page.scripts ?? []),
       bodyClass: page.bodyClass ?? '',
       frame: page.frame ?? null,
     });
@@ -419,7 +420,7 @@ export class PageKit {
     return [...methods].sort();
   }
 
-  /** `GET /assets/page.js`: the page kit's script (copy buttons), on every page. */
+  /** `GET /assets/page.js`: the page kit's script (copy buttons), for the pages that have one. */
   readonly js: RequestHandler = (_req, res) => {
     res.setHeader('Content-Type', 'text/javascript; charset=utf-8');
     res.setHeader('Cache-Control', 'no-cache');

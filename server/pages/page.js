@@ -1,4 +1,4 @@
-// The page kit's script, on every page (/assets/page.js): small behaviours any module's page may use.
+// The page kit's script (/assets/page.js), sent with every page that has a copy button: small behaviours any module's page may use.
 // Copy buttons: a button with data-copy="<element id>" (rendered hidden, shown here) copies that
 // element's text to the clipboard, or selects it when the clipboard cannot be written.
 for (const button of document.querySelectorAll('button[data-copy]')) {

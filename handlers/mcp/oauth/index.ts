@@ -260,7 +260,7 @@ export function createOAuthServer(deps: OAuthDeps): OAuthServer {
    */
   const unapproved = new WeakSet<IncomingMessage>();
   /** Client id metadata documents that failed lately (in front of the provider's fetch; per process). */
-  const failedDocuments = new LRUCache<string, string>({ max: 1000, ttl: FAILED_DOCUMENT_TTL_MS, perf: { now: () => clock.now() } });
+  const failedDocuments = new LRUCache<string, string>({ max: 1000, ttl: FAILED_DOCUMENT_TTL_MS, ttlResolution: 0, perf: { now: () => clock.now() } });
   const provider = (): Promise<Provider> => {
     providerPromise ??= build().catch((err: unknown) => {
       providerPromise = null;
