@@ -6,6 +6,7 @@
  * refusal is a plain reason; nothing here throws on bad input.
  */
 import { PDF, type PDFPage, PdfArray, PdfDict, PdfName, PdfRef, PdfStream, PdfString } from '@libpdf/core';
+import type { TextTag } from '../interfaces/documentFiles.ts';
 import { BudgetExceeded, declaredObjects, withBudget } from './pdfBudget.ts';
 
 export interface ParseLimits {
@@ -20,15 +21,6 @@ export type PdfInspection =
   | { ok: true; pages: number; encrypted: 'none' | 'owner-only'; pdfVersion: string; tags?: TextTag[] }
   | { ok: false; reason: string };
 
-/** A `{{...}}` text tag written in the document (see handlers/interfaces/documentFiles.ts). */
-export interface TextTag {
-  page: number;
-  text: string;
-  x: number;
-  y: number;
-  width: number;
-  height: number;
-}
 
 /** Text tags kept per file: more are not looked for (a request takes at most 50 fields). */
 export const MAX_TEXT_TAGS = 100;

@@ -5,7 +5,7 @@
  */
 import { scanStream, type ClamavConfig } from './clamav.ts';
 import { inspectPdf, type PdfLimits } from './pdf.ts';
-import type { TextTag } from './pdfInspect.ts';
+import type { TextTag } from '../interfaces/documentFiles.ts';
 
 export { checkStoredPdf, inspectPdf, PDF_PARSE_LIMITS, PdfGuardBusy, PdfUnreadable, type PdfInspection, type PdfLimits } from './pdf.ts';
 export { ClamavUrlError, parseClamavUrl, pingClamd, ScannerUnavailable, scanStream, type ClamavConfig, type ClamavVerdict } from './clamav.ts';

@@ -115,6 +115,11 @@ export function whichInWords(c: Connection, all: readonly Connection[], members:
   return `${kind}, ${approved}${nth}`;
 }
 
+/** Owners and admins see every connection; a member the shared ones and their own personal ones. */
+const seenBy = (page: MemberPage, c: Connection) => page.manage || c.access === 'workspace' || c.memberId === page.member.id;
+/** Owners and admins revoke any live connection; a member their own personal ones. */
+const revocableBy = (page: MemberPage, c: Connection) => c.revokedAt === null && (page.manage || (c.access === 'personal' && c.memberId === page.member.id));
+
 export function connectionsRoutes(options: ConnectionsPageOptions): express.Router {
   const { db, clock, logger, config, pages, oauth } = options;
   const router = pages.router();
@@ -127,11 +132,11 @@ export function connectionsRoutes(options: ConnectionsPageOptions): express.Rout
     const held = ((await page.take()) ?? {}) as Held;
     const [connections, members] = await Promise.all([listConnections(db.sql, page.workspaceId), listWorkspaceMembers(db.sql, page.workspaceId)]);
     const byId = new Map(members.map((m) => [m.id, { name: m.name, role: m.role, disabled: m.disabled_at !== null }]));
-    const visible = connections.filter((c) => page.manage || c.access === 'workspace' || c.memberId === page.member.id);
+    const visible = connections.filter((c) => seenBy(page, c));
     const view = visible.map((c) => ({
       ...connectionInWords(c, byId),
       which: whichInWords(c, visible, byId),
-      revocable: c.revokedAt === null && (page.manage || (c.access === 'personal' && c.memberId === page.member.id)),
+      revocable: revocableBy(page, c),
       revoked: c.revokedAt !== null,
     }));
     await page.send(200, {
@@ -154,16 +159,15 @@ export function connectionsRoutes(options: ConnectionsPageOptions): express.Rout
     if (!page) return;
     const [connections, members] = await Promise.all([listConnections(db.sql, page.workspaceId), listWorkspaceMembers(db.sql, page.workspaceId)]);
     const c = CONNECTION_ID.test(req.params.id) ? connections.find((x) => x.id === req.params.id) : undefined;
-    const mayRevoke = c && c.revokedAt === null && (page.manage || (c.access === 'personal' && c.memberId === page.member.id));
-    if (!c || !mayRevoke) {
-      const seen = c && (page.manage || c.access === 'workspace' || c.memberId === page.member.id);
+    if (!c || !revocableBy(page, c)) {
+      const seen = c && seenBy(page, c);
       return page.notice(seen ? 409 : 404, seen ? 'Not revocable here' : 'No such connection', [
         seen ? (c.revokedAt !== null ? 'This connection is already revoked.' : 'Only owners and admins revoke workspace connections; a member revokes their own personal ones.') : 'There is no agent connection at this address that you may see.',
       ]);
     }
     const byId = new Map(members.map((m) => [m.id, { name: m.name, role: m.role, disabled: m.disabled_at !== null }]));
     // Counted among the connections this member may see, as on the list.
-    const visible = connections.filter((x) => page.manage || x.access === 'workspace' || x.memberId === page.member.id);
+    const visible = connections.filter((x) => seenBy(page, x));
     await page.send(200, {
       title: `Revoke ${c.clientName}?`,
       html: views.render('revoke', { csrf: page.csrf, c: { ...connectionInWords(c, byId), which: whichInWords(c, visible, byId) } }),

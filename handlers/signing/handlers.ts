@@ -12,7 +12,7 @@ import type { EffectReport } from '../../server/jobs.ts';
 import { answeredAfterEffects, type Input, type OperationContext } from '../../server/operation.ts';
 import { filesOf } from './files.ts';
 import { prepareBankId } from './bankid/provider.ts';
-import { fieldsOfTags } from './request/textTags.ts';
+import { checkFieldPages, checkFieldsMethod, fieldsFromTags } from './request/fieldRules.ts';
 import { declareRound, INVITE_JOB, type InviteJobPayload, type SigningRuntime, STILL_SENDING } from './request/invitationMail.ts';
 import {
   appendEvent,
@@ -29,7 +29,7 @@ import {
   listRecipients,
   listRequestsPage,
   fieldsOfRequests,
-  FILLED_KINDS,
+  storedRequired,
   insertField,
   listFields,
   recipientAsOf,
@@ -55,8 +55,6 @@ export const REMIND_INTERVAL_MS = HOUR;
 
 const SEQ_CURSOR = { s: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER } } as const;
 const MISMATCH = 'cursor belongs to the history of another signing request; send the same signing_request_id.';
-/** Fields a request takes (the schema's maxItems of `fields`), also from text tags. */
-const MAX_FIELDS = 50;
 const TIME_CURSOR = { t: positionField.millis, i: { type: 'string', maxLength: 40 } } as const;
 const LIST_MISMATCH = 'cursor belongs to a listing with other filters or another caller; send the same filters and Service-Act-As as for the first page.';
 
@@ -252,7 +250,7 @@ export async function makeRequest(deps: SigningRuntime, input: Input<'signing.Re
     if (f.signer >= input.signers.length) throw invalidInput(`fields[${i}].signer is ${f.signer}, but there ${input.signers.length === 1 ? 'is 1 signer' : `are ${input.signers.length} signers`} (counted from 0).`);
     if (f.label !== undefined && blank(f.label)) throw invalidInput(`fields[${i}].label is blank.`);
   });
-  if (explicit.length && (input.signature_method ?? 'standard') !== 'standard') throw invalidInput('fields: only a standard signature draws fields on the pages; a BankID signature leaves the provider\'s PDF unmodified.');
+  checkFieldsMethod(explicit.length, input.signature_method);
   const limits = await workspaceLimits(ctx.sql, ctx.workspaceId);
   if (input.signers.length + cc.length > limits.recipients_per_request) {
     throw invalidInput(`signers and cc: ${input.signers.length + cc.length} recipients; this workspace allows at most ${limits.recipients_per_request} per request.`);
@@ -261,18 +259,10 @@ export async function makeRequest(deps: SigningRuntime, input: Input<'signing.Re
   const file = await filesOf(deps).find(ctx.sql, ctx.workspaceId, input.file_id);
   const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
   if (!file || !filesOf(deps).visibleTo(file, memberId)) throw missing();
-  // No `fields` given: the document's own text tags place them (a standard signature only; `fields: []` ignores the tags).
-  const tagged = input.fields === undefined && (input.signature_method ?? 'standard') === 'standard' ? fieldsOfTags(file.textTags) : [];
-  if (tagged.length > MAX_FIELDS) throw invalidInput(`The document has ${tagged.length} field tags, more than the ${MAX_FIELDS} fields a request takes; send fields instead (an empty list ignores the tags).`);
-  const stray = tagged.find((f) => f.signer >= input.signers.length);
-  if (stray) {
-    throw invalidInput(
-      `The document's text tag ${stray.tag} on page ${stray.page} names signer ${stray.signer + 1}, but the request has ${input.signers.length} signer${input.signers.length === 1 ? '' : 's'}: add that signer, or send fields (an empty list ignores the document's tags).`,
-    );
-  }
+  // No `fields` given: the document's own text tags place them.
+  const tagged = fieldsFromTags(file.textTags, input.fields !== undefined, input.signature_method, input.signers.length, { owner: 'request', slot: 'signer' });
   const placed: Array<(typeof explicit)[number] & { tag?: string }> = input.fields ?? tagged;
-  const tooFar = placed.findIndex((f) => f.page > file.pageCount);
-  if (tooFar >= 0) throw invalidInput(`fields[${tooFar}].page is ${placed[tooFar]!.page}, but the document has ${file.pageCount} page${file.pageCount === 1 ? '' : 's'}.`);
+  checkFieldPages(placed, file.pageCount);
   // Every signer's invitation and every CC's completed copy, taken up front.
   await spendMail(ctx, input.signers.length + cc.length);
   // The original stays as long as the request: the documents retention never removes a kept file.
@@ -351,8 +341,7 @@ export async function makeRequest(deps: SigningRuntime, input: Input<'signing.Re
   for (const [position, f] of placed.entries()) {
     await insertField(ctx.sql, {
       id: newId('fld'), request_id: id, recipient_id: recipients[f.signer]!.id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, position,
-      // Signature, initials, name and date follow from the signature: always filled.
-      required: FILLED_KINDS.has(f.kind) ? f.required ?? true : true,
+      required: storedRequired(f.kind, f.required),
       label: f.label?.trim() || null,
       value: null,
       tag: f.tag ?? null,

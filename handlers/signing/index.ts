@@ -30,7 +30,8 @@ import { SENDER_CSS, senderNavigation, senderRoutes } from './sender/senderPages
  *                      (migration names never change)
  *   request/           a request's state moves (lifecycle.ts), its invitation, reminder and decline
  *                      mails (invitationMail.ts, declinedMail.ts, mail/), the invite, expiry and
- *                      reminder jobs (jobs.ts), and templates that make requests (templates.ts)
+ *                      reminder jobs (jobs.ts), templates that make requests (templates.ts), and
+ *                      the fields' rules (fieldRules.ts) with the document's text tags (textTags.ts)
  *   signer/            the signer's links (links.ts) and pages behind them (signerPages.ts, pages/:
  *                      templates, CSS and the pdf.js viewer's browser script)
  *   bankid/            signing through a provider instead of a typed name: the provider interface and

@@ -167,8 +167,12 @@ export interface DbSigningFieldRow {
 }
 
 export type FieldKind = 'signature' | 'initials' | 'name' | 'date' | 'text' | 'checkbox';
+/** Each kind in words, as pages name a field without a label. */
+export const FIELD_KIND_WORDS: Readonly<Record<FieldKind, string>> = { signature: 'Signature', initials: 'Initials', name: 'Name', date: 'Date signed', text: 'Text', checkbox: 'Check box' };
 /** Kinds the signer fills in on the page (the others follow from the signature). */
 export const FILLED_KINDS: ReadonlySet<FieldKind> = new Set(['text', 'checkbox']);
+/** What is stored as `required`: the caller's choice for the kinds a signer fills; the others follow from the signature. */
+export const storedRequired = (kind: FieldKind, required: boolean | undefined): boolean => (FILLED_KINDS.has(kind) ? required ?? true : true);
 
 export async function insertField(sql: Sql, f: DbSigningFieldRow): Promise<void> {
   await sql.run(`INSERT INTO signing_fields (id, request_id, recipient_id, kind, page, x, y, width, height, position, required, label, value, tag) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
@@ -328,9 +332,14 @@ export async function workspaceName(sql: Sql, workspaceId: string): Promise<stri
   return (await sql.one<{ name: string }>(`SELECT name FROM workspaces WHERE id = ?`, [workspaceId]))?.name ?? 'Workspace Operations';
 }
 
+/** An API key's name and creator (revoked keys too). */
+export function keyOf(sql: Sql, keyId: string): Promise<{ id: string; name: string; created_by: string | null } | undefined> {
+  return sql.one(`SELECT id, name, created_by FROM api_keys WHERE id = ?`, [keyId]);
+}
+
 /** The member who created an API key (null: none recorded). */
 export async function keyCreator(sql: Sql, keyId: string): Promise<string | null> {
-  return (await sql.one<{ created_by: string | null }>(`SELECT created_by FROM api_keys WHERE id = ?`, [keyId]))?.created_by ?? null;
+  return (await keyOf(sql, keyId))?.created_by ?? null;
 }
 
 /** The workspace's API keys, revoked ones included (a request names the key that sent it). */

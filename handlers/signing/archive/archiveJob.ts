@@ -27,7 +27,7 @@ import { sealingCertificate, type SealSettings } from './sealSettings.ts';
 import { registerArchive } from './registerArchive.ts';
 import { buildArchive, type Evidence } from './evidence.ts';
 import { storedDrawnSignature } from '../signer/drawnSignature.ts';
-import { appendEvent, type DbSigningRequestRow, findMember, findRequestById, keyNames, listFields, listRecipients, recipientAsOf, signersOf, updateRequest, workspaceName } from '../queries.ts';
+import { appendEvent, type DbSigningRequestRow, findMember, findRequestById, keyOf, listFields, listRecipients, recipientAsOf, signersOf, updateRequest, workspaceName } from '../queries.ts';
 import { ARCHIVE_JOB, type ArchiveJobPayload } from '../request/lifecycle.ts';
 import { seal } from './seal.ts';
 
@@ -68,7 +68,7 @@ async function removeUnregistered(deps: Pick<ModuleDeps, 'db' | 'storage'>, requ
 
 /** Who sent the request, as the evidence pages say it: the member (name and address) and the API key, if any. */
 async function senderOf(sql: Sql, request: DbSigningRequestRow): Promise<string> {
-  const key = request.created_by_key_id ? (await keyNames(sql, request.workspace_id)).find((k) => k.id === request.created_by_key_id) : undefined;
+  const key = request.created_by_key_id ? await keyOf(sql, request.created_by_key_id) : undefined;
   const memberId = request.owner_member_id ?? key?.created_by ?? null;
   const member = memberId ? await findMember(sql, request.workspace_id, memberId) : undefined;
   const person = member ? `${member.name} <${member.email}>` : null;

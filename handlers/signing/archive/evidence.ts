@@ -12,6 +12,7 @@ import { PDF, type PDFPage, rgb } from '@libpdf/core';
 import type { DocumentFiles } from '../files.ts';
 import { TextDrawer, type TextStyle } from './pdfText.ts';
 import { type DrawnSignature, inkBox } from '../signer/drawnSignature.ts';
+import type { FieldKind } from '../queries.ts';
 
 export interface EvidenceSigner {
   name: string;
@@ -34,7 +35,7 @@ export interface FilledField {
   y: number;
   width: number;
   height: number;
-  kind: 'signature' | 'initials' | 'name' | 'date' | 'text' | 'checkbox';
+  kind: FieldKind;
   /** What to write (checkbox: "true" draws a tick; anything else nothing). */
   text: string;
   /** A signature field of a signer who drew their signature: drawn instead of `text`. */
@@ -239,7 +240,6 @@ class Writer {
     this.y -= 4;
   }
 
-  /** The typed name drawn as a handwritten signature on a line (letters the handwriting font lacks in the text fonts). */
   /** A drawn signature, scaled into a line of the signer's block. */
   drawing(d: DrawnSignature): void {
     this.need(70);
@@ -250,6 +250,7 @@ class Writer {
     this.y -= 16;
   }
 
+  /** The typed name drawn as a handwritten signature on a line (letters the handwriting font lacks in the text fonts). */
   signature(typedName: string): void {
     this.need(60);
     const name = TextDrawer.clean(typedName);

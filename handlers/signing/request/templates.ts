@@ -11,7 +11,8 @@ import { newId } from '../../../server/ids.ts';
 import type { Input, OperationContext } from '../../../server/operation.ts';
 import { filesOf } from '../files.ts';
 import type { SigningRuntime } from './invitationMail.ts';
-import { fieldsOfTags } from './textTags.ts';
+import { type FieldKind, storedRequired } from '../queries.ts';
+import { checkFieldPages, checkFieldsMethod, fieldsFromTags } from './fieldRules.ts';
 
 export interface TemplateRole {
   role: string;
@@ -21,7 +22,7 @@ export interface TemplateRole {
 
 export interface TemplateField {
   role: string;
-  kind: 'signature' | 'initials' | 'name' | 'date' | 'text' | 'checkbox';
+  kind: FieldKind;
   page: number;
   x: number;
   y: number;
@@ -104,10 +105,9 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
           throw invalidInput(`fields[${i}].role "${f.role}" is not a signing role of this template (${[...signing.values()].join(', ')}); a CC role fills no fields.`);
         }
         if (f.label !== undefined && blank(f.label)) throw invalidInput(`fields[${i}].label is blank.`);
-        const fills = f.kind === 'text' || f.kind === 'checkbox';
-        return { role, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: fills ? f.required ?? true : true, label: f.label?.trim() || null, tag: null };
+        return { role, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: storedRequired(f.kind, f.required), label: f.label?.trim() || null, tag: null };
       });
-      if (fields.length && (input.signature_method ?? 'standard') !== 'standard') throw invalidInput('fields: only a standard signature draws fields on the pages; a BankID signature leaves the provider\'s PDF unmodified.');
+      checkFieldsMethod(fields.length, input.signature_method);
       const count = await ctx.sql.one<{ n: number | string }>(`SELECT COUNT(*) AS n FROM signing_templates WHERE workspace_id = ?`, [ctx.workspaceId]);
       if (Number(count?.n ?? 0) >= MAX_TEMPLATES) throw conflict(`This workspace has ${MAX_TEMPLATES} templates, the most it may keep; delete one (signing.DeleteTemplate) before saving another.`);
       const memberId = ctx.member?.id ?? null;
@@ -116,19 +116,11 @@ export function templateHandlers(deps: SigningRuntime, makeRequest: (input: Inpu
       const missing = () => notFound(`No file ${input.file_id} is visible to this credential (a workspace file, or your own private file when acting for its owner).`);
       if (!file || !files.visibleTo(file, memberId)) throw missing();
       // No `fields`: the document's text tags place them, `signer=N` naming the Nth signing role.
-      if (input.fields === undefined && (input.signature_method ?? 'standard') === 'standard') {
-        const roleNames = [...signing.values()];
-        for (const f of fieldsOfTags(file.textTags)) {
-          const role = roleNames[f.signer];
-          if (!role) {
-            throw invalidInput(`The document's text tag ${f.tag} on page ${f.page} names signer ${f.signer + 1}, but the template has ${roleNames.length} signing role${roleNames.length === 1 ? '' : 's'}: add a role, or send fields (an empty list ignores the tags).`);
-          }
-          fields.push({ role, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, label: f.label ?? null, tag: f.tag });
-        }
-        if (fields.length > 50) throw invalidInput(`The document has ${fields.length} field tags, more than the 50 fields a template takes; send fields instead (an empty list ignores the tags).`);
+      const roleNames = [...signing.values()];
+      for (const f of fieldsFromTags(file.textTags, input.fields !== undefined, input.signature_method, roleNames.length, { owner: 'template', slot: 'signing role' })) {
+        fields.push({ role: roleNames[f.signer]!, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, label: f.label ?? null, tag: f.tag });
       }
-      const tooFar = fields.findIndex((f) => f.page > file.pageCount);
-      if (tooFar >= 0) throw invalidInput(`fields[${tooFar}].page is ${fields[tooFar]!.page}, but the document has ${file.pageCount} page${file.pageCount === 1 ? '' : 's'}.`);
+      checkFieldPages(fields, file.pageCount);
       if (!(await files.keep(ctx.sql, ctx.workspaceId, file.id))) throw missing();
       const row: DbTemplateRow = {
         id: newId('tpl'),

@@ -15,7 +15,7 @@
  * box white under what the signer gave, so the tag's text is not in the signed document's pages.
  */
 import type { TextTag } from '../../interfaces/documentFiles.ts';
-import type { FieldKind } from '../queries.ts';
+import { type FieldKind, storedRequired } from '../queries.ts';
 
 export interface TaggedField {
   /** The signer's index (0 for the first), from `signer=N`. */
@@ -85,8 +85,7 @@ export function fieldOfTag(tag: TextTag): TaggedField | null {
     y: tag.y,
     width: cap(Math.max(width, 4)),
     height: cap(Math.max(height, 4)),
-    // Signature, initials, name and date follow from the signature.
-    required: kind === 'text' || kind === 'checkbox' ? required : true,
+    required: storedRequired(kind, required),
     ...(label ? { label } : {}),
     tag: shown(tag.text).slice(0, 210),
   };

@@ -31,7 +31,7 @@ import type { components } from '../../../generated/openapi.ts';
 import { providerOf } from '../bankid/provider.ts';
 import { filesOf } from '../files.ts';
 import type { SigningSettings } from '../settings.ts';
-import { keyNames } from '../queries.ts';
+import { FIELD_KIND_WORDS, keyNames } from '../queries.ts';
 import { DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, MIN_DEADLINE_MS } from '../handlers.ts';
 import { dayMs, field, type Held, minuteMs, sentence, toMinute } from './pageParts.ts';
 import { templateRoutes } from './templatePages.ts';
@@ -59,7 +59,6 @@ export const SENDER_CSS = new URL('./sender.css', import.meta.url);
 
 const signerCount = (r: SigningRequest) => r.recipients.filter((c) => c.role !== 'cc').length;
 
-const FIELD_WORDS: Record<string, string> = { signature: 'Signature', initials: 'Initials', name: 'Name', date: 'Date signed', text: 'Text', checkbox: 'Check box' };
 
 /** A request's page. */
 export const requestPath = (id: string) => `${DOCUMENTS_PATH}/requests/${id}`;
@@ -122,7 +121,7 @@ export function senderRoutes(deps: ModuleDeps<SigningSettings>): express.Router 
         : f.kind === 'text' ? (f.value === null ? '' : f.value || '(left empty)')
         : signed ? 'Filled by the signature' : '';
       return {
-        what: f.label ? `${FIELD_WORDS[f.kind] ?? f.kind}: ${f.label}` : FIELD_WORDS[f.kind] ?? f.kind,
+        what: f.label ? `${FIELD_KIND_WORDS[f.kind]}: ${f.label}` : FIELD_KIND_WORDS[f.kind],
         who: c?.name ?? '',
         page: f.page,
         optional: !f.required,

@@ -39,7 +39,7 @@ import { timeInWords, untilInWords } from '../../../server/pages/format.ts';
 import { bidiControlProblem } from '../../../server/text.cjs';
 import { filesOf } from '../files.ts';
 import type { ProviderInfo } from '../bankid/provider.ts';
-import { type DbSigningFieldRow, type DbSigningRecipientRow, type DbSigningRequestRow, FILLED_KINDS, findMember, keyCreator, listFields, workspaceName } from '../queries.ts';
+import { type DbSigningFieldRow, type DbSigningRecipientRow, type DbSigningRequestRow, FIELD_KIND_WORDS, FILLED_KINDS, findMember, keyCreator, listFields, workspaceName } from '../queries.ts';
 import { DRAWN_SIGNATURE_MAX_CHARS, parseDrawnSignature } from './drawnSignature.ts';
 import { type EndedReason, resolveSignerLink } from './links.ts';
 import { recordDeclined, recordOpened, recordSigned } from '../request/lifecycle.ts';
@@ -144,7 +144,7 @@ const FIELD_TEXT_MAX = 200;
 
 /** A field as the signer's page shows it. */
 function fieldView(f: DbSigningFieldRow) {
-  return { id: f.id, kind: f.kind, page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, label: f.label ?? '', covers: Boolean(f.tag) };
+  return { id: f.id, kind: f.kind, words: FIELD_KIND_WORDS[f.kind], page: f.page, x: f.x, y: f.y, width: f.width, height: f.height, required: f.required, label: f.label ?? '', covers: Boolean(f.tag) };
 }
 
 /** How a field is named to the signer: its label, else its kind and page. */

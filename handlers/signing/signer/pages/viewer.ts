@@ -126,11 +126,12 @@ interface PlacedField {
   height: number;
   required: boolean;
   label: string;
+  /** The kind in words (the server's FIELD_KIND_WORDS). */
+  words: string;
   /** Found from a text tag: the box hides the tag under it. */
   covers?: boolean;
 }
 
-const KIND_WORDS: Record<PlacedField['kind'], string> = { signature: 'Signature', initials: 'Initials', name: 'Name', date: 'Date signed', text: 'Text', checkbox: 'Check box' };
 
 function readFields(viewer: HTMLElement): PlacedField[] {
   try {
@@ -210,7 +211,7 @@ async function placeFields(viewer: HTMLElement, fields: PlacedField[], sheets: H
       if (ok) done++;
       box.classList.toggle('filled', ok);
       const target = input(f);
-      const words = f.label || KIND_WORDS[f.kind];
+      const words = f.label || f.words;
       box.setAttribute('aria-label', `${words}, page ${f.page}${f.required ? ', required' : ''}${ok ? ', filled' : ''}`);
       let content: Node;
       if (f.kind === 'signature' && padValue?.value && pad) {
