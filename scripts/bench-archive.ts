@@ -17,7 +17,9 @@ import pino from 'pino';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import { migrations } from '../app.ts';
 import { type Database, openDatabase } from '../db/database.ts';
-import { createFile } from '../handlers/documents/files.ts';
+import { createFile, documentFilesService } from '../handlers/documents/files.ts';
+import { storedPdfChecks } from '../handlers/documents/pdf.ts';
+import { documentFiles } from '../handlers/interfaces/documentFiles.ts';
 import { archiveRequest } from '../handlers/signing/archive/archiveJob.ts';
 import { sealSettingsFromEnv } from '../handlers/signing/archive/sealSettings.ts';
 import { insertRecipient, insertRequest } from '../handlers/signing/queries.ts';
@@ -26,6 +28,7 @@ import { systemClock } from '../server/clock.ts';
 import { loadConfig } from '../server/config.ts';
 import { newId } from '../server/ids.ts';
 import type { ModuleDeps } from '../server/module.ts';
+import { provide, ServiceRegistry } from '../server/services.ts';
 import { createBlobStore } from '../server/storage.ts';
 import type { Measurement } from './bench-documents.ts';
 
@@ -66,7 +69,10 @@ export async function archiveRuns(
   const storage = createBlobStore(db, clock, { backend: 'database' });
   // No job runner here: the "completed" mails the archive enqueues are not part of the measurement.
   const jobs = { enqueue: async () => true, committed: () => undefined };
-  const deps = { db, clock, storage, config, jobs, logger: pino({ level: 'silent' }) } as unknown as ModuleDeps<unknown>;
+  // The documents module's files, as the service provides them to signing.
+  const services = new ServiceRegistry();
+  services.add('documents', [provide(documentFiles, documentFilesService(storage, storedPdfChecks))]);
+  const deps = { db, clock, storage, config, jobs, services, logger: pino({ level: 'silent' }) } as unknown as ModuleDeps<unknown>;
   const settings = sealSettingsFromEnv(options.env);
   const bytes = Buffer.from(await contract(options.pages));
   const blob = await storage.put(null, [bytes], { contentType: 'application/pdf' });
