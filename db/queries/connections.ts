@@ -35,15 +35,17 @@ export interface DbConnectionRow {
   revoked_at: number | null;
   /** Set with revoked_at when the connection ended because of its member (disabled, role changed, gone); null when a person revoked it. */
   ended_reason?: string | null;
+  /** How `tools/list` lists the tools: `compact` or `full` (handlers/mcp/listing.ts). */
+  tool_listing: string;
 }
 
 export async function insertConnection(sql: Sql, row: Omit<DbConnectionRow, 'grant_id' | 'last_used_at' | 'revoked_at'>, delegates: readonly string[]): Promise<void> {
   await sql.run(
-    `INSERT INTO mcp_connections (id, workspace_id, client_id, client_name, redirect_uri, access, member_id, member_role, operations, resources, toolsets, read_only, delegation, created_by, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO mcp_connections (id, workspace_id, client_id, client_name, redirect_uri, access, member_id, member_role, operations, resources, toolsets, read_only, delegation, created_by, created_at, tool_listing)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [
       row.id, row.workspace_id, row.client_id, row.client_name, row.redirect_uri, row.access, row.member_id, row.member_role,
-      row.operations, row.resources, row.toolsets, Boolean(row.read_only), row.delegation, row.created_by, row.created_at,
+      row.operations, row.resources, row.toolsets, Boolean(row.read_only), row.delegation, row.created_by, row.created_at, row.tool_listing,
     ],
   );
   for (const member of delegates) await sql.run(`INSERT INTO mcp_connection_delegates (connection_id, member_id) VALUES (?, ?)`, [row.id, member]);

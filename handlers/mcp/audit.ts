@@ -14,7 +14,7 @@ export const connectionsAuditWords: AuditWords = {
           ? ` with personal access${typeof d.acts_as === 'string' ? ` (acting as ${p.valueWords(d.acts_as)})` : ''}${ops ? `: ${ops}` : ''}`
           : ` with workspace access${ops ? `: ${ops}` : ''}${d.delegation === undefined ? '' : `, acting for ${p.delegationWords(d.delegation)}`}`;
       const sets = Array.isArray(d.toolsets) && d.toolsets.length ? `; toolsets ${p.valueWords(d.toolsets)}` : '';
-      return `approved ${connection(p)}${how}${sets}${d.read_only === true ? '; read only' : ''}`;
+      return `approved ${connection(p)}${how}${sets}${d.read_only === true ? '; read only' : ''}${d.tool_listing === 'full' ? '; every tool listed in full' : ''}`;
     },
     'connection.revoked': (p) => {
       const { d } = p;

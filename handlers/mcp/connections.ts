@@ -37,6 +37,7 @@ import { type AuditActor, OPERATOR, recordAudit } from '../../server/audit.ts';
 import type { Clock } from '../../server/clock.ts';
 import { newId } from '../../server/ids.ts';
 import { roleAllows } from '../../server/roles.ts';
+import { listingOf, type ToolListing } from './listing.ts';
 import { toolsetNames } from './tools.ts';
 
 export type { ConnectionAccess, DbConnectionForAuth };
@@ -95,6 +96,8 @@ export interface Connection {
   resources: Record<string, Access[]>;
   toolsets: string[];
   readOnly: boolean;
+  /** How `tools/list` lists its tools (handlers/mcp/listing.ts). */
+  toolListing: ToolListing;
   delegation: ConnectionDelegation;
   delegates: string[];
   grantId: string | null;
@@ -120,6 +123,7 @@ export function connectionOf(row: DbConnectionRow, delegates: readonly string[])
     resources: JSON.parse(row.resources) as Record<string, Access[]>,
     toolsets: JSON.parse(row.toolsets) as string[],
     readOnly: Boolean(row.read_only),
+    toolListing: listingOf(row.tool_listing),
     delegation: row.delegation,
     delegates: [...delegates],
     grantId: row.grant_id,
@@ -142,6 +146,8 @@ export interface NewConnection {
   member: { id: string; name: string; role: MemberRole };
   toolsets: readonly string[];
   readOnly: boolean;
+  /** How `tools/list` lists its tools; absent: `compact`. */
+  toolListing?: ToolListing;
   /** Workspace access: the chosen grants (`ns.*` or operation ids) and resource access; ignored for personal access. */
   operations?: readonly string[];
   resources?: Record<string, Access[]>;
@@ -208,6 +214,7 @@ export async function createConnection(sql: Sql, input: NewConnection): Promise<
     delegation,
     created_by: input.member.id,
     created_at: input.now,
+    tool_listing: input.toolListing ?? 'compact',
   };
   await insertConnection(sql, row, delegates);
   await recordAudit(sql, {
@@ -224,6 +231,7 @@ export async function createConnection(sql: Sql, input: NewConnection): Promise<
       operations,
       toolsets: ordered,
       read_only: input.readOnly,
+      tool_listing: row.tool_listing,
     },
     at: input.now,
   });

@@ -37,6 +37,7 @@ export function connectionsAdmin(program: Command, deps: AdminDeps): void {
             grants: c.access === 'workspace' ? w.grants.join('; ') : 'the member’s role at approval',
             toolsets: c.toolsets.join(','),
             read_only: c.readOnly,
+            tool_listing: c.toolListing,
             delegation: c.access === 'workspace' ? (c.delegation === 'selected' ? c.delegates.join(',') : c.delegation) : '',
             created_by: w.creator,
             created: w.created,

@@ -88,6 +88,7 @@ export function connectionInWords(c: Connection, members: ReadonlyMap<string, { 
     delegation: connectionDelegationInWords(c, names),
     toolsets: c.toolsets.map(namespaceLabel).join(', '),
     readOnly: c.readOnly,
+    toolListing: c.toolListing === 'compact' ? 'compact: at most 30 tools, the rest found and called through search_tools and call_tool' : 'full: every tool in full',
     creator: names.get(c.createdBy) ?? c.createdBy,
     created: timeInWords(c.createdAt),
     lastUsed: c.lastUsedAt === null ? 'never' : timeInWords(c.lastUsedAt),

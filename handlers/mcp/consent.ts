@@ -32,6 +32,7 @@ import { namespaceLabel } from '../../server/pages/grantWords.ts';
 import type { InteractionDetails, OAuthServer } from './oauth/index.ts';
 import { type MemberPage, type PageKit, sessionTokenOf, signinLink } from '../../server/pages.ts';
 import { createConnection, memberOperations, revokeConnection, WORKSPACE_ACCESS_OFF } from './connections.ts';
+import { type ToolListing } from './listing.ts';
 import { allToolDefinitions, toolsetNames } from './tools.ts';
 import { mcpToolsets } from '../../generated/mcpTools.ts';
 
@@ -52,6 +53,8 @@ export interface ConsentOptions {
 interface Choice {
   access: 'personal' | 'workspace';
   toolsets: string[] | null;
+  /** How tools/list lists the tools (absent: compact). */
+  toolListing?: ToolListing;
   readOnly: boolean;
   selection?: ChooserSelection;
   delegationMode?: 'none' | 'selected' | 'all';
@@ -194,6 +197,7 @@ export function consentRoutes(options: ConsentOptions): express.Router {
       scopes: details.scopes.join(' ') || 'mcp',
       access: choice.access,
       readOnly: choice.readOnly,
+      toolListing: choice.toolListing ?? 'compact',
       toolsets,
       grantsChooser: page.manage ? grantsChooserHtml({ resourceTypes: types, selected: choice.selection }) : '',
       delegationChooser: page.manage
@@ -241,7 +245,8 @@ export function consentRoutes(options: ConsentOptions): express.Router {
     const access = body.access === 'workspace' ? 'workspace' : body.access === 'personal' || body.access === undefined ? 'personal' : null;
     const toolsets = formStrings(body.toolset);
     const readOnly = body.read_only === 'on';
-    const choice: Choice = { access: access ?? 'personal', toolsets, readOnly, selection: selectionFromForm(body) };
+    const toolListing: ToolListing = body.tool_listing === 'full' ? 'full' : 'compact';
+    const choice: Choice = { access: access ?? 'personal', toolsets, readOnly, toolListing, selection: selectionFromForm(body) };
     if (access === null) return render(res, page, details, 400, choice, 'Choose personal or workspace access.');
     const mode = body.delegation;
     if (mode === 'none' || mode === 'all' || mode === 'selected') choice.delegationMode = mode;
@@ -267,6 +272,7 @@ export function consentRoutes(options: ConsentOptions): express.Router {
           member: { id: page.member.id, name: page.member.name, role: page.member.role },
           toolsets,
           readOnly,
+          toolListing,
           ...workspace,
           now: clock.now(),
         }),

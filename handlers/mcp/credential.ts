@@ -17,6 +17,7 @@ import { forbidden, rateLimited } from '../../server/errors.ts';
 import { sha256Hex } from '../../server/ids.ts';
 import { roleAccess } from '../../server/roles.ts';
 import { MCP_SCOPE, type McpResource } from './resource.ts';
+import { listingOf, type ToolListing } from './listing.ts';
 import { toolDefinitionsFor, toolsetNames } from './tools.ts';
 
 /**
@@ -34,6 +35,8 @@ export interface ConnectionInfo {
   readonly access: 'personal' | 'workspace';
   readonly toolsets: string[];
   readonly readOnly: boolean;
+  /** How `tools/list` lists the connection's tools. */
+  readonly toolListing: ToolListing;
   readonly clientName: string;
   readonly clientId: string;
 }
@@ -240,7 +243,7 @@ export class ConnectionCredentials implements CredentialKind {
     const readOnly = row.read_only === true || row.read_only === 1;
     // What the connection may call: its frozen operations, narrowed to its toolsets and read-only choice (its tools).
     const operations = new Set(toolDefinitionsFor(JSON.parse(row.operations) as string[], { toolsets, readOnly }).map((d) => d.operationId));
-    const connection: ConnectionInfo = { id: row.id, access: row.access, toolsets, readOnly, clientName: row.client_name, clientId: row.client_id };
+    const connection: ConnectionInfo = { id: row.id, access: row.access, toolsets, readOnly, toolListing: listingOf(row.tool_listing), clientName: row.client_name, clientId: row.client_id };
     const base = { kind: 'connection', noun: 'connection', keyId: row.id, workspaceId: row.workspace_id, name: row.client_name, operations, authVersion: Number(row.auth_version), secretHash: Buffer.alloc(0), extra: connection };
     if (row.access === 'personal') {
       const member: MemberInfo = { id: row.member_id!, name: row.member_name!, role: row.member_role_now!, disabled: false };

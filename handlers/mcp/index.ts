@@ -56,6 +56,7 @@ export const mcp: ServiceModule<'mcp', McpSettings> = {
   namespace: 'mcp',
   handlers: {},
   config: mcpSettings,
+  migrations: new URL('./migrations/', import.meta.url),
   apiRoutes: (deps) => {
     const { resource, connections } = stateOf(deps);
     const router = express.Router();

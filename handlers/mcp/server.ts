@@ -5,7 +5,7 @@
  * (server/execute.ts): the same validation, grants, act-as, idempotency, handlers and errors.
  */
 import crypto from 'node:crypto';
-import { type CallToolResult, type McpRequestContext, ProtocolError, ProtocolErrorCode, Server, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/server';
+import { type CallToolResult, type InputRequiredResult, inputRequired, inputResponse, type McpRequestContext, ProtocolError, ProtocolErrorCode, Server, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/server';
 import type { Logger } from 'pino';
 import { type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
 import type { Credential } from '../../server/credentials.ts';
@@ -14,7 +14,8 @@ import type { ExecuteOperation } from '../../server/execute.ts';
 import { canonicalJson } from '../../server/ids.ts';
 import type { ContractValidator } from '../../server/validation.ts';
 import { connectionInfoOf } from './credential.ts';
-import { type McpTool, type McpToolDefinition, toolByName, toolsFor } from './tools.ts';
+import { CALL_TOOL, compactListing, DESCRIBE_TOOL, type ListedTool, META_TOOLS, SEARCH_TOOLS, searchTools } from './listing.ts';
+import { type McpTool, type McpToolDefinition, toolDefinitionsFor } from './tools.ts';
 
 /** The argument of a command that carries its Idempotency-Key. */
 export const IDEMPOTENCY_ARGUMENT = 'idempotency_key';
@@ -67,13 +68,27 @@ export function derivedIdempotencyKey(toolName: string, args: Record<string, unk
   return `mcp-${digest.slice(0, 43)}`;
 }
 
+/** A connection's tools: every one it may call, and what `tools/list` lists (handlers/mcp/listing.ts). */
+export interface ConnectionTools {
+  /** Every tool the connection may call, by name. */
+  readonly callable: ReadonlyMap<string, McpToolDefinition>;
+  /** The `tools` of its `tools/list` answer. */
+  readonly listed: readonly ListedTool[];
+  /** Whether the listing is compact: the meta tools answer, and listed tools carry no output schema. */
+  readonly compact: boolean;
+  readonly toolsets: readonly string[];
+}
+
 /** The tools of a connection, computed once per credential object (a reloaded credential gets a fresh list). */
-const toolLists = new WeakMap<Credential, McpTool[]>();
-export function connectionTools(credential: Credential): McpTool[] {
+const toolLists = new WeakMap<Credential, ConnectionTools>();
+export function connectionTools(credential: Credential): ConnectionTools {
   let tools = toolLists.get(credential);
   if (!tools) {
     const c = connectionInfoOf(credential);
-    tools = toolsFor(credential.operations, c ? { toolsets: c.toolsets, readOnly: c.readOnly } : {});
+    const defs = toolDefinitionsFor(credential.operations, c ? { toolsets: c.toolsets, readOnly: c.readOnly } : {});
+    const toolsets = [...new Set(defs.map((d) => d.namespace))];
+    const compact = c?.toolListing === 'compact';
+    tools = { callable: new Map(defs.map((d) => [d.tool.name, d])), listed: compact ? compactListing(defs, toolsets) : defs.map((d) => d.tool), compact, toolsets };
     toolLists.set(credential, tools);
   }
   return tools;
@@ -124,6 +139,29 @@ function check(deps: McpServerDeps, entry: CatalogueEntry, status: number, body:
   if (problem) deps.logger.error({ operation: entry.id, status, problem }, 'response breaks the document');
 }
 
+/** The refusal of a meta tool's arguments, as the API words a bad input. */
+const badInput = (call: McpCallContext, message: string) => errorResult({ error: 'invalid_input', message, request_id: call.requestId });
+
+/** A result carrying a JSON value both as text and as structured content. */
+const jsonResult = (value: Record<string, unknown>): CallToolResult => ({ content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value });
+
+/** Whether the client said (on this request, 2026-07-28) that it shows form elicitations to its person. */
+function asksPeople(server: Server): boolean {
+  const elicitation = server.getClientCapabilities()?.elicitation as Record<string, unknown> | undefined;
+  return !!elicitation && (Object.keys(elicitation).length === 0 || !!elicitation.form);
+}
+
+/** The key of the confirmation a destructive tool asks for (`inputRequests` / `inputResponses`). */
+export const CONFIRM_INPUT = 'confirm';
+
+/** What the person is asked before a destructive tool runs. */
+export function confirmationMessage(def: McpToolDefinition, args: Record<string, unknown>): string {
+  const { [IDEMPOTENCY_ARGUMENT]: _key, ...shown } = args;
+  let text = JSON.stringify(shown);
+  if (text.length > 400) text = `${text.slice(0, 399)}…`;
+  return `The agent asks to run “${def.tool.title}” (${def.operationId}) with ${text}. This cannot be undone. Allow it?`;
+}
+
 /** The per-request server factory for `createMcpHandler`. */
 export function mcpServerFactory(deps: McpServerDeps): (ctx: McpRequestContext) => Server {
   return (ctx) => {
@@ -131,15 +169,61 @@ export function mcpServerFactory(deps: McpServerDeps): (ctx: McpRequestContext) 
     if (!call) throw new Error('mcp: a request reached the server without its credential');
     const server = new Server({ name: 'workspace-operations', title: 'Workspace Operations', version: deps.version }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
     const tools = connectionTools(call.credential);
-    server.setRequestHandler('tools/list', async () => ({ tools: [...tools] }));
-    server.setRequestHandler('tools/call', async (request) => {
-      const name = request.params.name;
-      const def = toolByName(name);
-      call.note.tool = name;
-      if (!def || !tools.some((t) => t.name === name)) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}. tools/list names the tools this connection may call.`);
+    const listedNames = new Set(tools.listed.map((t) => t.name));
+
+    /**
+     * Runs a tool. A destructive one (deletes, cancels) first asks the person through a form elicitation
+     * when the client can show one (an `input_required` result; the client asks and calls again with the
+     * answer); declined or cancelled, nothing runs and the result says so.
+     */
+    const run = async (def: McpToolDefinition, args: Record<string, unknown>, inputResponses: Record<string, unknown> | undefined, advertised: McpToolDefinition['tool']['outputSchema'] | undefined): Promise<CallToolResult | InputRequiredResult> => {
       call.note.operation = def.operationId;
-      const result = await callTool(deps, call, def, (request.params.arguments ?? {}) as Record<string, unknown>);
-      return server.projectCallToolResult(result, result.isError ? undefined : def.tool.outputSchema);
+      if (def.tool.annotations.destructiveHint && asksPeople(server)) {
+        const answer = inputResponse(inputResponses, CONFIRM_INPUT);
+        if (answer.kind !== 'elicit') {
+          return inputRequired({
+            inputRequests: {
+              [CONFIRM_INPUT]: inputRequired.elicit({
+                message: confirmationMessage(def, args),
+                requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean', title: 'Yes, run it', description: 'Tick to let the agent go ahead.' } }, required: ['confirm'] },
+              }),
+            },
+          });
+        }
+        if (answer.action !== 'accept' || answer.content?.confirm !== true) {
+          return errorResult({ error: 'not_confirmed', message: `The person did not allow “${def.tool.title}”: nothing was done. Ask them before trying again.`, request_id: call.requestId });
+        }
+      }
+      const result = await callTool(deps, call, def, args);
+      return server.projectCallToolResult(result, result.isError ? undefined : advertised);
+    };
+
+    server.setRequestHandler('tools/list', async () => ({ tools: [...tools.listed] as McpTool[] }));
+    server.setRequestHandler('tools/call', async (request, context) => {
+      const name = request.params.name;
+      const args = (request.params.arguments ?? {}) as Record<string, unknown>;
+      const inputResponses = context.mcpReq.inputResponses;
+      call.note.tool = name;
+      if (tools.compact && META_TOOLS.includes(name)) {
+        const target = typeof args.name === 'string' ? args.name : undefined;
+        if (name === SEARCH_TOOLS) {
+          const { query, toolset } = args;
+          if (query !== undefined && (typeof query !== 'string' || query.length > 200)) return badInput(call, 'query must be a string of at most 200 characters');
+          if (toolset !== undefined && (typeof toolset !== 'string' || !tools.toolsets.includes(toolset))) return badInput(call, `toolset must be one of this connection's toolsets: ${tools.toolsets.join(', ')}`);
+          return jsonResult({ tools: searchTools([...tools.callable.values()], listedNames, query as string | undefined, toolset as string | undefined) });
+        }
+        if (target === undefined) return badInput(call, 'name must be the name of one of this connection’s tools');
+        const def = tools.callable.get(target);
+        if (!def) return errorResult({ error: 'not_found', message: `No tool "${target.slice(0, 64)}" in this connection: ${SEARCH_TOOLS} lists them.`, request_id: call.requestId });
+        if (name === DESCRIBE_TOOL) return jsonResult({ ...def.tool });
+        const inner = args.arguments;
+        if (inner !== undefined && (inner === null || typeof inner !== 'object' || Array.isArray(inner))) return badInput(call, 'arguments must be an object: the tool’s arguments');
+        call.note.tool = `${CALL_TOOL}:${target}`;
+        return run(def, (inner ?? {}) as Record<string, unknown>, inputResponses, undefined);
+      }
+      const def = tools.callable.get(name);
+      if (!def) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}. tools/list names the tools this connection may call.`);
+      return run(def, args, inputResponses, tools.compact ? undefined : def.tool.outputSchema);
     });
     return server;
   };

@@ -21,7 +21,7 @@ import { type ApplyResult, setApiKeyAccess } from '../../server/admin.ts';
 import { readAudit } from '../../server/audit.ts';
 import { sha256Hex } from '../../server/ids.ts';
 import { memberOperations, narrowOperations } from '../../handlers/mcp/connections.ts';
-import { toolsFor } from '../../handlers/mcp/tools.ts';
+import { listingFor } from '../../handlers/mcp/listing.ts';
 import { createSigninLink } from '../../server/signin.ts';
 import { announceBrowser, launchBrowser, signedInPage } from '../support/browser.ts';
 import { admin } from '../support/cli.ts';
@@ -52,6 +52,7 @@ interface ConnectionRow {
   resources: string;
   toolsets: string;
   read_only: boolean | number;
+  tool_listing: string;
   delegation: string;
   grant_id: string | null;
   created_by: string;
@@ -251,6 +252,7 @@ for (const database of databases) {
       assert.ok(!ops.includes('customers.CreateSalesPipeline'), 'a member only reads pipelines');
       assert.deepEqual(JSON.parse(row!.resources), {});
       assert.equal(row!.delegation, 'none');
+      assert.equal(row!.tool_listing, 'compact', 'the default listing');
       assert.ok(row!.grant_id);
       const [approved] = await audit('connection.approved');
       assert.equal(approved!.actor_id, ws.members.ada);
@@ -268,7 +270,7 @@ for (const database of databases) {
       assert.equal(list.status, 200, list.text);
       assert.deepEqual(
         (list.body.result.tools as Array<{ name: string }>).map((x) => x.name),
-        toolsFor(ops, { toolsets: ['customers', 'workspace'] }).map((x) => x.name),
+        listingFor(ops, { toolsets: ['customers', 'workspace'], listing: 'compact' }).map((x) => x.name),
       );
       assert.deepEqual(problems, []);
     });
@@ -308,6 +310,9 @@ for (const database of databases) {
       await page.locator(`[data-workspace-grants] input[name="delegate"][value="${ws.members.ada}"]`).check();
       // Toolsets narrow the grants: analytics is left out.
       for (const t of ['analytics', 'automation', 'documents', 'signing', 'webhooks']) await page.locator(`[data-toolset="${t}"] input`).uncheck();
+      // Every tool in full, not the compact default.
+      assert.equal(await page.locator('input[name="tool_listing"][value="compact"]').isChecked(), true);
+      await page.locator('input[name="tool_listing"][value="full"]').check();
       await page.screenshot({ path: path.join(shots, `consent-4-workspace-admin-${database.name}.png`), fullPage: true });
       // A phone: no sideways scrolling, with every operation list open.
       await page.setViewportSize({ width: 390, height: 844 });
@@ -326,11 +331,12 @@ for (const database of databases) {
       assert.equal(row.member_id, null);
       assert.equal(row.created_by, ws.members.bob);
       assert.equal(row.delegation, 'selected');
+      assert.equal(row.tool_listing, 'full');
       const delegates = await svc.db.sql.all<{ member_id: string }>(`SELECT member_id FROM mcp_connection_delegates WHERE connection_id = ?`, [row.id]);
       assert.deepEqual(delegates.map((d) => d.member_id), [ws.members.ada]);
       shared = { id: row.id };
       const { entries } = await readAudit(svc.db.sql, ws.workspace_id, { limit: 10, actions: ['connection.'] });
-      assert.equal(entries[0]!.what, `approved the MCP connection “Desk Agent” (${row.id}) with workspace access: 4 operations, acting for Ada Member; toolsets customers and workspace`);
+      assert.equal(entries[0]!.what, `approved the MCP connection “Desk Agent” (${row.id}) with workspace access: 4 operations, acting for Ada Member; toolsets customers and workspace; every tool listed in full`);
       assert.equal(entries[0]!.who, 'Bob Admin (member)');
       assert.equal(entries[1]!.what, `approved the MCP connection “Desk Agent” (${personal.id}) with personal access (acting as Ada Member): ${JSON.parse((await connections())[0]!.operations).length} operations; toolsets customers and workspace`);
       assert.deepEqual(problems, []);

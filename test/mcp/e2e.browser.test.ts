@@ -9,7 +9,7 @@
  *    (PKCE S256, `resource`). Chromium lands on the consent page signed out, signs in by e-mail (the
  *    link read from a real SMTP server, opened in the same browser), approves personal access for the
  *    customers toolset, and is sent back to the client's loopback redirect with a code and `iss`; the
- *    client exchanges it. Then: tools/list is exactly the granted tools (toolsFor of the connection's
+ *    client exchanges it. Then: tools/list is exactly the granted tools (listingFor of the connection's
  *    frozen operations), a query and a command called as tools (the command seen over HTTP), a
  *    refused call (a tool outside the grant), refresh (rotated), refresh replay (the family revoked:
  *    the newest tokens die too), and the same over revision 2026-07-28 (version pinned).
@@ -36,7 +36,7 @@ import {
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { ApplyResult } from '../../server/admin.ts';
 import { mailConfigFromEnv } from '../../server/mailer.ts';
-import { toolsFor } from '../../handlers/mcp/tools.ts';
+import { listingFor, META_TOOLS } from '../../handlers/mcp/listing.ts';
 import { announceBrowser, launchBrowser } from '../support/browser.ts';
 import { acme, createPipeline } from '../support/fixtures.ts';
 import { testCertificates } from '../support/receiver.ts';
@@ -256,9 +256,11 @@ for (const database of databases) {
       it('tools/list is exactly the granted tools (the customers toolset of the owner), a query and a command work, a tool outside the grant is refused', async () => {
         const client = await connected(c, provider);
         const listed = (await client.listTools()).tools.map((t) => t.name);
-        const expected = toolsFor(connectionOps, { toolsets: ['customers'] }).map((t) => t.name);
+        // Approved with the consent page's default listing: compact (the meta tools, then lean tools within the budget).
+        const expected = listingFor(connectionOps, { toolsets: ['customers'], listing: 'compact' }).map((t) => t.name);
         assert.deepEqual(listed, expected);
-        assert.ok(listed.length > 5 && listed.every((n) => n.startsWith('customers_')));
+        assert.deepEqual(listed.slice(0, 3), META_TOOLS);
+        assert.ok(listed.length > 5 && listed.slice(3).every((n) => n.startsWith('customers_')));
         const created = await client.callTool({ name: 'customers_CreateSalesPipeline', arguments: { ...createPipeline('Made by an agent') } });
         assert.ok(!created.isError, JSON.stringify(created));
         const id = (created.structuredContent as { item: { id: string } }).item.id;
@@ -277,7 +279,7 @@ for (const database of databases) {
       it('the same over revision 2026-07-28 (pinned)', async () => {
         const client = await connected(c, provider, { pin: '2026-07-28' });
         const listed = (await client.listTools()).tools.map((t) => t.name);
-        assert.deepEqual(listed, toolsFor(connectionOps, { toolsets: ['customers'] }).map((t) => t.name));
+        assert.deepEqual(listed, listingFor(connectionOps, { toolsets: ['customers'], listing: 'compact' }).map((t) => t.name));
         const answer = await client.callTool({ name: 'customers_ListSalesPipelines', arguments: {} });
         assert.ok(!answer.isError, JSON.stringify(answer));
         await client.close();
@@ -365,7 +367,7 @@ for (const database of databases) {
 
         // Workspace access: exactly the chosen operations; acting for a delegated member with Service-Act-As, not for others.
         const shared = await connected(c, provider);
-        assert.deepEqual((await shared.listTools()).tools.map((t) => t.name), GRANTED.map((id) => id.replace('.', '_')).sort());
+        assert.deepEqual((await shared.listTools()).tools.map((t) => t.name), [...META_TOOLS, ...GRANTED.map((id) => id.replace('.', '_')).sort()]);
         const own = await shared.callTool({ name: 'customers_CreateSalesPipeline', arguments: { ...createPipeline('Shared integration') } });
         assert.ok(!own.isError, JSON.stringify(own));
         const id = (own.structuredContent as { item: { id: string } }).item.id;
@@ -376,7 +378,7 @@ for (const database of databases) {
         await shared.close();
         // The same connection over revision 2026-07-28 (pinned): the same tools, the same answers.
         const modern = await connected(c, provider, { pin: '2026-07-28' });
-        assert.deepEqual((await modern.listTools()).tools.map((t) => t.name), GRANTED.map((gid) => gid.replace('.', '_')).sort());
+        assert.deepEqual((await modern.listTools()).tools.map((t) => t.name), [...META_TOOLS, ...GRANTED.map((gid) => gid.replace('.', '_')).sort()]);
         const again = await modern.callTool({ name: 'customers_GetSalesPipeline', arguments: { id } });
         assert.deepEqual(again.structuredContent, got.structuredContent);
         await modern.close();

@@ -4,7 +4,7 @@
  * by SHA-256 of the token) write them. The token is what a client would get from the token endpoint.
  */
 import crypto from 'node:crypto';
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Client, type ClientOptions, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { newId, sha256Hex } from '../../server/ids.ts';
 import { mcpResource } from '../../handlers/mcp/resource.ts';
 import type { TestService } from '../support/service.ts';
@@ -24,6 +24,8 @@ export interface ConnectionSpec {
   clientName?: string;
   /** Personal: the member's role at approval (default: their role now). */
   memberRole?: string;
+  /** How tools/list lists the tools (default `full`, what the column defaults to). */
+  toolListing?: 'compact' | 'full';
 }
 
 /** Inserts a connection as the consent page would, and returns its id. */
@@ -35,8 +37,8 @@ export async function insertConnection(svc: TestService, spec: ConnectionSpec): 
     memberRole = spec.memberRole ?? (await sql.one<{ role: string }>(`SELECT role FROM members WHERE id = ?`, [spec.createdBy]))!.role;
   }
   await sql.run(
-    `INSERT INTO mcp_connections (id, workspace_id, client_id, client_name, redirect_uri, access, member_id, member_role, operations, resources, toolsets, read_only, delegation, grant_id, created_by, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO mcp_connections (id, workspace_id, client_id, client_name, redirect_uri, access, member_id, member_role, operations, resources, toolsets, read_only, delegation, grant_id, created_by, created_at, tool_listing)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [
       id,
       spec.workspaceId,
@@ -54,6 +56,7 @@ export async function insertConnection(svc: TestService, spec: ConnectionSpec): 
       `grant_${id}`,
       spec.createdBy,
       svc.clock.now(),
+      spec.toolListing ?? 'full',
     ],
   );
   for (const member of spec.delegates ?? []) await sql.run(`INSERT INTO mcp_connection_delegates (connection_id, member_id) VALUES (?, ?)`, [id, member]);
@@ -109,8 +112,8 @@ export const mcpUrl = (svc: TestService) => `${svc.origin}/v1/mcp`;
 export type Era = 'legacy' | 'modern';
 
 /** An SDK client connected with the token: `legacy` speaks 2025-11-25 (initialize), `modern` pins 2026-07-28. */
-export async function connectClient(svc: TestService, token: string, era: Era, headers: Record<string, string> = {}): Promise<Client> {
-  const client = new Client({ name: 'test-client', version: '1.0.0' }, { versionNegotiation: { mode: era === 'legacy' ? 'legacy' : { pin: '2026-07-28' } } });
+export async function connectClient(svc: TestService, token: string, era: Era, headers: Record<string, string> = {}, options: { capabilities?: ClientOptions['capabilities'] } = {}): Promise<Client> {
+  const client = new Client({ name: 'test-client', version: '1.0.0' }, { versionNegotiation: { mode: era === 'legacy' ? 'legacy' : { pin: '2026-07-28' } }, ...(options.capabilities ? { capabilities: options.capabilities } : {}) });
   const transport = new StreamableHTTPClientTransport(new URL(mcpUrl(svc)), { requestInit: { headers: { Authorization: `Bearer ${token}`, ...headers } } });
   await client.connect(transport);
   return client;
