@@ -15,6 +15,7 @@ import { keys } from './handlers/keys/index.ts';
 import { mailbox } from './handlers/mailbox/index.ts';
 import { mcp } from './handlers/mcp/index.ts';
 import { members } from './handlers/members/index.ts';
+import { records } from './handlers/records/index.ts';
 import { signin } from './handlers/signin/index.ts';
 import { signing } from './handlers/signing/index.ts';
 import { webhooks } from './handlers/webhooks/index.ts';
@@ -29,7 +30,7 @@ import { buildService, type ServiceDeps } from './server/service.ts';
  * keys, the audit log, the development mailbox, agent access over MCP: pages, jobs, commands and
  * credentials, without operations of their own).
  */
-export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks, documents, signing, signin, members, keys, audit, mailbox, mcp] as const;
+export const modules = [discovery, workspace, customers, analytics, automation, inbox, webhooks, documents, signing, records, signin, members, keys, audit, mailbox, mcp] as const;
 
 // The modules' sections of the workspace file (`automations:`), for every caller of the admin functions.
 registerWorkspaceSections(modules.flatMap((m: AnyServiceModule) => (m.workspaceFile ? [m.workspaceFile] : [])));

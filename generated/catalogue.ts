@@ -178,7 +178,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Company",
     "access": [
       "read",
@@ -198,7 +198,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Deal",
     "access": [
       "read",
@@ -218,7 +218,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:SalesPipeline",
     "access": [
       "read",
@@ -238,7 +238,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Company",
     "access": [
       "read",
@@ -258,7 +258,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Deal",
     "access": [
       "read",
@@ -278,7 +278,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:SalesPipeline",
     "access": [
       "read",
@@ -298,7 +298,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Company",
     "access": [
       "read"
@@ -317,7 +317,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Deal",
     "access": [
       "read"
@@ -336,7 +336,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:SalesPipeline",
     "access": [
       "read"
@@ -355,7 +355,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Company",
     "access": [
       "read"
@@ -374,7 +374,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Deal",
     "access": [
       "read"
@@ -393,7 +393,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:SalesPipeline",
     "access": [
       "read"
@@ -412,7 +412,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Company",
     "access": [
       "read",
@@ -432,7 +432,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Deal",
     "access": [
       "read",
@@ -452,7 +452,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:SalesPipeline",
     "access": [
       "read",
@@ -472,7 +472,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:Company",
     "access": [
       "read",
@@ -492,7 +492,7 @@ export const catalogue = [
     "deprecated": false,
     "actAs": "optional",
     "listed": true,
-    "sessions": false,
+    "sessions": true,
     "resource": "core:SalesPipeline",
     "access": [
       "read",

@@ -10,3 +10,10 @@ export function isLocalPath(next: string): boolean {
     return false;
   }
 }
+
+/**
+ * The page of any shared record by id, whatever its type (`/records/open/<id>`: the record pages send
+ * the member on to the record's page, or say it is not theirs to see). What a notice about a record
+ * links to.
+ */
+export const recordPagePath = (recordId: string): string => `/records/open/${encodeURIComponent(recordId)}`;

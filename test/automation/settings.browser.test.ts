@@ -311,7 +311,7 @@ forEachDatabase('automation settings and inbox in headless Chromium', (svc) => {
     assert.equal(await page.locator('.notice-item.unread').count(), 2);
     const bigNotice = page.locator('.notice-item', { hasText: 'Big deal moved: Fleet' });
     assert.equal(await bigNotice.locator('.body').textContent(), 'The deal "Fleet" is now in stage won.');
-    assert.equal(await bigNotice.locator('a', { hasText: 'Open' }).getAttribute('href'), `/settings/automation/core/${ruleId('big')}`);
+    assert.equal(await bigNotice.locator('a', { hasText: 'Open' }).getAttribute('href'), `/records/open/${setup.big.id}`);
     await shot(page, 'inbox');
 
     await Promise.all([page.waitForURL(/done=read/), bigNotice.locator('button', { hasText: 'Mark as read' }).click()]);
@@ -328,9 +328,9 @@ forEachDatabase('automation settings and inbox in headless Chromium', (svc) => {
     const unread = await svc().db.sql.one<{ n: number | string }>(`SELECT COUNT(*) AS n FROM inbox_notifications WHERE member_id = ? AND read_at IS NULL`, [setup.ws.members.olga!]);
     assert.equal(Number(unread!.n), 0);
 
-    // The notice's link opens the rule's page.
-    await Promise.all([page.waitForURL(/\/settings\/automation\/core\//), page.locator('.notice-item', { hasText: 'Big deal moved' }).locator('a', { hasText: 'Open' }).click()]);
-    assert.equal(await page.textContent('h1'), 'Tell the team when a big deal moves');
+    // The notice's link opens the record it is about (the deal's page).
+    await Promise.all([page.waitForURL(new RegExp(`/records/deals/${setup.big.id}$`)), page.locator('.notice-item', { hasText: 'Big deal moved' }).locator('a', { hasText: 'Open' }).click()]);
+    assert.equal(await page.textContent('h1'), 'Fleet');
     assert.deepEqual(problems, []);
   });
 

@@ -15,7 +15,7 @@ const SAFARI = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_0) AppleWebKit/605.1.1
 const HOUR = 3_600_000;
 
 /** What a member's sign-in session may call (the operations whose security lists SessionCookie). */
-const SESSION_OPERATIONS = ['analytics.GetSiteAnalyticsBreakdown', 'analytics.GetSiteAnalyticsRealtime', 'analytics.GetSiteAnalyticsSummary', 'analytics.GetWorkspaceAnalyticsSummary', 'documents.CompleteUpload', 'documents.CreateUpload', 'documents.GetUpload', 'documents.GetUploadPart', 'documents.ListDocuments', 'signing.CancelSigningRequest', 'signing.CreateTemplate', 'signing.DeleteTemplate', 'signing.GetSigningDocument', 'signing.GetSigningRequest', 'signing.ListSigningEvents', 'signing.ListSigningRequests', 'signing.ListTemplates', 'signing.RemindSigners', 'signing.ReplaceRecipient', 'signing.RequestFileSignatures', 'signing.SendTemplate', 'signing.UpdateSigningDeadline', 'signing.VerifySignedDocument', 'workspace.ListApps', 'workspace.ListBundles'];
+const SESSION_OPERATIONS = ['analytics.GetSiteAnalyticsBreakdown', 'analytics.GetSiteAnalyticsRealtime', 'analytics.GetSiteAnalyticsSummary', 'analytics.GetWorkspaceAnalyticsSummary', 'customers.CreateCompany', 'customers.CreateDeal', 'customers.CreateSalesPipeline', 'customers.DeleteCompany', 'customers.DeleteDeal', 'customers.DeleteSalesPipeline', 'customers.GetCompany', 'customers.GetDeal', 'customers.GetSalesPipeline', 'customers.ListCompanies', 'customers.ListDeals', 'customers.ListSalesPipelines', 'customers.UpdateCompany', 'customers.UpdateDeal', 'customers.UpdateSalesPipeline', 'customers.UpsertCompany', 'customers.UpsertSalesPipeline', 'documents.CompleteUpload', 'documents.CreateUpload', 'documents.GetUpload', 'documents.GetUploadPart', 'documents.ListDocuments', 'signing.CancelSigningRequest', 'signing.CreateTemplate', 'signing.DeleteTemplate', 'signing.GetSigningDocument', 'signing.GetSigningRequest', 'signing.ListSigningEvents', 'signing.ListSigningRequests', 'signing.ListTemplates', 'signing.RemindSigners', 'signing.ReplaceRecipient', 'signing.RequestFileSignatures', 'signing.SendTemplate', 'signing.UpdateSigningDeadline', 'signing.VerifySignedDocument', 'workspace.ListApps', 'workspace.ListBundles'];
 
 const originOf = (svc: TestService) => svc.baseUrl.replace(/\/v1$/, '');
 
@@ -186,12 +186,12 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
   it('may not call commands, other namespaces or act for another member (403)', async () => {
     const ws = await svc().apply(acme());
     const cookie = await signIn(svc(), ws);
-    const list = await call(svc(), 'customers.ListSalesPipelines', cookie);
+    const list = await call(svc(), 'automation.ListRules', cookie, { app_id: 'core' });
     assert.equal(list.status, 403);
     assert.equal(list.body.error, 'forbidden');
-    assert.match(list.body.message, /may not call customers\.ListSalesPipelines: only operations whose security lists SessionCookie/);
-    const create = await call(svc(), 'customers.CreateSalesPipeline', cookie, createPipeline(), { 'Idempotency-Key': crypto.randomUUID() });
-    assert.equal(create.status, 403);
+    assert.match(list.body.message, /may not call automation\.ListRules: only operations whose security lists SessionCookie/);
+    const create = await call(svc(), 'webhooks.RecoverWebhookEvents', cookie, { webhook_id: 'wh_5m2q9x7v3c5b6n1z0a2s4d8k', since: 1795507200000 }, { 'Idempotency-Key': crypto.randomUUID() });
+    assert.equal(create.status, 403, JSON.stringify(create.body));
     const other = await call(svc(), 'workspace.ListBundles', cookie, {}, { 'Service-Act-As': ws.members.ada! });
     assert.equal(other.status, 403);
     // The API key path is unchanged: an Authorization header wins over the cookie.
@@ -224,7 +224,10 @@ forEachDatabase('sign-in links and member sessions', (svc) => {
     assert.equal((await svc().post('documents.CreateUpload', upload, key())).body.private, false);
     // Queries need no Origin (a GET-like read changes nothing); a cookie command other than these stays refused.
     assert.equal((await call(svc(), 'signing.ListSigningRequests', cookie, {})).status, 200);
-    assert.equal((await call(svc(), 'customers.CreateSalesPipeline', cookie, createPipeline(), { 'Idempotency-Key': crypto.randomUUID(), Origin: originOf(svc()) })).status, 403);
+    assert.equal((await call(svc(), 'webhooks.RecoverWebhookEvents', cookie, { webhook_id: 'wh_5m2q9x7v3c5b6n1z0a2s4d8k', since: 1795507200000 }, { 'Idempotency-Key': crypto.randomUUID(), Origin: originOf(svc()) })).status, 403);
+    // The record commands the Records pages call need this service's Origin as well.
+    assert.equal((await call(svc(), 'customers.CreateSalesPipeline', cookie, createPipeline(), { 'Idempotency-Key': crypto.randomUUID() })).status, 403);
+    assert.equal((await call(svc(), 'customers.CreateSalesPipeline', cookie, createPipeline(), { 'Idempotency-Key': crypto.randomUUID(), Origin: originOf(svc()) })).status, 200);
   });
 
   it('may call exactly the operations whose security in the document lists SessionCookie', async () => {
