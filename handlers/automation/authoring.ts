@@ -99,6 +99,43 @@ function ruleProblem(spec: RuleSpec): string | null {
 /** The rule's value at an Ajv instance path (`/actions/0/title`). */
 const valueAt = (value: unknown, path: string): unknown => path.split('/').slice(1).reduce<unknown>((v, k) => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[k] : undefined), value);
 
+/** The first problem of a rule as authored (its shape, then what the schema cannot say), or null. */
+export function ruleSpecProblem(raw: unknown): string | null {
+  if (!validateRule(raw)) {
+    const e = validateRule.errors?.[0];
+    const bidi = e?.keyword === 'format' ? displayTextProblem(e.instancePath.replace(/^\//, '').replace(/\//g, '.'), String(e.data ?? valueAt(raw, e.instancePath))) : null;
+    if (bidi) return bidi;
+    return `${e?.instancePath.replace(/^\//, '').replace(/\//g, '.') || 'the rule'} ${e?.message ?? 'is not a rule'}${e?.params && 'allowedValues' in e.params ? ` (${(e.params.allowedValues as unknown[]).join(', ')})` : ''}`;
+  }
+  return ruleProblem(raw);
+}
+
+/** A rule as authored (the workspace file's shape; `member_id` of a notify already a member id). */
+export type { RuleSpec };
+
+/** Stores a checked rule (`ruleSpecProblem` gave null) and returns its id. */
+export async function storeRule(sql: Sql, r: { workspaceId: string; appId: string; spec: RuleSpec; changedBy: string; now: number }): Promise<string> {
+  const id = newId('ru');
+  await insertRule(sql, {
+    workspace_id: r.workspaceId,
+    app_id: r.appId,
+    rule_id: id,
+    name: r.spec.name,
+    description: r.spec.description ?? null,
+    enabled: r.spec.enabled ?? true,
+    enabled_since: r.now,
+    // Emitted events (no record type) are looked up by their name alone.
+    resource_type: r.spec.trigger.resource_type ?? '',
+    event: r.spec.trigger.event,
+    trigger: JSON.stringify(r.spec.trigger),
+    actions: JSON.stringify(r.spec.actions),
+    changed_by: r.changedBy,
+    created_at: r.now,
+    updated_at: r.now,
+  });
+  return id;
+}
+
 /** Writes the rules of a workspace file; returns their ids by handle. */
 async function applyRules(sql: Sql, target: SectionTarget, value: unknown): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
@@ -113,24 +150,7 @@ async function applyRules(sql: Sql, target: SectionTarget, value: unknown): Prom
     const problem = ruleProblem(raw);
     if (problem) throw new AdminError(`${where}.${problem}`);
     const actions = raw.actions.map((a, i) => (a.type === 'notify' && a.to === 'member' ? { ...a, member_id: target.member(a.member_id!, `${where}.actions[${i}].member_id`) } : a));
-    const id = newId('ru');
-    await insertRule(sql, {
-      workspace_id: target.workspaceId,
-      app_id: target.app(raw.app ?? 'core', `${where}.app`),
-      rule_id: id,
-      name: raw.name,
-      description: raw.description ?? null,
-      enabled: raw.enabled ?? true,
-      enabled_since: target.now,
-      // Emitted events (no record type) are looked up by their name alone.
-      resource_type: raw.trigger.resource_type ?? '',
-      event: raw.trigger.event,
-      trigger: JSON.stringify(raw.trigger),
-      actions: JSON.stringify(actions),
-      changed_by: 'operator',
-      created_at: target.now,
-      updated_at: target.now,
-    });
+    const id = await storeRule(sql, { workspaceId: target.workspaceId, appId: target.app(raw.app ?? 'core', `${where}.app`), spec: { ...raw, actions }, changedBy: 'operator', now: target.now });
     out[handle] = id;
   }
   return out;

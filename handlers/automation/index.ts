@@ -8,7 +8,7 @@ import { automationNavigation, automationRoutes } from './pages.ts';
 
 /**
  * Automation rules: the operations (list, get with runs, pause, delete), the engine (an outbox
- * consumer that queues runs and a worker that performs them), the settings page, the workspace file's
+ * consumer that queues runs and a worker that performs them), the settings pages (rules authored on a page too), the workspace file's
  * `automations:` section and operator commands.
  */
 export const automation: ServiceModule<'automation'> = {
@@ -33,6 +33,7 @@ export const automation: ServiceModule<'automation'> = {
   }),
   routes: (deps) => automationRoutes(deps),
   navigation: () => automationNavigation,
+  stylesheet: new URL('./automation.css', import.meta.url),
   workspaceFile: automationsSection,
   admin: automationAdmin,
 };

@@ -5,6 +5,7 @@
  *   its trigger and actions in words, whether it runs, and its last run.
  * - `GET /settings/automation/:appId/:ruleId`: one rule and its runs, newest first, paged with
  *   `?before=<queued_at>.<run id>`.
+ * - `GET` and `POST /settings/automation/new`: a rule authored on a page (authorPage.ts).
  * - `POST /settings/automation/:appId/:ruleId/pause` and `/resume`: CSRF-protected forms for owners
  *   and admins (authored rules only), then a 303 back to the page the form was on with `?done=...`.
  */
@@ -15,6 +16,7 @@ import { AdminError } from '../../server/admin.ts';
 import type { MemberPage, NavEntry } from '../../server/pages.ts';
 import { parsePagePosition, positionOf, timeInWords } from '../../server/pages/format.ts';
 import { setEnabled } from './admin.ts';
+import { ruleAuthoringRoutes } from './authorPage.ts';
 import { findAnyRule } from './handlers.ts';
 import { type DbAutomationRunRow, findRule, latestRuns, listRules, listRuns } from './queries.ts';
 import { BUILT_IN_RULES, type Rule, compareRules, ruleFromRow } from './rules.ts';
@@ -24,6 +26,7 @@ import { actionDetails, actionInWords, triggerInWords } from './words.ts';
 export const RUNS_PER_PAGE = 20;
 const MAX_RULES = 5000;
 const DONE: Record<string, string> = {
+  created: 'is saved and enabled: changes from now on run it.',
   paused: 'is paused: changes from now on do not run it.',
   resumed: 'is running again: changes from now on run it (changes made while it was paused are not replayed).',
 };
@@ -108,6 +111,8 @@ export function automationRoutes(deps: ModuleDeps): express.Router {
       }),
     });
   });
+
+  ruleAuthoringRoutes(deps, router, views);
 
   router.get('/settings/automation/:appId/:ruleId', async (req: Request<RuleParams>, res: Response) => {
     const page = await pages.member(req, res);
