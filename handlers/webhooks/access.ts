@@ -1,6 +1,6 @@
 /**
  * A subscription delivers with the access of the key that proposed it and the member that key acted
- * for, judged when deliveries are made (seed 5.6: revocation reaches background callbacks). A revoked
+ * for (one added on the dashboard: the member who added it, by their role), judged when deliveries are made (seed 5.6: revocation reaches background callbacks). A revoked
  * key, a disabled member, a key that may no longer act for that member, or lost `read` on a
  * subscribed type (the key's grant or the member's role) stops it: it is disabled with the reason
  * recorded (`access_lost`, `disabled_reason`), and the workspace's owners and admins get an inbox
@@ -33,7 +33,10 @@ type Subscription = Pick<DbWebhookSubscriptionRow, 'id' | 'workspace_id' | 'reso
 /** Whether the subscription's key and member still read every type; hands it to a replacing key on the way. */
 export async function judgeAccess(sql: Sql, s: Subscription, now: number): Promise<AccessVerdict> {
   const lost = (loss: AccessLoss, reason: string): AccessVerdict => ({ ok: false, loss, reason });
-  if (!s.access_key_id) return lost('key_revoked', 'the key that proposed it is no longer known');
+  if (!s.access_key_id) {
+    if (!s.access_member_id) return lost('key_revoked', 'the key that proposed it is no longer known');
+    return judgeMemberAccess(s, s.access_member_id, lost, sql);
+  }
   let key = await keyForAccess(sql, s.workspace_id, s.access_key_id);
   const original = key;
   for (let hop = 0; key && key.revoked_at !== null && hop < MAX_REPLACEMENTS; hop++) {
@@ -56,6 +59,19 @@ export async function judgeAccess(sql: Sql, s: Subscription, now: number): Promi
   if (!delegated) return lost('delegation_lost', `the key "${key.name}" (${key.id}) may no longer act for member ${member.id}`);
   const roleUnread = types.find((t) => !roleAllows(member.role as MemberRole, t, 'read'));
   if (roleUnread) return lost('read_lost', `member ${member.id} (${member.role}) may no longer read ${roleUnread}`);
+  return { ok: true };
+}
+
+/**
+ * A subscription added on the dashboard (no key): it delivers with the access of the member who added
+ * it, their role's `read` on every subscribed type, while they are an active member.
+ */
+async function judgeMemberAccess(s: Subscription, memberId: string, lost: (loss: AccessLoss, reason: string) => AccessVerdict, sql: Sql): Promise<AccessVerdict> {
+  const member = await memberForAccess(sql, s.workspace_id, memberId);
+  if (!member || member.disabled_at !== null) return lost('member_disabled', `member ${memberId}, who added it on the dashboard, was disabled or removed`);
+  const types = JSON.parse(s.resource_types) as string[];
+  const roleUnread = types.find((t) => !roleAllows(member.role as MemberRole, t, 'read'));
+  if (roleUnread) return lost('read_lost', `member ${member.id} (${member.role}), who added it on the dashboard, may no longer read ${roleUnread}`);
   return { ok: true };
 }
 

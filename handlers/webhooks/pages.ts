@@ -12,6 +12,7 @@ import type express from 'express';
 import type { ModuleDeps } from '../../server/module.ts';
 import type { NavEntry } from '../../server/pages.ts';
 import { webhookPageContext } from './pages/context.ts';
+import { addRoutes } from './pages/add.ts';
 import { proposalRoutes } from './pages/proposals.ts';
 import { secretRoutes } from './pages/secret.ts';
 import { subscriptionActions, subscriptionPages } from './pages/subscriptions.ts';
@@ -22,6 +23,8 @@ export { typeInfo } from './pages/fields.ts';
 export function webhookRoutes(deps: ModuleDeps): express.Router {
   const router = deps.pages.router();
   const ctx = webhookPageContext(deps);
+  // Before the subscription pages: `/settings/webhooks/new` is not a webhook id.
+  addRoutes(router, ctx);
   proposalRoutes(router, ctx);
   secretRoutes(router, ctx);
   subscriptionPages(router, ctx);

@@ -85,7 +85,9 @@ export async function approveProposal(db: Database, clock: Clock, proposalId: st
     if (unknown) throw new WebhookActionError(`The type ${unknown} is no longer published.`, 409);
     const secret = newSigningSecret();
     const id = newId('wh');
-    const verdict = await judgeAccess(sql, { id, workspace_id: p.workspace_id, resource_types: p.resource_types, access_key_id: p.proposed_by_key, access_member_id: p.proposed_by_member }, now);
+    // A proposal made on the dashboard has no key (proposed_by_key ''): it delivers as its member.
+    const accessKey = p.proposed_by_key || null;
+    const verdict = await judgeAccess(sql, { id, workspace_id: p.workspace_id, resource_types: p.resource_types, access_key_id: accessKey, access_member_id: p.proposed_by_member }, now);
     if (!verdict.ok) throw new WebhookActionError(`This proposal can no longer be approved: ${verdict.reason}. Ask for a new one (webhooks.PrepareWebhook).`, 409);
     const row: DbWebhookSubscriptionRow = {
       id,
@@ -104,7 +106,7 @@ export async function approveProposal(db: Database, clock: Clock, proposalId: st
       proposal_id: p.id,
       approved_by: approver.memberId,
       // A replacement of this key takes over at the first delivery (access.ts).
-      access_key_id: p.proposed_by_key,
+      access_key_id: accessKey,
       access_member_id: p.proposed_by_member,
       access_lost: null,
       last_attempt_at: null,
@@ -123,7 +125,7 @@ export async function approveProposal(db: Database, clock: Clock, proposalId: st
       actor: await memberActor(sql, approver),
       action: 'webhook.approved',
       subject: auditSubject(id, p.event, p.url),
-      details: { proposal_id: p.id, event: p.event, resource_types: types, destination_host: hostOf(p.url), proposed_by_key: p.proposed_by_key, acting_for_member: p.proposed_by_member, signing_contract: row.signing_contract },
+      details: { proposal_id: p.id, event: p.event, resource_types: types, destination_host: hostOf(p.url), proposed_by_key: p.proposed_by_key || null, acting_for_member: p.proposed_by_member, signing_contract: row.signing_contract },
       at: now,
     });
     return { webhook_id: id, secret };
@@ -144,7 +146,7 @@ export async function rejectProposal(db: Database, clock: Clock, proposalId: str
       actor: await memberActor(sql, approver),
       action: 'webhook.rejected',
       subject: auditSubject(p.id, p.event, p.url),
-      details: { proposal_id: p.id, event: p.event, resource_types: JSON.parse(p.resource_types) as string[], proposed_by_key: p.proposed_by_key },
+      details: { proposal_id: p.id, event: p.event, resource_types: JSON.parse(p.resource_types) as string[], proposed_by_key: p.proposed_by_key || null },
       at: now,
     });
   });

@@ -13,7 +13,7 @@ import { typeInfo } from './fields.ts';
 
 const RESPONSE_SHOWN = 300;
 
-const EVENT_WORDS: Record<WebhookEventName, string> = {
+export const EVENT_WORDS: Record<WebhookEventName, string> = {
   'resource.created': 'when a record of these types is created',
   'resource.updated': 'when a record of these types is changed (each delivery names the changed fields)',
   'resource.deleted': 'when a record of these types is deleted',
@@ -81,7 +81,7 @@ export function subscriptionSummary(s: DbWebhookSubscriptionRow, manage: boolean
 }
 
 export async function proposalSummary(sql: Sql, p: DbWebhookProposalRow, manage: boolean, name: MemberNamer, now: number) {
-  const key = await keyNameOf(sql, p.workspace_id, p.proposed_by_key);
+  const key = p.proposed_by_key ? await keyNameOf(sql, p.workspace_id, p.proposed_by_key) : undefined;
   const expired = p.status === 'expired' || (p.status === 'pending' && Number(p.expires_at) <= now);
   const state = expired ? 'expired' : p.status;
   return {
@@ -93,6 +93,8 @@ export async function proposalSummary(sql: Sql, p: DbWebhookProposalRow, manage:
     eventWords: EVENT_WORDS[p.event] ?? p.event,
     types: typesOf(p).map(typeInfo),
     keyName: key?.name ?? '(a deleted key)',
+    /** Added on the dashboard by a member (no key). */
+    onDashboard: !p.proposed_by_key,
     keyId: p.proposed_by_key,
     keyRevoked: Boolean(key && key.revoked_at !== null),
     actingFor: p.proposed_by_member ? name(p.proposed_by_member) : '',
