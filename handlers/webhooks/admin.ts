@@ -2,6 +2,8 @@ import type { Command } from 'commander';
 import { AdminError } from '../../server/admin.ts';
 import type { AdminDeps } from '../../server/module.ts';
 import { loadConfig } from '../../server/config.ts';
+import pino from 'pino';
+import { startListener } from './listen.ts';
 import { listSubscriptions } from './queries.ts';
 import { OPERATOR } from '../../server/audit.ts';
 import { changeSigningContract, deleteSubscription, disableSubscription, enableSubscription, recordMeetingCompleted, rotateSecret, WebhookActionError } from './subscriptions.ts';
@@ -16,13 +18,43 @@ const wrap = async <T>(work: () => Promise<T>): Promise<T> => {
 };
 
 /**
- * `npm run admin -- webhooks list | disable | enable | rotate-secret | signing-contract | delete |
+ * `npm run admin -- webhooks list | listen | disable | enable | rotate-secret | signing-contract | delete |
  * meeting-completed` (`webhook` is the same group). Rotations and signing-contract moves are audited
  * with the operator as actor.
  */
 export function webhooksAdmin(program: Command, { withDb, clock }: AdminDeps): void {
   const webhooks = program.command('webhooks').alias('webhook').description('webhook subscriptions (proposed with webhooks.PrepareWebhook, approved on the settings page)');
   const ws = '--workspace <id>';
+  webhooks
+    .command('listen')
+    .requiredOption(ws, 'workspace id (ws_...)')
+    .option('--event <name>', 'the event to receive', 'resource.updated')
+    .option('--types <list>', 'record types, comma-separated (record events), e.g. core:Deal,core:Company')
+    .option('--member <id>', "whose access it delivers with (default: the workspace's first active owner)")
+    .option('--forward-to <url>', 'also post each delivery to this address on this machine (http://localhost:3000/webhooks)')
+    .description('development only: receive, verify and print deliveries here (and forward them locally) until Ctrl+C; no public address or CA needed')
+    .action((o: { workspace: string; event: string; types?: string; member?: string; forwardTo?: string }) =>
+      withDb(async (db) => {
+        const logger = pino({ level: 'warn' }, pino.destination(2));
+        // Ctrl+C is taken from before the first line says to press it.
+        const stopped = new Promise<void>((resolve) => {
+          process.once('SIGINT', resolve);
+          process.once('SIGTERM', resolve);
+        });
+        const listener = await wrap(() =>
+          startListener({ db, clock, logger, config: loadConfig() }, { workspaceId: o.workspace, event: o.event, types: (o.types ?? '').split(',').map((t) => t.trim()).filter(Boolean), memberId: o.member, forwardTo: o.forwardTo }, (line) => process.stdout.write(`${line}\n`)),
+        );
+        let busy = false;
+        const timer = setInterval(() => {
+          if (busy) return;
+          busy = true;
+          listener.poll().catch((err: unknown) => logger.error({ err }, 'webhooks listen: an attempt could not be recorded')).finally(() => (busy = false));
+        }, 500);
+        await stopped;
+        clearInterval(timer);
+        return listener.stop();
+      }),
+    );
   webhooks
     .command('list')
     .requiredOption(ws, 'workspace id (ws_...)')

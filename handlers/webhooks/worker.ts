@@ -59,7 +59,7 @@ const DELIVERIES: LeaseColumns = { table: 'webhook_deliveries' };
 type Outcome = { ok: true; status: number; body: string; durationMs: number } | { ok: false; status: number | null; error: string; body: string | null; durationMs: number; retryAfterMs: number | null };
 
 /** One signed attempt of a delivery through the egress client; its outcome, never a throw for the receiver's doing. */
-async function send(egress: EgressClient, d: DbWebhookDeliveryRow, s: DbWebhookSubscriptionRow, attemptId: string, now: number): Promise<Outcome> {
+async function send(egress: Pick<EgressClient, 'post'>, d: DbWebhookDeliveryRow, s: DbWebhookSubscriptionRow, attemptId: string, now: number): Promise<Outcome> {
   const previous = s.previous_secret && Number(s.previous_secret_until ?? 0) > now ? s.previous_secret : null;
   // Signed by the subscription's stored contract at this attempt: a retry after a move to v1 carries v1=.
   const legacy = s.signing_contract === 'legacy';
@@ -122,8 +122,25 @@ async function recordOnSubscription(sql: Sql, logger: Logger, d: DbWebhookDelive
 }
 
 /** The delivery worker. */
-export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain(): Promise<void> } {
-  const { db, clock, logger, egress } = deps;
+/** Subscriptions the service never attempts itself: `webhooks listen` receives them (listen.ts). */
+export const LISTENER_SCHEME = 'listen:';
+
+/**
+ * `only`: attempt the deliveries of this one subscription through `egress` (a `webhooks listen`
+ * process); without it, every subscription's but the listeners'.
+ */
+export interface DeliveryWorkerScope {
+  readonly only: string;
+  readonly egress: Pick<EgressClient, 'post'>;
+}
+
+export function deliveryWorker(deps: DeliveryDeps, scope?: DeliveryWorkerScope): BackgroundWorker & { drain(): Promise<void> } {
+  const { db, clock, logger } = deps;
+  const egress = scope?.egress ?? deps.egress;
+  // Whose deliveries this worker claims: one listener's, or everyone's but the listeners'.
+  const mine = scope
+    ? { text: ' AND webhook_id = ?', params: [scope.only] }
+    : { text: ` AND webhook_id NOT IN (SELECT id FROM webhook_subscriptions WHERE url LIKE '${LISTENER_SCHEME}%')`, params: [] as string[] };
   const owner = PROCESS_OWNER;
   const access = new AccessCache();
 
@@ -207,8 +224,8 @@ export function deliveryWorker(deps: DeliveryDeps): BackgroundWorker & { drain()
     const lease = leaseNow(clock, LEASE_MS, owner);
     const rows = await claim<DbWebhookDeliveryRow>(db.sql, {
       ...DELIVERIES,
-      due: { text: `status = 'pending' AND next_attempt_at <= ?${notBusy}`, params: [lease.now, ...busy] },
-      held: { text: `status = 'delivering'${notBusy}`, params: busy },
+      due: { text: `status = 'pending' AND next_attempt_at <= ?${notBusy}${mine.text}`, params: [lease.now, ...busy, ...mine.params] },
+      held: { text: `status = 'delivering'${notBusy}${mine.text}`, params: [...busy, ...mine.params] },
       set: { text: `status = 'delivering'` },
       order: 'next_attempt_at',
       limit: Math.min(n, CLAIM_BATCH),

@@ -11,6 +11,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import pino from 'pino';
+import { startListener } from '../../handlers/webhooks/listen.ts';
 import { disableMember } from '../../server/admin.ts';
 import type { ApplyResult } from '../../server/admin.ts';
 import { announceBrowser, launchBrowser, phoneMisfits, signedInPage } from '../support/browser.ts';
@@ -123,6 +125,23 @@ forEachDatabase(
       assert.equal(Boolean(stopped!.enabled), false);
       assert.equal(stopped!.access_lost, 'member_disabled');
       assert.match(stopped!.disabled_reason!, /who added it on the dashboard, was disabled/);
+      assert.deepEqual(problems, []);
+    });
+
+    it('the local listener (webhooks listen) receives a test event sent from its page, verified and forwarded nowhere', async function () {
+      this.timeout(60_000);
+      const lines: string[] = [];
+      const listener = await startListener({ db: svc().db, clock: svc().clock, logger: pino({ level: 'silent' }), config: svc().config, env: {} }, { workspaceId: ws.workspace_id, event: 'resource.created', types: ['core:Deal'] }, (l) => lines.push(l));
+      const { page, problems } = await as('olga', `/settings/webhooks/${listener.webhookId}`);
+      assert.match((await page.locator('main').textContent())!, /listen:\/\//);
+      await Promise.all([page.waitForURL(`${svc().origin}/settings/webhooks/${listener.webhookId}`), page.locator('button[data-send-test]').click()]);
+      assert.match((await page.locator('.flash').textContent())!, /^Test event queued for the listener \(listen:\/\/.*\): webhooks listen prints it within a second/);
+      await listener.poll();
+      assert.match(lines.at(-1)!, new RegExp(`webhook\\.test  webhook ${listener.webhookId}  \\(event evt_\\w+, signature verified\\)$`));
+      await page.reload();
+      assert.match((await page.locator('[data-attempt="1"]').first().textContent())!, /HTTP 200/);
+      await shot(page, 'listener');
+      await listener.stop();
       assert.deepEqual(problems, []);
     });
 

@@ -17,13 +17,17 @@ import {
   type DbWebhookAttemptRow,
   type DbWebhookSubscriptionRow,
   findSubscription,
+  insertDelivery,
   listDeliveries,
   listPendingProposals,
   listSubscriptions,
+  type WebhookEventName,
 } from '../queries.ts';
 import type { AuditActor } from '../../../server/audit.ts';
 import { takeQuota } from '../../../server/limits.ts';
-import { replayEvent } from '../delivery.ts';
+import { newDelivery, replayEvent } from '../delivery.ts';
+import { newId } from '../../../server/ids.ts';
+import { LISTENER_SCHEME } from '../worker.ts';
 import { changeSigningContract, deleteSubscription, disableSubscription, enableSubscription, rotateSecret, ROTATION_GRACE_MS, TEST_EVENT_BUDGET, testDelivery, WebhookActionError } from '../subscriptions.ts';
 import type { WebhookPageContext } from './context.ts';
 import type { HeldSecret } from './secret.ts';
@@ -231,6 +235,15 @@ export function subscriptionActions(router: express.Router, ctx: WebhookPageCont
     const quota = await db.tx((sql) => takeQuota(sql, `webhook-test:${got.s.id}`, TEST_EVENT_BUDGET, 1, clock.now()));
     if (!quota.ok) {
       await got.page.hold(back, { problem: `At most ${TEST_EVENT_BUDGET.cap} test events an hour per webhook: try again in ${Math.ceil(quota.retryAfterS / 60)} min.` });
+      return res.redirect(303, back);
+    }
+    // A `webhooks listen` subscription has no address to call: the test event is a delivery its listener takes.
+    if (got.s.url.startsWith(LISTENER_SCHEME)) {
+      const now = clock.now();
+      const eventId = newId('evt');
+      const payload = JSON.stringify({ event: 'webhook.test', event_id: eventId, webhook_id: got.s.id, occurred_at: now });
+      await db.tx((sql) => insertDelivery(sql, newDelivery({ workspace_id: got.s.workspace_id, webhook_id: got.s.id, event_id: eventId, event_type: 'webhook.test' as WebhookEventName, resource_type: null, record_id: null, event_occurred_at: now, payload }, now, null)));
+      await got.page.hold(back, { flash: `Test event queued for the listener (${got.s.url}): webhooks listen prints it within a second, and its attempt appears below.` });
       return res.redirect(303, back);
     }
     // The request to the receiver runs after the quota's transaction, never inside it.

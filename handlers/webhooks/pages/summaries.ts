@@ -72,7 +72,8 @@ export function subscriptionSummary(s: DbWebhookSubscriptionRow, manage: boolean
     lastAttempt: at(s.last_attempt_at),
     created: timeInWords(Number(s.created_at)),
     approvedBy: name(s.approved_by),
-    proposalHref: proposalHref(s.proposal_id),
+    // A `webhooks listen` subscription has no proposal: the operator's CLI added it.
+    proposalHref: s.proposal_id ? proposalHref(s.proposal_id) : '',
     rotationUntil: previousUntil !== null && previousUntil > now ? timeInWords(previousUntil) : '',
     signingContract: s.signing_contract,
     signingMovedAt: at(s.signing_contract_changed_at),
