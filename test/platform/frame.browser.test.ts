@@ -36,15 +36,15 @@ forEachDatabase('the page frame in headless Chromium', (svc) => {
     contexts.push(context);
     assert.equal(new URL(page.url()).pathname, '/dashboard', '/ sends a member home');
     const nav = page.locator('.topbar nav[aria-label="Pages"] a');
-    assert.deepEqual(await nav.allTextContents(), ['Analytics', 'Documents', 'Automation', 'Webhooks', 'Inbox', 'Settings', 'API reference']);
+    assert.deepEqual(await nav.allTextContents(), ['Analytics', 'Records', 'Documents', 'Automation', 'Webhooks', 'Inbox', 'Settings', 'API reference']);
     assert.equal(await page.locator('.topbar .brand').getAttribute('href'), '/dashboard');
     assert.equal(await page.locator('.topbar .who .name').textContent(), 'Ada Member');
     const current = () => page.locator('.topbar nav[aria-label="Pages"] a[aria-current]').allTextContents();
     assert.deepEqual(await current(), ['Analytics']);
-    for (const [label, where] of [['Automation', '/settings/automation'], ['Webhooks', '/settings/webhooks'], ['Inbox', '/inbox'], ['Settings', '/settings'], ['Analytics', '/dashboard']] as const) {
+    for (const [label, where] of [['Records', '/records'], ['Automation', '/settings/automation'], ['Webhooks', '/settings/webhooks'], ['Inbox', '/inbox'], ['Settings', '/settings'], ['Analytics', '/dashboard']] as const) {
       await Promise.all([page.waitForURL(`${svc().origin}${where}`), nav.filter({ hasText: label }).click()]);
       assert.deepEqual(await current(), [label], where);
-      assert.equal(await nav.count(), 7, where);
+      assert.equal(await nav.count(), 8, where);
     }
     await page.waitForSelector('body[data-ready="true"]', { timeout: 20_000 });
     await page.screenshot({ path: path.join(shots, `frame-dashboard-${svc().db.dialect}.png`) });
