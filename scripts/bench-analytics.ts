@@ -63,6 +63,7 @@ import {
   runMain,
   runPhase,
   type Server,
+  serviceScript,
   startServer,
   stopServer,
   table,
@@ -278,7 +279,7 @@ async function floodPhase(
   [floodingId, otherId]: [string, string],
   load: 'wrk' | 'autocannon',
 ): Promise<FloodResult> {
-  const server = await startServer(`service (flood), ${database}`, 'scripts/start.ts', {
+  const server = await startServer(`service (flood), ${database}`, serviceScript(), {
     NODE_ENV: 'production',
     DATABASE_URL: databaseUrl,
     JOBS: 'off',
@@ -356,7 +357,7 @@ async function benchDatabase(database: BenchDatabase, databaseUrl: string, traff
   log(`${database}: query-time sessionization (window function, busiest site, 30 d): p50 ${fmt(straightforwardMs.p50)} ms`);
   await db.close();
 
-  const server = await startServer(`service, ${database}`, 'scripts/start.ts', {
+  const server = await startServer(`service, ${database}`, serviceScript(), {
     NODE_ENV: 'production',
     DATABASE_URL: databaseUrl,
     RATE_LIMIT_PER_SECOND: '1000000',

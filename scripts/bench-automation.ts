@@ -62,7 +62,7 @@ import { applyWorkspace, type WorkspaceSpec } from '../server/admin.ts';
 import { systemClock } from '../server/clock.ts';
 import { acme, createPipeline } from '../test/support/fixtures.ts';
 import { type BenchDatabase, dist, type Dist, machineCpu, onEachDatabase, report } from './bench-runner.ts';
-import { fmt, log, openLoopPost, percentile, pinCpus, type Pinning, positive, processCpuMs, root, runMain, type Server, sleep, startServer, stopServer, table, waitReady } from './bench-support.ts';
+import { fmt, log, openLoopPost, percentile, pinCpus, type Pinning, positive, processCpuMs, root, runMain, type Server, serviceScript, sleep, startServer, stopServer, table, waitReady } from './bench-support.ts';
 import { redactUrl } from './postgres.ts';
 
 const RATE = positive('BENCH_WRITE_RATE', 200);
@@ -291,8 +291,8 @@ async function benchDatabase(database: BenchDatabase, databaseUrl: string, pinni
     fs.mkdirSync(path.join(root, '.bench'), { recursive: true });
     const serverLog = path.join(root, '.bench', `automation-${runStamp}-${database}-server.log`);
     const serviceEnv = { NODE_ENV: 'production', DATABASE_URL: databaseUrl, RATE_LIMIT_PER_SECOND: '1000000', RATE_LIMIT_BURST: '1000000', LOG_LEVEL };
-    const server = await startServer(`service, ${label}`, 'scripts/start.ts', SEPARATE_WORKER ? { ...serviceEnv, JOBS: 'off' } : serviceEnv, pinning, EXTRA_NODE_ARGS, serverLog);
-    const worker = SEPARATE_WORKER ? await startServer(`worker, ${label}`, 'scripts/start.ts', serviceEnv, pinning, EXTRA_NODE_ARGS, serverLog.replace(/-server\.log$/, '-worker.log')) : undefined;
+    const server = await startServer(`service, ${label}`, serviceScript(), SEPARATE_WORKER ? { ...serviceEnv, JOBS: 'off' } : serviceEnv, pinning, EXTRA_NODE_ARGS, serverLog);
+    const worker = SEPARATE_WORKER ? await startServer(`worker, ${label}`, serviceScript(), serviceEnv, pinning, EXTRA_NODE_ARGS, serverLog.replace(/-server\.log$/, '-worker.log')) : undefined;
     try {
       await waitReady(server, (base) => fetch(`${base}/healthz`));
       if (worker) await waitReady(worker, (base) => fetch(`${base}/healthz`));

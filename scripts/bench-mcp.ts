@@ -46,7 +46,7 @@ import { systemClock } from '../server/clock.ts';
 import { acme, createPipeline } from '../test/support/fixtures.ts';
 import { mintConnection } from '../test/mcp/e2e.tokens.ts';
 import { type BenchDatabase, dist, type Dist, onEachDatabase, report } from './bench-runner.ts';
-import { fmt, log, pinCpus, type Pinning, positive, processCpuMs, runMain, type Server, startServer, stopServer, table, waitReady } from './bench-support.ts';
+import { fmt, log, pinCpus, type Pinning, positive, processCpuMs, runMain, type Server, serviceScript, startServer, stopServer, table, waitReady } from './bench-support.ts';
 import { redactUrl } from './postgres.ts';
 
 const SEQUENTIAL = positive('BENCH_SEQUENTIAL', 400);
@@ -235,7 +235,7 @@ async function benchDatabase(database: BenchDatabase, databaseUrl: string, pinni
   const ws = await seed(databaseUrl);
   const key = ws.keys.sales!.secret;
   const env = { NODE_ENV: 'production', DATABASE_URL: databaseUrl, RATE_LIMIT_PER_SECOND: '1000000', RATE_LIMIT_BURST: '1000000', JOBS: 'off', LOG_LEVEL };
-  const server = await startServer(`service, ${database}`, 'scripts/start.ts', env, pinning, EXTRA_NODE_ARGS);
+  const server = await startServer(`service, ${database}`, serviceScript(), env, pinning, EXTRA_NODE_ARGS);
   try {
     await waitReady(server, (base) => fetch(`${base}/healthz`));
     // PUBLIC_URL is the service's default, http://localhost:PORT: the token's audience and the Host the calls send.

@@ -79,10 +79,24 @@ export interface Server {
 const running = new Set<Server>();
 
 
-/** Starts `node --import tsx SCRIPT` on the server CPU with stdout (its log) going to `logFile`, or /dev/null. */
+let built = false;
+/**
+ * The service's entry point for a bench: the compiled build (`dist/scripts/start.js`, built first when
+ * stale), as production runs it; the sources through tsx with BENCH_SOURCE=1 (for a before/after).
+ */
+export function serviceScript(): string {
+  if (process.env.BENCH_SOURCE === '1') return 'scripts/start.ts';
+  if (!built) {
+    execFileSync(process.execPath, ['--import', 'tsx', 'scripts/build.ts', '--if-stale'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+    built = true;
+  }
+  return 'dist/scripts/start.js';
+}
+
+/** Starts `node SCRIPT` (a `.ts` one with `--import tsx`) on the server CPU with stdout (its log) going to `logFile`, or /dev/null. */
 export async function startServer(name: string, script: string, env: Record<string, string>, pinning: Pinning, nodeArgs: string[] = [], logFile?: string): Promise<Server> {
   const port = await freePort();
-  const nodeArgv = [...nodeArgs, '--import', 'tsx', script];
+  const nodeArgv = [...nodeArgs, ...(script.endsWith('.ts') ? ['--import', 'tsx'] : []), script];
   const [cmd, argv] = pinning.pinned
     ? ['taskset', ['-c', String(pinning.serverCpu), process.execPath, ...nodeArgv]]
     : [process.execPath, nodeArgv];

@@ -69,7 +69,7 @@ import { systemClock } from '../server/clock.ts';
 import { createPipeline } from '../test/support/fixtures.ts';
 import { testCertificates } from '../test/support/receiver.ts';
 import { type BenchDatabase, dist, type Dist, onEachDatabase, report } from './bench-runner.ts';
-import { fmt, log, positive, root, runMain, type Server, startServer, stopServer, table, waitReady } from './bench-support.ts';
+import { fmt, log, positive, root, runMain, type Server, serviceScript, startServer, stopServer, table, waitReady } from './bench-support.ts';
 import {
   cpuBetween,
   cpuNow,
@@ -409,7 +409,7 @@ async function benchDatabase(database: BenchDatabase, databaseUrl: string, recei
     };
     const service = {
       start: (name: string, env: Record<string, string>, logSuffix: string) =>
-        startServer(name, 'scripts/start.ts', { ...serviceEnv, ...env }, { pinned: false, note: '' }, env.JOBS === 'off' ? [] : EXTRA_NODE_ARGS, serverLog.replace(/-server\.log$/, logSuffix)),
+        startServer(name, serviceScript(), { ...serviceEnv, ...env }, { pinned: false, note: '' }, env.JOBS === 'off' ? [] : EXTRA_NODE_ARGS, serverLog.replace(/-server\.log$/, logSuffix)),
     };
     const run: Run = { database, label, db, receiver, server: await service.start(`service, ${label}`, {}, '-server.log'), targets: {}, problems: [] };
     try {

@@ -42,6 +42,7 @@ import {
   runMain,
   runPhase,
   type Server,
+  serviceScript,
   startServer,
   stopServer,
   table,
@@ -181,7 +182,7 @@ async function benchService(kind: 'sqlite' | 'postgres', databaseUrl: string, pi
   const name = kind === 'sqlite' ? 'service, SQLite' : 'service, PostgreSQL';
   log(`${name}: preparing ${kind === 'sqlite' ? databaseUrl : redactUrl(databaseUrl)}`);
   const secret = await seedWorkspace(databaseUrl);
-  const server = await startServer(name, 'scripts/start.ts', serviceEnv(databaseUrl), pinning, EXTRA_NODE_ARGS);
+  const server = await startServer(name, serviceScript(), serviceEnv(databaseUrl), pinning, EXTRA_NODE_ARGS);
   try {
     await waitReady(server, (base) => fetch(`${base}/healthz`));
     const client = createClient({ baseUrl: `http://127.0.0.1:${server.port}/v1`, apiKey: secret });

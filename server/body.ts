@@ -103,3 +103,18 @@ export function whereJsonBroke(text: string, err: unknown): string {
     .slice(0, 120);
   return position ? `${what} at ${at(Number(position[1]))}` : what || 'it does not parse';
 }
+
+/**
+ * Whether a parsed JSON value nests deeper than `max` levels (objects and arrays), looking no deeper
+ * than max + 1: for values taken from forms, which later code walks recursively.
+ */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  let level: unknown[] = [value];
+  for (let depth = 0; level.length; depth++) {
+    const next: unknown[] = [];
+    for (const v of level) if (v !== null && typeof v === 'object') next.push(...Object.values(v as object));
+    if (next.length && depth + 1 > max) return true;
+    level = next;
+  }
+  return false;
+}

@@ -13,6 +13,7 @@ import { type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
 import { dereferenced } from '../../generated/dereferenced.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { callAsMember } from '../../server/pages/calls.ts';
+import { nestsDeeperThan } from '../../server/body.ts';
 import { recordPagePath } from '../../server/pages/paths.ts';
 import type { MemberPage, Views } from '../../server/pages.ts';
 import { type RuleSpec, ruleSpecProblem, storeRule } from './authoring.ts';
@@ -55,6 +56,7 @@ function conditionValue(op: string, raw: string): unknown {
   } catch {
     /* text */
   }
+  if (nestsDeeperThan(v, 16)) throw new FormProblem('A condition’s value nests deeper than 16 levels.');
   if ((op === 'in' || op === 'not_in') && !Array.isArray(v)) return raw.split(',').map((x) => x.trim()).filter(Boolean);
   return v;
 }
@@ -64,9 +66,10 @@ function json(body: Body, name: string, what: string): Record<string, unknown> |
   if (!raw) return undefined;
   try {
     const v = JSON.parse(raw) as unknown;
+    if (nestsDeeperThan(v, 16)) throw new FormProblem(`${what} nests deeper than 16 levels.`);
     if (v && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
-  } catch {
-    /* below */
+  } catch (err) {
+    if (err instanceof FormProblem) throw err;
   }
   throw new FormProblem(`${what} must be a JSON object, e.g. {"stage_id": "won"}.`);
 }

@@ -243,7 +243,7 @@ export function runsWorker(deps: EngineDeps & { readonly concurrency?: number; r
           : ({ ownersAndAdmins: true } as const);
         const title = String(fill(action.title ?? 'Automation: {{rule.name}}', scope) ?? '');
         const body = String(fill(action.body ?? '', scope) ?? '');
-        const sent = await notify(call.sql, run.workspace_id, to, { kind: 'automation.notice', title, body, link: run.record_id && run.event_type !== 'resource.deleted' ? recordPagePath(run.record_id) : `/settings/automation/${encodeURIComponent(run.app_id)}/${encodeURIComponent(run.rule_id)}`, sourceId: run.id }, call.now);
+        const sent = await notify(call.sql, run.workspace_id, to, { kind: 'automation.notice', title, body, link: run.record_id && (run.event_type === 'resource.created' || run.event_type === 'resource.updated') ? recordPagePath(run.record_id) : `/settings/automation/${encodeURIComponent(run.app_id)}/${encodeURIComponent(run.rule_id)}`, sourceId: run.id }, call.now);
         return { type: 'notify', status: 'succeeded', notified: sent.length };
       }
     }

@@ -61,7 +61,8 @@ function display(field: RecordField, value: unknown): { text: string; href?: str
     return { text: JSON.stringify(value) };
   }
   const text = String(value);
-  return RECORD_ID.test(text) && field.name.endsWith('_id') ? { text, href: `${RECORDS_PATH}/open/${text}` } : { text };
+  // A record id links to its record (a member id is no record: `mb_`).
+  return RECORD_ID.test(text) && field.name.endsWith('_id') && !text.startsWith('mb_') ? { text, href: `${RECORDS_PATH}/open/${text}` } : { text };
 }
 
 /** A form's inputs: one entry per writable field, with what each input shows. */
@@ -301,7 +302,9 @@ export function recordsRoutes(deps: { pages: PageKit; operations: { execute: Exe
     const body = (req.body ?? {}) as FormBody;
     const record = await loadRecord(page, type, req.params.id);
     if (!record) return;
-    const opened = decodeOpened(body) ?? record.data;
+    const opened = decodeOpened(body);
+    // Without what the form was opened with, a save could not tell the person's changes from someone else's.
+    if (!opened) return page.notice(400, 'Open the form again', [`This form does not carry the ${type.singular} as it was when you opened it, so saving it could overwrite someone else’s changes. Open the edit page again and make your change there.`]);
     const again = (status: number, o: { problem?: string; conflict?: Array<{ label: string; opened: string; now: string }>; opened?: Record<string, unknown> }) =>
       renderForm(page, type, status, { record, inputs: inputsOfBody(body), opened: o.opened ?? opened, problem: o.problem, conflict: o.conflict, key: newFormKey() });
     let update;
@@ -324,7 +327,16 @@ export function recordsRoutes(deps: { pages: PageKit; operations: { execute: Exe
         const now = record.data;
         const moved = type.fields.filter((f) => !f.readOnly && !same(opened[f.name], now[f.name]));
         if (moved.length) {
-          return again(409, {
+          // The fields this person did not change show the current values; theirs stay as typed.
+          const fresh = inputsOfData(type, now);
+          const mineOnly = (name: string) => {
+            const field = writable(type).find((f) => name === `f.${f.name}` || name.startsWith(`f.${f.name}.`));
+            return field && update.changed.includes(field.name) ? inputsOfBody(body)(name) : fresh(name);
+          };
+          return renderForm(page, type, 409, {
+            record,
+            inputs: mineOnly,
+            key: newFormKey(),
             problem: `Changed by someone else since you opened it. Nothing was saved. Your changes are still in the form: save again to replace their values with yours.`,
             conflict: moved.map((f) => ({ label: f.label, opened: display(f, opened[f.name]).text, now: display(f, now[f.name]).text })),
             opened: now,

@@ -104,8 +104,8 @@ export function fanoutConsumer(deps: DeliveryDeps): EventConsumer {
     startAt: 'end',
     async handle(event, sql) {
       if (event.private) return;
-      const subscribers = await subscribersOf(sql, event.workspaceId, event.type);
       const now = deps.clock.now();
+      const subscribers = await subscribersOf(sql, event.workspaceId, event.type, now);
       for (const s of subscribers) {
         // Events committed before approval (or before the last re-enable) are not delivered; a type added later is never carried.
         if (event.occurredAt < Number(s.enabled_since)) continue;

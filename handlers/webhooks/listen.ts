@@ -26,10 +26,11 @@ import type { PostOutcome } from '../../server/egress.ts';
 import { newId } from '../../server/ids.ts';
 import { roleAllows } from '../../server/roles.ts';
 import type { MemberRole } from '../../db/rows.ts';
-import { type DbWebhookSubscriptionRow, insertSubscription, type WebhookEventName } from './queries.ts';
+import { OPERATOR, recordAudit } from '../../server/audit.ts';
+import { type DbWebhookSubscriptionRow, insertSubscription, LISTENER_SCHEME, LISTENER_STALE_MS, type WebhookEventName } from './queries.ts';
 import { newSigningSecret } from './signatures.ts';
 import { deleteSubscription } from './subscriptions.ts';
-import { deliveryWorker, LISTENER_SCHEME } from './worker.ts';
+import { deliveryWorker } from './worker.ts';
 
 export interface ListenOptions {
   workspaceId: string;
@@ -71,6 +72,8 @@ export async function startListener(
 ): Promise<Listener> {
   const { db, clock } = deps;
   if ((deps.env ?? process.env).NODE_ENV === 'production') throw new AdminError('webhooks listen is for development only: NODE_ENV is production here');
+  // The service it listens to must be a local one: PUBLIC_URL on this machine (a deployment's is public).
+  if (!LOOPBACK.has(new URL(deps.config.publicUrl).hostname)) throw new AdminError(`webhooks listen is for development only: PUBLIC_URL (${deps.config.publicUrl}) is not an address on this machine`);
   if (!(RECORD_EVENTS.includes(o.event) || o.event.startsWith('signing.') || o.event === 'documents.upload.completed')) throw new AdminError(`--event: ${o.event} is not an event webhooks deliver`);
   const record = RECORD_EVENTS.includes(o.event);
   if (record && !o.types.length) throw new AdminError(`--types: ${o.event} needs at least one record type (${resourceTypes.join(', ')})`);
@@ -135,7 +138,10 @@ export async function startListener(
     signing_contract_changed_at: null,
     signing_contract_changed_by: null,
   };
-  await db.tx((sql) => insertSubscription(sql, row));
+  await db.tx(async (sql) => {
+    await insertSubscription(sql, row);
+    await recordAudit(sql, { workspaceId: o.workspaceId, actor: OPERATOR, action: 'webhook.approved', subject: { type: 'webhook', id: row.id, label: `${o.event} to ${row.url}` }, details: { listener: true, event: o.event, resource_types: o.types, delivers_as_member: member.id }, at: now });
+  });
 
   let received = 0;
   let forwardFailed = 0;
@@ -144,8 +150,11 @@ export async function startListener(
       const started = performance.now();
       const body = typeof init.body === 'string' ? init.body : init.body.toString('utf8');
       let line: string;
+      // The subscription's secrets as they are now (a rotation on the webhook's page signs with the new one).
+      const current = await db.sql.one<{ secret: string; previous_secret: string | null; previous_secret_until: number | null }>(`SELECT secret, previous_secret, previous_secret_until FROM webhook_subscriptions WHERE id = ?`, [row.id]);
+      const secrets = current ? [current.secret, ...(current.previous_secret && Number(current.previous_secret_until ?? 0) > clock.now() ? [current.previous_secret] : [])] : [secret];
       try {
-        const event = verifyWebhook(secret, init.headers, body, { now: clock.now() }) as unknown as Record<string, unknown>;
+        const event = verifyWebhook(secrets, init.headers, body, { now: clock.now() }) as unknown as Record<string, unknown>;
         received += 1;
         const what = event.record_id ? `${String(event.resource_type)} ${String(event.record_id)}${Array.isArray(event.changed_fields) ? ` changed: ${event.changed_fields.join(', ')}` : ''}` : event.data ? JSON.stringify(event.data) : `webhook ${String(event.webhook_id)}`;
         line = `${new Date(clock.now()).toISOString()}  ${String(event.event)}  ${what}  (event ${String(event.event_id)}, signature verified)`;
@@ -176,13 +185,25 @@ export async function startListener(
   const worker = deliveryWorker({ db, clock, logger: deps.logger, config: deps.config, workers: { wake: () => {} }, egress: undefined as never, eventKinds: new Map() }, { only: row.id, egress });
   print(`Listening for ${o.event}${o.types.length ? ` of ${o.types.join(', ')}` : ''} in ${o.workspaceId} as ${member.name} (${member.role}): webhook ${row.id}${forward ? `, forwarding to ${forward.href}` : ''}.`);
   print('Deliveries are made by the running service (npm start, or its worker). Press Ctrl+C to stop; the listener is deleted then.');
+  let polling: Promise<void> = Promise.resolve();
+  let lastBeat = now;
   return {
     webhookId: row.id,
-    async poll() {
-      while ((await worker.runOnce()) > 0) await worker.drain();
-      await worker.drain();
+    poll() {
+      polling = (async () => {
+        // The heartbeat: without it (a killed process) the service stops making deliveries for it.
+        if (clock.now() - lastBeat >= LISTENER_STALE_MS / 4) {
+          lastBeat = clock.now();
+          await db.sql.run(`UPDATE webhook_subscriptions SET updated_at = ? WHERE id = ?`, [lastBeat, row.id]);
+        }
+        while ((await worker.runOnce()) > 0) await worker.drain();
+        await worker.drain();
+      })();
+      return polling;
     },
     async stop() {
+      // A poll still running finishes first: nothing is claimed while the subscription is deleted.
+      await polling.catch(() => undefined);
       await worker.drain();
       await deleteSubscription(db, o.workspaceId, row.id).catch(() => false);
       return { webhook_id: row.id, received, forwarded_failed: forwardFailed };

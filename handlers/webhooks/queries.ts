@@ -26,6 +26,11 @@ export interface DbWebhookProposalRow {
   created_at: number;
 }
 
+/** Subscriptions the service never attempts itself: `webhooks listen` receives them (listen.ts). */
+export const LISTENER_SCHEME = 'listen:';
+/** The event of a test delivery queued for a listener (never an event of the API: ListWebhookEvents leaves it out). */
+export const TEST_EVENT = 'webhook.test';
+
 export interface DbWebhookSubscriptionRow {
   id: string;
   workspace_id: string;
@@ -158,8 +163,15 @@ export function listSubscriptions(sql: Sql, workspaceId: string, after: { t: num
 }
 
 /** The enabled subscriptions of a workspace to an event. */
-export function subscribersOf(sql: Sql, workspaceId: string, event: string): Promise<DbWebhookSubscriptionRow[]> {
-  return sql.all<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE workspace_id = ? AND event = ? AND enabled = ?`, [workspaceId, event, true]);
+/** A listener whose process has not said it is alive (`updated_at`) for this long gets no new deliveries. */
+export const LISTENER_STALE_MS = 60_000;
+
+/** The enabled subscriptions to an event; a listener only while its process is alive (heartbeat within LISTENER_STALE_MS). */
+export function subscribersOf(sql: Sql, workspaceId: string, event: string, now: number): Promise<DbWebhookSubscriptionRow[]> {
+  return sql.all<DbWebhookSubscriptionRow>(
+    `SELECT * FROM webhook_subscriptions WHERE workspace_id = ? AND event = ? AND enabled = ? AND (url NOT LIKE '${LISTENER_SCHEME}%' OR updated_at >= ?)`,
+    [workspaceId, event, true, now - LISTENER_STALE_MS],
+  );
 }
 
 /** A subscription with its workspace's auth version (moved by every change of keys, grants and members). */
@@ -229,9 +241,11 @@ export function latestDeliveryOf(sql: Sql, webhookId: string, eventId: string): 
 }
 
 /** A subscription's deliveries newest first, before a (created_at, id) position. */
-export function listDeliveries(sql: Sql, webhookId: string, status: string | undefined, before: { t: number; i: string } | null, limit: number): Promise<DbWebhookDeliveryRow[]> {
+export function listDeliveries(sql: Sql, webhookId: string, status: string | undefined, before: { t: number; i: string } | null, limit: number, tests = false): Promise<DbWebhookDeliveryRow[]> {
   const where = ['webhook_id = ?'];
   const params: Array<string | number> = [webhookId];
+  // A listener's test deliveries show on the webhook's page, never as events of the API.
+  if (!tests) (where.push('event_type <> ?'), params.push(TEST_EVENT));
   if (status) (where.push('status = ?'), params.push(status));
   if (before) (where.push('(created_at < ? OR (created_at = ? AND id < ?))'), params.push(before.t, before.t, before.i));
   return sql.all<DbWebhookDeliveryRow>(`SELECT * FROM webhook_deliveries WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ?`, [...params, limit]);

@@ -37,6 +37,7 @@ import {
   releaseWindowSlot,
   subscriptionForAttempt,
   takeWindowSlot,
+  LISTENER_SCHEME,
 } from './queries.ts';
 import { signedHeaders } from './signatures.ts';
 
@@ -122,8 +123,7 @@ async function recordOnSubscription(sql: Sql, logger: Logger, d: DbWebhookDelive
 }
 
 /** The delivery worker. */
-/** Subscriptions the service never attempts itself: `webhooks listen` receives them (listen.ts). */
-export const LISTENER_SCHEME = 'listen:';
+export { LISTENER_SCHEME };
 
 /**
  * `only`: attempt the deliveries of this one subscription through `egress` (a `webhooks listen`

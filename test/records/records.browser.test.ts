@@ -64,6 +64,10 @@ forEachDatabase('record pages in headless Chromium', (svc) => {
     assert.match((await page.locator('[data-problem]').textContent())!, /Stages is not valid JSON/);
     assert.equal(await page.inputValue('input[name="f.name"]'), 'New business', 'what was typed is kept');
     problems.length = 0;
+    await page.fill('textarea[name="f.stages"]', `${'['.repeat(40)}${']'.repeat(40)}`);
+    await Promise.all([page.waitForLoadState(), page.locator('[data-save]').click()]);
+    assert.match((await page.locator('[data-problem]').textContent())!, /Stages nests deeper than 16 levels/);
+    problems.length = 0;
     await page.fill('textarea[name="f.stages"]', JSON.stringify(stages.basic));
     await page.selectOption('select[name="f.is_default"]', 'true');
     await Promise.all([page.waitForURL(/\/records\/sales-pipelines\/pl_/), page.locator('[data-save]').click()]);
@@ -137,27 +141,40 @@ forEachDatabase('record pages in headless Chromium', (svc) => {
     assert.equal(await page.locator('[data-field="Phone"]').textContent(), '+1 555 0100');
     assert.equal(await page.locator('[data-field="Industry"]').textContent(), 'Software');
 
-    // Now both change the industry: the second save is refused and shows what moved.
+    // Now both change the industry (and someone the website too): the second save is refused and shows what moved.
     await page.locator('[data-edit]').click();
     await page.waitForURL(/\/edit$/);
-    await sales().customers.UpdateCompany({ id, data: { industry: 'Hardware' } });
+    assert.equal(await page.getAttribute('input[name="f.name"]', 'maxlength'), '200', 'a field keeps its length limit');
+    await sales().customers.UpdateCompany({ id, data: { industry: 'Hardware', website: 'https://initech.example/' } });
     await page.fill('input[name="f.industry"]', 'Consulting');
     await Promise.all([page.waitForLoadState(), page.locator('[data-save]').click()]);
     assert.match((await page.locator('[data-problem] p').textContent())!, /Changed by someone else since you opened it\. Nothing was saved/);
-    assert.deepEqual(await page.locator('[data-conflict] tbody td').allTextContents(), ['Industry', 'Software', 'Hardware']);
+    assert.deepEqual(await page.locator('[data-conflict] tbody td').allTextContents(), ['Industry', 'Software', 'Hardware', 'Website', '—', 'https://initech.example/']);
     assert.equal(await page.inputValue('input[name="f.industry"]'), 'Consulting', 'the person’s change is kept');
+    assert.equal(await page.inputValue('input[name="f.website"]'), 'https://initech.example/', 'a field they did not change shows its new value');
     problems.length = 0;
     await shot(page, 'conflict');
     await fitsPhone(page, 'conflict');
     assert.equal((await sales().customers.GetCompany({ id })).data!.item.data.industry, 'Hardware', 'nothing was overwritten');
     await Promise.all([page.waitForURL(new RegExp(`/records/companies/${id}$`)), page.locator('[data-save]').click()]);
     assert.equal(await page.locator('[data-field="Industry"]').textContent(), 'Consulting');
+    assert.equal(await page.locator('[data-field="Website"]').textContent(), 'https://initech.example/', 'saving again undoes nobody else’s change');
     // Clearing an optional field removes it; a required one cannot be cleared.
     await page.locator('[data-edit]').click();
     await page.waitForURL(/\/edit$/);
     await page.fill('input[name="f.phone"]', '');
     await Promise.all([page.waitForURL(new RegExp(`/records/companies/${id}$`)), page.locator('[data-save]').click()]);
     assert.equal(await page.locator('[data-field="Phone"]').textContent(), '—');
+    // A form that lost what it was opened with is refused rather than saved blind.
+    await page.locator('[data-edit]').click();
+    await page.waitForURL(/\/edit$/);
+    await page.evaluate(() => document.querySelector('input[name="_orig"]')!.remove());
+    await page.fill('input[name="f.industry"]', 'Blind');
+    const [blind] = await Promise.all([page.waitForResponse((r) => r.request().method() === 'POST'), page.locator('[data-save]').click()]);
+    assert.equal(blind.status(), 400);
+    assert.match((await page.textContent('main'))!, /Open the edit page again/);
+    problems.length = 0;
+    assert.equal((await sales().customers.GetCompany({ id })).data!.item.data.industry, 'Consulting');
     assert.deepEqual(problems, []);
   });
 

@@ -84,8 +84,31 @@ forEachDatabase('webhooks listen', (svc) => {
     assert.ok(Number(failed!.next_attempt_at) > svc().clock.now(), 'retried later');
     status = 200;
 
+    // After a secret rotation on the webhook's page the listener verifies with the new secret.
+    const { rotateSecret } = await import('../../handlers/webhooks/subscriptions.ts');
+    await rotateSecret(svc().db, svc().clock, ws.workspace_id, listener.webhookId);
+    svc().clock.advance(25 * 3_600_000); // past the old secret's grace period
+    await listener.poll(); // its heartbeat (a day passed on this clock), and the retry of the failed delivery
+    await api.customers.UpdateDeal({ id: deal.id, data: { name: 'Renamed' } });
+    await deliver(svc());
+    await listener.poll();
+    assert.ok(lines.some((l) => /changed: name .*signature verified/s.test(l)), lines.join('\n'));
+    assert.ok(!lines.some((l) => /failed verification/.test(l)), 'every delivery verified, before and after the rotation');
+
+    // A listener whose process stops saying it is alive gets no new deliveries; its next poll revives it.
+    svc().clock.advance(61_000);
+    await api.customers.UpdateDeal({ id: deal.id, data: { name: 'While away' } });
+    await deliver(svc());
+    const count = async () => Number((await svc().db.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE webhook_id = ?`, [listener.webhookId]))!.n);
+    const before = await count();
+    await listener.poll();
+    await api.customers.UpdateDeal({ id: deal.id, data: { name: 'Back' } });
+    await deliver(svc());
+    assert.equal(await count(), before + 1, 'delivered again once alive');
+
     const done = await listener.stop();
-    assert.deepEqual(done, { webhook_id: listener.webhookId, received: 2, forwarded_failed: 1 });
+    // Received: the two changes, the failed one again (retried after the rotation) and the rename.
+    assert.deepEqual(done, { webhook_id: listener.webhookId, received: 4, forwarded_failed: 1 });
     assert.equal(await svc().db.sql.one(`SELECT id FROM webhook_subscriptions WHERE id = ?`, [listener.webhookId]), undefined);
   });
 
@@ -100,6 +123,7 @@ forEachDatabase('webhooks listen', (svc) => {
     await refused({ event: 'signing.request.completed' }, /--types: signing.request.completed is not a record change/);
     await refused({ types: ['core:Nothing'] }, /--types: core:Nothing is not a record type/);
     await refused({ memberId: ws.members.max }, /--member: .* is not an active member/);
+    await assert.rejects(startListener({ ...deps(), config: { ...svc().config, publicUrl: 'https://ops.example.com' } }, base, () => {}), /PUBLIC_URL \(https:\/\/ops.example.com\) is not an address on this machine/);
     assert.equal((await svc().db.sql.all(`SELECT id FROM webhook_subscriptions WHERE workspace_id = ?`, [ws.workspace_id])).length, 0, 'nothing added');
   });
 

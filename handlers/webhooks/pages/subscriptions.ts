@@ -21,13 +21,15 @@ import {
   listDeliveries,
   listPendingProposals,
   listSubscriptions,
+  LISTENER_SCHEME,
+  TEST_EVENT,
   type WebhookEventName,
 } from '../queries.ts';
 import type { AuditActor } from '../../../server/audit.ts';
 import { takeQuota } from '../../../server/limits.ts';
 import { newDelivery, replayEvent } from '../delivery.ts';
 import { newId } from '../../../server/ids.ts';
-import { LISTENER_SCHEME } from '../worker.ts';
+
 import { changeSigningContract, deleteSubscription, disableSubscription, enableSubscription, rotateSecret, ROTATION_GRACE_MS, TEST_EVENT_BUDGET, testDelivery, WebhookActionError } from '../subscriptions.ts';
 import type { WebhookPageContext } from './context.ts';
 import type { HeldSecret } from './secret.ts';
@@ -122,7 +124,7 @@ export function subscriptionPages(router: express.Router, ctx: WebhookPageContex
       return page.notice(400, 'Bad request', ['The “before” position in this address is not one this page made (it looks like 1795000000000.whd_…). Open the webhook from the list again.']);
     }
     const filter = typeof req.query.status === 'string' && (STATUSES as readonly string[]).includes(req.query.status) ? req.query.status : '';
-    const rows = await listDeliveries(db.sql, s.id, filter || undefined, before && { t: before.at, i: before.id }, DELIVERIES_PER_PAGE + 1);
+    const rows = await listDeliveries(db.sql, s.id, filter || undefined, before && { t: before.at, i: before.id }, DELIVERIES_PER_PAGE + 1, true);
     const shown = rows.slice(0, DELIVERIES_PER_PAGE);
     const attempts = new Map<string, DbWebhookAttemptRow[]>();
     for (const a of await attemptsOfDeliveries(db.sql, shown.map((d) => d.id))) attempts.set(a.delivery_id, [...(attempts.get(a.delivery_id) ?? []), a]);
@@ -242,7 +244,7 @@ export function subscriptionActions(router: express.Router, ctx: WebhookPageCont
       const now = clock.now();
       const eventId = newId('evt');
       const payload = JSON.stringify({ event: 'webhook.test', event_id: eventId, webhook_id: got.s.id, occurred_at: now });
-      await db.tx((sql) => insertDelivery(sql, newDelivery({ workspace_id: got.s.workspace_id, webhook_id: got.s.id, event_id: eventId, event_type: 'webhook.test' as WebhookEventName, resource_type: null, record_id: null, event_occurred_at: now, payload }, now, null)));
+      await db.tx((sql) => insertDelivery(sql, newDelivery({ workspace_id: got.s.workspace_id, webhook_id: got.s.id, event_id: eventId, event_type: TEST_EVENT as WebhookEventName, resource_type: null, record_id: null, event_occurred_at: now, payload }, now, null)));
       await got.page.hold(back, { flash: `Test event queued for the listener (${got.s.url}): webhooks listen prints it within a second, and its attempt appears below.` });
       return res.redirect(303, back);
     }
