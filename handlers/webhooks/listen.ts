@@ -27,9 +27,10 @@ import { newId } from '../../server/ids.ts';
 import { roleAllows } from '../../server/roles.ts';
 import type { MemberRole } from '../../db/rows.ts';
 import { OPERATOR, recordAudit } from '../../server/audit.ts';
-import { type DbWebhookSubscriptionRow, insertSubscription, LISTENER_SCHEME, LISTENER_STALE_MS, type WebhookEventName } from './queries.ts';
+import { insertSubscription, LISTENER_SCHEME, LISTENER_STALE_MS, type WebhookEventName } from './queries.ts';
 import { newSigningSecret } from './signatures.ts';
-import { deleteSubscription } from './subscriptions.ts';
+import { deleteSubscription, newSubscriptionRow } from './subscriptions.ts';
+import { RESPONSE_BODY_BYTES } from './delivery.ts';
 import { deliveryWorker } from './worker.ts';
 
 export interface ListenOptions {
@@ -53,6 +54,22 @@ export interface Listener {
 const RECORD_EVENTS = ['resource.created', 'resource.updated', 'resource.deleted'];
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 const FORWARD_TIMEOUT_MS = 10_000;
+
+/** At most `max` bytes of an answer's body (the rest is not read), as UTF-8 text. */
+async function boundedText(res: Response, max: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const reader = res.body?.getReader();
+  if (!reader) return '';
+  while (size < max) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(Buffer.from(value));
+    size += value.byteLength;
+  }
+  await reader.cancel().catch(() => undefined);
+  return Buffer.concat(chunks).subarray(0, max).toString('utf8');
+}
 
 const listenerUrl = (pid: number) => `${LISTENER_SCHEME}//${os.hostname().toLowerCase().replace(/[^a-z0-9.-]/g, '-')}/${pid}`;
 const alive = (pid: number) => {
@@ -109,35 +126,20 @@ export async function startListener(
 
   const now = clock.now();
   const secret = newSigningSecret();
-  const row: DbWebhookSubscriptionRow = {
+  // No proposal: the operator's CLI adds it (delivering with the member's access, signed by v1).
+  const row = newSubscriptionRow({
     id: newId('wh'),
-    workspace_id: o.workspaceId,
+    workspaceId: o.workspaceId,
     url: listenerUrl(process.pid),
     event: o.event as WebhookEventName,
-    resource_types: JSON.stringify(o.types),
-    enabled: true,
-    enabled_since: now,
+    resourceTypes: JSON.stringify(o.types),
     secret,
-    previous_secret: null,
-    previous_secret_until: null,
-    consecutive_failures: 0,
-    disabled_at: null,
-    disabled_reason: null,
-    // No proposal: the operator's CLI adds it.
-    proposal_id: '',
-    approved_by: 'operator',
-    access_key_id: null,
-    access_member_id: member.id,
-    access_lost: null,
-    last_attempt_at: null,
-    last_success_at: null,
-    last_failure_at: null,
-    created_at: now,
-    updated_at: now,
-    signing_contract: 'v1',
-    signing_contract_changed_at: null,
-    signing_contract_changed_by: null,
-  };
+    proposalId: '',
+    approvedBy: 'operator',
+    accessKeyId: null,
+    accessMemberId: member.id,
+    now,
+  });
   await db.tx(async (sql) => {
     await insertSubscription(sql, row);
     await recordAudit(sql, { workspaceId: o.workspaceId, actor: OPERATOR, action: 'webhook.approved', subject: { type: 'webhook', id: row.id, label: `${o.event} to ${row.url}` }, details: { listener: true, event: o.event, resource_types: o.types, delivers_as_member: member.id }, at: now });
@@ -169,7 +171,7 @@ export async function startListener(
       }
       try {
         const res = await fetch(forward, { method: 'POST', headers: init.headers, body, redirect: 'manual', signal: AbortSignal.timeout(FORWARD_TIMEOUT_MS) });
-        const answer = (await res.text()).slice(0, 2048);
+        const answer = await boundedText(res, RESPONSE_BODY_BYTES);
         const ms = Math.round(performance.now() - started);
         if (res.status < 200 || res.status >= 300) forwardFailed += 1;
         print(`${line}\n  → ${forward.href}: HTTP ${res.status} in ${ms} ms`);

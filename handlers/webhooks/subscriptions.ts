@@ -18,7 +18,7 @@ import { newId } from '../../server/ids.ts';
 import { judgeAccess } from './access.ts';
 import { ATTEMPT_TIMEOUT_MS, RESPONSE_BODY_BYTES } from './delivery.ts';
 import type { Sql } from '../../db/database.ts';
-import { decideProposal, type DbWebhookSubscriptionRow, findProposal, findSubscription, insertSubscription, type SigningContract, LISTENER_SCHEME } from './queries.ts';
+import { decideProposal, type DbWebhookSubscriptionRow, findProposal, findSubscription, insertSubscription, type SigningContract, LISTENER_SCHEME, type WebhookEventName } from './queries.ts';
 import { newSigningSecret, signedHeaders } from './signatures.ts';
 
 /** A refusal a person can act on (the page or the CLI shows its message). */
@@ -71,6 +71,53 @@ export const initialSigningContract = (event: string): SigningContract => (event
 
 const mayDecide = (a: Approver) => mayManageSettings(a.role);
 
+/** A new subscription, enabled now, with no attempt yet: what an approval (or a listener) stores. */
+export function newSubscriptionRow(s: {
+  id: string;
+  workspaceId: string;
+  url: string;
+  event: WebhookEventName;
+  /** JSON array of record types. */
+  resourceTypes: string;
+  secret: string;
+  /** The proposal approved; '' for a listener (no proposal). */
+  proposalId: string;
+  /** The approving member's id, or `operator`. */
+  approvedBy: string;
+  accessKeyId: string | null;
+  accessMemberId: string | null;
+  now: number;
+}): DbWebhookSubscriptionRow {
+  return {
+    id: s.id,
+    workspace_id: s.workspaceId,
+    url: s.url,
+    event: s.event,
+    resource_types: s.resourceTypes,
+    enabled: true,
+    enabled_since: s.now,
+    secret: s.secret,
+    previous_secret: null,
+    previous_secret_until: null,
+    consecutive_failures: 0,
+    disabled_at: null,
+    disabled_reason: null,
+    proposal_id: s.proposalId,
+    approved_by: s.approvedBy,
+    access_key_id: s.accessKeyId,
+    access_member_id: s.accessMemberId,
+    access_lost: null,
+    last_attempt_at: null,
+    last_success_at: null,
+    last_failure_at: null,
+    created_at: s.now,
+    updated_at: s.now,
+    signing_contract: initialSigningContract(s.event),
+    signing_contract_changed_at: null,
+    signing_contract_changed_by: null,
+  };
+}
+
 /** Approves a pending proposal: the subscription is enabled now and its secret returned, to be shown once. */
 export async function approveProposal(db: Database, clock: Clock, proposalId: string, approver: Approver): Promise<{ webhook_id: string; secret: string }> {
   if (!mayDecide(approver)) throw new WebhookActionError('Only owners and admins approve webhooks.', 403);
@@ -89,35 +136,20 @@ export async function approveProposal(db: Database, clock: Clock, proposalId: st
     const accessKey = p.proposed_by_key || null;
     const verdict = await judgeAccess(sql, { id, workspace_id: p.workspace_id, resource_types: p.resource_types, access_key_id: accessKey, access_member_id: p.proposed_by_member }, now);
     if (!verdict.ok) throw new WebhookActionError(`This proposal can no longer be approved: ${verdict.reason}. Ask for a new one (webhooks.PrepareWebhook).`, 409);
-    const row: DbWebhookSubscriptionRow = {
+    const row = newSubscriptionRow({
       id,
-      workspace_id: p.workspace_id,
+      workspaceId: p.workspace_id,
       url: p.url,
       event: p.event,
-      resource_types: p.resource_types,
-      enabled: true,
-      enabled_since: now,
+      resourceTypes: p.resource_types,
       secret,
-      previous_secret: null,
-      previous_secret_until: null,
-      consecutive_failures: 0,
-      disabled_at: null,
-      disabled_reason: null,
-      proposal_id: p.id,
-      approved_by: approver.memberId,
+      proposalId: p.id,
+      approvedBy: approver.memberId,
       // A replacement of this key takes over at the first delivery (access.ts).
-      access_key_id: accessKey,
-      access_member_id: p.proposed_by_member,
-      access_lost: null,
-      last_attempt_at: null,
-      last_success_at: null,
-      last_failure_at: null,
-      created_at: now,
-      updated_at: now,
-      signing_contract: initialSigningContract(p.event),
-      signing_contract_changed_at: null,
-      signing_contract_changed_by: null,
-    };
+      accessKeyId: accessKey,
+      accessMemberId: p.proposed_by_member,
+      now,
+    });
     await insertSubscription(sql, row);
     await decideProposal(sql, p.id, 'approved', approver.memberId, now, id);
     await recordAudit(sql, {
