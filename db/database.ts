@@ -39,7 +39,8 @@ export interface Database {
   /**
    * Autocommit statements whose commit need not wait for the disk (PostgreSQL synchronous_commit=off):
    * rate-limit buckets and idempotency locks, which a crash may lose without harm. A later durable
-   * commit flushes them too, since the log is written in order. On SQLite the same as `sql`.
+   * commit flushes them too, since the log is written in order. On SQLite they run inside an open
+   * commit group instead of committing it (see SqliteConnection).
    */
   readonly relaxed: Sql;
   /** Runs fn in one transaction (BEGIN IMMEDIATE on SQLite); commits when it resolves, rolls back when it throws. */
@@ -74,7 +75,10 @@ function sqliteParams(params: readonly SqlValue[]): unknown[] {
   return params.map((v) => (v === undefined ? null : typeof v === 'boolean' ? (v ? 1 : 0) : v));
 }
 
-function sqliteExecutor(conn: BetterSqlite3.Database): Sql {
+/** SQLite's executor also says whether a statement only reads (it may then run inside an open commit group). */
+type SqliteSql = Sql & { readsOnly(text: string): boolean };
+
+function sqliteExecutor(conn: BetterSqlite3.Database): SqliteSql {
   const cache = new Map<string, BetterSqlite3.Statement>();
   const prepare = (text: string) => {
     let stmt = cache.get(text);
@@ -83,6 +87,7 @@ function sqliteExecutor(conn: BetterSqlite3.Database): Sql {
   };
   return {
     dialect: 'sqlite',
+    readsOnly: (text) => prepare(text).readonly,
     async all<T>(text: string, params: readonly SqlValue[] = []) {
       return prepare(text).all(...sqliteParams(params)) as T[];
     },
@@ -253,15 +258,15 @@ export function openDatabase(url: string = process.env.DATABASE_URL || DEFAULT_D
   const client = knex.client as { acquireConnection(): Promise<unknown>; releaseConnection(c: unknown): unknown };
   const access = dialect === 'sqlite' ? new SqliteConnection(client) : new PgConnections(client, parsed, options.poolMax);
 
-  const autocommit = (through: <T>(fn: (s: Sql) => Promise<T>) => Promise<T>): Sql => ({
+  const autocommit = (through: <T>(text: string, fn: (s: Sql) => Promise<T>) => Promise<T>): Sql => ({
     dialect,
-    all: (text, params) => through((s) => s.all(text, params)),
-    one: (text, params) => through((s) => s.one(text, params)),
-    run: (text, params) => through((s) => s.run(text, params)),
-    write: (text, params) => through((s) => s.write(text, params)),
+    all: (text, params) => through(text, (s) => s.all(text, params)),
+    one: (text, params) => through(text, (s) => s.one(text, params)),
+    run: (text, params) => through(text, (s) => s.run(text, params)),
+    write: (text, params) => through(text, (s) => s.write(text, params)),
   });
-  const sql = autocommit((fn) => access.withConnection(fn));
-  const relaxed = access instanceof PgConnections ? autocommit((fn) => access.relaxed(fn)) : sql;
+  const sql = autocommit((text, fn) => access.withConnection(fn, text));
+  const relaxed = autocommit(access instanceof PgConnections ? (_text, fn) => access.relaxed(fn) : (_text, fn) => access.withRelaxed(fn));
 
   return {
     dialect,
@@ -371,29 +376,67 @@ async function inTransaction<T>(s: Sql, begin: string, fn: (sql: Sql) => Promise
   }
 }
 
+/** Group commit on SQLite: at most this many transactions share one commit, and a commit waits at most this long for more. */
+const GROUP_MAX = 64;
+const GROUP_MAX_MS = 10;
+
+interface CommitGroup {
+  readonly openedAt: number;
+  /** The finished transactions waiting for the group's COMMIT. */
+  readonly members: Array<{ resolve: () => void; reject: (err: unknown) => void }>;
+}
+
+/** A transaction's own handle on the connection's executor, so that what is keyed by a transaction (declared jobs) stays its own. */
+function transactionSql(s: Sql): Sql {
+  return { dialect: s.dialect, all: (t, p) => s.all(t, p), one: (t, p) => s.one(t, p), run: (t, p) => s.run(t, p), write: (t, p) => s.write(t, p) };
+}
+
 /**
  * SQLite: the process keeps knex's single connection and runs statements on it synchronously. A
  * transaction spans awaits, so it holds a gate; statements from other requests wait at the gate
- * until it commits (they would otherwise land inside it). Other processes are kept out by SQLite's
+ * until it ends (they would otherwise land inside it). Other processes are kept out by SQLite's
  * own file lock (BEGIN IMMEDIATE, busy_timeout).
+ *
+ * Group commit: a COMMIT costs more than a whole small command's statements (it writes every page the
+ * transaction changed to the WAL). When a transaction ends while others wait at the gate, it ends as a
+ * SAVEPOINT released inside one open transaction, and the next one runs in the same transaction; the
+ * last of the group (no one waiting, GROUP_MAX members, or GROUP_MAX_MS since it opened) commits for
+ * all. Nobody is answered before the COMMIT that holds its change: each transaction's promise resolves
+ * only then (and rejects if that COMMIT fails). A transaction that throws is rolled back to its
+ * savepoint alone. An autocommit write commits the open group first; an autocommit read runs inside it
+ * (it sees finished transactions whose COMMIT is at most GROUP_MAX_MS away: only an I/O error in that
+ * COMMIT would undo what it read); `relaxed` writes (rate-limit buckets, idempotency locks: lost in a
+ * crash without harm) run inside it too.
  */
 class SqliteConnection {
   private conn: BetterSqlite3.Database | null = null;
-  private executor: Sql | null = null;
+  private executor: SqliteSql | null = null;
   private acquiring: Promise<void> | null = null;
   private gate: Promise<void> | null = null;
+  private group: CommitGroup | null = null;
+  /** Transactions waiting for the gate: while there are some, a finishing transaction leaves its group open for them. */
+  private waiting = 0;
+  private control: Record<'begin' | 'savepoint' | 'release' | 'rollbackTo' | 'commit' | 'rollback', BetterSqlite3.Statement> | null = null;
   private readonly pragmas: string[] = [];
 
   constructor(private readonly pool: PoolClientSource) {}
 
   private async acquire(): Promise<void> {
-    this.conn = (await this.pool.acquireConnection()) as BetterSqlite3.Database;
-    for (const p of this.pragmas) this.conn.pragma(p);
-    this.executor = sqliteExecutor(this.conn);
+    const conn = (this.conn = (await this.pool.acquireConnection()) as BetterSqlite3.Database);
+    for (const p of this.pragmas) conn.pragma(p);
+    this.executor = sqliteExecutor(conn);
+    this.control = {
+      begin: conn.prepare('BEGIN IMMEDIATE'),
+      savepoint: conn.prepare('SAVEPOINT member'),
+      release: conn.prepare('RELEASE member'),
+      rollbackTo: conn.prepare('ROLLBACK TO member'),
+      commit: conn.prepare('COMMIT'),
+      rollback: conn.prepare('ROLLBACK'),
+    };
     this.acquiring = null;
   }
 
-  /** Resolves when the connection is held and no transaction is open; the caller must then run synchronously. */
+  /** Resolves when the connection is held and no transaction is running; the caller must then run synchronously. */
   private async idle(): Promise<Sql> {
     for (;;) {
       if (!this.executor) await (this.acquiring ??= this.acquire());
@@ -402,30 +445,119 @@ class SqliteConnection {
     }
   }
 
-  async withConnection<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+  /** An autocommit statement (`text`, when known: a statement that only reads runs inside an open group, which holds finished transactions only). */
+  async withConnection<T>(fn: (sql: Sql) => Promise<T>, text?: string): Promise<T> {
     // Fast path without an await, so the statement cannot slip into a transaction opened meanwhile.
-    if (this.executor && !this.gate) return fn(this.executor);
+    if (this.executor && !this.gate) {
+      if (this.group && (text === undefined || !this.executor.readsOnly(text))) this.commitGroup();
+      return fn(this.executor);
+    }
     await this.idle();
-    return this.withConnection(fn);
+    return this.withConnection(fn, text);
+  }
+
+  /** A statement a crash may lose without harm: runs inside an open commit group rather than committing it. */
+  async withRelaxed<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+    if (this.executor && !this.gate) {
+      const group = this.group;
+      if (!group) return fn(this.executor);
+      try {
+        return await fn(this.executor);
+      } catch (err) {
+        if (!this.conn!.inTransaction) this.failGroup(group, err); // SQLite rolled the whole transaction back
+        throw err;
+      }
+    }
+    await this.idle();
+    return this.withRelaxed(fn);
   }
 
   async transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
     if (!this.executor || this.gate) {
-      await this.idle();
+      this.waiting += 1;
+      try {
+        await this.idle();
+      } finally {
+        this.waiting -= 1;
+      }
       return this.transaction(fn);
     }
+    const conn = this.conn!;
+    const control = this.control!;
     let open!: () => void;
     this.gate = new Promise((resolve) => (open = resolve));
+    let committed: Promise<void>;
+    let result: T;
     try {
-      return await inTransaction(this.executor, 'BEGIN IMMEDIATE', fn);
+      if (!this.group) {
+        control.begin.run();
+        this.group = { openedAt: performance.now(), members: [] };
+      }
+      const group = this.group;
+      control.savepoint.run();
+      try {
+        result = await fn(transactionSql(this.executor));
+        control.release.run();
+      } catch (err) {
+        if (conn.inTransaction) {
+          control.rollbackTo.run();
+          control.release.run();
+          this.endOrLeave(group);
+        } else {
+          this.failGroup(group, err);
+        }
+        throw err;
+      }
+      committed = new Promise<void>((resolve, reject) => group.members.push({ resolve, reject }));
+      this.endOrLeave(group);
     } finally {
       this.gate = null;
       open();
     }
+    await committed;
+    return result;
+  }
+
+  /** Commits the group now, or leaves it open for a waiting transaction (committed by the next that finds nobody waiting). */
+  private endOrLeave(group: CommitGroup): void {
+    if (this.group !== group) return;
+    if (this.waiting === 0 || group.members.length >= GROUP_MAX || performance.now() - group.openedAt >= GROUP_MAX_MS) {
+      this.commitGroup();
+      return;
+    }
+    // Whoever waits takes the gate in a microtask; should none come, the group is not left open.
+    setImmediate(() => {
+      if (this.group === group && !this.gate) this.commitGroup();
+    });
+  }
+
+  private commitGroup(): void {
+    const group = this.group!;
+    this.group = null;
+    try {
+      this.control!.commit.run();
+    } catch (err) {
+      if (this.conn!.inTransaction) {
+        try {
+          this.control!.rollback.run();
+        } catch {
+          // the connection is gone; nothing more to undo
+        }
+      }
+      for (const m of group.members) m.reject(err);
+      return;
+    }
+    for (const m of group.members) m.resolve();
+  }
+
+  /** SQLite rolled the open transaction back on its own (an I/O error, a full disk): every member of the group fails. */
+  private failGroup(group: CommitGroup, err: unknown): void {
+    if (this.group === group) this.group = null;
+    for (const m of group.members) m.reject(err);
   }
 
   stats(): { total: number; idle: number; waiting: number } {
-    return { total: this.conn ? 1 : 0, idle: this.conn && !this.gate ? 1 : 0, waiting: 0 };
+    return { total: this.conn ? 1 : 0, idle: this.conn && !this.gate ? 1 : 0, waiting: this.waiting };
   }
 
   /** Sets a pragma on the connection now and on any later one. */
@@ -438,9 +570,11 @@ class SqliteConnection {
   async release(): Promise<void> {
     while (this.gate) await this.gate;
     if (this.acquiring) await this.acquiring;
+    if (this.group) this.commitGroup();
     if (this.conn) this.pool.releaseConnection(this.conn);
     this.conn = null;
     this.executor = null;
+    this.control = null;
   }
 }
 

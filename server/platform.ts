@@ -111,6 +111,7 @@ function requestLog(logger: Logger, metrics: Metrics, hsts: boolean, secret: Sec
       // A module's API route (e.g. /v1/mcp) says what to log: its metric label, its URL (never a token), its own fields.
       const note = res.locals.log;
       metrics.observe(res.locals.entry?.id ?? note?.metric ?? 'other', res.statusCode, seconds);
+      if (!logger.isLevelEnabled('info')) return; // LOG_LEVEL=warn or quieter: the line is not built at all
       logger.info(
         {
           request_id: id,

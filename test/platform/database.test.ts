@@ -243,3 +243,54 @@ describe('migration source', () => {
     }
   });
 });
+
+describe('SQLite group commit', () => {
+  let dir: string;
+  let db: ReturnType<typeof openDatabase>;
+  let reader: BetterSqlite3.Database;
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wsops-test-'));
+    db = openDatabase(`sqlite:${path.join(dir, 'g.sqlite')}`);
+    await db.sql.run('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)');
+    reader = new BetterSqlite3(path.join(dir, 'g.sqlite'), { readonly: true }); // another process's view: committed rows only
+  });
+  afterEach(async () => {
+    reader.close();
+    await db.close();
+  });
+  const committed = () => (reader.prepare('SELECT name FROM items ORDER BY id').all() as Array<{ name: string }>).map((r) => r.name);
+
+  it('commits transactions that waited for each other together, answers none before its commit, and rolls back a failing one alone', async () => {
+    const seen: string[][] = [];
+    const insert = (name: string, fail = false) =>
+      db.tx(async (sql) => {
+        await sql.run('INSERT INTO items (name) VALUES (?)', [name]);
+        await new Promise((resolve) => setImmediate(resolve)); // a handler's await: the others queue at the gate meanwhile
+        if (fail) throw new Error(`no ${name}`);
+        return name;
+      }).then((value) => {
+        seen.push(committed()); // when a transaction's promise resolves, another connection sees its row
+        return value;
+      });
+    const results = await Promise.allSettled([insert('a'), insert('b'), insert('c', true), insert('d'), insert('a')]);
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'rejected']);
+    assert.match(String((results[2] as PromiseRejectedResult).reason), /no c/);
+    assert.match(String((results[4] as PromiseRejectedResult).reason), /UNIQUE/); // sees 'a' of its own group
+    assert.deepEqual(committed(), ['a', 'b', 'd']);
+    // One commit for the group: the first to be answered already sees the last one's row (one at a time, it would see only its own).
+    for (const s of seen) assert.deepEqual(s, ['a', 'b', 'd']);
+  });
+
+  it('lets an autocommit read in an open group, commits the group before an autocommit write, and commits a lone transaction at once', async () => {
+    const first = db.tx((sql) => sql.run('INSERT INTO items (name) VALUES (?)', ['x']));
+    const second = db.tx((sql) => sql.run('INSERT INTO items (name) VALUES (?)', ['y']));
+    const read = db.sql.all<{ name: string }>('SELECT name FROM items ORDER BY id');
+    const write = db.sql.run('INSERT INTO items (name) VALUES (?)', ['w']);
+    assert.deepEqual((await read).map((r) => r.name), ['x', 'y']);
+    assert.equal(await write, 1);
+    await Promise.all([first, second]);
+    assert.deepEqual(committed(), ['x', 'y', 'w']);
+    await db.tx((sql) => sql.run('INSERT INTO items (name) VALUES (?)', ['z']));
+    assert.deepEqual(committed(), ['x', 'y', 'w', 'z']);
+  });
+});
