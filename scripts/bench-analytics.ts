@@ -67,6 +67,7 @@ import {
   startServer,
   stopServer,
   table,
+  trackRequest,
   waitReady,
 } from './bench-support.ts';
 import { type BenchDatabase, onEachDatabase, report } from './bench-runner.ts';
@@ -135,46 +136,6 @@ async function time(label: string, call: () => Promise<{ response: Response; err
   const t = timing(samples);
   log(`  ${label}: p50 ${fmt(t.p50)} ms, p90 ${fmt(t.p90)} ms, max ${fmt(t.max)} ms`);
   return t;
-}
-
-const USER_AGENTS = [
-  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36',
-  'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15',
-  'Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0',
-  'Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1',
-  'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36',
-  'Mozilla/5.0 (iPad; CPU OS 17_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.6 Mobile/15E148 Safari/604.1',
-];
-const REFERRERS = ['', '', '', 'https://www.google.com/', 'https://news.ycombinator.com/', 'https://duckduckgo.com/', 'https://t.co/abc'];
-
-/** One browser-like event per request: a pageview (4 in 5) or an engagement ping, from 20,000 visitors. */
-function trackRequest(collectKey: string, domain: string, net = 10): { request: autocannon.Request; sent: () => number } {
-  let n = 0;
-  const request = {
-    method: 'POST',
-    path: '/v1/track',
-    setupRequest: (req: autocannon.Request) => {
-      const i = n++;
-      const visitor = (i * 7919) % 20_000;
-      const page = `/docs/page-${(i * 31) % 300}`;
-      const pageview = i % 5 !== 4;
-      req.headers = {
-        'content-type': 'text/plain;charset=UTF-8',
-        'user-agent': USER_AGENTS[visitor % USER_AGENTS.length]!,
-        'x-forwarded-for': `${net}.${(visitor >> 16) & 255}.${(visitor >> 8) & 255}.${visitor & 255}`,
-        origin: `https://${domain}`,
-      };
-      req.body = JSON.stringify({
-        key: collectKey,
-        type: pageview ? 'pageview' : 'engagement',
-        url: `https://${domain}${page}${i % 11 === 0 ? '?utm_source=newsletter&utm_campaign=launch' : ''}`,
-        referrer: REFERRERS[i % REFERRERS.length],
-        ...(pageview ? {} : { engaged_ms: 1000 + (i % 50) * 700 }),
-      });
-      return req;
-    },
-  } as autocannon.Request;
-  return { request, sent: () => n };
 }
 
 interface CollectResult {
