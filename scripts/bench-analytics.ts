@@ -17,8 +17,8 @@
  * (X-Forwarded-For, trusted for this run), pages, referrers and user agents, in three phases:
  *   warm-up, 3 s at the sustained rate (JIT and caches; the first batches are slow), then a 2 s pause
  *     so that the sustained phase starts, as a running service would be, with the queue drained;
- *   sustained: BENCH_TRACK_RATE events/s (default 5,000) on a fixed schedule, as a population of
- *     browsers sends them, for BENCH_SUSTAIN_S seconds (default 30): the target phase. Sustained
+ *   sustained: BENCH_TRACK_RATE events/s (default 10,000) on a fixed schedule, as a population of
+ *     browsers sends them, for BENCH_SUSTAIN_S seconds (default 60): the target phase. Sustained
  *     means every event was taken (no 503: the queue never filled, so the writer kept up) at the
  *     offered rate;
  *   overload: as fast as answered for BENCH_DURATION_S seconds (default 15): the capacity, events/s
@@ -30,7 +30,7 @@
  * budget (429, never 503) and every event of the other taken.
  *
  * Targets (p50): site 30 d <= 50 ms, site 366 d <= 250 ms, workspace 30 d <= 150 ms, breakdown
- * <= 100 ms, realtime <= 10 ms; collection >= 5,000 events/s sustained. A miss prints MISS (exit code stays 0);
+ * <= 100 ms, realtime <= 10 ms; collection >= 10,000 events/s sustained with p99 <= 20 ms (issue 25). A miss prints MISS (exit code stays 0);
  * requests that failed (other than 503, the documented back-pressure, counted as refused) or
  * lost events exit 1.
  * Environment: BENCH_POSTGRES_URL (default postgres://wsops:wsops@127.0.0.1:5432/wsops_bench; the
@@ -79,8 +79,8 @@ const QUERY_RUNS = positive('BENCH_QUERY_RUNS', 60);
 const CONNECTIONS = positive('BENCH_CONNECTIONS', 50);
 const WARMUP_S = positive('BENCH_WARMUP_S', 3);
 const MEASURE_S = positive('BENCH_DURATION_S', 15);
-const TRACK_RATE = positive('BENCH_TRACK_RATE', 5000);
-const SUSTAIN_S = positive('BENCH_SUSTAIN_S', 30);
+const TRACK_RATE = positive('BENCH_TRACK_RATE', 10_000);
+const SUSTAIN_S = positive('BENCH_SUSTAIN_S', 60);
 const PAUSE_S = 2;
 const FLOOD_OTHER_RATE = positive('BENCH_FLOOD_OTHER_RATE', 200);
 // The flood server's key limit: below the defaults (1,000/s, bursts of 5,000), so that a load
@@ -93,7 +93,8 @@ const SITES = 5;
 const DAYS = 90;
 const SEED = 20261122;
 
-const TARGETS = { site30: 50, site366: 250, workspace30: 150, breakdown: 100, realtime: 10, eventsPerS: 5000 };
+/** Issue 25 raised collection to 10,000 events/s sustained with p99 of POST /track <= 20 ms (from issue 14's 5,000). */
+const TARGETS = { site30: 50, site366: 250, workspace30: 150, breakdown: 100, realtime: 10, eventsPerS: 10_000, trackP99Ms: 20 };
 
 interface Timing {
   p50: number;
@@ -438,10 +439,10 @@ async function main(): Promise<number> {
       [`${r.database}: slowest breakdown p50 ${fmt(worstBreakdown)} ms <= ${TARGETS.breakdown}`, worstBreakdown <= TARGETS.breakdown],
       [`${r.database}: realtime p50 ${fmt(q.realtime!.p50)} ms <= ${TARGETS.realtime}`, q.realtime!.p50 <= TARGETS.realtime],
       [
-        `${r.database}: collection sustained ${fmt(sustained.eventsPerS, 0)} events/s taken of ${fmt(sustained.rate, 0)}/s scheduled (>= ${TARGETS.eventsPerS} scheduled, >= 99 % taken), ${sustained.refused} refused (must be 0)`,
+        `${r.database}: collection sustained ${fmt(sustained.eventsPerS, 0)} events/s taken of ${fmt(sustained.rate, 0)}/s scheduled (>= ${TARGETS.eventsPerS} scheduled, >= 99 % taken), ${sustained.refused} refused (must be 0), p99 ${fmt(sustained.p99, 1)} ms (<= ${TARGETS.trackP99Ms})`,
         // Taken at the scheduled rate with nothing refused. 1 % allows for the phase's edges and for
         // wrk falling behind its schedule while answers are slow (50 connections each wait for theirs).
-        sustained.rate >= TARGETS.eventsPerS && sustained.eventsPerS >= 0.99 * sustained.rate && sustained.refused === 0 && sustained.failed === 0,
+        sustained.rate >= TARGETS.eventsPerS && sustained.eventsPerS >= 0.99 * sustained.rate && sustained.refused === 0 && sustained.failed === 0 && sustained.p99 <= TARGETS.trackP99Ms,
       ],
       [`${r.database}: maintained vs query-time ${fmt(r.straightforwardMs.p50 / q.site30!.p50, 1)}x >= 10x`, r.straightforwardMs.p50 / q.site30!.p50 >= 10],
       [
