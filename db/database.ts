@@ -398,10 +398,10 @@ function transactionSql(s: Sql): Sql {
  * own file lock (BEGIN IMMEDIATE, busy_timeout).
  *
  * Group commit: a COMMIT costs more than a whole small command's statements (it writes every page the
- * transaction changed to the WAL). When a transaction ends while others wait at the gate, it ends as a
- * SAVEPOINT released inside one open transaction, and the next one runs in the same transaction; the
- * last of the group (no one waiting, GROUP_MAX members, or GROUP_MAX_MS since it opened) commits for
- * all. Nobody is answered before the COMMIT that holds its change: each transaction's promise resolves
+ * transaction changed to the WAL). A transaction ends as a SAVEPOINT released inside one open
+ * transaction, which stays open until the end of the event loop's turn (or GROUP_MAX members, or
+ * GROUP_MAX_MS): the other transactions of that turn (other requests, those waiting at the gate) run
+ * in it, and one COMMIT serves them all. Nobody is answered before the COMMIT that holds its change: each transaction's promise resolves
  * only then (and rejects if that COMMIT fails). A transaction that throws is rolled back to its
  * savepoint alone. An autocommit write commits the open group first; an autocommit read runs inside it
  * (it sees finished transactions whose COMMIT is at most GROUP_MAX_MS away: only an I/O error in that
@@ -414,7 +414,7 @@ class SqliteConnection {
   private acquiring: Promise<void> | null = null;
   private gate: Promise<void> | null = null;
   private group: CommitGroup | null = null;
-  /** Transactions waiting for the gate: while there are some, a finishing transaction leaves its group open for them. */
+  /** Transactions waiting for the gate (for `stats`). */
   private waiting = 0;
   private control: Record<'begin' | 'savepoint' | 'release' | 'rollbackTo' | 'commit' | 'rollback', BetterSqlite3.Statement> | null = null;
   private readonly pragmas: string[] = [];
@@ -518,14 +518,18 @@ class SqliteConnection {
     return result;
   }
 
-  /** Commits the group now, or leaves it open for a waiting transaction (committed by the next that finds nobody waiting). */
+  /**
+   * Commits the group at once when it is full (GROUP_MAX members or GROUP_MAX_MS old); otherwise leaves
+   * it open until the end of this turn of the event loop: the transactions that wait at the gate, and
+   * those of the other requests this turn reads from their sockets, join it and share its COMMIT.
+   */
   private endOrLeave(group: CommitGroup): void {
     if (this.group !== group) return;
-    if (this.waiting === 0 || group.members.length >= GROUP_MAX || performance.now() - group.openedAt >= GROUP_MAX_MS) {
+    if (group.members.length >= GROUP_MAX || performance.now() - group.openedAt >= GROUP_MAX_MS) {
       this.commitGroup();
       return;
     }
-    // Whoever waits takes the gate in a microtask; should none come, the group is not left open.
+    // A transaction running then (awaiting between its statements) ends the group itself.
     setImmediate(() => {
       if (this.group === group && !this.gate) this.commitGroup();
     });
