@@ -11,6 +11,10 @@
  *   limit stays, visitors come from 20,000 addresses), then the events in the table counted once the
  *   processes have stopped: at least every event answered 202, at most every event sent (0 lost).
  *
+ * With two API processes, collection runs once more for BENCH_DURATION_S while api-1 is stopped
+ * gracefully (SIGTERM) and started again on its port a third of the way in: nothing acknowledged
+ * (202) may be lost; requests refused while it was away were never acknowledged and are reported.
+ *
  * While the command load runs, two exactness checks go through both processes at once:
  * - same key: each of 20 Idempotency-Keys is sent 6 times at once, alternating between the processes
  *   (same body): the change happens once per key (one resource.updated event each); every other answer
@@ -217,6 +221,8 @@ interface TopologyResult {
   collection: { eventsPerS: number; p50: number; p99: number; failed: number; accepted: number; sent: number; stored: number; machineBusy: number | null };
   sameKey: CheckResult;
   rateLimit: CheckResult;
+  /** With 2 or more API processes: collection while api-1 restarts (its events count in `collection.accepted` / `stored`). */
+  restart?: { eventsPerS: number; accepted: number; notAnswered: number; downS: number };
 }
 
 /** Busy and total jiffies of the whole machine (/proc/stat), to say how much of its CPU a phase used. */
@@ -308,11 +314,28 @@ async function topology(count: number, url: string, seeded: Seeded): Promise<Top
     };
     const warm = await loadAll(apis, track, WARMUP_S);
     const phase = await loadAll(apis, track, MEASURE_S);
+    let restart: TopologyResult['restart'];
+    if (count > 1) {
+      // A rolling restart under load: api-1 stops gracefully (SIGTERM: it answers what it has, stores what it holds) and starts again on its port.
+      log(`${count} API processes: collection for ${MEASURE_S} s with api-1 restarted a third of the way in`);
+      const running = loadAll(apis, track, MEASURE_S);
+      await sleep((MEASURE_S * 1000) / 3);
+      const old = apis[0]!;
+      const downAt = performance.now();
+      await stopServer(old);
+      const again = await startServer('api-1 (started again)', serviceScript(), { ...env, JOBS: 'off', PORT: String(old.port) }, unpinned);
+      await waitReady(again, (base) => fetch(`${base}/healthz`));
+      const downS = (performance.now() - downAt) / 1000;
+      apis[0] = again;
+      const r = await running;
+      restart = { eventsPerS: r.reqPerS, accepted: r.phases.reduce((n, p) => n + p.ok2xx, 0), notAnswered: r.failed, downS };
+      log(`  api-1 was away ${fmt(downS, 1)} s; ${fmt(r.reqPerS, 0)} events/s taken over the phase, ${r.failed} requests not answered 202 while it was away`);
+    }
     for (const api of apis) await stopServer(api); // flushes what each process holds
     await sleep(500);
     const stored = (await countEvents(url)) - before;
     // Answered 202 within the phases; requests still in flight when a phase ended were sent, maybe accepted, not counted.
-    const accepted = [...warm.phases, ...phase.phases].reduce((n, p) => n + p.ok2xx, 0);
+    const accepted = [...warm.phases, ...phase.phases].reduce((n, p) => n + p.ok2xx, 0) + (restart?.accepted ?? 0);
     const sent = senders.reduce((n, s) => n + s(), 0);
     log(`  ${fmt(phase.reqPerS, 0)} events/s taken, p99 ${fmt(phase.p99, 1)} ms, ${phase.failed} refused or failed; ${accepted} accepted, ${stored} stored`);
     return {
@@ -321,6 +344,7 @@ async function topology(count: number, url: string, seeded: Seeded): Promise<Top
       collection: { eventsPerS: phase.reqPerS, p50: phase.p50, p99: phase.p99, failed: phase.failed + warm.failed, accepted, sent, stored, machineBusy: phase.machineBusy },
       sameKey,
       rateLimit,
+      ...(restart ? { restart } : {}),
     };
   } finally {
     for (const api of apis) await stopServer(api);
@@ -372,6 +396,13 @@ async function main(): Promise<number> {
     ]),
   );
   for (const r of results) {
+    if (r.restart) {
+      console.log(
+        `${r.apis} API: restart: api-1 stopped (SIGTERM) and started again during ${MEASURE_S} s of collection, away ${fmt(r.restart.downS, 1)} s; ` +
+          `${r.restart.accepted} events answered 202 (${fmt(r.restart.eventsPerS, 0)}/s), ${r.restart.notAnswered} not answered while it was away (refused connections, never acknowledged); ` +
+          `with the phases before it ${r.collection.accepted} acknowledged, ${r.collection.stored} stored: ${r.collection.stored >= r.collection.accepted ? 'none lost' : 'LOST SOME'}`,
+      );
+    }
     console.log(`${r.apis} API: same key: ${r.sameKey.detail}`);
     console.log(`${r.apis} API: rate limit: ${r.rateLimit.detail}`);
   }

@@ -93,9 +93,10 @@ export function serviceScript(): string {
   return 'dist/scripts/start.js';
 }
 
-/** Starts `node SCRIPT` (a `.ts` one with `--import tsx`) on the server CPU with stdout (its log) going to `logFile`, or /dev/null. */
+/** Starts `node SCRIPT` (a `.ts` one with `--import tsx`) on env.PORT or a free port, on the server CPU with stdout (its log) going to `logFile`, or /dev/null. */
 export async function startServer(name: string, script: string, env: Record<string, string>, pinning: Pinning, nodeArgs: string[] = [], logFile?: string): Promise<Server> {
-  const port = await freePort();
+  // env.PORT: that port (a process started again where its clients connect); else a free one.
+  const port = env.PORT ? Number(env.PORT) : await freePort();
   const nodeArgv = [...nodeArgs, ...(script.endsWith('.ts') ? ['--import', 'tsx'] : []), script];
   const [cmd, argv] = pinning.pinned
     ? ['taskset', ['-c', String(pinning.serverCpu), process.execPath, ...nodeArgv]]
