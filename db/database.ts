@@ -386,9 +386,24 @@ interface CommitGroup {
   readonly members: Array<{ resolve: () => void; reject: (err: unknown) => void }>;
 }
 
-/** A transaction's own handle on the connection's executor, so that what is keyed by a transaction (declared jobs) stays its own. */
-function transactionSql(s: Sql): Sql {
-  return { dialect: s.dialect, all: (t, p) => s.all(t, p), one: (t, p) => s.one(t, p), run: (t, p) => s.run(t, p), write: (t, p) => s.write(t, p) };
+/**
+ * A transaction's own handle on the connection's executor, so that what is keyed by a transaction
+ * (declared jobs) stays its own. It refuses statements once its transaction has ended, or once SQLite
+ * itself rolled the open transaction back (`INSERT OR ROLLBACK`, an I/O error): a statement then would
+ * run in autocommit, outside the group, and be kept while the transaction it belongs to is not.
+ */
+function transactionSql(s: Sql, conn: BetterSqlite3.Database, state: { ended: boolean }): Sql {
+  const open = () => {
+    if (state.ended) throw new Error('this transaction has ended: its handle takes no more statements');
+    if (!conn.inTransaction) throw new Error('SQLite rolled this transaction back (an error ended it); it takes no more statements');
+  };
+  return {
+    dialect: s.dialect,
+    all: (t, p) => (open(), s.all(t, p)),
+    one: (t, p) => (open(), s.one(t, p)),
+    run: (t, p) => (open(), s.run(t, p)),
+    write: (t, p) => (open(), s.write(t, p)),
+  };
 }
 
 /**
@@ -404,9 +419,12 @@ function transactionSql(s: Sql): Sql {
  * in it, and one COMMIT serves them all. Nobody is answered before the COMMIT that holds its change: each transaction's promise resolves
  * only then (and rejects if that COMMIT fails). A transaction that throws is rolled back to its
  * savepoint alone. An autocommit write commits the open group first; an autocommit read runs inside it
- * (it sees finished transactions whose COMMIT is at most GROUP_MAX_MS away: only an I/O error in that
- * COMMIT would undo what it read); `relaxed` writes (rate-limit buckets, idempotency locks: lost in a
- * crash without harm) run inside it too.
+ * (it sees finished transactions only: only an I/O error in the group's COMMIT would undo what it
+ * read); `relaxed` writes (rate-limit buckets, idempotency locks: lost in a crash without harm) run
+ * inside it too. A member that awaits more than statements (a worker thread, a timer) holds the gate,
+ * and so the group's COMMIT, as long as it waits: the members that finished before it are answered
+ * after it. A transaction must never await another transaction's promise: that one is answered only
+ * at a COMMIT its own gate holds back (as a nested `tx` never could finish either).
  */
 class SqliteConnection {
   private conn: BetterSqlite3.Database | null = null;
@@ -422,7 +440,13 @@ class SqliteConnection {
   constructor(private readonly pool: PoolClientSource) {}
 
   private async acquire(): Promise<void> {
-    const conn = (this.conn = (await this.pool.acquireConnection()) as BetterSqlite3.Database);
+    let conn: BetterSqlite3.Database;
+    try {
+      conn = this.conn = (await this.pool.acquireConnection()) as BetterSqlite3.Database;
+    } catch (err) {
+      this.acquiring = null; // not kept: the next statement tries again
+      throw err;
+    }
     for (const p of this.pragmas) conn.pragma(p);
     this.executor = sqliteExecutor(conn);
     this.control = {
@@ -489,14 +513,19 @@ class SqliteConnection {
     let committed: Promise<void>;
     let result: T;
     try {
+      // SQLite ended the open transaction on its own (an error in a statement outside any member): its group failed.
+      if (this.group && !conn.inTransaction) this.failGroup(this.group, new Error('SQLite rolled the open transaction back; retry'));
       if (!this.group) {
         control.begin.run();
         this.group = { openedAt: performance.now(), members: [] };
       }
       const group = this.group;
       control.savepoint.run();
+      const state = { ended: false };
       try {
-        result = await fn(transactionSql(this.executor));
+        result = await fn(transactionSql(this.executor, conn, state));
+        // A member that caught SQLite's own rollback of the whole transaction and went on: the group is gone.
+        if (!conn.inTransaction) throw new Error('SQLite rolled this transaction back (an error ended it)');
         control.release.run();
       } catch (err) {
         if (conn.inTransaction) {
@@ -507,6 +536,8 @@ class SqliteConnection {
           this.failGroup(group, err);
         }
         throw err;
+      } finally {
+        state.ended = true;
       }
       committed = new Promise<void>((resolve, reject) => group.members.push({ resolve, reject }));
       this.endOrLeave(group);

@@ -281,6 +281,21 @@ describe('SQLite group commit', () => {
     for (const s of seen) assert.deepEqual(s, ['a', 'b', 'd']);
   });
 
+  it('fails the whole group and keeps nothing of it when SQLite itself rolls the transaction back, then goes on', async () => {
+    const a = db.tx((sql) => sql.run('INSERT INTO items (name) VALUES (?)', ['a']));
+    const b = db.tx(async (sql) => {
+      // OR ROLLBACK ends the whole open transaction, a's finished change with it; b swallows the error and goes on.
+      await sql.run('INSERT OR ROLLBACK INTO items (name) VALUES (?)', ['a']).catch(() => undefined);
+      await sql.run('INSERT INTO items (name) VALUES (?)', ['b']); // refused: it would run outside any transaction
+    });
+    const results = await Promise.allSettled([a, b]);
+    assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected']);
+    assert.match(String((results[1] as PromiseRejectedResult).reason), /rolled this transaction back/);
+    assert.deepEqual(committed(), []);
+    await db.tx((sql) => sql.run('INSERT INTO items (name) VALUES (?)', ['c']));
+    assert.deepEqual(committed(), ['c']);
+  });
+
   it('lets an autocommit read in an open group, commits the group before an autocommit write, and commits a lone transaction at once', async () => {
     const first = db.tx((sql) => sql.run('INSERT INTO items (name) VALUES (?)', ['x']));
     const second = db.tx((sql) => sql.run('INSERT INTO items (name) VALUES (?)', ['y']));
