@@ -32,7 +32,6 @@
  * BENCH_WARMUP_S (3), BENCH_DURATION_S (15), BENCH_LIMIT_RATE / BENCH_LIMIT_BURST (the API keys' rate
  * limit, 100 / 100 by default: the load's 20 keys stay under it, the check's key goes over it), LOG_LEVEL (warn). Exit code 1 when a check fails or requests failed.
  */
-import fs from 'node:fs';
 import os from 'node:os';
 import type autocannon from 'autocannon';
 import { migrations } from '../app.ts';
@@ -59,6 +58,7 @@ import {
   trackRequest,
   waitReady,
 } from './bench-support.ts';
+import { machineCpu } from './bench-runner.ts';
 import { reachablePostgres, redactUrl } from './postgres.ts';
 
 const PG_DEFAULT = 'postgres://wsops:wsops@127.0.0.1:5432/wsops_bench?schema=bench_scale';
@@ -225,27 +225,15 @@ interface TopologyResult {
   restart?: { eventsPerS: number; accepted: number; notAnswered: number; downS: number };
 }
 
-/** Busy and total jiffies of the whole machine (/proc/stat), to say how much of its CPU a phase used. */
-function machineJiffies(): { busy: number; total: number } | null {
-  try {
-    const cpu = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-    const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0);
-    const total = cpu.reduce((a, b) => a + b, 0);
-    return { busy: total - idle, total };
-  } catch {
-    return null;
-  }
-}
-
 /** Runs autocannon against every API process at once (connections split evenly); sums the answered requests. */
 async function loadAll(apis: Server[], make: (i: number) => autocannon.Request, seconds: number): Promise<{ phases: Phase[]; reqPerS: number; p50: number; p99: number; failed: number; cpuMsPerReq: number | null; machineBusy: number | null }> {
   const per = Math.max(1, Math.floor(CONNECTIONS / apis.length));
   const samples: Array<{ status: number; body: string }> = [];
   const cpuBefore = apis.map((a) => processCpuMs(a.child.pid));
-  const machineBefore = machineJiffies();
+  const machineBefore = machineCpu();
   const phases = await Promise.all(apis.map((api, i) => runPhase(api, make(i * 1_000_000), seconds, samples, per)));
   const cpuAfter = apis.map((a) => processCpuMs(a.child.pid));
-  const machineAfter = machineJiffies();
+  const machineAfter = machineCpu();
   const answered = phases.reduce((n, p) => n + p.ok2xx, 0);
   const failed = phases.reduce((n, p) => n + p.non2xx + p.errors + p.timeouts, 0);
   if (samples.length) log(`  failure samples: ${JSON.stringify(samples.slice(0, 3))}`);
@@ -283,7 +271,7 @@ async function topology(count: number, url: string, seeded: Seeded): Promise<Top
     COLLECT_KEY_BURST: '1000000',
   };
   const unpinned = { pinned: false, note: 'unpinned' };
-  const worker = await startServer('worker', serviceScript().replace(/start\.(js|ts)$/, 'worker.$1'), env, unpinned);
+  const worker = await startServer('worker', serviceScript('worker'), env, unpinned);
   const apis: Server[] = [];
   try {
     for (let i = 0; i < count; i++) apis.push(await startServer(`api-${i + 1}`, serviceScript(), { ...env, JOBS: 'off' }, unpinned));

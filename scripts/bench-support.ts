@@ -81,16 +81,17 @@ const running = new Set<Server>();
 
 let built = false;
 /**
- * The service's entry point for a bench: the compiled build (`dist/scripts/start.js`, built first when
- * stale), as production runs it; the sources through tsx with BENCH_SOURCE=1 (for a before/after).
+ * A service entry point for a bench (`start`: an API process; `worker`: jobs and consumers, no
+ * listener): the compiled build (`dist/scripts/start.js`, built first when stale), as production runs
+ * it; the sources through tsx with BENCH_SOURCE=1 (for a before/after).
  */
-export function serviceScript(): string {
-  if (process.env.BENCH_SOURCE === '1') return 'scripts/start.ts';
+export function serviceScript(entry: 'start' | 'worker' = 'start'): string {
+  if (process.env.BENCH_SOURCE === '1') return `scripts/${entry}.ts`;
   if (!built) {
     execFileSync(process.execPath, ['--import', 'tsx', 'scripts/build.ts', '--if-stale'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
     built = true;
   }
-  return 'dist/scripts/start.js';
+  return `dist/scripts/${entry}.js`;
 }
 
 /** Starts `node SCRIPT` (a `.ts` one with `--import tsx`) on env.PORT or a free port, on the server CPU with stdout (its log) going to `logFile`, or /dev/null. */

@@ -104,11 +104,14 @@ export function whereJsonBroke(text: string, err: unknown): string {
   return position ? `${what} at ${at(Number(position[1]))}` : what || 'it does not parse';
 }
 
+/** How deep a JSON value typed into a page's form may nest (a pipeline's stages need 3). */
+export const MAX_FORM_JSON_DEPTH = 16;
+
 /**
  * Whether a parsed JSON value nests deeper than `max` levels (objects and arrays), looking no deeper
  * than max + 1: for values taken from forms, which later code walks recursively.
  */
-export function nestsDeeperThan(value: unknown, max: number): boolean {
+export function nestsDeeperThan(value: unknown, max = MAX_FORM_JSON_DEPTH): boolean {
   let level: unknown[] = [value];
   for (let depth = 0; level.length; depth++) {
     const next: unknown[] = [];

@@ -13,7 +13,7 @@ import { type CatalogueEntry, catalogue } from '../../generated/catalogue.ts';
 import { dereferenced } from '../../generated/dereferenced.ts';
 import type { ModuleDeps } from '../../server/module.ts';
 import { callAsMember } from '../../server/pages/calls.ts';
-import { nestsDeeperThan } from '../../server/body.ts';
+import { MAX_FORM_JSON_DEPTH, nestsDeeperThan } from '../../server/body.ts';
 import { recordPagePath } from '../../server/pages/paths.ts';
 import type { MemberPage, Views } from '../../server/pages.ts';
 import { type RuleSpec, ruleSpecProblem, storeRule } from './authoring.ts';
@@ -56,7 +56,7 @@ function conditionValue(op: string, raw: string): unknown {
   } catch {
     /* text */
   }
-  if (nestsDeeperThan(v, 16)) throw new FormProblem('A condition’s value nests deeper than 16 levels.');
+  if (nestsDeeperThan(v)) throw new FormProblem(`A condition’s value nests deeper than ${MAX_FORM_JSON_DEPTH} levels.`);
   if ((op === 'in' || op === 'not_in') && !Array.isArray(v)) return raw.split(',').map((x) => x.trim()).filter(Boolean);
   return v;
 }
@@ -66,7 +66,7 @@ function json(body: Body, name: string, what: string): Record<string, unknown> |
   if (!raw) return undefined;
   try {
     const v = JSON.parse(raw) as unknown;
-    if (nestsDeeperThan(v, 16)) throw new FormProblem(`${what} nests deeper than 16 levels.`);
+    if (nestsDeeperThan(v)) throw new FormProblem(`${what} nests deeper than ${MAX_FORM_JSON_DEPTH} levels.`);
     if (v && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
   } catch (err) {
     if (err instanceof FormProblem) throw err;

@@ -10,7 +10,7 @@
  * someone else changed in between is a `409 conflict` the page shows, never a silent overwrite, while
  * changes to other fields merge.
  */
-import { nestsDeeperThan } from '../../server/body.ts';
+import { MAX_FORM_JSON_DEPTH, nestsDeeperThan } from '../../server/body.ts';
 import { canonicalJson } from '../../server/ids.ts';
 import type { RecordField, RecordType } from './types.ts';
 
@@ -22,10 +22,6 @@ export const same = (a: unknown, b: unknown): boolean => canonicalJson(a ?? null
 
 /** A form refusal before any call: a field the page could not read (JSON that does not parse). */
 export class FormProblem extends Error {}
-
-/** How deep a JSON value of a form may nest (a pipeline's stages need 3). */
-export const MAX_JSON_DEPTH = 16;
-const tooDeep = (v: unknown): boolean => nestsDeeperThan(v, MAX_JSON_DEPTH);
 
 function scalarFrom(field: RecordField, raw: string): unknown {
   const v = raw.trim();
@@ -63,7 +59,7 @@ export function valueFrom(field: RecordField, body: FormBody, prefix = 'f.'): un
     } catch {
       throw new FormProblem(`${field.label} is not valid JSON: check the brackets, quotes and commas.`);
     }
-    if (tooDeep(value)) throw new FormProblem(`${field.label} nests deeper than ${MAX_JSON_DEPTH} levels.`);
+    if (nestsDeeperThan(value)) throw new FormProblem(`${field.label} nests deeper than ${MAX_FORM_JSON_DEPTH} levels.`);
     return value;
   }
   return scalarFrom(field, str(body[name]));
@@ -102,7 +98,7 @@ export function decodeOpened(body: FormBody): Data | undefined {
   if (!raw || raw.length > 200_000) return undefined;
   try {
     const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as unknown;
-    return v && typeof v === 'object' && !Array.isArray(v) && !tooDeep(v) ? (v as Data) : undefined;
+    return v && typeof v === 'object' && !Array.isArray(v) && !nestsDeeperThan(v) ? (v as Data) : undefined;
   } catch {
     return undefined;
   }

@@ -27,8 +27,8 @@ import { newId } from '../../server/ids.ts';
 import { roleAllows } from '../../server/roles.ts';
 import type { MemberRole } from '../../db/rows.ts';
 import { OPERATOR, recordAudit } from '../../server/audit.ts';
-import { insertSubscription, LISTENER_SCHEME, LISTENER_STALE_MS, type WebhookEventName } from './queries.ts';
-import { newSigningSecret } from './signatures.ts';
+import { findSubscription, insertSubscription, LISTENER_SCHEME, LISTENER_STALE_MS, touchListener, type WebhookEventName } from './queries.ts';
+import { newSigningSecret, previousSecret } from './signatures.ts';
 import { deleteSubscription, newSubscriptionRow } from './subscriptions.ts';
 import { RESPONSE_BODY_BYTES } from './delivery.ts';
 import { deliveryWorker } from './worker.ts';
@@ -153,8 +153,9 @@ export async function startListener(
       const body = typeof init.body === 'string' ? init.body : init.body.toString('utf8');
       let line: string;
       // The subscription's secrets as they are now (a rotation on the webhook's page signs with the new one).
-      const current = await db.sql.one<{ secret: string; previous_secret: string | null; previous_secret_until: number | null }>(`SELECT secret, previous_secret, previous_secret_until FROM webhook_subscriptions WHERE id = ?`, [row.id]);
-      const secrets = current ? [current.secret, ...(current.previous_secret && Number(current.previous_secret_until ?? 0) > clock.now() ? [current.previous_secret] : [])] : [secret];
+      const current = await findSubscription(db.sql, o.workspaceId, row.id);
+      const previous = current && previousSecret(current, clock.now());
+      const secrets = current ? [current.secret, ...(previous ? [previous] : [])] : [secret];
       try {
         const event = verifyWebhook(secrets, init.headers, body, { now: clock.now() }) as unknown as Record<string, unknown>;
         received += 1;
@@ -196,7 +197,7 @@ export async function startListener(
         // The heartbeat: without it (a killed process) the service stops making deliveries for it.
         if (clock.now() - lastBeat >= LISTENER_STALE_MS / 4) {
           lastBeat = clock.now();
-          await db.sql.run(`UPDATE webhook_subscriptions SET updated_at = ? WHERE id = ?`, [lastBeat, row.id]);
+          await touchListener(db.sql, row.id, lastBeat);
         }
         while ((await worker.runOnce()) > 0) await worker.drain();
         await worker.drain();

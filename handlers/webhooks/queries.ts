@@ -162,7 +162,6 @@ export function listSubscriptions(sql: Sql, workspaceId: string, after: { t: num
     : sql.all<DbWebhookSubscriptionRow>(`SELECT * FROM webhook_subscriptions WHERE workspace_id = ? ORDER BY created_at, id LIMIT ?`, [workspaceId, limit]);
 }
 
-/** The enabled subscriptions of a workspace to an event. */
 /** A listener whose process has not said it is alive (`updated_at`) for this long gets no new deliveries. */
 export const LISTENER_STALE_MS = 60_000;
 
@@ -172,6 +171,11 @@ export function subscribersOf(sql: Sql, workspaceId: string, event: string, now:
     `SELECT * FROM webhook_subscriptions WHERE workspace_id = ? AND event = ? AND enabled = ? AND (url NOT LIKE '${LISTENER_SCHEME}%' OR updated_at >= ?)`,
     [workspaceId, event, true, now - LISTENER_STALE_MS],
   );
+}
+
+/** A listener's heartbeat (`webhooks listen`): its process is alive now. */
+export function touchListener(sql: Sql, id: string, now: number): Promise<number> {
+  return sql.run(`UPDATE webhook_subscriptions SET updated_at = ? WHERE id = ?`, [now, id]);
 }
 
 /** A subscription with its workspace's auth version (moved by every change of keys, grants and members). */

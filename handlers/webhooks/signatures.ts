@@ -9,6 +9,11 @@
 import crypto from 'node:crypto';
 
 /** A new signing secret: `whsec_` and 32 random bytes in base64url (the whole text is the HMAC key). */
+/** The secret a rotation replaced, while its grace period lasts (deliveries are signed with it too), else null. */
+export function previousSecret(s: { previous_secret: string | null; previous_secret_until: number | null }, now: number): string | null {
+  return s.previous_secret && Number(s.previous_secret_until ?? 0) > now ? s.previous_secret : null;
+}
+
 export function newSigningSecret(): string {
   return `whsec_${crypto.randomBytes(32).toString('base64url')}`;
 }

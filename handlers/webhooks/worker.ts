@@ -39,7 +39,7 @@ import {
   takeWindowSlot,
   LISTENER_SCHEME,
 } from './queries.ts';
-import { signedHeaders } from './signatures.ts';
+import { previousSecret, signedHeaders } from './signatures.ts';
 
 /** Attempts in flight in one process, at most. */
 export const MAX_IN_FLIGHT = 64;
@@ -61,7 +61,7 @@ type Outcome = { ok: true; status: number; body: string; durationMs: number } | 
 
 /** One signed attempt of a delivery through the egress client; its outcome, never a throw for the receiver's doing. */
 async function send(egress: Pick<EgressClient, 'post'>, d: DbWebhookDeliveryRow, s: DbWebhookSubscriptionRow, attemptId: string, now: number): Promise<Outcome> {
-  const previous = s.previous_secret && Number(s.previous_secret_until ?? 0) > now ? s.previous_secret : null;
+  const previous = previousSecret(s, now);
   // Signed by the subscription's stored contract at this attempt: a retry after a move to v1 carries v1=.
   const legacy = s.signing_contract === 'legacy';
   // Resource events carry both signatures during a rotation's grace period; the legacy signature has
@@ -121,9 +121,6 @@ async function recordOnSubscription(sql: Sql, logger: Logger, d: DbWebhookDelive
     logger.warn({ webhook: s.id, workspace: s.workspace_id }, 'webhook subscription disabled after repeated failures');
   }
 }
-
-/** The delivery worker. */
-export { LISTENER_SCHEME };
 
 /**
  * `only`: attempt the deliveries of this one subscription through `egress` (a `webhooks listen`

@@ -29,7 +29,6 @@ import type { AuditActor } from '../../../server/audit.ts';
 import { takeQuota } from '../../../server/limits.ts';
 import { newDelivery, replayEvent } from '../delivery.ts';
 import { newId } from '../../../server/ids.ts';
-
 import { changeSigningContract, deleteSubscription, disableSubscription, enableSubscription, rotateSecret, ROTATION_GRACE_MS, TEST_EVENT_BUDGET, testDelivery, WebhookActionError } from '../subscriptions.ts';
 import type { WebhookPageContext } from './context.ts';
 import type { HeldSecret } from './secret.ts';
